@@ -1,0 +1,164 @@
+// Package dl finds and opens shared libraries at run time and resolves their
+// symbols, so that the cuda and cufile bindings build without a CUDA toolkit,
+// headers or cgo.
+package dl
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/ebitengine/purego"
+)
+
+// ErrNotFound is matched (errors.Is) by every error that reports a library
+// or symbol that could not be found.
+var ErrNotFound = errors.New("not found")
+
+// Library describes a shared library that is opened lazily, once, on first
+// use. The zero value is not usable: set Sonames.
+type Library struct {
+	// Sonames are the names tried first, through the dynamic loader's own
+	// search path, in order.
+	Sonames []string
+	// EnvVar names an environment variable that, when set, holds the exact
+	// path of the library; nothing else is tried then.
+	EnvVar string
+
+	once   sync.Once
+	handle uintptr
+	path   string
+	err    error
+}
+
+// LoadError reports a library that could not be opened, with every path
+// tried and why each failed.
+type LoadError struct {
+	Lib   string   // first soname, naming the library
+	Tried []string // each attempt as "path: reason"
+}
+
+func (e *LoadError) Error() string {
+	return fmt.Sprintf("cannot load %s (tried %s)", e.Lib, strings.Join(e.Tried, "; "))
+}
+
+// Is reports whether target is ErrNotFound.
+func (e *LoadError) Is(target error) bool { return target == ErrNotFound }
+
+// SymbolError reports a symbol missing from a loaded library.
+type SymbolError struct {
+	Lib, Symbol string
+}
+
+func (e *SymbolError) Error() string {
+	return fmt.Sprintf("symbol %s not found in %s", e.Symbol, e.Lib)
+}
+
+// Is reports whether target is ErrNotFound.
+func (e *SymbolError) Is(target error) bool { return target == ErrNotFound }
+
+// Candidates lists the paths Load tries, in order.
+func (l *Library) Candidates() []string {
+	if l.EnvVar != "" {
+		if p := os.Getenv(l.EnvVar); p != "" {
+			return []string{p}
+		}
+	}
+	c := append([]string(nil), l.Sonames...)
+	var dirs []string
+	for _, v := range []string{"CUDA_HOME", "CUDA_PATH"} {
+		if root := os.Getenv(v); root != "" {
+			dirs = append(dirs, filepath.Join(root, "lib64"), filepath.Join(root, "lib"))
+		}
+	}
+	dirs = append(dirs, "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib")
+	for _, d := range dirs {
+		for _, s := range l.Sonames {
+			c = append(c, filepath.Join(d, s))
+		}
+	}
+	return c
+}
+
+// Load opens the library on first call and returns its handle; later calls
+// return the same result. It is safe for concurrent use.
+func (l *Library) Load() (uintptr, error) {
+	l.once.Do(func() {
+		var tried []string
+		for _, p := range l.Candidates() {
+			h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+			if err == nil {
+				l.handle, l.path = h, p
+				return
+			}
+			tried = append(tried, p+": "+err.Error())
+		}
+		l.err = &LoadError{Lib: l.Sonames[0], Tried: tried}
+	})
+	return l.handle, l.err
+}
+
+// Path returns the path the library was opened from, or "" if it is not
+// loaded.
+func (l *Library) Path() string {
+	if _, err := l.Load(); err != nil {
+		return ""
+	}
+	return l.path
+}
+
+// Sym resolves name in the library, loading it first if needed.
+func (l *Library) Sym(name string) (uintptr, error) {
+	h, err := l.Load()
+	if err != nil {
+		return 0, err
+	}
+	p, err := purego.Dlsym(h, name)
+	if err != nil || p == 0 {
+		return 0, &SymbolError{Lib: l.path, Symbol: name}
+	}
+	return p, nil
+}
+
+// Func is a lazily resolved C function of a Library. Resolve once with
+// Addr; Call panics never: a missing symbol is returned as an error.
+type Func struct {
+	Lib  *Library
+	Name string
+	// Alt names tried in order when Name is missing (older versioned
+	// symbols, for example cuFileDriverClose for cuFileDriverClose_v2).
+	Alt []string
+
+	once sync.Once
+	addr uintptr
+	err  error
+}
+
+// Addr returns the function's address, resolving it on first call.
+func (f *Func) Addr() (uintptr, error) {
+	f.once.Do(func() {
+		for _, n := range append([]string{f.Name}, f.Alt...) {
+			if f.addr, f.err = f.Lib.Sym(n); f.err == nil {
+				return
+			}
+		}
+	})
+	return f.addr, f.err
+}
+
+// Call resolves the function and calls it with args, returning RAX.
+// Arguments that are pointers must be converted to uintptr in the call
+// expression itself so that they stay alive and unmoved for the call.
+//
+//go:uintptrescapes
+func (f *Func) Call(args ...uintptr) (uintptr, error) {
+	a, err := f.Addr()
+	if err != nil {
+		return 0, err
+	}
+	r, _, _ := purego.SyscallN(a, args...)
+	return r, nil
+}
