@@ -1,0 +1,311 @@
+package kvik
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Defaults holds the settings that KvikIO reads from KVIKIO_* environment
+// variables. The package keeps one current set; read it with GetDefaults
+// and change it with SetDefaults.
+type Defaults struct {
+	// CompatMode chooses between cuFile and the POSIX path (KVIKIO_COMPAT_MODE).
+	CompatMode CompatMode
+	// NumThreads is the number of I/O workers per pool (KVIKIO_NTHREADS).
+	NumThreads int
+	// TaskSize is the largest piece of an operation that one worker
+	// handles (KVIKIO_TASK_SIZE), in bytes.
+	TaskSize int
+	// GDSThreshold is the size below which device I/O goes through the
+	// POSIX path synchronously (KVIKIO_GDS_THRESHOLD), in bytes.
+	GDSThreshold int
+	// BounceBufferSize is the size of each bounce buffer
+	// (KVIKIO_BOUNCE_BUFFER_SIZE), in bytes.
+	BounceBufferSize int
+	// AutoDirectIORead enables opportunistic O_DIRECT reads
+	// (KVIKIO_AUTO_DIRECT_IO_READ).
+	AutoDirectIORead bool
+	// AutoDirectIOReadOverread lets device reads widen to aligned bounds
+	// and keep the wanted part (KVIKIO_AUTO_DIRECT_IO_READ_OVERREAD).
+	AutoDirectIOReadOverread bool
+	// AutoDirectIOWrite enables opportunistic O_DIRECT writes
+	// (KVIKIO_AUTO_DIRECT_IO_WRITE).
+	AutoDirectIOWrite bool
+	// ThreadPoolPerBlockDevice gives each block device its own pool of
+	// NumThreads workers (KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE).
+	ThreadPoolPerBlockDevice bool
+}
+
+// DefaultNumThreads is the built-in worker count: one per CPU, at least 4
+// and at most 16. KvikIO's built-in is 1, which leaves most of a modern
+// disk's or the page cache's bandwidth unused (see docs/defaults.md).
+func DefaultNumThreads() int { return min(max(runtime.NumCPU(), 4), 16) }
+
+// BuiltinDefaults returns the settings used when no environment variable
+// is set.
+func BuiltinDefaults() Defaults {
+	return Defaults{
+		CompatMode:        CompatAuto,
+		NumThreads:        DefaultNumThreads(),
+		TaskSize:          4 << 20,
+		GDSThreshold:      16 << 10,
+		BounceBufferSize:  16 << 20,
+		AutoDirectIOWrite: true,
+	}
+}
+
+// Validate reports the first setting out of range, wrapping
+// ErrInvalidArgument.
+func (d Defaults) Validate() error {
+	switch {
+	case d.CompatMode != CompatOff && d.CompatMode != CompatOn && d.CompatMode != CompatAuto:
+		return fmt.Errorf("%w: compat mode %d", ErrInvalidArgument, int(d.CompatMode))
+	case d.NumThreads <= 0:
+		return fmt.Errorf("%w: NumThreads %d must be positive", ErrInvalidArgument, d.NumThreads)
+	case d.TaskSize <= 0:
+		return fmt.Errorf("%w: TaskSize %d must be positive", ErrInvalidArgument, d.TaskSize)
+	case d.GDSThreshold < 0:
+		return fmt.Errorf("%w: GDSThreshold %d must not be negative", ErrInvalidArgument, d.GDSThreshold)
+	case d.BounceBufferSize <= 0:
+		return fmt.Errorf("%w: BounceBufferSize %d must be positive", ErrInvalidArgument, d.BounceBufferSize)
+	}
+	return nil
+}
+
+// Setting describes one setting for display (kvik info): its name, the
+// environment variable, the value and where the value came from
+// ("built-in", "env" or "set").
+type Setting struct {
+	Name, Env, Value, Source string
+}
+
+// envVar binds a Defaults field to its environment variable.
+type envVar struct {
+	name, env string
+	parse     func(d *Defaults, v string) error
+	format    func(d Defaults) string
+}
+
+var envVars = []envVar{
+	{"CompatMode", "KVIKIO_COMPAT_MODE",
+		func(d *Defaults, v string) (err error) { d.CompatMode, err = ParseCompatMode(v); return },
+		func(d Defaults) string { return d.CompatMode.String() }},
+	{"NumThreads", "KVIKIO_NTHREADS", intParser(func(d *Defaults) *int { return &d.NumThreads }),
+		func(d Defaults) string { return strconv.Itoa(d.NumThreads) }},
+	{"TaskSize", "KVIKIO_TASK_SIZE", intParser(func(d *Defaults) *int { return &d.TaskSize }),
+		func(d Defaults) string { return strconv.Itoa(d.TaskSize) }},
+	{"GDSThreshold", "KVIKIO_GDS_THRESHOLD", intParser(func(d *Defaults) *int { return &d.GDSThreshold }),
+		func(d Defaults) string { return strconv.Itoa(d.GDSThreshold) }},
+	{"BounceBufferSize", "KVIKIO_BOUNCE_BUFFER_SIZE", intParser(func(d *Defaults) *int { return &d.BounceBufferSize }),
+		func(d Defaults) string { return strconv.Itoa(d.BounceBufferSize) }},
+	{"AutoDirectIORead", "KVIKIO_AUTO_DIRECT_IO_READ", boolParser(func(d *Defaults) *bool { return &d.AutoDirectIORead }),
+		func(d Defaults) string { return strconv.FormatBool(d.AutoDirectIORead) }},
+	{"AutoDirectIOReadOverread", "KVIKIO_AUTO_DIRECT_IO_READ_OVERREAD", boolParser(func(d *Defaults) *bool { return &d.AutoDirectIOReadOverread }),
+		func(d Defaults) string { return strconv.FormatBool(d.AutoDirectIOReadOverread) }},
+	{"AutoDirectIOWrite", "KVIKIO_AUTO_DIRECT_IO_WRITE", boolParser(func(d *Defaults) *bool { return &d.AutoDirectIOWrite }),
+		func(d Defaults) string { return strconv.FormatBool(d.AutoDirectIOWrite) }},
+	{"ThreadPoolPerBlockDevice", "KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE", boolParser(func(d *Defaults) *bool { return &d.ThreadPoolPerBlockDevice }),
+		func(d Defaults) string { return strconv.FormatBool(d.ThreadPoolPerBlockDevice) }},
+}
+
+// numThreadsAlias is KvikIO's alternative name for KVIKIO_NTHREADS.
+const numThreadsAlias = "KVIKIO_NUM_THREADS"
+
+func intParser(field func(*Defaults) *int) func(*Defaults, string) error {
+	return func(d *Defaults, v string) error {
+		n, err := strconv.ParseInt(v, 10, 0)
+		if err != nil {
+			return fmt.Errorf("not an integer")
+		}
+		*field(d) = int(n)
+		return nil
+	}
+}
+
+func boolParser(field func(*Defaults) *bool) func(*Defaults, string) error {
+	return func(d *Defaults, v string) (err error) {
+		*field(d), err = ParseBool(v)
+		return err
+	}
+}
+
+// ParseBool parses a boolean the way KvikIO does: an integer (non-zero is
+// true) or true/on/yes and false/off/no, case-insensitive, trimmed.
+func ParseBool(s string) (bool, error) {
+	v := strings.ToLower(strings.TrimSpace(s))
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return n != 0, nil
+	}
+	switch v {
+	case "true", "on", "yes":
+		return true, nil
+	case "false", "off", "no":
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: %q is not a boolean (want true/false, on/off, yes/no or an integer)", ErrInvalidArgument, s)
+}
+
+// DefaultsFromEnv returns the built-in defaults overridden by the KVIKIO_*
+// environment variables that are set, with where each value came from. A
+// variable that is set but empty, unparsable or out of range is an error
+// wrapping ErrBadEnv that names the variable and its value.
+func DefaultsFromEnv() (Defaults, []Setting, error) {
+	return defaultsFrom(os.LookupEnv)
+}
+
+func defaultsFrom(lookup func(string) (string, bool)) (Defaults, []Setting, error) {
+	d := BuiltinDefaults()
+	fromEnv := map[string]bool{}
+	for _, ev := range envVars {
+		name, v, ok, err := lookupVar(lookup, ev.env)
+		if err != nil {
+			return d, nil, err
+		}
+		if !ok {
+			continue
+		}
+		if strings.TrimSpace(v) == "" {
+			return d, nil, fmt.Errorf("%w: %s is set but empty", ErrBadEnv, name)
+		}
+		if err := ev.parse(&d, strings.TrimSpace(v)); err != nil {
+			return d, nil, fmt.Errorf("%w: %s=%q: %v", ErrBadEnv, name, v, err)
+		}
+		if err := d.Validate(); err != nil {
+			return d, nil, fmt.Errorf("%w: %s=%q: %v", ErrBadEnv, name, v, err)
+		}
+		fromEnv[ev.name] = true
+	}
+	return d, settingsOf(d, func(name string) string {
+		if fromEnv[name] {
+			return "env"
+		}
+		return "built-in"
+	}), nil
+}
+
+// lookupVar reads an environment variable, resolving KVIKIO_NTHREADS and
+// its alias KVIKIO_NUM_THREADS: both set to different values is an error.
+func lookupVar(lookup func(string) (string, bool), env string) (name, v string, ok bool, err error) {
+	v, ok = lookup(env)
+	if env != "KVIKIO_NTHREADS" {
+		return env, v, ok, nil
+	}
+	alias, aliasOK := lookup(numThreadsAlias)
+	switch {
+	case ok && aliasOK && strings.TrimSpace(v) != strings.TrimSpace(alias):
+		return env, v, ok, fmt.Errorf("%w: KVIKIO_NTHREADS=%q and %s=%q conflict", ErrBadEnv, v, numThreadsAlias, alias)
+	case !ok && aliasOK:
+		return numThreadsAlias, alias, true, nil
+	}
+	return env, v, ok, nil
+}
+
+func settingsOf(d Defaults, source func(name string) string) []Setting {
+	s := make([]Setting, len(envVars))
+	for i, ev := range envVars {
+		s[i] = Setting{Name: ev.name, Env: ev.env, Value: ev.format(d), Source: source(ev.name)}
+	}
+	return s
+}
+
+// state is the package's current defaults, loaded from the environment on
+// first use.
+var state struct {
+	once     sync.Once
+	mu       sync.RWMutex
+	d        Defaults
+	settings []Setting
+	envErr   error
+}
+
+func loadState() {
+	state.once.Do(func() {
+		d, s, err := DefaultsFromEnv()
+		if err != nil {
+			d, s = BuiltinDefaults(), settingsOf(BuiltinDefaults(), func(string) string { return "built-in" })
+		}
+		state.d, state.settings, state.envErr = d, s, err
+	})
+}
+
+// GetDefaults returns the current settings. If the environment held a bad
+// KVIKIO_* value, it returns the built-in settings and that error, which
+// every Open returns too until SetDefaults replaces the settings.
+func GetDefaults() (Defaults, error) {
+	loadState()
+	state.mu.RLock()
+	defer state.mu.RUnlock()
+	return state.d, state.envErr
+}
+
+// Settings lists the current settings with their sources, for display.
+func Settings() []Setting {
+	loadState()
+	state.mu.RLock()
+	defer state.mu.RUnlock()
+	return append([]Setting(nil), state.settings...)
+}
+
+// SetDefaults replaces the current settings and returns a function that
+// restores the previous ones, like KvikIO's kvikio.defaults.set context
+// manager:
+//
+//	restore, err := kvik.SetDefaults(d)
+//	if err != nil { ... }
+//	defer restore()
+//
+// Operations already submitted keep the settings they started with; worker
+// pools are resized at once without dropping queued work.
+func SetDefaults(d Defaults) (restore func(), err error) {
+	if err := d.Validate(); err != nil {
+		return func() {}, err
+	}
+	loadState()
+	state.mu.Lock()
+	prevD, prevS, prevErr := state.d, state.settings, state.envErr
+	old := settingMap(prevS)
+	state.d, state.envErr = d, nil
+	state.settings = settingsOf(d, func(name string) string {
+		for _, ev := range envVars {
+			if ev.name == name && ev.format(d) == ev.format(prevD) {
+				return old[name]
+			}
+		}
+		return "set"
+	})
+	state.mu.Unlock()
+	resizePools(d.NumThreads)
+	return func() {
+		state.mu.Lock()
+		state.d, state.settings, state.envErr = prevD, prevS, prevErr
+		state.mu.Unlock()
+		resizePools(prevD.NumThreads)
+	}, nil
+}
+
+func settingMap(s []Setting) map[string]string {
+	m := make(map[string]string, len(s))
+	for _, x := range s {
+		m[x.Name] = x.Source
+	}
+	return m
+}
+
+// UpdateDefaults applies change to a copy of the current settings and sets
+// the result; it returns the restore function of SetDefaults.
+//
+//	restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.NumThreads = 8 })
+//
+// It fails with the environment's error if GetDefaults reports one.
+func UpdateDefaults(change func(d *Defaults)) (restore func(), err error) {
+	d, err := GetDefaults()
+	if err != nil {
+		return func() {}, err
+	}
+	change(&d)
+	return SetDefaults(d)
+}

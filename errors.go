@@ -1,0 +1,25 @@
+package kvik
+
+import (
+	"errors"
+	"io/fs"
+)
+
+// Errors returned (wrapped) by this package; test with errors.Is.
+var (
+	// ErrInvalidArgument reports a bad argument: a negative offset or size,
+	// a size larger than its buffer, an offset+size overflow, a bad flag.
+	ErrInvalidArgument = errors.New("kvik: invalid argument")
+	// ErrClosed reports use of a closed FileHandle. It is fs.ErrClosed, so
+	// errors.Is(err, os.ErrClosed) holds too.
+	ErrClosed = fs.ErrClosed
+	// ErrNotReadable reports a read from a handle opened write-only.
+	ErrNotReadable = errors.New("kvik: file not opened for reading")
+	// ErrNotWritable reports a write to a handle opened read-only.
+	ErrNotWritable = errors.New("kvik: file not opened for writing")
+	// ErrBadEnv reports an environment variable with a value that cannot be
+	// used; the error names the variable and the value.
+	ErrBadEnv = errors.New("kvik: bad environment variable")
+	// ErrCuFileRequired reports CompatOff when cuFile cannot be used.
+	ErrCuFileRequired = errors.New("kvik: cuFile required (compat mode off) but unusable")
+)

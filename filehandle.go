@@ -1,0 +1,276 @@
+package kvik
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kvikgo/kvik/cufile"
+	"github.com/kvikgo/kvik/internal/blockdev"
+	"github.com/kvikgo/kvik/internal/sched"
+)
+
+// FileHandle is an open file for parallel I/O between the file and host
+// or device memory: the Go counterpart of kvikio::FileHandle. It keeps a
+// buffered descriptor and, where the file system allows, an O_DIRECT one,
+// plus a cuFile handle when device I/O goes through cuFile.
+//
+// A FileHandle is safe for concurrent use. Close waits for operations in
+// flight; operations started after Close fail with ErrClosed.
+type FileHandle struct {
+	name     string
+	flags    int
+	fd       int
+	fdDirect int // -1 when O_DIRECT is not available
+	compat   CompatMode
+	reason   string
+	cuHandle cufile.Handle // 0 unless compat is CompatOff
+
+	devKey func() string
+
+	mu     sync.RWMutex // held for reading by every operation in flight
+	closed bool
+}
+
+// Option configures Open and OpenFile.
+type Option func(*openOptions)
+
+type openOptions struct {
+	compat    CompatMode
+	hasCompat bool
+}
+
+// WithCompatMode sets the compat mode of one file, overriding the default
+// (KVIKIO_COMPAT_MODE).
+func WithCompatMode(m CompatMode) Option {
+	return func(o *openOptions) { o.compat, o.hasCompat = m, true }
+}
+
+// DefaultPerm is the permission Open gives files it creates when perm is 0.
+const DefaultPerm fs.FileMode = 0o644
+
+// ParseOpenFlags converts KvikIO's open flags to os.O_* flags: "r"
+// (read), "r+" (read and write), "w" (write, create, truncate) and "w+"
+// (read and write, create, truncate). A "b" anywhere after the first
+// character is ignored, as in C's fopen.
+func ParseOpenFlags(flags string) (int, error) {
+	s := flags
+	if len(s) > 1 {
+		s = s[:1] + strings.ReplaceAll(s[1:], "b", "")
+	}
+	switch s {
+	case "r":
+		return os.O_RDONLY, nil
+	case "r+":
+		return os.O_RDWR, nil
+	case "w":
+		return os.O_WRONLY | os.O_CREATE | os.O_TRUNC, nil
+	case "w+":
+		return os.O_RDWR | os.O_CREATE | os.O_TRUNC, nil
+	}
+	return 0, fmt.Errorf("%w: open flags %q (want r, r+, w or w+)", ErrInvalidArgument, flags)
+}
+
+// Open opens the file at path with KvikIO's flags ("r", "r+", "w", "w+";
+// see ParseOpenFlags). perm applies when the file is created; 0 means
+// DefaultPerm.
+func Open(path, flags string, perm fs.FileMode, opts ...Option) (*FileHandle, error) {
+	flag, err := ParseOpenFlags(flags)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return OpenFile(path, flag, perm, opts...)
+}
+
+// OpenFile opens the file at path with os.O_* flags, like os.OpenFile.
+// O_APPEND is refused, since positioned writes cannot honour it. perm
+// applies when the file is created; 0 means DefaultPerm.
+func OpenFile(path string, flag int, perm fs.FileMode, opts ...Option) (*FileHandle, error) {
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f, err := openFile(path, flag, perm, o)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return f, nil
+}
+
+func openFile(path string, flag int, perm fs.FileMode, o openOptions) (*FileHandle, error) {
+	if flag&os.O_APPEND != 0 {
+		return nil, fmt.Errorf("%w: O_APPEND cannot be used with positioned I/O", ErrInvalidArgument)
+	}
+	d, err := GetDefaults()
+	if err != nil {
+		return nil, err
+	}
+	mode := d.CompatMode
+	if o.hasCompat {
+		mode = o.compat
+	}
+	compat, reason, err := resolveCompat(mode)
+	if err != nil {
+		return nil, err
+	}
+	if perm == 0 {
+		perm = DefaultPerm
+	}
+	flag &^= unix.O_DIRECT
+	fd, err := unix.Open(path, flag|unix.O_CLOEXEC, uint32(perm.Perm()))
+	if err != nil {
+		return nil, err
+	}
+	f := &FileHandle{name: path, flags: flag, fd: fd, fdDirect: -1, compat: compat, reason: reason}
+	f.devKey = sync.OnceValue(func() string {
+		dev, err := blockdev.ForFd(f.fd)
+		if err != nil {
+			return ""
+		}
+		return dev.Key()
+	})
+	// The O_DIRECT descriptor must not create or truncate a second time.
+	dfd, derr := unix.Open(path, (flag&^(os.O_CREATE|os.O_TRUNC|os.O_EXCL))|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if derr == nil {
+		f.fdDirect = dfd
+	}
+	if compat == CompatOff {
+		if err := f.registerCuFile(mode, derr); err != nil {
+			f.closeFds()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// registerCuFile registers the O_DIRECT descriptor with cuFile. Under
+// CompatAuto a failure falls back to POSIX I/O, with the reason kept.
+func (f *FileHandle) registerCuFile(requested CompatMode, directErr error) error {
+	var err error
+	if directErr != nil {
+		err = fmt.Errorf("O_DIRECT open failed, which cuFile needs: %w", directErr)
+	} else {
+		f.cuHandle, err = cufile.HandleRegister(f.fdDirect)
+	}
+	if err == nil {
+		return nil
+	}
+	if requested == CompatOff {
+		return fmt.Errorf("%w: %w", ErrCuFileRequired, err)
+	}
+	f.compat, f.reason = CompatOn, fmt.Sprintf("auto: cuFile refused this file (%v); using POSIX I/O", err)
+	return nil
+}
+
+func (f *FileHandle) closeFds() error {
+	var errs []error
+	if f.fdDirect >= 0 {
+		errs = append(errs, unix.Close(f.fdDirect))
+		f.fdDirect = -1
+	}
+	errs = append(errs, unix.Close(f.fd))
+	f.fd = -1
+	return errors.Join(errs...)
+}
+
+// Close waits for operations in flight, releases the cuFile handle and
+// closes the descriptors. Closing a closed handle does nothing.
+func (f *FileHandle) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	if f.cuHandle != 0 {
+		cufile.HandleDeregister(f.cuHandle)
+		f.cuHandle = 0
+	}
+	if err := f.closeFds(); err != nil {
+		return &fs.PathError{Op: "close", Path: f.name, Err: err}
+	}
+	return nil
+}
+
+// acquire marks an operation in flight; release must follow.
+func (f *FileHandle) acquire() error {
+	f.mu.RLock()
+	if f.closed {
+		f.mu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (f *FileHandle) release() { f.mu.RUnlock() }
+
+// Name returns the path the file was opened with.
+func (f *FileHandle) Name() string { return f.name }
+
+// Fd returns the buffered file descriptor, or -1 after Close.
+func (f *FileHandle) Fd() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.fd
+}
+
+// FdDirect returns the O_DIRECT file descriptor, or -1 if the file system
+// refused O_DIRECT or the handle is closed.
+func (f *FileHandle) FdDirect() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.fdDirect
+}
+
+// IsDirectIOSupported reports whether the file could be opened with
+// O_DIRECT.
+func (f *FileHandle) IsDirectIOSupported() bool { return f.FdDirect() >= 0 }
+
+// CompatMode returns the mode the handle resolved to: CompatOff when
+// device I/O goes through cuFile, CompatOn when it goes through POSIX I/O.
+func (f *FileHandle) CompatMode() CompatMode { return f.compat }
+
+// CompatReason says why the handle resolved to its compat mode.
+func (f *FileHandle) CompatReason() string { return f.reason }
+
+// Size returns the file's current size in bytes.
+func (f *FileHandle) Size() (int64, error) {
+	if err := f.acquire(); err != nil {
+		return 0, &fs.PathError{Op: "stat", Path: f.name, Err: err}
+	}
+	defer f.release()
+	var st unix.Stat_t
+	if err := unix.Fstat(f.fd, &st); err != nil {
+		return 0, &fs.PathError{Op: "stat", Path: f.name, Err: err}
+	}
+	return st.Size, nil
+}
+
+// Sync commits the file's data and metadata to storage (fsync). Data
+// written is durable only after Sync.
+func (f *FileHandle) Sync() error {
+	if err := f.acquire(); err != nil {
+		return &fs.PathError{Op: "sync", Path: f.name, Err: err}
+	}
+	defer f.release()
+	if err := unix.Fsync(f.fd); err != nil {
+		return &fs.PathError{Op: "sync", Path: f.name, Err: err}
+	}
+	return nil
+}
+
+func (f *FileHandle) readable() bool { return f.flags&(os.O_WRONLY|os.O_RDWR) != os.O_WRONLY }
+func (f *FileHandle) writable() bool { return f.flags&(os.O_WRONLY|os.O_RDWR) != 0 }
+
+// pool returns the worker pool for this file under settings d.
+func (f *FileHandle) pool(d Defaults) *sched.Pool {
+	if !d.ThreadPoolPerBlockDevice {
+		return poolFor(d, "")
+	}
+	return poolFor(d, f.devKey())
+}

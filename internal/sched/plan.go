@@ -1,0 +1,67 @@
+// Package sched splits file operations into tasks and runs them on bounded,
+// resizable worker pools. It is the one chunking and scheduling core under
+// both host and device I/O.
+package sched
+
+// Task is one piece of an operation: Len bytes at file offset Off, which are
+// bytes [BufOff, BufOff+Len) of the operation's buffer.
+type Task struct {
+	Off    int64
+	BufOff int
+	Len    int
+}
+
+// Split cuts the range [off, off+size) into tasks of at most taskSize bytes.
+// A size of 0 gives one empty task, so that an operation always runs at
+// least once (and reports errors such as a closed file). taskSize <= 0 is
+// treated as unbounded.
+func Split(off int64, size, taskSize int) []Task {
+	if taskSize <= 0 || size <= taskSize {
+		return []Task{{Off: off, Len: size}}
+	}
+	n := (size + taskSize - 1) / taskSize
+	tasks := make([]Task, 0, n)
+	for b := 0; b < size; b += taskSize {
+		l := min(taskSize, size-b)
+		tasks = append(tasks, Task{Off: off + int64(b), BufOff: b, Len: l})
+	}
+	return tasks
+}
+
+// Segment is one part of a task: buffered, or direct (O_DIRECT) when Direct.
+type Segment struct {
+	Off    int64
+	BufOff int // offset within the task's buffer
+	Len    int
+	Direct bool
+}
+
+// Segments plans opportunistic direct I/O for the range [off, off+n): a
+// buffered head up to the next multiple of align, a direct middle whose
+// offset and length are multiples of align, and a buffered tail shorter
+// than align. Without direct, or when no aligned middle exists, it returns
+// one buffered segment. Empty segments are omitted; n == 0 gives none.
+func Segments(off int64, n int, align int, direct bool) []Segment {
+	if n <= 0 {
+		return nil
+	}
+	a := int64(align)
+	if !direct || a <= 0 {
+		return []Segment{{Off: off, Len: n}}
+	}
+	end := off + int64(n)
+	midStart := (off + a - 1) / a * a
+	midEnd := end / a * a
+	if midEnd <= midStart {
+		return []Segment{{Off: off, Len: n}}
+	}
+	segs := make([]Segment, 0, 3)
+	if midStart > off {
+		segs = append(segs, Segment{Off: off, Len: int(midStart - off)})
+	}
+	segs = append(segs, Segment{Off: midStart, BufOff: int(midStart - off), Len: int(midEnd - midStart), Direct: true})
+	if end > midEnd {
+		segs = append(segs, Segment{Off: midEnd, BufOff: int(midEnd - off), Len: int(end - midEnd)})
+	}
+	return segs
+}

@@ -1,0 +1,262 @@
+package sched
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func checkSplit(t testing.TB, off int64, size, taskSize int) {
+	tasks := Split(off, size, taskSize)
+	if len(tasks) == 0 {
+		t.Fatalf("Split(%d, %d, %d): no tasks", off, size, taskSize)
+	}
+	next := 0
+	for i, tk := range tasks {
+		if tk.BufOff != next || tk.Off != off+int64(next) {
+			t.Fatalf("Split(%d, %d, %d): task %d = %+v, want BufOff %d", off, size, taskSize, i, tk, next)
+		}
+		if tk.Len < 0 || (taskSize > 0 && tk.Len > taskSize) || (tk.Len == 0 && size != 0) {
+			t.Fatalf("Split(%d, %d, %d): task %d has bad length %d", off, size, taskSize, i, tk.Len)
+		}
+		next += tk.Len
+	}
+	if next != size {
+		t.Fatalf("Split(%d, %d, %d): tasks cover %d bytes", off, size, taskSize, next)
+	}
+}
+
+func checkSegments(t testing.TB, off int64, n, align int, direct bool) {
+	segs := Segments(off, n, align, direct)
+	pos := 0
+	for i, s := range segs {
+		if s.Len <= 0 || s.BufOff != pos || s.Off != off+int64(pos) {
+			t.Fatalf("Segments(%d, %d, %d, %v): segment %d = %+v at %d", off, n, align, direct, i, s, pos)
+		}
+		if s.Direct {
+			if !direct || s.Off%int64(align) != 0 || s.Len%align != 0 {
+				t.Fatalf("Segments(%d, %d, %d, %v): unaligned direct segment %+v", off, n, align, direct, s)
+			}
+		} else if direct && align > 0 && len(segs) > 1 && s.Len >= 2*align {
+			t.Fatalf("Segments(%d, %d, %d, %v): buffered segment %+v holds an aligned page", off, n, align, direct, s)
+		}
+		pos += s.Len
+	}
+	if pos != max(n, 0) {
+		t.Fatalf("Segments(%d, %d, %d, %v): cover %d bytes", off, n, align, direct, pos)
+	}
+}
+
+func TestSplit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range [][3]int{{0, 0, 10}, {5, 1, 10}, {0, 10, 10}, {3, 11, 10}, {0, 100, 0}, {7, 4097, 199}} {
+		checkSplit(t, int64(c[0]), c[1], c[2])
+	}
+	for range 1000 {
+		checkSplit(t, rng.Int64N(1<<40), rng.IntN(1<<20), rng.IntN(1<<16))
+	}
+	if got := Split(10, 25, 10); len(got) != 3 || got[2] != (Task{Off: 30, BufOff: 20, Len: 5}) {
+		t.Fatalf("Split(10, 25, 10) = %+v", got)
+	}
+}
+
+func TestSegments(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 5000 {
+		checkSegments(t, rng.Int64N(1<<20), rng.IntN(1<<16), 4096, rng.IntN(2) == 0)
+	}
+	segs := Segments(4095, 4096*3+2, 4096, true)
+	want := []Segment{{Off: 4095, Len: 1}, {Off: 4096, BufOff: 1, Len: 3 * 4096, Direct: true}, {Off: 4 * 4096, BufOff: 1 + 3*4096, Len: 1}}
+	if len(segs) != len(want) {
+		t.Fatalf("Segments = %+v, want %+v", segs, want)
+	}
+	for i := range want {
+		if segs[i] != want[i] {
+			t.Fatalf("Segments = %+v, want %+v", segs, want)
+		}
+	}
+	if s := Segments(1, 4096, 4096, true); len(s) != 1 || s[0].Direct {
+		t.Fatalf("no aligned middle: got %+v", s)
+	}
+}
+
+func FuzzSegments(f *testing.F) {
+	f.Add(int64(0), 4096, 4096, true)
+	f.Add(int64(4095), 8194, 4096, true)
+	f.Add(int64(1), 1, 512, false)
+	f.Fuzz(func(t *testing.T, off int64, n, align int, direct bool) {
+		if off < 0 || off > 1<<50 || n > 1<<26 || align > 1<<20 || align < 0 {
+			t.Skip()
+		}
+		checkSegments(t, off, n, align, direct)
+	})
+}
+
+func FuzzSplit(f *testing.F) {
+	f.Add(int64(0), 100, 7)
+	f.Add(int64(99), 0, 0)
+	f.Fuzz(func(t *testing.T, off int64, size, taskSize int) {
+		if off < 0 || off > 1<<50 || size < 0 || size > 1<<24 || (taskSize > 0 && size/taskSize > 1<<16) {
+			t.Skip()
+		}
+		checkSplit(t, off, size, taskSize)
+	})
+}
+
+func TestPoolBoundsConcurrencyAndResizes(t *testing.T) {
+	p := NewPool(3)
+	var running, peak atomic.Int32
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	var ran atomic.Int32
+	for range 40 {
+		wg.Add(1)
+		p.Submit(func() {
+			defer wg.Done()
+			r := running.Add(1)
+			for {
+				old := peak.Load()
+				if r <= old || peak.CompareAndSwap(old, r) {
+					break
+				}
+			}
+			<-gate
+			running.Add(-1)
+			ran.Add(1)
+		})
+	}
+	waitFor(t, func() bool { return running.Load() == 3 })
+	if p.Pending() != 37 {
+		t.Fatalf("pending = %d, want 37", p.Pending())
+	}
+	p.SetLimit(8)
+	waitFor(t, func() bool { return running.Load() == 8 })
+	p.SetLimit(1) // shrinking must not drop queued work
+	close(gate)
+	wg.Wait()
+	if ran.Load() != 40 {
+		t.Fatalf("ran %d of 40", ran.Load())
+	}
+	if peak.Load() != 8 {
+		t.Fatalf("peak concurrency %d, want 8", peak.Load())
+	}
+	waitFor(t, func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.running == 0 })
+}
+
+func TestZeroPoolRunsOneAtATime(t *testing.T) {
+	var p Pool
+	var running atomic.Int32
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		p.Submit(func() {
+			defer wg.Done()
+			if running.Add(1) > 1 {
+				t.Error("two functions ran at once")
+			}
+			time.Sleep(time.Millisecond)
+			running.Add(-1)
+		})
+	}
+	wg.Wait()
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func runOp(p *Pool, ctx context.Context, tasks []Task, fn TaskFunc) (int, error) {
+	ch := make(chan struct {
+		n   int
+		err error
+	}, 1)
+	calls := 0
+	Run(ctx, p, tasks, fn, func(n int, err error) {
+		calls++
+		ch <- struct {
+			n   int
+			err error
+		}{n, err}
+	})
+	r := <-ch
+	if calls != 1 {
+		panic("done called more than once")
+	}
+	return r.n, r.err
+}
+
+func TestRunAggregatesPrefix(t *testing.T) {
+	p := NewPool(4)
+	tasks := Split(0, 100, 10)
+	n, err := runOp(p, context.Background(), tasks, func(_ context.Context, t Task) (int, error) { return t.Len, nil })
+	if n != 100 || err != nil {
+		t.Fatalf("full: %d, %v", n, err)
+	}
+	// A short read in task 3 ends the operation at 30+4 bytes with io.EOF.
+	n, err = runOp(p, context.Background(), tasks, func(_ context.Context, t Task) (int, error) {
+		switch {
+		case t.Off < 30:
+			return t.Len, nil
+		case t.Off == 30:
+			return 4, io.EOF
+		}
+		return 0, io.EOF
+	})
+	if n != 34 || err != io.EOF {
+		t.Fatalf("short: %d, %v", n, err)
+	}
+	boom := errors.New("boom")
+	n, err = runOp(p, context.Background(), tasks, func(_ context.Context, t Task) (int, error) {
+		if t.Off == 50 {
+			return 3, boom
+		}
+		return t.Len, nil
+	})
+	if n != 53 || !errors.Is(err, boom) {
+		t.Fatalf("error: %d, %v", n, err)
+	}
+	// A task that returns less without an error is reported, not trusted.
+	n, err = runOp(nil, context.Background(), tasks[:1], func(_ context.Context, t Task) (int, error) { return 1, nil })
+	if n != 1 || err == nil {
+		t.Fatalf("silent short: %d, %v", n, err)
+	}
+	n, err = runOp(p, context.Background(), tasks, func(_ context.Context, t Task) (int, error) {
+		if t.Off == 20 {
+			panic("bad task")
+		}
+		return t.Len, nil
+	})
+	if n != 20 || err == nil {
+		t.Fatalf("panic: %d, %v", n, err)
+	}
+}
+
+func TestRunCancel(t *testing.T) {
+	p := NewPool(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var started atomic.Int32
+	n, err := runOp(p, ctx, Split(0, 100, 10), func(_ context.Context, t Task) (int, error) {
+		if started.Add(1) == 2 {
+			cancel()
+		}
+		return t.Len, nil
+	})
+	if !errors.Is(err, context.Canceled) || n != 20 {
+		t.Fatalf("cancel: %d, %v", n, err)
+	}
+	if started.Load() != 2 {
+		t.Fatalf("%d tasks started after cancel", started.Load())
+	}
+}
