@@ -3,7 +3,6 @@ module github.com/kvikgo/kvik
 go 1.26.8
 
 require (
-	github.com/ebitengine/purego v0.11.3 // indirect
-	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	github.com/ebitengine/purego v0.11.3
+	golang.org/x/sys v0.49.0
 )
