@@ -12,15 +12,16 @@ var pageSize = unix.Getpagesize()
 // bounceBuffer is a page-aligned buffer outside the Go heap (an anonymous
 // mapping), so that it can be used for O_DIRECT and registered with CUDA.
 type bounceBuffer struct {
-	mem    []byte
-	pinned bool
+	mem   []byte
+	unpin func() error // nil unless pinned
 }
 
 // bouncePool recycles bounce buffers of the current size, most recently
 // used first. Buffers of an old size are freed as they come back.
 type bouncePool struct {
-	// pin and unpin register memory with CUDA; nil for plain buffers.
-	pin, unpin func([]byte) error
+	// pin registers memory with CUDA and returns how to undo it; nil for
+	// plain buffers.
+	pin func([]byte) (unpin func() error, err error)
 
 	mu    sync.Mutex
 	size  int
@@ -31,9 +32,8 @@ type bouncePool struct {
 var (
 	// hostBounce serves host-memory direct I/O: aligned, not pinned.
 	hostBounce = &bouncePool{}
-	// pinnedBounce serves device I/O on the POSIX path; pin and unpin are
-	// set up when CUDA is first used.
-	pinnedBounce = &bouncePool{}
+	// pinnedBounce serves device I/O on the POSIX path.
+	pinnedBounce = &bouncePool{pin: pinHost}
 )
 
 // alignUp rounds n up to a multiple of a (a power of two or any positive a).
@@ -71,11 +71,10 @@ func (p *bouncePool) alloc(size int) (*bounceBuffer, error) {
 	}
 	b := &bounceBuffer{mem: mem}
 	if p.pin != nil {
-		if err := p.pin(mem); err != nil {
+		if b.unpin, err = p.pin(mem); err != nil {
 			unix.Munmap(mem)
 			return nil, fmt.Errorf("kvik: pinning a %d-byte bounce buffer: %w", size, err)
 		}
-		b.pinned = true
 	}
 	return b, nil
 }
@@ -94,8 +93,8 @@ func (p *bouncePool) put(b *bounceBuffer) {
 }
 
 func (p *bouncePool) release(b *bounceBuffer) {
-	if b.pinned && p.unpin != nil {
-		p.unpin(b.mem)
+	if b.unpin != nil {
+		b.unpin()
 	}
 	unix.Munmap(b.mem)
 }

@@ -23,3 +23,7 @@ var (
 	// ErrCuFileRequired reports CompatOff when cuFile cannot be used.
 	ErrCuFileRequired = errors.New("kvik: cuFile required (compat mode off) but unusable")
 )
+
+// ErrNotDeviceMemory reports host, freed or unknown memory passed where
+// device memory is required.
+var ErrNotDeviceMemory = errors.New("kvik: not device memory")

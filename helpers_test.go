@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"unsafe"
 )
 
 // runChild re-runs one test of this binary in a new process with extra
@@ -18,3 +19,6 @@ func runChild(t *testing.T, test string, env ...string) {
 		t.Fatalf("child %s failed: %v\n%s", test, err, out)
 	}
 }
+
+// unsafePointer returns the address of b's first element.
+func unsafePointer(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }

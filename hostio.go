@@ -116,18 +116,19 @@ func (f *FileHandle) hostOp(ctx context.Context, kind opKind, p []byte, off int6
 	fn := func(ctx context.Context, t sched.Task) (int, error) {
 		return f.hostTask(kind, d, p[t.BufOff:t.BufOff+t.Len], t.Off)
 	}
-	return f.run(ctx, kind, d, off, len(p), fn, fut)
+	return f.run(ctx, kind, d, f.pool(d), off, len(p), fn, fut)
 }
 
-// run splits [off, off+size) into tasks, runs fn on them and releases the
-// handle when they finish. With fut nil it blocks.
-func (f *FileHandle) run(ctx context.Context, kind opKind, d Defaults, off int64, size int, fn sched.TaskFunc, fut *Future) (int, error) {
+// run splits [off, off+size) into tasks, runs fn on them in pool (or in
+// the calling goroutine when pool is nil) and releases the handle when
+// they finish. With fut nil it blocks.
+func (f *FileHandle) run(ctx context.Context, kind opKind, d Defaults, pool *sched.Pool, off int64, size int, fn sched.TaskFunc, fut *Future) (int, error) {
 	blocking := fut == nil
 	if blocking {
 		fut = newFuture()
 	}
 	tasks := sched.Split(off, size, d.TaskSize)
-	sched.Run(ctx, f.pool(d), tasks, fn, func(n int, err error) {
+	sched.Run(ctx, pool, tasks, fn, func(n int, err error) {
 		f.release()
 		fut.complete(n, f.wrapErr(kind, err))
 	})

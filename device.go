@@ -1,0 +1,207 @@
+package kvik
+
+import (
+	"context"
+	"io"
+
+	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/cufile"
+	"github.com/kvikgo/kvik/internal/sched"
+	"github.com/kvikgo/kvik/internal/staging"
+)
+
+// ReadDevice reads size bytes at fileOffset into device memory at
+// buf+devOffset, in parallel, and returns when done. buf may be any
+// address inside a device allocation (a DeviceBuffer's Ptr, or memory from
+// another library); the whole range must lie inside that allocation.
+//
+// With cuFile (CompatMode() == CompatOff) each task calls cuFileRead;
+// otherwise tasks read through pinned bounce buffers, overlapping the file
+// read of one chunk with the copy of the previous one. Transfers smaller
+// than GDSThreshold run synchronously in the calling goroutine on the POSIX
+// path. A read that reaches end of file returns the bytes read and io.EOF.
+func (f *FileHandle) ReadDevice(buf cuda.DevicePtr, size int, fileOffset, devOffset int64) (int, error) {
+	return f.deviceOp(context.Background(), opRead, buf, size, fileOffset, devOffset, nil)
+}
+
+// WriteDevice writes size bytes from device memory at buf+devOffset to the
+// file at fileOffset, in parallel, and returns when done.
+func (f *FileHandle) WriteDevice(buf cuda.DevicePtr, size int, fileOffset, devOffset int64) (int, error) {
+	return f.deviceOp(context.Background(), opWrite, buf, size, fileOffset, devOffset, nil)
+}
+
+// PReadDevice starts ReadDevice and returns at once. Cancelling ctx stops
+// tasks that have not started.
+func (f *FileHandle) PReadDevice(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64) *Future {
+	fut := newFuture()
+	f.deviceOp(ctx, opRead, buf, size, fileOffset, devOffset, fut)
+	return fut
+}
+
+// PWriteDevice starts WriteDevice and returns at once.
+func (f *FileHandle) PWriteDevice(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64) *Future {
+	fut := newFuture()
+	f.deviceOp(ctx, opWrite, buf, size, fileOffset, devOffset, fut)
+	return fut
+}
+
+// RawRead reads with a single cuFileRead call in the calling goroutine,
+// without the worker pool; it may return fewer bytes than asked, with a
+// nil error, as cuFileRead does. On a POSIX handle it does one synchronous
+// bounce-buffer transfer instead. Host memory is an error.
+func (f *FileHandle) RawRead(buf cuda.DevicePtr, size int, fileOffset, devOffset int64) (int, error) {
+	return f.raw(opRead, buf, size, fileOffset, devOffset)
+}
+
+// RawWrite writes with a single cuFileWrite call; see RawRead.
+func (f *FileHandle) RawWrite(buf cuda.DevicePtr, size int, fileOffset, devOffset int64) (int, error) {
+	return f.raw(opWrite, buf, size, fileOffset, devOffset)
+}
+
+func (f *FileHandle) raw(kind opKind, buf cuda.DevicePtr, size int, fileOffset, devOffset int64) (int, error) {
+	d, r, err := f.beginDevice(kind, buf, size, fileOffset, devOffset)
+	if err != nil {
+		return 0, f.pathErr(kind, err)
+	}
+	defer f.release()
+	t := sched.Task{Off: fileOffset, Len: size}
+	var n int
+	if f.compat == CompatOff {
+		err = cuda.WithContext(r.ctx, func() (err error) {
+			n, err = f.cufileCall(kind, r, size, fileOffset, 0)
+			return err
+		})
+	} else {
+		n, err = f.posixDeviceTask(kind, d, r, t)
+	}
+	return n, f.wrapErr(kind, err)
+}
+
+// beginDevice checks a device operation and marks it in flight.
+func (f *FileHandle) beginDevice(kind opKind, buf cuda.DevicePtr, size int, fileOffset, devOffset int64) (Defaults, deviceRange, error) {
+	d, err := f.begin(kind, fileOffset, size)
+	if err != nil {
+		return d, deviceRange{}, err
+	}
+	r, err := resolveDevice(buf, size, devOffset)
+	if err == nil {
+		// Work queued on the legacy default stream (a kernel filling buf,
+		// say) must finish before the transfer reads or writes buf.
+		err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
+	}
+	if err != nil {
+		f.release()
+	}
+	return d, r, err
+}
+
+func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DevicePtr, size int, fileOffset, devOffset int64, fut *Future) (int, error) {
+	d, r, err := f.beginDevice(kind, buf, size, fileOffset, devOffset)
+	if err != nil {
+		err = f.pathErr(kind, err)
+		if fut != nil {
+			fut.complete(0, err)
+		}
+		return 0, err
+	}
+	pool := f.pool(d)
+	fn := func(_ context.Context, t sched.Task) (int, error) { return f.posixDeviceTask(kind, d, r, t) }
+	switch {
+	case size < d.GDSThreshold:
+		pool = nil
+	case f.compat == CompatOff:
+		fn = func(_ context.Context, t sched.Task) (int, error) { return f.cufileTask(kind, r, t) }
+	}
+	return f.run(ctx, kind, d, pool, fileOffset, size, fn, fut)
+}
+
+// cufileTask moves one task with cuFile, looping over short transfers.
+func (f *FileHandle) cufileTask(kind opKind, r deviceRange, t sched.Task) (done int, err error) {
+	err = cuda.WithContext(r.ctx, func() error {
+		for done < t.Len {
+			n, err := f.cufileCall(kind, r, t.Len-done, t.Off+int64(done), int64(t.BufOff+done))
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				if kind == opRead {
+					return io.EOF
+				}
+				return io.ErrShortWrite
+			}
+			done += n
+		}
+		return nil
+	})
+	return done, err
+}
+
+// cufileCall makes one cuFileRead or cuFileWrite of size bytes at
+// fileOffset, to or from the operation's memory at relOffset.
+func (f *FileHandle) cufileCall(kind opKind, r deviceRange, size int, fileOffset, relOffset int64) (int, error) {
+	bufOff := int64(r.ptr-r.base) + relOffset
+	if kind == opRead {
+		return cufile.Read(f.cuHandle, r.base, size, fileOffset, bufOff)
+	}
+	return cufile.Write(f.cuHandle, r.base, size, fileOffset, bufOff)
+}
+
+// posixDeviceTask moves one task through pinned bounce buffers, two of
+// them when the task has more than one chunk, so that storage transfers
+// and device copies overlap.
+func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t sched.Task) (n int, err error) {
+	err = cuda.WithContext(r.ctx, func() error {
+		s, err := getStream(r.ctx)
+		if err != nil {
+			return err
+		}
+		defer putStream(r.ctx, s)
+		// One size per setting, so pooled buffers are reused across tasks.
+		bufSize := alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
+		chunk := staging.ChunkSize(t.Len, bufSize, pageSize)
+		nbuf := min(2, max((t.Len+chunk-1)/chunk, 1))
+		bufs := make([][]byte, 0, nbuf)
+		for range nbuf {
+			b, err := pinnedBounce.get(bufSize)
+			if err != nil {
+				return err
+			}
+			defer pinnedBounce.put(b)
+			bufs = append(bufs, b.mem)
+		}
+		m := &deviceMover{f: f, d: d, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
+		if kind == opRead {
+			n, err = staging.Read(m, bufs, chunk, t.Off, 0, t.Len)
+		} else {
+			n, err = staging.Write(m, bufs, chunk, t.Off, 0, t.Len)
+		}
+		return err
+	})
+	return n, err
+}
+
+// deviceMover connects the staging pipeline to a file and a device range.
+type deviceMover struct {
+	f      *FileHandle
+	d      Defaults
+	dev    cuda.DevicePtr
+	stream cuda.Stream
+}
+
+func (m *deviceMover) ReadFile(p []byte, off int64) (int, error) {
+	return m.f.hostTask(opRead, m.d, p, off)
+}
+
+func (m *deviceMover) WriteFile(p []byte, off int64) (int, error) {
+	return m.f.hostTask(opWrite, m.d, p, off)
+}
+
+func (m *deviceMover) ToDevice(p []byte, devOff int64) error {
+	return cuda.MemcpyHtoDAsync(m.dev+cuda.DevicePtr(devOff), p, m.stream)
+}
+
+func (m *deviceMover) FromDevice(p []byte, devOff int64) error {
+	return cuda.MemcpyDtoHAsync(p, m.dev+cuda.DevicePtr(devOff), m.stream)
+}
+
+func (m *deviceMover) Sync() error { return cuda.StreamSynchronize(m.stream) }

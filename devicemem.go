@@ -1,0 +1,126 @@
+package kvik
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/kvikgo/kvik/cuda"
+)
+
+// deviceRange is device memory checked for an operation: where it lives
+// and which context owns it.
+type deviceRange struct {
+	ptr  cuda.DevicePtr // first byte of the operation
+	base cuda.DevicePtr // start of the allocation, as cuFile wants it
+	ctx  cuda.Context
+}
+
+// resolveDevice checks that [buf+devOffset, +size) lies in one device
+// allocation and finds the context to use for it: the pointer's own, else
+// the calling thread's, else the device's primary context.
+func resolveDevice(buf cuda.DevicePtr, size int, devOffset int64) (deviceRange, error) {
+	if devOffset < 0 || size < 0 {
+		return deviceRange{}, fmt.Errorf("%w: negative device offset %d or size %d", ErrInvalidArgument, devOffset, size)
+	}
+	if buf == 0 {
+		return deviceRange{}, fmt.Errorf("%w: nil device pointer", ErrInvalidArgument)
+	}
+	if err := cuda.Init(); err != nil {
+		return deviceRange{}, err
+	}
+	a, err := cuda.PointerGetAttributes(uintptr(buf))
+	if err != nil {
+		return deviceRange{}, err
+	}
+	if a.MemoryType != cuda.MemoryTypeDevice && a.MemoryType != cuda.MemoryTypeUnified {
+		return deviceRange{}, fmt.Errorf("%w: %#x is %v memory (freed, or not allocated by CUDA on a device)", ErrNotDeviceMemory, uint64(buf), a.MemoryType)
+	}
+	end := uint64(buf) + uint64(devOffset) + uint64(size)
+	if a.RangeSize > 0 && (end < uint64(buf) || end > uint64(a.RangeStart)+uint64(a.RangeSize)) {
+		return deviceRange{}, fmt.Errorf("%w: %d bytes at device offset %d overrun the %d-byte allocation at %#x",
+			ErrInvalidArgument, size, devOffset, a.RangeSize, uint64(a.RangeStart))
+	}
+	r := deviceRange{ptr: buf + cuda.DevicePtr(devOffset), base: a.RangeStart, ctx: a.Context}
+	if r.base == 0 {
+		r.base = buf
+	}
+	if r.ctx == 0 {
+		r.ctx, _ = cuda.CtxGetCurrent()
+	}
+	if r.ctx == 0 {
+		if r.ctx, err = primaryContext(cuda.Device(a.DeviceOrdinal)); err != nil {
+			return deviceRange{}, err
+		}
+	}
+	return r, nil
+}
+
+// primaryContexts holds the primary contexts this package retained; they
+// stay retained for the life of the process, as in KvikIO.
+var primaryContexts sync.Map // cuda.Device -> cuda.Context
+
+func primaryContext(d cuda.Device) (cuda.Context, error) {
+	if c, ok := primaryContexts.Load(d); ok {
+		return c.(cuda.Context), nil
+	}
+	c, err := d.PrimaryCtxRetain()
+	if err != nil {
+		return 0, err
+	}
+	if prev, loaded := primaryContexts.LoadOrStore(d, c); loaded {
+		d.PrimaryCtxRelease()
+		return prev.(cuda.Context), nil
+	}
+	return c, nil
+}
+
+// streams caches non-blocking streams per context, one per concurrent
+// task, so that tasks do not create and destroy a stream each.
+var streams struct {
+	mu   sync.Mutex
+	free map[cuda.Context][]cuda.Stream
+}
+
+// getStream returns a stream of the current context ctx.
+func getStream(ctx cuda.Context) (cuda.Stream, error) {
+	streams.mu.Lock()
+	if l := streams.free[ctx]; len(l) > 0 {
+		s := l[len(l)-1]
+		streams.free[ctx] = l[:len(l)-1]
+		streams.mu.Unlock()
+		return s, nil
+	}
+	streams.mu.Unlock()
+	return cuda.StreamCreate(cuda.StreamNonBlocking)
+}
+
+func putStream(ctx cuda.Context, s cuda.Stream) {
+	streams.mu.Lock()
+	defer streams.mu.Unlock()
+	if streams.free == nil {
+		streams.free = map[cuda.Context][]cuda.Stream{}
+	}
+	streams.free[ctx] = append(streams.free[ctx], s)
+}
+
+// pinHost page-locks bounce buffer memory for every context (portable).
+// It registers under the primary context of the current device, which
+// this package keeps retained, so that the registration outlives any
+// context the caller creates and destroys.
+func pinHost(b []byte) (func() error, error) {
+	dev, err := cuda.CtxGetDevice()
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := primaryContext(dev)
+	if err != nil {
+		return nil, err
+	}
+	register := func() error { return cuda.MemHostRegister(b, cuda.MemHostRegisterPortable) }
+	if err := cuda.WithContext(ctx, register); err != nil {
+		return nil, err
+	}
+	return func() error {
+		return cuda.WithContext(ctx, func() error { return cuda.MemHostUnregister(b) })
+	}, nil
+}

@@ -1,0 +1,128 @@
+// Package staging moves data between a file and device memory through
+// host bounce buffers, overlapping the storage transfer of one chunk with
+// the device copy of the previous one. KvikIO runs these one after the
+// other (its issue #520); here a task with two buffers keeps both the
+// storage and the PCIe link busy.
+package staging
+
+import "fmt"
+
+// Mover is what a pipeline drives: synchronous storage transfers and
+// asynchronous, in-order device copies on one stream.
+type Mover interface {
+	// ReadFile fills p from the file at off; a short count comes with an
+	// error (io.EOF at end of file).
+	ReadFile(p []byte, off int64) (int, error)
+	// WriteFile writes all of p to the file at off.
+	WriteFile(p []byte, off int64) (int, error)
+	// ToDevice queues a copy of p to device offset devOff.
+	ToDevice(p []byte, devOff int64) error
+	// FromDevice queues a copy from device offset devOff into p.
+	FromDevice(p []byte, devOff int64) error
+	// Sync waits for every queued copy.
+	Sync() error
+}
+
+// ChunkSize picks the pipeline's chunk for a task of n bytes with bounce
+// buffers of bufSize bytes: about a quarter of the task, so that even one
+// task overlaps its reads and copies, but at least minChunk (small copies
+// waste the link) and at most bufSize. align is the page size.
+func ChunkSize(n, bufSize, align int) int {
+	const minChunk = 1 << 20
+	c := max((n+3)/4, minChunk)
+	c = (c + align - 1) / align * align
+	return max(min(c, bufSize), 1)
+}
+
+// Read moves size bytes from the file at off to the device at devOff,
+// chunk by chunk through bufs (at least one; two or more to overlap). It
+// returns the bytes that reached the device.
+func Read(m Mover, bufs [][]byte, chunk int, off, devOff int64, size int) (int, error) {
+	if err := check(bufs, chunk); err != nil {
+		return 0, err
+	}
+	done := 0 // bytes whose copy to the device has completed
+	queued := 0
+	for i := 0; queued < size; i++ {
+		b := bufs[i%len(bufs)][:min(chunk, size-queued)]
+		n, rerr := m.ReadFile(b, off+int64(queued))
+		// The copy queued last iteration used another buffer; wait for it
+		// only now, after this read ran alongside it.
+		if err := m.Sync(); err != nil {
+			return done, err
+		}
+		done = queued
+		if n > 0 {
+			if err := m.ToDevice(b[:n], devOff+int64(queued)); err != nil {
+				return done, err
+			}
+			queued += n
+		}
+		if rerr != nil {
+			if err := m.Sync(); err != nil {
+				return done, err
+			}
+			return queued, rerr
+		}
+		if len(bufs) == 1 {
+			if err := m.Sync(); err != nil {
+				return done, err
+			}
+			done = queued
+		}
+	}
+	if err := m.Sync(); err != nil {
+		return done, err
+	}
+	return queued, nil
+}
+
+// Write moves size bytes from the device at devOff to the file at off,
+// copying chunk k+1 from the device while chunk k is written. It returns
+// the bytes written to the file.
+func Write(m Mover, bufs [][]byte, chunk int, off, devOff int64, size int) (int, error) {
+	if err := check(bufs, chunk); err != nil {
+		return 0, err
+	}
+	written := 0
+	var pending []byte // copied from the device, not yet written
+	for i, pos := 0, 0; pos < size || pending != nil; i++ {
+		var next []byte
+		if pos < size {
+			next = bufs[i%len(bufs)][:min(chunk, size-pos)]
+			if len(bufs) == 1 && pending != nil {
+				next = nil // the only buffer is still being written
+			} else if err := m.FromDevice(next, devOff+int64(pos)); err != nil {
+				return written, err
+			}
+		}
+		if pending != nil {
+			n, err := m.WriteFile(pending, off+int64(written))
+			written += n
+			if err != nil {
+				m.Sync() // let the queued copy finish before its buffer is reused
+				return written, err
+			}
+		}
+		if err := m.Sync(); err != nil {
+			return written, err
+		}
+		pending = next
+		if next != nil {
+			pos += len(next)
+		}
+	}
+	return written, nil
+}
+
+func check(bufs [][]byte, chunk int) error {
+	if len(bufs) == 0 || chunk <= 0 {
+		return fmt.Errorf("staging: need bounce buffers and a positive chunk (got %d buffers, chunk %d)", len(bufs), chunk)
+	}
+	for _, b := range bufs {
+		if len(b) < chunk {
+			return fmt.Errorf("staging: bounce buffer of %d bytes is smaller than the %d-byte chunk", len(b), chunk)
+		}
+	}
+	return nil
+}

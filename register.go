@@ -1,0 +1,179 @@
+package kvik
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+
+	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/cufile"
+)
+
+// cuFileActive reports whether device I/O under the current default compat
+// mode would use cuFile, so that registrations are worth making.
+func cuFileActive() bool {
+	d, err := GetDefaults()
+	if err != nil {
+		return false
+	}
+	m, _, err := resolveCompat(d.CompatMode)
+	return err == nil && m == CompatOff
+}
+
+// BufferRegister registers size bytes of device memory at buf with cuFile
+// (cuFileBufRegister), which saves cuFile from staging transfers through
+// its own buffers. It does nothing when device I/O uses POSIX I/O.
+func BufferRegister(buf cuda.DevicePtr, size int) error {
+	if !cuFileActive() {
+		return nil
+	}
+	r, err := resolveDevice(buf, size, 0)
+	if err != nil {
+		return err
+	}
+	return cuda.WithContext(r.ctx, func() error { return cufile.BufRegister(buf, size, 0) })
+}
+
+// BufferDeregister undoes BufferRegister.
+func BufferDeregister(buf cuda.DevicePtr) error {
+	if !cuFileActive() {
+		return nil
+	}
+	r, err := resolveDevice(buf, 0, 0)
+	if err != nil {
+		return err
+	}
+	return cuda.WithContext(r.ctx, func() error { return cufile.BufDeregister(buf) })
+}
+
+// MemoryRegister registers the whole allocation that contains buf.
+func MemoryRegister(buf cuda.DevicePtr) error {
+	base, size, err := allocation(buf)
+	if err != nil {
+		return err
+	}
+	return BufferRegister(base, size)
+}
+
+// MemoryDeregister undoes MemoryRegister.
+func MemoryDeregister(buf cuda.DevicePtr) error {
+	base, _, err := allocation(buf)
+	if err != nil {
+		return err
+	}
+	return BufferDeregister(base)
+}
+
+func allocation(buf cuda.DevicePtr) (cuda.DevicePtr, int, error) {
+	if err := cuda.Init(); err != nil {
+		return 0, 0, err
+	}
+	r, err := resolveDevice(buf, 0, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	var base cuda.DevicePtr
+	var size int
+	err = cuda.WithContext(r.ctx, func() (err error) {
+		base, size, err = cuda.MemGetAddressRange(buf)
+		return err
+	})
+	return base, size, err
+}
+
+// ReadFileToDevice reads a whole file into new device memory, allocated in
+// the calling thread's current context or else device 0's primary
+// context. The caller closes the buffer.
+func ReadFileToDevice(path string) (*cuda.DeviceBuffer, error) {
+	f, err := Open(path, "r", 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if size == 0 {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: empty file: device memory cannot be empty", ErrInvalidArgument)}
+	}
+	ctx, err := currentOrPrimary()
+	if err != nil {
+		return nil, err
+	}
+	var buf *cuda.DeviceBuffer
+	if err := cuda.WithContext(ctx, func() (err error) { buf, err = cuda.MemAlloc(int(size)); return err }); err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	n, err := f.ReadDevice(buf.Ptr(), int(size), 0, 0)
+	if err == io.EOF {
+		err = &fs.PathError{Op: "read", Path: path, Err: io.ErrUnexpectedEOF} // the file shrank
+	}
+	if err != nil {
+		buf.Close()
+		return nil, err
+	}
+	if n != int(size) {
+		buf.Close()
+		return nil, &fs.PathError{Op: "read", Path: path, Err: io.ErrUnexpectedEOF}
+	}
+	return buf, nil
+}
+
+// WriteFileFromDevice writes the contents of buf to the file at path,
+// creating or truncating it.
+func WriteFileFromDevice(path string, buf *cuda.DeviceBuffer) error {
+	f, err := Open(path, "w", 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteDevice(buf.Ptr(), buf.Size(), 0, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func currentOrPrimary() (cuda.Context, error) {
+	if err := cuda.Init(); err != nil {
+		return 0, err
+	}
+	if c, err := cuda.CtxGetCurrent(); err == nil && c != 0 {
+		return c, nil
+	}
+	return primaryContext(0)
+}
+
+// DriverProperties returns the cuFile driver's properties, opening the
+// driver if needed. GPUDirect Storage is available when NVFSAvailable
+// reports true.
+func DriverProperties() (cufile.DriverProperties, error) {
+	st := ProbeCuFile()
+	if !st.Usable {
+		return cufile.DriverProperties{}, fmt.Errorf("%w: %s", ErrCuFileRequired, st.Reason)
+	}
+	return cufile.DriverGetProperties()
+}
+
+// SetDriverPollMode turns cuFile's polling for small I/O on or off
+// (cuFileDriverSetPollMode); thresholdKB is the largest polled I/O.
+func SetDriverPollMode(poll bool, thresholdKB int) error {
+	return withDriver(func() error { return cufile.DriverSetPollMode(poll, thresholdKB) })
+}
+
+// SetDriverMaxCacheSize sets cuFile's GPU bounce-buffer space per device.
+func SetDriverMaxCacheSize(kb int) error {
+	return withDriver(func() error { return cufile.DriverSetMaxCacheSize(kb) })
+}
+
+// SetDriverMaxPinnedMemSize sets the most GPU memory cuFile pins per device.
+func SetDriverMaxPinnedMemSize(kb int) error {
+	return withDriver(func() error { return cufile.DriverSetMaxPinnedMemSize(kb) })
+}
+
+func withDriver(f func() error) error {
+	if st := ProbeCuFile(); !st.Usable {
+		return fmt.Errorf("%w: %s", ErrCuFileRequired, st.Reason)
+	}
+	return f()
+}
