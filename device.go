@@ -158,7 +158,7 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 		defer putStream(r.ctx, s)
 		// One size per setting, so pooled buffers are reused across tasks.
 		bufSize := alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
-		chunk := staging.ChunkSize(t.Len, bufSize, pageSize)
+		chunk := staging.ChunkSize(t.Len, bufSize, pageSize, d.NumThreads)
 		nbuf := min(2, max((t.Len+chunk-1)/chunk, 1))
 		bufs := make([][]byte, 0, nbuf)
 		for range nbuf {

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,7 +82,7 @@ func fromDevice(t testing.TB, ctx cuda.Context, src cuda.DevicePtr, n int) []byt
 
 // compatModes returns the modes this machine can run: POSIX always, and
 // cuFile when a file in dir can be registered with it.
-func compatModes(t *testing.T, dir string) []kvik.CompatMode {
+func gpuCompatModes(t *testing.T, dir string) []kvik.CompatMode {
 	modes := []kvik.CompatMode{kvik.CompatOn}
 	probe := filepath.Join(dir, "probe")
 	os.WriteFile(probe, []byte("x"), 0o644)
@@ -107,7 +108,7 @@ func TestDeviceRoundTrip(t *testing.T) {
 		{16, 4 << 20, 1 << 20, 4096}, {4, 199, 1 << 20, 1 << 20}, {1, 1 << 20, 0, 3 * 4096},
 	}
 	sizes := []int{1, 4095, 4097, 1<<20 + 7, 3<<20 + 11, 64<<20 + 123}
-	for _, mode := range compatModes(t, dir) {
+	for _, mode := range gpuCompatModes(t, dir) {
 		for ci, c := range configs {
 			for si, size := range sizes {
 				if c.taskSize == 199 && size > 1<<20 {
@@ -185,7 +186,7 @@ func TestDeviceNonPrimaryContext(t *testing.T) {
 	defer cuda.CtxDestroy(ctx)
 	rng := rand.New(rand.NewPCG(31, 32))
 	dir := testDir(t)
-	for _, mode := range compatModes(t, dir) {
+	for _, mode := range gpuCompatModes(t, dir) {
 		t.Run(mode.String(), func(t *testing.T) {
 			setDefaults(t, func(d *kvik.Defaults) { d.NumThreads, d.TaskSize = 4, 1<<20 })
 			deviceRoundTrip(t, ctx, dir, rand.New(rand.NewPCG(rng.Uint64(), 1)), mode, 5<<20+3)
@@ -197,7 +198,7 @@ func TestDeviceAsync(t *testing.T) {
 	ctx := needGPU(t)
 	dir := testDir(t)
 	rng := rand.New(rand.NewPCG(41, 42))
-	for _, mode := range compatModes(t, dir) {
+	for _, mode := range gpuCompatModes(t, dir) {
 		t.Run(mode.String(), func(t *testing.T) {
 			size := 2<<20 + 321
 			data := randomBytes(rng, size)
@@ -252,7 +253,7 @@ func TestDeviceBatch(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if !slicesContains(compatModes(t, dir), kvik.CompatOff) {
+	if !slicesContains(gpuCompatModes(t, dir), kvik.CompatOff) {
 		f, err := kvik.Open(path, "r", 0, kvik.WithCompatMode(kvik.CompatOn))
 		if err != nil {
 			t.Fatal(err)
@@ -411,5 +412,30 @@ func TestDeviceHelpersAndBadInput(t *testing.T) {
 	f.Close()
 	if _, err := f.ReadDevice(small.Ptr(), 10, 0, 0); !errors.Is(err, kvik.ErrClosed) {
 		t.Fatalf("closed: %v", err)
+	}
+}
+
+func TestCompatAutoPrefersPOSIXWithoutGDS(t *testing.T) {
+	needGPU(t)
+	st := kvik.ProbeCuFile()
+	if !st.Usable || st.GDS {
+		t.Skipf("needs cuFile usable without nvidia-fs (usable %v, GDS %v: %s)", st.Usable, st.GDS, st.Reason)
+	}
+	path, _ := writeRandomFile(t, rand.New(rand.NewPCG(1, 1)), testDir(t), 100)
+	f, err := kvik.Open(path, "r", 0, kvik.WithCompatMode(kvik.CompatAuto))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.CompatMode() != kvik.CompatOn || !strings.Contains(f.CompatReason(), "nvidia-fs") {
+		t.Fatalf("auto without GDS: %v (%s)", f.CompatMode(), f.CompatReason())
+	}
+	g, err := kvik.Open(path, "r", 0, kvik.WithCompatMode(kvik.CompatOff))
+	if err != nil {
+		t.Fatalf("compat off must still force cuFile: %v", err)
+	}
+	defer g.Close()
+	if g.CompatMode() != kvik.CompatOff {
+		t.Fatalf("compat off resolved to %v", g.CompatMode())
 	}
 }

@@ -23,13 +23,26 @@ type Mover interface {
 	Sync() error
 }
 
+// MinChunk is the smallest chunk ChunkSize picks: smaller device copies
+// waste the link on per-copy overhead.
+var MinChunk = 512 << 10
+
+// SoloWorkers is the worker count from which a task is moved as one chunk:
+// other workers' tasks then keep storage and the link busy, and one large
+// copy per task beats several small ones (measured on an H200: 4 MiB tasks
+// at 16 workers reach 43.7 GB/s as one chunk, 37.9 GB/s in 512 KiB chunks).
+const SoloWorkers = 8
+
 // ChunkSize picks the pipeline's chunk for a task of n bytes with bounce
-// buffers of bufSize bytes: about a quarter of the task, so that even one
-// task overlaps its reads and copies, but at least minChunk (small copies
-// waste the link) and at most bufSize. align is the page size.
-func ChunkSize(n, bufSize, align int) int {
-	const minChunk = 1 << 20
-	c := max((n+3)/4, minChunk)
+// buffers of bufSize bytes, when workers tasks run at once. With few
+// workers a task overlaps its own reads and copies in chunks of about a
+// quarter of the task, at least MinChunk; with SoloWorkers or more it is
+// one chunk. The chunk never exceeds bufSize. align is the page size.
+func ChunkSize(n, bufSize, align, workers int) int {
+	c := n
+	if workers < SoloWorkers {
+		c = max((n+3)/4, MinChunk)
+	}
 	c = (c + align - 1) / align * align
 	return max(min(c, bufSize), 1)
 }

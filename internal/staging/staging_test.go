@@ -156,16 +156,19 @@ func TestPipelineErrors(t *testing.T) {
 }
 
 func TestChunkSize(t *testing.T) {
-	for _, c := range []struct{ n, buf, want int }{
-		{4 << 20, 16 << 20, 1 << 20},
-		{64 << 20, 16 << 20, 16 << 20},
-		{100, 16 << 20, 1 << 20},
-		{32 << 20, 4096, 4096},
-		{32 << 20, 1, 1},
-		{10 << 20, 16 << 20, 2621440}, {10<<20 + 1, 16 << 20, 2625536},
+	for _, c := range []struct{ n, buf, workers, want int }{
+		{4 << 20, 16 << 20, 1, 1 << 20},
+		{4 << 20, 16 << 20, 16, 4 << 20},
+		{64 << 20, 16 << 20, 1, 16 << 20},
+		{100, 16 << 20, 1, 512 << 10},
+		{100, 16 << 20, 8, 4096},
+		{32 << 20, 4096, 1, 4096},
+		{32 << 20, 1, 16, 1},
+		{10 << 20, 16 << 20, 4, 2621440},
+		{10<<20 + 1, 16 << 20, 2, 2625536},
 	} {
-		if got := ChunkSize(c.n, c.buf, 4096); got != c.want {
-			t.Errorf("ChunkSize(%d, %d) = %d, want %d", c.n, c.buf, got, c.want)
+		if got := ChunkSize(c.n, c.buf, 4096, c.workers); got != c.want {
+			t.Errorf("ChunkSize(%d, %d, workers %d) = %d, want %d", c.n, c.buf, c.workers, got, c.want)
 		}
 	}
 }

@@ -1,0 +1,207 @@
+package kvik_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
+)
+
+// Benchmarks read and write a file of KVIK_BENCH_SIZE bytes (default 64
+// MiB) in KVIK_BENCH_DIR (default a temp dir; use /dev/shm for page-cache
+// speed) with 1, 4 and 16 workers, into host memory and into device memory,
+// so that each device figure has its host peer from the same run
+// (KVIK_BENCH_COMPAT picks the compat mode, default on; KVIK_BENCH_DIRECT=1
+// turns on O_DIRECT reads; KVIK_BENCH_COLD=1 drops the file's page cache
+// before each read; KVIK_BENCH_THREADS lists worker counts, default 1,4,16):
+//
+//	KVIK_BENCH_DIR=/dev/shm KVIK_BENCH_SIZE=4294967296 go test -run '^$' -bench . -benchtime 5x
+
+func benchFile(b *testing.B) (string, int) {
+	b.Helper()
+	size := 64 << 20
+	if s := os.Getenv("KVIK_BENCH_SIZE"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			b.Fatalf("KVIK_BENCH_SIZE: %v", err)
+		}
+		size = n
+	}
+	dir := os.Getenv("KVIK_BENCH_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+	}
+	path := filepath.Join(dir, fmt.Sprintf("kvik-bench-%d", size))
+	if fi, err := os.Stat(path); err == nil && fi.Size() == int64(size) {
+		return path, size
+	}
+	f, err := kvik.Open(path, "w", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<20)
+	for i := range chunk {
+		chunk[i] = byte(i*7 + i>>13 + 1)
+	}
+	for off := 0; off < size; off += len(chunk) {
+		if _, err := f.WriteAt(chunk[:min(len(chunk), size-off)], int64(off)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return path, size
+}
+
+// hostBuffer returns page-aligned memory outside the Go heap.
+func hostBuffer(b *testing.B, n int) []byte {
+	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { unix.Munmap(m) })
+	for i := 0; i < n; i += 4096 {
+		m[i] = 1 // fault the pages in now, not inside the timed loop
+	}
+	return m
+}
+
+func benchThreads(b *testing.B, run func(b *testing.B)) {
+	threads := []int{1, 4, 16}
+	if s := os.Getenv("KVIK_BENCH_THREADS"); s != "" {
+		threads = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				b.Fatalf("KVIK_BENCH_THREADS: %v", err)
+			}
+			threads = append(threads, n)
+		}
+	}
+	for _, n := range threads {
+		b.Run(fmt.Sprintf("threads=%d", n), func(b *testing.B) {
+			mode := kvik.CompatOn
+			if m := os.Getenv("KVIK_BENCH_COMPAT"); m != "" {
+				var err error
+				if mode, err = kvik.ParseCompatMode(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+			direct := os.Getenv("KVIK_BENCH_DIRECT") == "1"
+			setDefaults(b, func(d *kvik.Defaults) {
+				d.NumThreads, d.CompatMode, d.AutoDirectIORead = n, mode, direct
+			})
+			run(b)
+		})
+	}
+}
+
+func BenchmarkHostRead(b *testing.B) {
+	path, size := benchFile(b)
+	buf := hostBuffer(b, size)
+	benchThreads(b, func(b *testing.B) {
+		f := openBench(b, path, "r")
+		b.SetBytes(int64(size))
+		for b.Loop() {
+			dropCold(b, path)
+			if n, err := f.ReadAt(buf, 0); n != size || err != nil {
+				b.Fatal(n, err)
+			}
+		}
+	})
+}
+
+func BenchmarkHostWrite(b *testing.B) {
+	path, size := benchFile(b)
+	buf := hostBuffer(b, size)
+	for i := range buf {
+		buf[i] = byte(i>>12 + 1)
+	}
+	benchThreads(b, func(b *testing.B) {
+		f := openBench(b, path+".w", "w")
+		b.SetBytes(int64(size))
+		for b.Loop() {
+			if n, err := f.WriteAt(buf, 0); n != size || err != nil {
+				b.Fatal(n, err)
+			}
+		}
+	})
+}
+
+func BenchmarkDeviceRead(b *testing.B) {
+	ctx := needGPU(b)
+	path, size := benchFile(b)
+	dev := devAlloc(b, ctx, size)
+	benchThreads(b, func(b *testing.B) {
+		f := openBench(b, path, "r")
+		b.SetBytes(int64(size))
+		for b.Loop() {
+			dropCold(b, path)
+			if n, err := f.ReadDevice(dev.Ptr(), size, 0, 0); n != size || err != nil {
+				b.Fatal(n, err)
+			}
+		}
+	})
+}
+
+func BenchmarkDeviceWrite(b *testing.B) {
+	ctx := needGPU(b)
+	path, size := benchFile(b)
+	dev := devAlloc(b, ctx, size)
+	cuda.WithContext(ctx, func() error { return cuda.MemsetD8(dev.Ptr(), 0x5a, size) })
+	benchThreads(b, func(b *testing.B) {
+		f := openBench(b, path+".w", "w")
+		b.SetBytes(int64(size))
+		for b.Loop() {
+			if n, err := f.WriteDevice(dev.Ptr(), size, 0, 0); n != size || err != nil {
+				b.Fatal(n, err)
+			}
+		}
+	})
+}
+
+// BenchmarkPinnedCopy is the PCIe ceiling: one pinned host to device copy.
+func BenchmarkPinnedCopy(b *testing.B) {
+	ctx := needGPU(b)
+	_, size := benchFile(b)
+	dev := devAlloc(b, ctx, size)
+	var host *cuda.HostBuffer
+	if err := cuda.WithContext(ctx, func() (err error) { host, err = cuda.MemHostAlloc(size, 0); return err }); err != nil {
+		b.Fatal(err)
+	}
+	defer host.Close()
+	b.SetBytes(int64(size))
+	for b.Loop() {
+		if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyHtoD(dev.Ptr(), host.Bytes()) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func openBench(b *testing.B, path, flags string) *kvik.FileHandle {
+	f, err := kvik.Open(path, flags, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	return f
+}
+
+// dropCold drops the file's cached pages, outside the timed region, when
+// KVIK_BENCH_COLD=1.
+func dropCold(b *testing.B, path string) {
+	if os.Getenv("KVIK_BENCH_COLD") != "1" {
+		return
+	}
+	b.StopTimer()
+	defer b.StartTimer()
+	if err := kvik.DropFilePageCache(path, 0, 0); err != nil {
+		b.Fatal(err)
+	}
+}
