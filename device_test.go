@@ -284,25 +284,39 @@ func TestDeviceBatch(t *testing.T) {
 	}
 	defer b.Close()
 	buf := devAlloc(t, ctx, n*chunk)
-	// Odd entries write fresh data first through the device; then all 16
-	// are read back in one batch and checked.
+	// One batch of 16 mixed operations: odd entries write fresh data from
+	// the device, even entries read the original data; then a batch of 16
+	// reads checks every entry.
 	fresh := randomBytes(rng, n*chunk)
 	toDevice(t, ctx, buf.Ptr(), fresh)
-	var writes []kvik.BatchOp
-	for i := 1; i < n; i += 2 {
-		writes = append(writes, kvik.BatchOp{File: f, Buf: buf.Ptr(), Size: chunk, FileOffset: int64(i * chunk), DevOffset: int64(i * chunk), Write: true})
-		copy(data[i*chunk:], fresh[i*chunk:(i+1)*chunk])
+	want := append([]byte(nil), data...)
+	var mixed []kvik.BatchOp
+	for i := range n {
+		op := kvik.BatchOp{File: f, Buf: buf.Ptr(), Size: chunk, FileOffset: int64(i * chunk), DevOffset: int64(i * chunk), Write: i%2 == 1}
+		if op.Write {
+			copy(want[i*chunk:], fresh[i*chunk:(i+1)*chunk])
+		}
+		mixed = append(mixed, op)
 	}
-	runBatch(t, b, writes)
+	runBatch(t, b, mixed)
+	got := fromDevice(t, ctx, buf.Ptr(), n*chunk)
+	for i := 0; i < n; i += 2 {
+		if !bytes.Equal(got[i*chunk:(i+1)*chunk], data[i*chunk:(i+1)*chunk]) {
+			t.Fatalf("mixed batch: read entry %d differs", i)
+		}
+	}
+	if onDisk, _ := os.ReadFile(path); !bytes.Equal(onDisk, want) {
+		t.Fatal("mixed batch: file differs after the writes")
+	}
 	toDevice(t, ctx, buf.Ptr(), make([]byte, n*chunk))
 	var reads []kvik.BatchOp
 	for i := range n {
 		reads = append(reads, kvik.BatchOp{File: f, Buf: buf.Ptr(), Size: chunk, FileOffset: int64(i * chunk), DevOffset: int64((n - 1 - i) * chunk)})
 	}
 	runBatch(t, b, reads)
-	got := fromDevice(t, ctx, buf.Ptr(), n*chunk)
+	got = fromDevice(t, ctx, buf.Ptr(), n*chunk)
 	for i := range n {
-		if !bytes.Equal(got[(n-1-i)*chunk:(n-i)*chunk], data[i*chunk:(i+1)*chunk]) {
+		if !bytes.Equal(got[(n-1-i)*chunk:(n-i)*chunk], want[i*chunk:(i+1)*chunk]) {
 			t.Fatalf("batch entry %d differs", i)
 		}
 	}

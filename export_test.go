@@ -3,6 +3,7 @@ package kvik
 import (
 	"os"
 	"strconv"
+	"unsafe"
 
 	"github.com/kvikgo/kvik/internal/staging"
 )
@@ -13,3 +14,5 @@ func init() {
 		staging.MinChunk = n
 	}
 }
+
+func unsafePointer(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
