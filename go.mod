@@ -1,8 +1,10 @@
 module github.com/kvikgo/kvik
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/ebitengine/purego v0.11.3
-	golang.org/x/sys v0.49.0
+	golang.org/x/sys v0.46.0
 )
+
+require go.uber.org/goleak v1.3.0
