@@ -12,6 +12,7 @@ import (
 // has reached it. Call Get (or synchronise the stream and call Get) before
 // touching the memory, then Close.
 type StreamFuture struct {
+	file   *FileHandle // held busy until the result is collected
 	stream cuda.Stream
 	ctx    cuda.Context
 	aio    *cufile.AsyncIO // nil when the transfer already ran (fallback)
@@ -42,6 +43,9 @@ func hasCuFileConfig() bool {
 // I/O, or cuFile has no configuration file, it synchronises the stream and
 // reads before returning, as KvikIO does; the StreamFuture then holds the
 // result.
+//
+// A queued transfer keeps the FileHandle busy until Get or Close of the
+// StreamFuture: Close of the FileHandle waits for that.
 func (f *FileHandle) ReadAsync(buf cuda.DevicePtr, size int, fileOffset, devOffset int64, stream cuda.Stream) (*StreamFuture, error) {
 	return f.async(opRead, buf, size, fileOffset, devOffset, stream)
 }
@@ -60,8 +64,7 @@ func (f *FileHandle) async(kind opKind, buf cuda.DevicePtr, size int, fileOffset
 	if err != nil {
 		return nil, f.pathErr(kind, err)
 	}
-	defer f.release()
-	sf := &StreamFuture{stream: stream, ctx: r.ctx}
+	sf := &StreamFuture{file: f, stream: stream, ctx: r.ctx}
 	// cuFile's async calls reject a non-zero buffer offset into memory that
 	// is not registered, so pass the operation's own address.
 	err = cuda.WithContext(r.ctx, func() (err error) {
@@ -73,6 +76,7 @@ func (f *FileHandle) async(kind opKind, buf cuda.DevicePtr, size int, fileOffset
 		return err
 	})
 	if err != nil {
+		f.release()
 		return nil, f.pathErr(kind, err)
 	}
 	return sf, nil
@@ -104,6 +108,7 @@ func (s *StreamFuture) Get() (int, error) {
 		return s.n, s.err
 	}
 	s.done = true
+	defer s.file.release()
 	if s.err = cuda.WithContext(s.ctx, func() error { return cuda.StreamSynchronize(s.stream) }); s.err != nil {
 		return 0, s.err
 	}
