@@ -158,7 +158,14 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 		defer putStream(r.ctx, s)
 		// One size per setting, so pooled buffers are reused across tasks.
 		bufSize := alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
-		chunk := staging.ChunkSize(t.Len, bufSize, pageSize, d.NumThreads)
+		// Writes move each task as one chunk: the device-to-host copy is
+		// tens of times faster than the file write, so splitting only
+		// shrinks the writes (and O_DIRECT writes at small sizes are slow).
+		workers := d.NumThreads
+		if kind == opWrite {
+			workers = staging.SoloWorkers
+		}
+		chunk := staging.ChunkSize(t.Len, bufSize, pageSize, workers)
 		nbuf := min(2, max((t.Len+chunk-1)/chunk, 1))
 		bufs := make([][]byte, 0, nbuf)
 		for range nbuf {

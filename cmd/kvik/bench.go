@@ -1,0 +1,371 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
+)
+
+const benchDesc = `
+Measure file read and write throughput on one file, comparing kvik's paths
+(host memory; and with a GPU, device memory through POSIX I/O and pinned
+bounce buffers, and through cuFile) against a naive baseline (one thread of
+os.File I/O, plus one copy to or from the GPU) and two ceilings: storage
+(16 threads of O_DIRECT pread/pwrite) and, with a GPU, PCIe (pinned host
+memory to or from the device). Every configuration is verified once: the
+bytes read or written must match.
+
+With no flags it picks a temporary file whose size suits the machine
+(256 MiB without a GPU), device memory when there is a GPU, and finishes
+in well under a minute. Sizes take units: 4096, 64k, 256MiB, 1.5G, 2GB.
+Writes are timed with the fsync that makes them durable.`
+
+// ceilingThreads is the number of threads of the storage ceiling.
+const ceilingThreads = 16
+
+// benchOptions holds kvik bench's flags.
+type benchOptions struct {
+	size      sizeFlag
+	dir       string
+	file      string
+	op        string
+	memory    string
+	threads   []int
+	taskSize  sizeFlag
+	bounce    sizeFlag
+	compat    string
+	direct    optBool
+	dropCache bool
+	repeats   int
+	register  bool
+	json      bool
+	opSet     bool // --op was given
+}
+
+// benchFlags returns kvik bench's flag set bound to a new benchOptions.
+func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
+	o := &benchOptions{}
+	fs := newFlagSet(e, "bench", "[flags]", benchDesc)
+	fs.Var(&o.size, "size", "file `size` (default: 256 MiB without a GPU, 1 GiB with one; capped by free disk and memory)")
+	fs.StringVar(&o.dir, "dir", os.TempDir(), "`directory` for the temporary benchmark file")
+	fs.StringVar(&o.file, "file", "", "benchmark this `file` instead of a temporary one: an existing file is only read, a missing one is created and kept")
+	fs.Func("op", "which operations (`op`): read, write or both (default both; read for an existing --file)", func(s string) error {
+		if s != "read" && s != "write" && s != "both" {
+			return fmt.Errorf("want read, write or both")
+		}
+		o.op, o.opSet = s, true
+		return nil
+	})
+	fs.StringVar(&o.memory, "memory", "auto", "`memory` to read into and write from: auto (device if there is a GPU), host or device")
+	fs.Func("threads", "kvik worker counts to sweep, a comma-separated `list` (default 1 and kvik's default, KVIKIO_NTHREADS)", func(s string) (err error) {
+		o.threads, err = parseIntList(s)
+		return err
+	})
+	fs.Var(&o.taskSize, "task-size", "kvik task `size` (default KVIKIO_TASK_SIZE, 4 MiB)")
+	fs.Var(&o.bounce, "bounce-size", "kvik bounce buffer `size` (default KVIKIO_BOUNCE_BUFFER_SIZE, 16 MiB)")
+	fs.StringVar(&o.compat, "compat", "", "device path `mode`: on (POSIX+bounce), off (cuFile), auto; default both where cuFile works")
+	fs.Var(&o.direct, "direct", "set kvik's opportunistic O_DIRECT for reads and writes (default KVIKIO_AUTO_DIRECT_IO_*)")
+	fs.BoolVar(&o.dropCache, "drop-cache", false, "drop the file's page cache before every read")
+	fs.IntVar(&o.repeats, "repeats", 3, "timed repetitions (`count`) of each configuration")
+	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
+	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	return fs, o
+}
+
+// benchFlagSet is benchFlags for help.
+func benchFlagSet(e *env) *flag.FlagSet {
+	fs, _ := benchFlags(e)
+	return fs
+}
+
+// validate checks flag values that the flag package cannot.
+func (o *benchOptions) validate(nargs int) error {
+	switch {
+	case nargs > 0:
+		return usagef("unexpected argument (bench takes only flags)")
+	case o.repeats < 1:
+		return usagef("--repeats %d: want at least 1", o.repeats)
+	case o.size.set && o.size.n <= 0:
+		return usagef("--size must be positive")
+	case o.taskSize.set && o.taskSize.n <= 0:
+		return usagef("--task-size must be positive")
+	case o.bounce.set && o.bounce.n <= 0:
+		return usagef("--bounce-size must be positive")
+	case o.memory != "auto" && o.memory != "host" && o.memory != "device":
+		return usagef("invalid --memory %q (want auto, host or device)", o.memory)
+	}
+	if o.compat != "" {
+		if _, err := kvik.ParseCompatMode(o.compat); err != nil {
+			return usagef("invalid --compat %q (want on, off or auto)", o.compat)
+		}
+	}
+	return nil
+}
+
+// bench is one run of kvik bench.
+type bench struct {
+	e    *env
+	o    *benchOptions
+	mem  memoryChoice
+	path string
+	tmp  bool // path is a temporary file that bench removes
+	size int64
+
+	ref   []byte             // the file's contents, page-aligned
+	dst   []byte             // destination of reads, page-aligned
+	dev   *cuda.DeviceBuffer // device memory, when mem.device
+	frees []func()           // release host memory
+
+	report benchReport
+	prog   *progress
+}
+
+// runBench implements kvik bench.
+func runBench(e *env, args []string) error {
+	fs, o := benchFlags(e)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := o.validate(len(pos)); err != nil {
+		return err
+	}
+	if _, err := kvik.GetDefaults(); err != nil {
+		return err
+	}
+	b := &bench{e: e, o: o}
+	if b.mem, err = chooseMemory(o.memory); err != nil {
+		return err
+	}
+	if b.mem.gpu != nil {
+		defer b.mem.gpu.close()
+	}
+	defer b.release()
+	if err := b.prepare(); err != nil {
+		return err
+	}
+	if err := b.runAll(); err != nil {
+		return err
+	}
+	return b.print()
+}
+
+// prepare picks the file and its size, allocates the buffers and writes
+// (or reads) the file's reference contents.
+func (b *bench) prepare() error {
+	if err := b.pickFile(); err != nil {
+		return err
+	}
+	var err error
+	if b.ref, err = b.hostBuffer(b.size); err != nil {
+		return err
+	}
+	if b.dst, err = b.hostBuffer(b.size); err != nil {
+		return err
+	}
+	if b.mem.device {
+		if b.dev, err = b.mem.gpu.alloc(int(b.size)); err != nil {
+			return err
+		}
+	}
+	if b.tmp || !fileExists(b.path) {
+		return b.createFile()
+	}
+	return b.loadFile()
+}
+
+// hostBuffer allocates page-aligned host memory that release frees.
+func (b *bench) hostBuffer(n int64) ([]byte, error) {
+	buf, free, err := allocHost(n)
+	if err == nil {
+		b.frees = append(b.frees, free)
+	}
+	return buf, err
+}
+
+// release frees the buffers.
+func (b *bench) release() {
+	if b.dev != nil {
+		b.dev.Close()
+	}
+	for _, free := range b.frees {
+		free()
+	}
+}
+
+// pickFile decides which file to use, its size and the operations.
+func (b *bench) pickFile() error {
+	o := b.o
+	if !o.opSet {
+		o.op = "both"
+	}
+	if o.file != "" {
+		if fi, err := os.Stat(o.file); err == nil {
+			return b.useExisting(fi)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		b.path = o.file
+	} else {
+		f, err := os.CreateTemp(o.dir, "kvik-bench-*")
+		if err != nil {
+			return err
+		}
+		f.Close()
+		b.path, b.tmp = f.Name(), true
+		atExit(func() { os.Remove(f.Name()) })
+	}
+	return b.pickSize()
+}
+
+// useExisting benchmarks reads of an existing --file, which is never
+// written.
+func (b *bench) useExisting(fi os.FileInfo) error {
+	o := b.o
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: not a regular file", o.file)
+	}
+	if o.opSet && o.op != "read" {
+		return usagef("--op %s would overwrite the existing --file %s; use --op read or a new file", o.op, o.file)
+	}
+	o.op, b.path, b.size = "read", o.file, fi.Size()
+	if o.size.set {
+		if o.size.n > fi.Size() {
+			return fmt.Errorf("%s: --size %s exceeds the file's %s", o.file, formatSize(o.size.n), formatSize(fi.Size()))
+		}
+		b.size = o.size.n
+	}
+	if b.size == 0 {
+		return fmt.Errorf("%s: empty file", o.file)
+	}
+	return b.checkMemory()
+}
+
+// pickSize sets the size of a new file: --size, or a default that suits
+// the machine, and checks disk space and memory.
+func (b *bench) pickSize() error {
+	dir := b.o.dir
+	if b.o.file != "" {
+		dir = filepath.Dir(b.o.file)
+	}
+	free, err := freeDisk(dir)
+	if err != nil {
+		return err
+	}
+	if b.o.size.set {
+		b.size = b.o.size.n
+		if b.size > free {
+			return fmt.Errorf("%s: --size %s exceeds the %s free on its file system", b.path, formatSize(b.size), formatSize(free))
+		}
+		return b.checkMemory()
+	}
+	b.size = defaultBenchSize(b.mem, free)
+	if b.size < minDefaultSize {
+		return fmt.Errorf("%s: too little free disk space or memory for a benchmark (%s free on disk)", b.path, formatSize(free))
+	}
+	return nil
+}
+
+// minDefaultSize is the smallest size the default may shrink to.
+const minDefaultSize = 16 * miB
+
+// defaultBenchSize returns a file size that finishes in well under a
+// minute: 256 MiB without a GPU, 1 GiB with one; at most half the free disk
+// space, a quarter of the available memory (bench holds two copies) and
+// half the GPU's free memory.
+func defaultBenchSize(mem memoryChoice, freeDisk int64) int64 {
+	size := int64(256 * miB)
+	if mem.device {
+		size = giB
+		if f := mem.gpu.freeMem(); f > 0 {
+			size = min(size, f/2)
+		}
+	}
+	size = min(size, freeDisk/2)
+	if _, avail := memInfo(); avail > 0 {
+		size = min(size, avail/4)
+	}
+	return size / miB * miB
+}
+
+// checkMemory refuses sizes that cannot fit in host or device memory.
+func (b *bench) checkMemory() error {
+	if _, avail := memInfo(); avail > 0 && 2*b.size > avail {
+		return fmt.Errorf("%s: size %s needs %s of host memory, %s available", b.path, formatSize(b.size), formatSize(2*b.size), formatSize(avail))
+	}
+	if b.mem.device {
+		if f := b.mem.gpu.freeMem(); f > 0 && b.size > f {
+			return fmt.Errorf("%s: size %s exceeds the GPU's %s free memory", b.path, formatSize(b.size), formatSize(f))
+		}
+	}
+	return nil
+}
+
+// createFile fills ref with random data and writes it to the file.
+func (b *bench) createFile() error {
+	fillRandom(b.ref)
+	if b.o.op == "write" {
+		return os.WriteFile(b.path, nil, 0o644) // every write truncates it
+	}
+	f, err := os.OpenFile(b.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b.ref); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// loadFile reads an existing file's first size bytes into ref.
+func (b *bench) loadFile() error {
+	f, err := os.Open(b.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(b.ref, 0); err != nil {
+		return fmt.Errorf("reading %s: %w", b.path, err)
+	}
+	return nil
+}
+
+// fillRandom fills p with pseudo-random bytes, in parallel.
+func fillRandom(p []byte) {
+	const chunk = 16 * miB
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.NumCPU())
+	seed := uint64(time.Now().UnixNano())
+	for off := 0; off < len(p); off += chunk {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			var key [32]byte
+			for i := range 8 {
+				key[i] = byte((seed + uint64(off)) >> (8 * i))
+			}
+			rand.NewChaCha8(key).Read(p[off:min(off+chunk, len(p))])
+		})
+	}
+	wg.Wait()
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

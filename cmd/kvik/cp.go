@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvikgo/kvik"
+)
+
+const cpDesc = `
+Copy SRC to DST through GPU memory (file -> device -> file) with kvik's
+device I/O, or through host memory (--memory host), in chunks, reading the
+next chunk while the previous one is written. DST is created or truncated
+with SRC's permissions; a directory DST receives SRC's base name. After
+the copy both files are read back and compared, and the CRC-32C of the
+data is printed.`
+
+// cpOptions holds kvik cp's flags.
+type cpOptions struct {
+	memory  string
+	chunk   sizeFlag
+	threads int
+	compat  string
+	verify  bool
+}
+
+// cpFlagSet returns kvik cp's flag set bound to a new cpOptions.
+func cpFlagSet(e *env) (*flag.FlagSet, *cpOptions) {
+	o := &cpOptions{}
+	fs := newFlagSet(e, "cp", "[flags] SRC DST", cpDesc)
+	fs.StringVar(&o.memory, "memory", "auto", "copy through `memory`: auto (device if there is a GPU), host or device memory")
+	fs.Var(&o.chunk, "chunk", "`size` of each read and write; two chunks are in use (default 256MiB)")
+	fs.IntVar(&o.threads, "threads", 0, "kvik worker `threads` (default KVIKIO_NTHREADS)")
+	fs.StringVar(&o.compat, "compat", "", "device path `mode`: on (POSIX+bounce), off (cuFile) or auto (default KVIKIO_COMPAT_MODE)")
+	fs.BoolVar(&o.verify, "verify", true, "read both files back and compare them")
+	return fs, o
+}
+
+// cpFlags is cpFlagSet for help.
+func cpFlags(e *env) *flag.FlagSet {
+	fs, _ := cpFlagSet(e)
+	return fs
+}
+
+// defaultChunk is the default size of each piece kvik cp moves.
+const defaultChunk = 256 * miB
+
+// copyJob is one kvik cp.
+type copyJob struct {
+	e        *env
+	o        *cpOptions
+	src, dst string
+	in, out  *kvik.FileHandle
+	size     int64
+	chunk    int64
+	mem      memoryChoice
+	via      string // the path the data took, for the summary
+}
+
+// runCp implements kvik cp.
+func runCp(e *env, args []string) error {
+	fs, o := cpFlagSet(e)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := o.validate(pos); err != nil {
+		return err
+	}
+	restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) {
+		if o.threads > 0 {
+			d.NumThreads = o.threads
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer restore()
+	j := &copyJob{e: e, o: o, src: pos[0], dst: pos[1]}
+	return j.run()
+}
+
+// validate checks the arguments.
+func (o *cpOptions) validate(pos []string) error {
+	switch {
+	case len(pos) != 2:
+		return usagef("want two arguments, SRC and DST; got %d", len(pos))
+	case o.threads < 0:
+		return usagef("--threads %d: want a positive count", o.threads)
+	case o.chunk.set && o.chunk.n <= 0:
+		return usagef("--chunk must be positive")
+	case o.memory != "auto" && o.memory != "host" && o.memory != "device":
+		return usagef("invalid --memory %q (want auto, host or device)", o.memory)
+	}
+	if o.compat != "" {
+		if _, err := kvik.ParseCompatMode(o.compat); err != nil {
+			return usagef("invalid --compat %q (want on, off or auto)", o.compat)
+		}
+	}
+	return nil
+}
+
+// run opens the files, copies, syncs, verifies and prints a summary.
+func (j *copyJob) run() error {
+	var err error
+	if j.mem, err = chooseMemory(j.o.memory); err != nil {
+		return err
+	}
+	if j.mem.gpu != nil {
+		defer j.mem.gpu.close()
+	}
+	if err := j.open(); err != nil {
+		return err
+	}
+	defer j.in.Close()
+	defer j.out.Close()
+	start := time.Now()
+	if err := j.copy(); err != nil {
+		return err
+	}
+	if err := j.out.Sync(); err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	sum, err := j.verify()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(j.e.stdout, "copied %s (%d bytes) %s -> %s in %.2f s, %.2f GB/s, through %s%s\n",
+		formatSize(j.size), j.size, j.src, j.dst, elapsed.Seconds(), gbps(j.size, elapsed.Seconds()), j.via, sum)
+	return nil
+}
+
+// open opens SRC and DST with kvik and checks that they differ.
+func (j *copyJob) open() error {
+	var opts []kvik.Option
+	if j.o.compat != "" {
+		m, _ := kvik.ParseCompatMode(j.o.compat)
+		opts = append(opts, kvik.WithCompatMode(m))
+	}
+	var err error
+	if j.in, err = kvik.Open(j.src, "r", 0, opts...); err != nil {
+		return err
+	}
+	fi, err := os.Stat(j.src)
+	switch {
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s: not a regular file", j.src)
+	}
+	j.size = fi.Size()
+	if di, err := os.Stat(j.dst); err == nil && di.IsDir() {
+		j.dst = filepath.Join(j.dst, filepath.Base(j.src))
+	}
+	if di, err := os.Stat(j.dst); err == nil && os.SameFile(fi, di) {
+		return fmt.Errorf("%s and %s are the same file", j.src, j.dst)
+	}
+	j.out, err = kvik.Open(j.dst, "w", fi.Mode().Perm(), opts...)
+	return err
+}
+
+// copy moves the data through device or host memory.
+func (j *copyJob) copy() error {
+	if j.size == 0 {
+		j.via = "nothing (empty file)"
+		return nil
+	}
+	j.chunk = defaultChunk
+	if j.o.chunk.set {
+		ps := int64(os.Getpagesize())
+		j.chunk = (j.o.chunk.n + ps - 1) / ps * ps
+	}
+	j.chunk = min(j.chunk, j.size)
+	prog := newProgress(j.e, "cp", j.size, true)
+	defer prog.finish()
+	if j.mem.device {
+		return j.copyDevice(prog)
+	}
+	return j.copyHost(prog)
+}
+
+// copyDevice copies through two device buffers of one chunk each.
+func (j *copyJob) copyDevice(prog *progress) error {
+	buf, err := j.mem.gpu.alloc(int(2 * j.chunk))
+	if err != nil {
+		return err
+	}
+	defer buf.Close()
+	j.via = fmt.Sprintf("%s memory (%s)", j.mem.gpu.name, compatPath(j.in.CompatMode()))
+	p := buf.Ptr()
+	read := func(slot int, off int64, n int) error {
+		return transferred(n, wrapOp(j.in.ReadDevice(p, n, off, int64(slot)*j.chunk)))
+	}
+	write := func(slot int, off int64, n int) error {
+		return transferred(n, wrapOp(j.out.WriteDevice(p, n, off, int64(slot)*j.chunk)))
+	}
+	return pipeline(j.size, j.chunk, read, write, prog)
+}
+
+// copyHost copies through two page-aligned host buffers of one chunk each.
+func (j *copyJob) copyHost(prog *progress) error {
+	mem, free, err := allocHost(2 * j.chunk)
+	if err != nil {
+		return err
+	}
+	defer free()
+	j.via = "host memory (kvik host)"
+	if j.mem.note != "" {
+		j.via = fmt.Sprintf("host memory (kvik host; %s)", j.mem.note)
+	}
+	slot := func(s, n int) []byte { return mem[int64(s)*j.chunk:][:n] }
+	read := func(s int, off int64, n int) error {
+		return transferred(n, wrapOp(j.in.ReadAt(slot(s, n), off)))
+	}
+	write := func(s int, off int64, n int) error {
+		return transferred(n, wrapOp(j.out.WriteAt(slot(s, n), off)))
+	}
+	return pipeline(j.size, j.chunk, read, write, prog)
+}
+
+// opResult carries the result of a transfer to transferred.
+type opResult struct {
+	n   int
+	err error
+}
+
+func wrapOp(n int, err error) opResult { return opResult{n, err} }
+
+// transferred fails unless the transfer moved want bytes; a source that
+// shrank while being copied ends in io.ErrUnexpectedEOF.
+func transferred(want int, r opResult) error {
+	if r.err == io.EOF || r.err == nil && r.n != want {
+		return fmt.Errorf("moved %d of %d bytes: %w", r.n, want, io.ErrUnexpectedEOF)
+	}
+	return r.err
+}
+
+// pipeline copies [0, size) in chunks through two buffer slots: a reader
+// goroutine fills one slot while the caller's goroutine writes the other.
+func pipeline(size, chunk int64, read, write func(slot int, off int64, n int) error, prog *progress) error {
+	type piece struct {
+		slot int
+		off  int64
+		n    int
+	}
+	free, full := make(chan int, 2), make(chan piece, 2)
+	free <- 0
+	free <- 1
+	var stop atomic.Bool
+	var readErr error
+	go func() {
+		defer close(full)
+		for off := int64(0); off < size && !stop.Load(); off += chunk {
+			s := <-free
+			n := int(min(chunk, size-off))
+			if readErr = read(s, off, n); readErr != nil {
+				return
+			}
+			full <- piece{s, off, n}
+		}
+	}()
+	var writeErr error
+	for p := range full {
+		if writeErr == nil {
+			writeErr = write(p.slot, p.off, p.n)
+			stop.Store(writeErr != nil)
+			prog.add(int64(p.n), "")
+		}
+		free <- p.slot
+	}
+	return errors.Join(readErr, writeErr)
+}
+
+// verify reads SRC and DST back with plain os.File reads, independent of
+// kvik, compares them and returns the summary's checksum text.
+func (j *copyJob) verify() (string, error) {
+	if !j.o.verify {
+		return "; not verified", nil
+	}
+	a, err := os.Open(j.src)
+	if err != nil {
+		return "", err
+	}
+	defer a.Close()
+	b, err := os.Open(j.dst)
+	if err != nil {
+		return "", err
+	}
+	defer b.Close()
+	fi, err := b.Stat()
+	if err != nil {
+		return "", err
+	}
+	if fi.Size() != j.size {
+		return "", fmt.Errorf("verify: %s has %d bytes, want %d", j.dst, fi.Size(), j.size)
+	}
+	sum, err := compareFiles(a, b, j.size, newProgress(j.e, "verify", j.size, true))
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("; verified, CRC-32C %08x", sum), nil
+}
+
+// compareFiles compares the first size bytes of a and b and returns their
+// CRC-32C (Castagnoli).
+func compareFiles(a, b *os.File, size int64, prog *progress) (uint32, error) {
+	defer prog.finish()
+	const block = 16 * miB
+	ba, bb := make([]byte, block), make([]byte, block)
+	table := crc32.MakeTable(crc32.Castagnoli)
+	var crc uint32
+	for off := int64(0); off < size; off += block {
+		n := int(min(block, size-off))
+		if _, err := a.ReadAt(ba[:n], off); err != nil {
+			return 0, fmt.Errorf("verify: read %s: %w", a.Name(), err)
+		}
+		if _, err := b.ReadAt(bb[:n], off); err != nil {
+			return 0, fmt.Errorf("verify: read %s: %w", b.Name(), err)
+		}
+		if !bytes.Equal(ba[:n], bb[:n]) {
+			return 0, fmt.Errorf("verify: %s differs from %s at %s", b.Name(), a.Name(), firstDiff(ba[:n], bb[:n], off))
+		}
+		crc = crc32.Update(crc, table, ba[:n])
+		prog.add(int64(n), "")
+	}
+	return crc, nil
+}
+
+// firstDiff describes where two equal-length buffers first differ.
+func firstDiff(a, b []byte, base int64) string {
+	for i := range a {
+		if a[i] != b[i] {
+			return fmt.Sprintf("byte %d (%#02x, want %#02x)", base+int64(i), b[i], a[i])
+		}
+	}
+	return "?"
+}

@@ -1,0 +1,350 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvikgo/kvik/cuda"
+)
+
+// kvikBin is the kvik binary built once by TestMain, or the one named by
+// $KVIK_TEST_BIN.
+var kvikBin string
+
+func TestMain(m *testing.M) {
+	if kvikBin = os.Getenv("KVIK_TEST_BIN"); kvikBin != "" {
+		os.Exit(m.Run()) // a prebuilt binary, on a machine without Go
+	}
+	dir, err := os.MkdirTemp("", "kvik-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	kvikBin = filepath.Join(dir, "kvik")
+	build := exec.Command("go", "build", "-o", kvikBin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building kvik:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is the outcome of one run of the binary.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// runKvik runs the binary with args and the environment without KVIKIO_*
+// variables, plus env.
+func runKvik(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(kvikBin, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KVIKIO_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running kvik %v: %v", args, err)
+	}
+	return r
+}
+
+// expect fails the test unless r exited with code.
+func (r result) expect(t *testing.T, code int) result {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// oneLineError checks that stderr is a single "kvik: ..." line holding
+// every want.
+func (r result) oneLineError(t *testing.T, want ...string) {
+	t.Helper()
+	msg := strings.TrimSuffix(r.stderr, "\n")
+	if strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "kvik: ") {
+		t.Errorf("stderr is not one kvik: line: %q", r.stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("stderr %q lacks %q", msg, w)
+		}
+	}
+}
+
+// randomFile writes n random bytes, not all zero, to a new file.
+func randomFile(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	rand.Read(b)
+	if n > 0 {
+		b[0] = 0x5a
+	}
+	p := filepath.Join(t.TempDir(), "src.bin")
+	if err := os.WriteFile(p, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// hasGPU reports whether a CUDA device is usable here.
+func hasGPU() bool {
+	if cuda.Init() != nil {
+		return false
+	}
+	n, err := cuda.DeviceGetCount()
+	return err == nil && n > 0
+}
+
+func TestHelp(t *testing.T) {
+	r := runKvik(t, nil, "help").expect(t, 0)
+	for _, w := range []string{"info", "bench", "cp", "Exit status"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("kvik help lacks %q:\n%s", w, r.stdout)
+		}
+	}
+	for _, args := range [][]string{{"bench", "-h"}, {"help", "bench"}, {"cp", "--help"}, {"info", "-h"}} {
+		r := runKvik(t, nil, args...).expect(t, 0)
+		if !strings.Contains(r.stdout, "Usage: kvik "+args[len(args)-1]) && !strings.Contains(r.stdout, "Usage: kvik "+args[0]) {
+			t.Errorf("kvik %v: no usage line:\n%s", args, r.stdout)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{nil, "no command"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"bench", "--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{[]string{"bench", "--size", "12Q"}, `invalid size "12Q"`},
+		{[]string{"bench", "--threads", "1,0"}, "not a positive integer"},
+		{[]string{"bench", "--memory", "gpu"}, `invalid --memory "gpu"`},
+		{[]string{"bench", "--compat", "maybe"}, `invalid --compat "maybe"`},
+		{[]string{"bench", "--repeats", "0"}, "--repeats 0"},
+		{[]string{"bench", "extra"}, "unexpected argument"},
+		{[]string{"cp", "only-one"}, "want two arguments"},
+		{[]string{"cp", "--chunk", "-1", "a", "b"}, "invalid"},
+		{[]string{"info", "a", "b"}, "too many arguments"},
+		{[]string{"help", "nope"}, `unknown command "nope"`},
+	}
+	for _, c := range cases {
+		r := runKvik(t, nil, c.args...).expect(t, 2)
+		r.oneLineError(t, c.want)
+	}
+}
+
+func TestMissingFile(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no", "such-file")
+	r := runKvik(t, nil, "cp", missing, filepath.Join(t.TempDir(), "dst")).expect(t, 1)
+	r.oneLineError(t, "kvik: cp: ", missing, "no such file or directory")
+	r = runKvik(t, nil, "info", missing).expect(t, 1)
+	r.oneLineError(t, "kvik: info: ", missing, "no such file or directory")
+	r = runKvik(t, nil, "bench", "--dir", missing, "--size", "1MiB").expect(t, 1)
+	r.oneLineError(t, "kvik: bench: ", missing)
+}
+
+func TestInfo(t *testing.T) {
+	r := runKvik(t, nil, "info").expect(t, 0)
+	for _, w := range []string{"CUDA driver", "cuFile", "/run/udev", "nvidia-fs", "KVIKIO_NTHREADS", "built-in", "O_DIRECT", "compat mode", "file system"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("kvik info lacks %q:\n%s", w, r.stdout)
+		}
+	}
+}
+
+func TestInfoJSON(t *testing.T) {
+	src := randomFile(t, 3*4096+10)
+	r := runKvik(t, []string{"KVIKIO_NTHREADS=3"}, "info", "--json", src).expect(t, 0)
+	var rep infoReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("invalid JSON: %v\n%s", err, r.stdout)
+	}
+	found := false
+	for _, s := range rep.Defaults.Settings {
+		if s.Env == "KVIKIO_NTHREADS" {
+			found = true
+			if s.Value != "3" || s.Source != "env" {
+				t.Errorf("KVIKIO_NTHREADS setting = %+v, want 3 from env", s)
+			}
+		}
+	}
+	if !found || len(rep.Defaults.Settings) < 5 {
+		t.Errorf("defaults incomplete: %+v", rep.Defaults)
+	}
+	p := rep.Path
+	if p.Kind != "file" || p.Size != 3*4096+10 || p.PageCache == nil || p.PageCache.TotalPages != 4 || p.CompatMode == "" {
+		t.Errorf("path info = %+v", p)
+	}
+	if rep.System.CPUs < 1 || rep.System.MemTotal <= 0 {
+		t.Errorf("system info = %+v", rep.System)
+	}
+}
+
+func TestInfoBadEnv(t *testing.T) {
+	r := runKvik(t, []string{"KVIKIO_NTHREADS=lots"}, "info").expect(t, 0)
+	if !strings.Contains(r.stdout, "KVIKIO_NTHREADS") || !strings.Contains(r.stdout, "error") {
+		t.Errorf("info does not report the bad variable:\n%s", r.stdout)
+	}
+	r = runKvik(t, []string{"KVIKIO_NTHREADS=lots"}, "bench", "--size", "1MiB").expect(t, 1)
+	r.oneLineError(t, "KVIKIO_NTHREADS")
+}
+
+func TestBenchTable(t *testing.T) {
+	r := runKvik(t, nil, "bench", "--size", "4MiB", "--repeats", "1", "--dir", t.TempDir()).expect(t, 0)
+	for _, w := range []string{"median GB/s", "vs ceiling", "storage ceiling", "naive os.File", "kvik host", "read", "write", "4 MiB"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("bench output lacks %q:\n%s", w, r.stdout)
+		}
+	}
+}
+
+func TestBenchJSON(t *testing.T) {
+	dir := t.TempDir()
+	r := runKvik(t, nil, "bench", "--size", "1000001", "--repeats", "2", "--threads", "1,3", "--memory", "host",
+		"--task-size", "64k", "--direct", "--drop-cache", "--dir", dir, "--json").expect(t, 0)
+	var rep benchReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("invalid JSON: %v\n%s", err, r.stdout)
+	}
+	if rep.SizeBytes != 1000001 || rep.TaskSize != 64<<10 || !rep.DirectRead || rep.Repeats != 2 || rep.Memory != "host" {
+		t.Errorf("header = %+v", rep)
+	}
+	// per op: storage ceiling, naive, kvik host x 2 thread counts
+	if len(rep.Results) != 8 {
+		t.Fatalf("%d results, want 8: %+v", len(rep.Results), rep.Results)
+	}
+	for _, x := range rep.Results {
+		if !x.Verified || len(x.Seconds) != 2 || x.MedianGBs <= 0 {
+			t.Errorf("result %+v: want verified, 2 timings, positive rate", x)
+		}
+		if x.Ceiling == "" && x.RatioToCeiling == nil {
+			t.Errorf("result %+v lacks a ratio to its ceiling", x)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("bench left files behind: %v", entries)
+	}
+}
+
+func TestBenchExistingFile(t *testing.T) {
+	src := randomFile(t, 2<<20)
+	before, _ := os.ReadFile(src)
+	r := runKvik(t, nil, "bench", "--file", src, "--repeats", "1", "--json").expect(t, 0)
+	var rep benchReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("invalid JSON: %v", err)
+	}
+	for _, x := range rep.Results {
+		if x.Op != "read" {
+			t.Errorf("an existing file was benchmarked with %s", x.Op)
+		}
+	}
+	if after, _ := os.ReadFile(src); !bytes.Equal(before, after) {
+		t.Error("bench changed an existing --file")
+	}
+	runKvik(t, nil, "bench", "--file", src, "--op", "both").expect(t, 2).oneLineError(t, "overwrite")
+}
+
+func TestCp(t *testing.T) {
+	for _, n := range []int{0, 1, 4096, 5<<20 + 123} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			src := randomFile(t, n)
+			dst := filepath.Join(t.TempDir(), "dst.bin")
+			r := runKvik(t, nil, "cp", "--memory", "host", "--chunk", "1MiB", src, dst).expect(t, 0)
+			if !strings.Contains(r.stdout, "verified") {
+				t.Errorf("cp output lacks verified: %q", r.stdout)
+			}
+			sameFile(t, src, dst)
+		})
+	}
+}
+
+func TestCpIntoDirectory(t *testing.T) {
+	src := randomFile(t, 100000)
+	dir := t.TempDir()
+	runKvik(t, nil, "cp", src, dir, "--memory=host").expect(t, 0)
+	sameFile(t, src, filepath.Join(dir, filepath.Base(src)))
+	if fi, err := os.Stat(filepath.Join(dir, filepath.Base(src))); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("copy mode = %v, %v; want 0640", fi.Mode(), err)
+	}
+	runKvik(t, nil, "cp", src, src).expect(t, 1).oneLineError(t, "same file")
+}
+
+func TestCpWithoutGPU(t *testing.T) {
+	if hasGPU() {
+		t.Skip("a GPU is present")
+	}
+	src := randomFile(t, 10)
+	r := runKvik(t, nil, "cp", "--memory", "device", src, filepath.Join(t.TempDir(), "d")).expect(t, 1)
+	r.oneLineError(t, "needs a GPU")
+	r = runKvik(t, nil, "bench", "--memory", "device", "--size", "1MiB").expect(t, 1)
+	r.oneLineError(t, "needs a GPU")
+}
+
+// TestDeviceMemory runs bench and cp through GPU memory; it needs a GPU.
+func TestDeviceMemory(t *testing.T) {
+	if !hasGPU() {
+		t.Skip("no GPU")
+	}
+	r := runKvik(t, nil, "bench", "--memory", "device", "--size", "8MiB", "--repeats", "1", "--threads", "2", "--json", "--dir", t.TempDir()).expect(t, 0)
+	var rep benchReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("invalid JSON: %v", err)
+	}
+	paths := map[string]bool{}
+	for _, x := range rep.Results {
+		paths[x.Path] = true
+		if x.Ceiling != "pcie" && !x.Verified {
+			t.Errorf("unverified result %+v", x)
+		}
+	}
+	for _, p := range []string{"pcie ceiling", "naive os.File+copy", "kvik posix+bounce", "kvik host"} {
+		if !paths[p] {
+			t.Errorf("device bench lacks %q: %v", p, paths)
+		}
+	}
+	src := randomFile(t, 3<<20+5)
+	dst := filepath.Join(t.TempDir(), "dst")
+	runKvik(t, nil, "cp", "--memory", "device", "--chunk", "1MiB", src, dst).expect(t, 0)
+	sameFile(t, src, dst)
+}
+
+// sameFile fails unless the files at a and b hold the same bytes.
+func sameFile(t *testing.T, a, b string) {
+	t.Helper()
+	x, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(x, y) {
+		t.Errorf("%s and %s differ (%d and %d bytes)", a, b, len(x), len(y))
+	}
+}
