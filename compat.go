@@ -68,6 +68,9 @@ type CuFileStatus struct {
 	Reason string
 	// Props holds the cuFile driver properties when the driver opened.
 	Props *cufile.DriverProperties
+	// Err is the error behind Reason, when one failed; it may be long (a
+	// library load error lists every path tried).
+	Err error
 }
 
 var cuFileProbe = sync.OnceValue(probeCuFile)
@@ -81,7 +84,7 @@ func ProbeCuFile() CuFileStatus { return cuFileProbe() }
 
 func probeCuFile() CuFileStatus {
 	if err := cufile.Load(); err != nil {
-		return CuFileStatus{Reason: fmt.Sprintf("libcufile unavailable: %v", err)}
+		return CuFileStatus{Reason: "libcufile not found (see KVIK_LIBCUFILE_PATH)", Err: err}
 	}
 	if miss := cufile.MissingSymbols(); len(miss) > 0 {
 		return CuFileStatus{Reason: "libcufile lacks " + strings.Join(miss, ", ")}
@@ -94,16 +97,16 @@ func probeCuFile() CuFileStatus {
 	}
 	st := CuFileStatus{Usable: true}
 	if err := cuda.Init(); err != nil {
-		st.Usable, st.Reason = false, fmt.Sprintf("CUDA driver unavailable: %v", err)
+		st.Usable, st.Reason, st.Err = false, fmt.Sprintf("CUDA driver unavailable: %v", err), err
 		return st
 	}
 	if err := cufile.DriverOpen(); err != nil {
-		st.Usable, st.Reason = false, fmt.Sprintf("cuFileDriverOpen: %v", err)
+		st.Usable, st.Reason, st.Err = false, fmt.Sprintf("cuFileDriverOpen: %v", err), err
 		return st
 	}
 	props, err := cufile.DriverGetProperties()
 	if err != nil {
-		st.Reason = fmt.Sprintf("cuFileDriverGetProperties: %v", err)
+		st.Reason, st.Err = fmt.Sprintf("cuFileDriverGetProperties: %v", err), err
 		return st
 	}
 	st.Props = &props

@@ -1,18 +1,23 @@
 package kvik_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 	"unsafe"
 )
 
 // runChild re-runs one test of this binary in a new process with extra
 // environment variables, for behaviour fixed once per process (library
-// loading, environment defaults).
+// loading, environment defaults). A child that hangs is killed after two
+// minutes and fails the test.
 func runChild(t *testing.T, test string, env ...string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$", "-test.v", "-test.timeout=90s")
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -9,20 +9,14 @@ import (
 	"github.com/kvikgo/kvik/cufile"
 )
 
-// cuFileActive reports whether device I/O under the current default compat
-// mode would use cuFile, so that registrations are worth making.
-func cuFileActive() bool {
-	d, err := GetDefaults()
-	if err != nil {
-		return false
-	}
-	m, _, err := resolveCompat(d.CompatMode)
-	return err == nil && m == CompatOff
-}
+// cuFileActive reports whether the cuFile driver is open and usable, so
+// that registrations can be made.
+func cuFileActive() bool { return ProbeCuFile().Usable }
 
 // BufferRegister registers size bytes of device memory at buf with cuFile
 // (cuFileBufRegister), which saves cuFile from staging transfers through
-// its own buffers. It does nothing when device I/O uses POSIX I/O.
+// its own buffers. It does nothing where cuFile cannot be used, as KvikIO's
+// buffer_register does in compat mode.
 func BufferRegister(buf cuda.DevicePtr, size int) error {
 	if !cuFileActive() {
 		return nil
