@@ -1,6 +1,7 @@
 package kvik
 
 import (
+	"io"
 	"os"
 
 	"github.com/kvikgo/kvik/cuda"
@@ -10,7 +11,8 @@ import (
 // StreamFuture is the result of ReadAsync or WriteAsync: the transfer is
 // ordered on a CUDA stream, and its byte count is known once the stream
 // has reached it. Call Get (or synchronise the stream and call Get) before
-// touching the memory, then Close.
+// touching the memory, then Close. A StreamFuture is not safe for
+// concurrent use.
 type StreamFuture struct {
 	file   *FileHandle // held busy until the result is collected
 	stream cuda.Stream
@@ -96,6 +98,9 @@ func (f *FileHandle) asyncFallback(kind opKind, buf cuda.DevicePtr, size int, fi
 		sf.n, sf.err = f.ReadDevice(buf, size, fileOffset, devOffset)
 	} else {
 		sf.n, sf.err = f.WriteDevice(buf, size, fileOffset, devOffset)
+	}
+	if sf.err == io.EOF {
+		sf.err = nil // a short count, as cuFileReadAsync reports end of file
 	}
 	return sf, nil
 }

@@ -20,11 +20,14 @@ type BatchOp struct {
 
 // BatchHandle submits groups of cuFile reads and writes that run without
 // the worker pool (cuFileBatchIO*), like kvikio::BatchHandle. Only files
-// whose handles use cuFile can take part.
+// whose handles use cuFile can take part; they stay busy (their Close
+// waits) until the BatchHandle is closed. A BatchHandle is not safe for
+// concurrent use.
 type BatchHandle struct {
-	h   cufile.BatchHandle
-	max int
-	ctx cuda.Context
+	h    cufile.BatchHandle
+	max  int
+	ctx  cuda.Context
+	held []*FileHandle
 }
 
 // NewBatchHandle sets up a batch of at most maxOps operations per Submit.
@@ -52,16 +55,34 @@ func (b *BatchHandle) Submit(ops []BatchOp) error {
 		return fmt.Errorf("%w: batch of %d operations (1..%d allowed)", ErrInvalidArgument, len(ops), b.max)
 	}
 	params := make([]cufile.IOParams, len(ops))
+	held := len(b.held)
 	for i, op := range ops {
 		p, ctx, err := b.param(op)
 		if err != nil {
+			b.releaseFrom(held)
 			return fmt.Errorf("batch op %d: %w", i, err)
+		}
+		if b.ctx != 0 && ctx != b.ctx {
+			b.releaseFrom(held)
+			return fmt.Errorf("%w: batch op %d: device memory of another CUDA context than earlier ops", ErrInvalidArgument, i)
 		}
 		p.Cookie = uintptr(i)
 		params[i] = p
 		b.ctx = ctx
 	}
-	return cuda.WithContext(b.ctx, func() error { return cufile.BatchIOSubmit(b.h, params, 0) })
+	err := cuda.WithContext(b.ctx, func() error { return cufile.BatchIOSubmit(b.h, params, 0) })
+	if err != nil {
+		b.releaseFrom(held)
+	}
+	return err
+}
+
+// releaseFrom releases the files held since index i.
+func (b *BatchHandle) releaseFrom(i int) {
+	for _, f := range b.held[i:] {
+		f.release()
+	}
+	b.held = b.held[:i]
 }
 
 func (b *BatchHandle) param(op BatchOp) (cufile.IOParams, cuda.Context, error) {
@@ -72,9 +93,14 @@ func (b *BatchHandle) param(op BatchOp) (cufile.IOParams, cuda.Context, error) {
 	if f.compat != CompatOff {
 		return cufile.IOParams{}, 0, fmt.Errorf("%w: %s uses POSIX I/O (%s)", ErrCuFileRequired, f.name, f.reason)
 	}
-	if err := checkRange(op.FileOffset, op.Size); err != nil {
+	kind := opRead
+	if op.Write {
+		kind = opWrite
+	}
+	if _, err := f.begin(kind, op.FileOffset, op.Size); err != nil {
 		return cufile.IOParams{}, 0, err
 	}
+	b.held = append(b.held, f)
 	r, err := resolveDevice(op.Buf, op.Size, op.DevOffset)
 	if err != nil {
 		return cufile.IOParams{}, 0, err
@@ -97,7 +123,8 @@ func (b *BatchHandle) Status(minNr, maxNr int, timeout time.Duration) ([]cufile.
 		return nil, fmt.Errorf("%w: status of %d..%d operations in a batch of %d", ErrInvalidArgument, minNr, maxNr, b.max)
 	}
 	ev := make([]cufile.IOEvent, maxNr)
-	n, err := cufile.BatchIOGetStatus(b.h, minNr, ev, timeout)
+	var n int
+	err := b.withCtx(func() (err error) { n, err = cufile.BatchIOGetStatus(b.h, minNr, ev, timeout); return err })
 	return ev[:n], err
 }
 
@@ -106,12 +133,26 @@ func (b *BatchHandle) Cancel() error {
 	if b.h == 0 {
 		return fmt.Errorf("batch: %w", ErrClosed)
 	}
-	return cufile.BatchIOCancel(b.h)
+	return b.withCtx(func() error { return cufile.BatchIOCancel(b.h) })
 }
 
-// Close releases the batch. Closing twice does nothing.
+// Close releases the batch (cuFileBatchIODestroy) and the files it held.
+// Collect every operation's status (or Cancel) first. Closing twice does
+// nothing.
 func (b *BatchHandle) Close() error {
-	cufile.BatchIODestroy(b.h)
+	if b.h == 0 {
+		return nil
+	}
+	b.withCtx(func() error { cufile.BatchIODestroy(b.h); return nil })
 	b.h = 0
+	b.releaseFrom(0)
 	return nil
+}
+
+// withCtx runs f with the batch's context current, if it has one yet.
+func (b *BatchHandle) withCtx(f func() error) error {
+	if b.ctx == 0 {
+		return f()
+	}
+	return cuda.WithContext(b.ctx, f)
 }

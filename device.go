@@ -73,6 +73,9 @@ func (f *FileHandle) raw(kind opKind, buf cuda.DevicePtr, size int, fileOffset, 
 		})
 	} else {
 		n, err = f.posixDeviceTask(kind, d, r, t)
+		if err == io.EOF {
+			err = nil // a short count, as cuFileRead reports end of file
+		}
 	}
 	return n, f.wrapErr(kind, err)
 }

@@ -20,8 +20,9 @@ var (
 	// ErrBadEnv reports an environment variable with a value that cannot be
 	// used; the error names the variable and the value.
 	ErrBadEnv = errors.New("kvik: bad environment variable")
-	// ErrCuFileRequired reports CompatOff when cuFile cannot be used.
-	ErrCuFileRequired = errors.New("kvik: cuFile required (compat mode off) but unusable")
+	// ErrCuFileRequired reports an operation that needs cuFile (CompatOff,
+	// batch I/O) where cuFile cannot be used for the file or the process.
+	ErrCuFileRequired = errors.New("kvik: cuFile required but not usable")
 )
 
 // ErrNotDeviceMemory reports host, freed or unknown memory passed where

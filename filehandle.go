@@ -33,8 +33,10 @@ type FileHandle struct {
 
 	devKey func() string
 
-	mu     sync.RWMutex // held for reading by every operation in flight
-	closed bool
+	mu       sync.Mutex
+	idle     sync.Cond // signalled when inflight drops to zero
+	inflight int       // operations in flight
+	closed   bool      // set when Close begins: new operations fail
 }
 
 // Option configures Open and OpenFile.
@@ -88,7 +90,8 @@ func Open(path, flags string, perm fs.FileMode, opts ...Option) (*FileHandle, er
 }
 
 // OpenFile opens the file at path with os.O_* flags, like os.OpenFile.
-// O_APPEND is refused, since positioned writes cannot honour it. perm
+// O_APPEND is refused, since positioned writes cannot honour it; O_DIRECT
+// is ignored, since the handle opens its own O_DIRECT descriptor. perm
 // applies when the file is created; 0 means DefaultPerm.
 func OpenFile(path string, flag int, perm fs.FileMode, opts ...Option) (*FileHandle, error) {
 	var o openOptions
@@ -127,6 +130,7 @@ func openFile(path string, flag int, perm fs.FileMode, o openOptions) (*FileHand
 		return nil, err
 	}
 	f := &FileHandle{name: path, flags: flag, fd: fd, fdDirect: -1, compat: compat, reason: reason}
+	f.idle.L = &f.mu
 	f.devKey = sync.OnceValue(func() string {
 		dev, err := blockdev.ForFd(f.fd)
 		if err != nil {
@@ -179,7 +183,8 @@ func (f *FileHandle) closeFds() error {
 }
 
 // Close waits for operations in flight, releases the cuFile handle and
-// closes the descriptors. Closing a closed handle does nothing.
+// closes the descriptors. Operations started once Close has begun fail
+// with ErrClosed. Closing a closed handle does nothing.
 func (f *FileHandle) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -187,6 +192,9 @@ func (f *FileHandle) Close() error {
 		return nil
 	}
 	f.closed = true
+	for f.inflight > 0 {
+		f.idle.Wait()
+	}
 	if f.cuHandle != 0 {
 		cufile.HandleDeregister(f.cuHandle)
 		f.cuHandle = 0
@@ -199,31 +207,38 @@ func (f *FileHandle) Close() error {
 
 // acquire marks an operation in flight; release must follow.
 func (f *FileHandle) acquire() error {
-	f.mu.RLock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.closed {
-		f.mu.RUnlock()
 		return ErrClosed
 	}
+	f.inflight++
 	return nil
 }
 
-func (f *FileHandle) release() { f.mu.RUnlock() }
+func (f *FileHandle) release() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.inflight--; f.inflight == 0 {
+		f.idle.Broadcast()
+	}
+}
 
 // Name returns the path the file was opened with.
 func (f *FileHandle) Name() string { return f.name }
 
 // Fd returns the buffered file descriptor, or -1 after Close.
 func (f *FileHandle) Fd() int {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.fd
 }
 
 // FdDirect returns the O_DIRECT file descriptor, or -1 if the file system
 // refused O_DIRECT or the handle is closed.
 func (f *FileHandle) FdDirect() int {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.fdDirect
 }
 

@@ -128,6 +128,12 @@ func (f *FileHandle) run(ctx context.Context, kind opKind, d Defaults, pool *sch
 		fut = newFuture()
 	}
 	tasks := sched.Split(off, size, d.TaskSize)
+	if blocking && len(tasks) == 1 {
+		pool = nil // run in the caller: no hand-off for a single task
+	}
+	if !blocking && pool == nil {
+		pool = f.pool(d) // a Future must not make its caller wait
+	}
 	sched.Run(ctx, pool, tasks, fn, func(n int, err error) {
 		f.release()
 		fut.complete(n, f.wrapErr(kind, err))

@@ -77,7 +77,9 @@ func allocation(buf cuda.DevicePtr) (cuda.DevicePtr, int, error) {
 
 // ReadFileToDevice reads a whole file into new device memory, allocated in
 // the calling thread's current context or else device 0's primary
-// context. The caller closes the buffer.
+// context. A context made current by the caller counts only if the
+// goroutine is locked to its thread (runtime.LockOSThread). The caller
+// closes the buffer.
 func ReadFileToDevice(path string) (*cuda.DeviceBuffer, error) {
 	f, err := Open(path, "r", 0)
 	if err != nil {
@@ -115,17 +117,20 @@ func ReadFileToDevice(path string) (*cuda.DeviceBuffer, error) {
 }
 
 // WriteFileFromDevice writes the contents of buf to the file at path,
-// creating or truncating it.
+// creating or truncating it, and syncs it to storage before returning.
 func WriteFileFromDevice(path string, buf *cuda.DeviceBuffer) error {
 	f, err := Open(path, "w", 0)
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteDevice(buf.Ptr(), buf.Size(), 0, 0); err != nil {
-		f.Close()
-		return err
+	_, err = f.WriteDevice(buf.Ptr(), buf.Size(), 0, 0)
+	if err == nil {
+		err = f.Sync()
 	}
-	return f.Close()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func currentOrPrimary() (cuda.Context, error) {

@@ -11,8 +11,8 @@ var lib = &dl.Library{Sonames: []string{"libcuda.so.1", "libcuda.so"}, EnvVar: L
 
 // Load opens the CUDA driver library if it is not open yet. Every function
 // in this package loads it on demand; Load lets callers test availability
-// up front. The error matches dl.ErrNotFound (errors.Is) when the library
-// is missing and says which paths were tried.
+// up front. The error matches ErrLibraryNotFound (errors.Is) when the
+// library is missing and says which paths were tried.
 func Load() error {
 	_, err := lib.Load()
 	return err

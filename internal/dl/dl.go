@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -74,7 +75,13 @@ func (l *Library) Candidates() []string {
 			dirs = append(dirs, filepath.Join(root, "lib64"), filepath.Join(root, "lib"))
 		}
 	}
-	dirs = append(dirs, "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib")
+	dirs = append(dirs, "/usr/local/cuda/lib64")
+	switch runtime.GOARCH {
+	case "amd64":
+		dirs = append(dirs, "/usr/local/cuda/targets/x86_64-linux/lib")
+	case "arm64":
+		dirs = append(dirs, "/usr/local/cuda/targets/sbsa-linux/lib", "/usr/local/cuda/targets/aarch64-linux/lib")
+	}
 	for _, d := range dirs {
 		for _, s := range l.Sonames {
 			c = append(c, filepath.Join(d, s))

@@ -23,13 +23,13 @@ var errSkipped = errors.New("sched: task skipped after an earlier failure")
 // position) that fell short. When an error occurs, tasks not yet started
 // are skipped; when ctx is cancelled, they fail with ctx.Err().
 //
-// With one task, or a nil pool, the tasks run in the calling goroutine
-// before Run returns.
+// With a nil pool the tasks run in the calling goroutine before Run
+// returns.
 func Run(ctx context.Context, p *Pool, tasks []Task, fn TaskFunc, done func(n int, err error)) {
 	op := &op{ctx: ctx, tasks: tasks, fn: fn, done: done, res: make([]result, len(tasks))}
 	op.left.Store(int64(len(tasks)))
 	op.failedAt.Store(math.MaxInt64)
-	if p == nil || len(tasks) == 1 {
+	if p == nil {
 		for i := range tasks {
 			op.run(i)
 		}
