@@ -209,10 +209,14 @@ func (f *FileHandle) directIO(kind opKind, d Defaults, b []byte, off int64) (int
 	return n, err
 }
 
-// directAligned does O_DIRECT I/O from an aligned buffer. A read that
-// returns a partial page has met end of file.
+// maxEINTR bounds consecutive EINTR retries, as internal/posix does.
+const maxEINTR = 1 << 10
+
+// directAligned does O_DIRECT I/O from an aligned buffer. A transfer that
+// stops short of a page boundary is finished with buffered I/O, which also
+// tells a real end of file from a short read.
 func (f *FileHandle) directAligned(kind opKind, b []byte, off int64) (int, error) {
-	done := 0
+	done, eintr := 0, 0
 	for done < len(b) {
 		var n int
 		var err error
@@ -225,7 +229,8 @@ func (f *FileHandle) directAligned(kind opKind, b []byte, off int64) (int, error
 			done += n
 		}
 		switch {
-		case errors.Is(err, syscall.EINTR):
+		case errors.Is(err, syscall.EINTR) && eintr < maxEINTR:
+			eintr++
 			continue
 		case err != nil:
 			return done, err
@@ -234,13 +239,16 @@ func (f *FileHandle) directAligned(kind opKind, b []byte, off int64) (int, error
 		case n <= 0:
 			return done, io.ErrShortWrite
 		case done%pageSize != 0 && done < len(b):
+			// An unaligned partial transfer cannot continue with O_DIRECT.
+			var m int
 			if kind == opRead {
-				return done, io.EOF
+				m, err = posix.ReadFull(f.fd, b[done:], off+int64(done))
+			} else {
+				m, err = posix.WriteFull(f.fd, b[done:], off+int64(done))
 			}
-			// An unaligned partial write cannot continue with O_DIRECT.
-			m, err := posix.WriteFull(f.fd, b[done:], off+int64(done))
 			return done + m, err
 		}
+		eintr = 0
 	}
 	return done, nil
 }

@@ -50,8 +50,13 @@ func Segments(off int64, n int, align int, direct bool) []Segment {
 		return []Segment{{Off: off, Len: n}}
 	}
 	end := off + int64(n)
-	midStart := (off + a - 1) / a * a
+	// off <= midStart <= midEnd <= end: nothing here can overflow, even
+	// for off close to math.MaxInt64.
 	midEnd := end / a * a
+	if midEnd <= off {
+		return []Segment{{Off: off, Len: n}}
+	}
+	midStart := midEnd - (midEnd-off)/a*a
 	if midEnd <= midStart {
 		return []Segment{{Off: off, Len: n}}
 	}

@@ -26,6 +26,9 @@ var errSkipped = errors.New("sched: task skipped after an earlier failure")
 // With a nil pool the tasks run in the calling goroutine before Run
 // returns.
 func Run(ctx context.Context, p *Pool, tasks []Task, fn TaskFunc, done func(n int, err error)) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	op := &op{ctx: ctx, tasks: tasks, fn: fn, done: done, res: make([]result, len(tasks))}
 	op.left.Store(int64(len(tasks)))
 	op.failedAt.Store(math.MaxInt64)
