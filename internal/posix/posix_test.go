@@ -1,0 +1,100 @@
+package posix
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+)
+
+// fakeFile serves pread/pwrite from memory, at most step bytes a call, with
+// an EINTR before every other call.
+type fakeFile struct {
+	data  []byte
+	step  int
+	calls int
+	limit int // writes beyond this offset fail with ENOSPC
+}
+
+func (f *fakeFile) interrupt() bool { f.calls++; return f.calls%2 == 1 }
+
+func (f *fakeFile) pread(_ int, p []byte, off int64) (int, error) {
+	if f.interrupt() {
+		return 0, syscall.EINTR
+	}
+	if off >= int64(len(f.data)) {
+		return 0, nil
+	}
+	return copy(p[:min(len(p), f.step)], f.data[off:]), nil
+}
+
+func (f *fakeFile) pwrite(_ int, p []byte, off int64) (int, error) {
+	if f.interrupt() {
+		return 0, syscall.EINTR
+	}
+	if off >= int64(f.limit) {
+		return 0, syscall.ENOSPC
+	}
+	n := min(len(p), f.step, f.limit-int(off))
+	if need := int(off) + n; need > len(f.data) {
+		f.data = append(f.data, make([]byte, need-len(f.data))...)
+	}
+	return copy(f.data[off:], p[:n]), nil
+}
+
+func use(t *testing.T, f *fakeFile) {
+	saved := Sys
+	Sys = Syscalls{Pread: f.pread, Pwrite: f.pwrite}
+	t.Cleanup(func() { Sys = saved })
+}
+
+func TestReadFullLoopsAndReportsEOF(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	data := make([]byte, 10007)
+	for i := range data {
+		data[i] = byte(rng.IntN(255) + 1)
+	}
+	f := &fakeFile{data: data, step: 333}
+	use(t, f)
+	p := make([]byte, 5000)
+	if n, err := ReadFull(0, p, 17); n != 5000 || err != nil || !bytes.Equal(p, data[17:5017]) {
+		t.Fatalf("ReadFull: %d, %v", n, err)
+	}
+	if n, err := ReadFull(0, p, 9000); n != 1007 || err != io.EOF || !bytes.Equal(p[:n], data[9000:]) {
+		t.Fatalf("ReadFull at the end: %d, %v", n, err)
+	}
+}
+
+func TestWriteFullLoopsAndReportsENOSPC(t *testing.T) {
+	f := &fakeFile{step: 100, limit: 1234}
+	use(t, f)
+	src := bytes.Repeat([]byte{7, 9, 11}, 1000)
+	n, err := WriteFull(0, src, 0)
+	if n != 1234 || !errors.Is(err, syscall.ENOSPC) || !bytes.Equal(f.data, src[:1234]) {
+		t.Fatalf("WriteFull: %d, %v", n, err)
+	}
+}
+
+func TestEndlessEINTRStops(t *testing.T) {
+	saved := Sys
+	t.Cleanup(func() { Sys = saved })
+	eintr := func(int, []byte, int64) (int, error) { return 0, syscall.EINTR }
+	Sys = Syscalls{Pread: eintr, Pwrite: eintr}
+	if _, err := ReadFull(0, make([]byte, 10), 0); !errors.Is(err, syscall.EINTR) {
+		t.Fatalf("ReadFull: %v", err)
+	}
+	if _, err := WriteFull(0, make([]byte, 10), 0); !errors.Is(err, syscall.EINTR) {
+		t.Fatalf("WriteFull: %v", err)
+	}
+}
+
+func TestWriteWithoutProgress(t *testing.T) {
+	saved := Sys
+	t.Cleanup(func() { Sys = saved })
+	Sys.Pwrite = func(int, []byte, int64) (int, error) { return 0, nil }
+	if n, err := WriteFull(0, make([]byte, 10), 0); n != 0 || err != io.ErrShortWrite {
+		t.Fatalf("WriteFull: %d, %v", n, err)
+	}
+}
