@@ -101,12 +101,19 @@ func (o *benchOptions) validate(nargs int) error {
 		return usagef("--task-size must be positive")
 	case o.bounce.set && o.bounce.n <= 0:
 		return usagef("--bounce-size must be positive")
-	case o.memory != "auto" && o.memory != "host" && o.memory != "device":
-		return usagef("invalid --memory %q (want auto, host or device)", o.memory)
 	}
-	if o.compat != "" {
-		if _, err := kvik.ParseCompatMode(o.compat); err != nil {
-			return usagef("invalid --compat %q (want on, off or auto)", o.compat)
+	return validateMemoryCompat(o.memory, o.compat)
+}
+
+// validateMemoryCompat checks the --memory and --compat flags that bench
+// and cp share.
+func validateMemoryCompat(memory, compat string) error {
+	if memory != "auto" && memory != "host" && memory != "device" {
+		return usagef("invalid --memory %q (want auto, host or device)", memory)
+	}
+	if compat != "" {
+		if _, err := kvik.ParseCompatMode(compat); err != nil {
+			return usagef("invalid --compat %q (want on, off or auto)", compat)
 		}
 	}
 	return nil

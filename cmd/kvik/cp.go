@@ -97,15 +97,8 @@ func (o *cpOptions) validate(pos []string) error {
 		return usagef("--threads %d: want a positive count", o.threads)
 	case o.chunk.set && o.chunk.n <= 0:
 		return usagef("--chunk must be positive")
-	case o.memory != "auto" && o.memory != "host" && o.memory != "device":
-		return usagef("invalid --memory %q (want auto, host or device)", o.memory)
 	}
-	if o.compat != "" {
-		if _, err := kvik.ParseCompatMode(o.compat); err != nil {
-			return usagef("invalid --compat %q (want on, off or auto)", o.compat)
-		}
-	}
-	return nil
+	return validateMemoryCompat(o.memory, o.compat)
 }
 
 // run opens the files, copies, syncs, verifies and prints a summary.

@@ -29,32 +29,21 @@ const maxRetries = 1 << 10
 // ReadFull reads len(p) bytes at off, looping over short reads. It returns
 // io.EOF with the bytes read when the file ends first.
 func ReadFull(fd int, p []byte, off int64) (int, error) {
-	done, eintr := 0, 0
-	for done < len(p) {
-		n, err := Sys.Pread(fd, p[done:], off+int64(done))
-		if n > 0 {
-			done += n
-		}
-		switch {
-		case errors.Is(err, syscall.EINTR) && eintr < maxRetries:
-			eintr++
-			continue
-		case err != nil:
-			return done, err
-		case n == 0:
-			return done, io.EOF
-		}
-		eintr = 0
-	}
-	return done, nil
+	return full(Sys.Pread, fd, p, off, io.EOF)
 }
 
 // WriteFull writes all of p at off, looping over short writes. A write
 // that makes no progress without an error gives io.ErrShortWrite.
 func WriteFull(fd int, p []byte, off int64) (int, error) {
+	return full(Sys.Pwrite, fd, p, off, io.ErrShortWrite)
+}
+
+// full repeats call until p is done, retrying EINTR (a bounded number of
+// times in a row); a call that moves nothing ends it with noProgress.
+func full(call func(int, []byte, int64) (int, error), fd int, p []byte, off int64, noProgress error) (int, error) {
 	done, eintr := 0, 0
 	for done < len(p) {
-		n, err := Sys.Pwrite(fd, p[done:], off+int64(done))
+		n, err := call(fd, p[done:], off+int64(done))
 		if n > 0 {
 			done += n
 		}
@@ -65,7 +54,7 @@ func WriteFull(fd int, p []byte, off int64) (int, error) {
 		case err != nil:
 			return done, err
 		case n <= 0:
-			return done, io.ErrShortWrite
+			return done, noProgress
 		}
 		eintr = 0
 	}
