@@ -18,12 +18,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/kvikgo/kvik"
 )
@@ -297,21 +295,5 @@ func TestNilContext(t *testing.T) {
 		return
 	}
 	path, _ := writeRandomFile(t, rand.New(rand.NewPCG(15, 16)), t.TempDir(), 64<<10)
-	relRunChild(t, "TestNilContext", "KVIK_TEST_CHILD=nilctx", "KVIK_TEST_FILE="+path)
-}
-
-// relRunChild is runChild with a safety net: the child dies with this
-// process, and is killed if it has not finished after five minutes (a
-// hang, not a slow run), so that a broken child cannot outlive the test.
-func relRunChild(t *testing.T, test string, env ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$", "-test.v")
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child %s failed: %v\n%s", test, err, out)
-	}
+	runChild(t, "TestNilContext", "KVIK_TEST_CHILD=nilctx", "KVIK_TEST_FILE="+path)
 }

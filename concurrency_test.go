@@ -28,7 +28,7 @@ import (
 // a copy of its contents (the model the tests keep in step).
 func relModelFile(t *testing.T, rng *rand.Rand, size int) (string, []byte) {
 	t.Helper()
-	data := relRandomBytes(rng, size)
+	data := randomBytes(rng, size)
 	path := filepath.Join(t.TempDir(), "shared")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func relRegionWorker(f *kvik.FileHandle, model []byte, base, size int, rng *rand
 		n := rng.IntN(base+size-off) + 1
 		switch rng.IntN(3) {
 		case 0: // one write
-			src := relRandomBytes(rng, n)
+			src := randomBytes(rng, n)
 			op, got, err := relKvikWrite(f, rng.IntN(3), src, int64(off))
 			if got != n || err != nil {
 				return fmt.Errorf("op %d: %s of %d bytes at %d: (%d, %v)", i, op, n, off, got, err)
@@ -135,7 +135,7 @@ func relRegionWorker(f *kvik.FileHandle, model []byte, base, size int, rng *rand
 			copy(model[off:], src)
 		case 1: // several PWrites in flight at once, on disjoint pieces
 			pieces := rng.IntN(4) + 2
-			src := relRandomBytes(rng, n)
+			src := randomBytes(rng, n)
 			futs := make([]*kvik.Future, 0, pieces)
 			cuts := []int{0}
 			for p := 1; p < pieces; p++ {
@@ -261,7 +261,7 @@ func relUntilClosed(f *kvik.FileHandle, model []byte, base, size int, rng *rand.
 		var buf *relGuarded
 		write := rng.IntN(2) == 0
 		if write {
-			src = relRandomBytes(rng, n)
+			src = randomBytes(rng, n)
 			op, got, err = relKvikWrite(f, rng.IntN(3), src, int64(off))
 		} else {
 			buf = relNewGuarded(rng, n, relRandomShift(rng))
@@ -455,7 +455,7 @@ func TestCancelMidTransfer(t *testing.T) {
 			var got int
 			var err error
 			if write {
-				src = relRandomBytes(rng, n)
+				src = randomBytes(rng, n)
 				got, err = f.PWrite(ctx, src, off).Get()
 			} else {
 				buf = make([]byte, n)
@@ -493,7 +493,7 @@ func TestCancelMidTransfer(t *testing.T) {
 			var got int
 			var err error
 			if write {
-				src = relRandomBytes(rng, n)
+				src = randomBytes(rng, n)
 				got, err = f.PWrite(ctx, src, off).Get()
 			} else {
 				buf = make([]byte, n)

@@ -118,7 +118,7 @@ func relRunFaultScenario(t *testing.T, s relFaultScenario, cases int) {
 	seed := relTestSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 5))
 	path := filepath.Join(t.TempDir(), "faulty")
-	if err := os.WriteFile(path, relRandomBytes(rng, relFaultFileSize), 0o644); err != nil {
+	if err := os.WriteFile(path, randomBytes(rng, relFaultFileSize), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ref, err := os.Open(path)
@@ -482,7 +482,7 @@ func TestFaultPersistentEINTR(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(relTestSeed(t), 6))
 			path := filepath.Join(t.TempDir(), "eintr")
-			if err := os.WriteFile(path, relRandomBytes(rng, 4*relTestPageSize), 0o644); err != nil {
+			if err := os.WriteFile(path, randomBytes(rng, 4*relTestPageSize), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			f, err := kvik.Open(path, "r+", 0)
@@ -592,7 +592,7 @@ func TestENOSPCOnSmallTmpfs(t *testing.T) {
 			t.Fatal(err)
 		}
 		for err == nil {
-			_, err = fw.Write(relRandomBytes(rng, 64<<10))
+			_, err = fw.Write(randomBytes(rng, 64<<10))
 		}
 		fw.Close()
 		defer os.Remove(filler)
@@ -612,7 +612,7 @@ func TestENOSPCOnSmallTmpfs(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		src := relRandomBytes(rng, 512<<10+5)
+		src := randomBytes(rng, 512<<10+5)
 		relWithConfig(t, relPropConfig{threads: 4, taskSize: 100 << 10, bounce: 1 << 20, directWrite: true, directRead: true}, func() {
 			if n, err := f.WriteAt(src, 3); n != len(src) || err != nil {
 				t.Fatalf("write that fits: %d, %v", n, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -11,14 +12,15 @@ import (
 
 // runChild re-runs one test of this binary in a new process with extra
 // environment variables, for behaviour fixed once per process (library
-// loading, environment defaults). A child that hangs is killed after two
-// minutes and fails the test.
+// loading, environment defaults). The child dies with this process, and a
+// child that hangs is killed after two minutes and fails the test.
 func runChild(t *testing.T, test string, env ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$", "-test.v", "-test.timeout=90s")
 	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("child %s failed: %v\n%s", test, err, out)

@@ -16,16 +16,6 @@ import (
 	"github.com/kvikgo/kvik"
 )
 
-// randomBytes returns n random bytes, none of them zero, so that a buffer
-// left unwritten can never pass for a written one.
-func randomBytes(rng *rand.Rand, n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(rng.IntN(255) + 1)
-	}
-	return b
-}
-
 func writeRandomFile(t testing.TB, rng *rand.Rand, dir string, n int) (string, []byte) {
 	t.Helper()
 	data := randomBytes(rng, n)

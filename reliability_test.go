@@ -53,7 +53,7 @@ type relGuarded struct {
 
 func relNewGuarded(rng *rand.Rand, n, shift int) *relGuarded {
 	const guard = 64
-	back := relRandomBytes(rng, n+shift+2*relTestPageSize+2*guard)
+	back := randomBytes(rng, n+shift+2*relTestPageSize+2*guard)
 	addr := uintptr(unsafe.Pointer(unsafe.SliceData(back)))
 	pad := int((uintptr(relTestPageSize) - addr%uintptr(relTestPageSize)) % uintptr(relTestPageSize))
 	if pad < guard {
@@ -83,10 +83,10 @@ func (g *relGuarded) checkUnchanged(t testing.TB, what string) {
 	}
 }
 
-// relRandomBytes returns n random bytes, none of them zero (like
-// randomBytes, but eight bytes per random number: it is much faster under
-// -race).
-func relRandomBytes(rng *rand.Rand, n int) []byte {
+// randomBytes returns n random bytes, none of them zero, so that a buffer
+// left unwritten can never pass for a written one. It draws eight bytes per
+// random number, which keeps it fast under -race.
+func randomBytes(rng *rand.Rand, n int) []byte {
 	b := make([]byte, n)
 	for i := 0; i < n; i += 8 {
 		v := rng.Uint64()
@@ -430,7 +430,7 @@ func TestPropertyReadAcrossEOF(t *testing.T) {
 		p := relTestPageSize
 		size := []int{0, 1, p - 1, p, p + 1, 3 * p, 5*p + 7, rng.IntN(16 * p), rng.IntN(1 << 20), 2 << 20, 2<<20 - 1, rng.IntN(64) + 16*p}[i]
 		path := filepath.Join(dir, fmt.Sprint("f", i))
-		data := relRandomBytes(rng, size)
+		data := randomBytes(rng, size)
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
