@@ -154,11 +154,11 @@ func (f *FileHandle) cufileCall(kind opKind, r deviceRange, size int, fileOffset
 // and device copies overlap.
 func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t sched.Task) (n int, err error) {
 	err = cuda.WithContext(r.ctx, func() error {
-		s, err := getStream(r.ctx)
+		s, err := getStream(r)
 		if err != nil {
 			return err
 		}
-		defer putStream(r.ctx, s)
+		defer putStream(r, s)
 		// One size per setting, so pooled buffers are reused across tasks.
 		bufSize := alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
 		// Writes move each task as one chunk: the device-to-host copy is

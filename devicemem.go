@@ -13,6 +13,9 @@ type deviceRange struct {
 	ptr  cuda.DevicePtr // first byte of the operation
 	base cuda.DevicePtr // start of the allocation, as cuFile wants it
 	ctx  cuda.Context
+	// primary: ctx is its device's primary context, which this package
+	// keeps retained, so streams made in it may be cached.
+	primary bool
 }
 
 // resolveDevice checks that [buf+devOffset, +size) lies in one device
@@ -47,11 +50,16 @@ func resolveDevice(buf cuda.DevicePtr, size int, devOffset int64) (deviceRange, 
 	if r.ctx == 0 {
 		r.ctx, _ = cuda.CtxGetCurrent()
 	}
-	if r.ctx == 0 {
-		if r.ctx, err = primaryContext(cuda.Device(a.DeviceOrdinal)); err != nil {
-			return deviceRange{}, err
-		}
+	// Retaining the device's primary context keeps it (and the streams
+	// cached in it) alive even if the caller releases it.
+	pctx, err := primaryContext(cuda.Device(a.DeviceOrdinal))
+	if err != nil {
+		return deviceRange{}, err
 	}
+	if r.ctx == 0 {
+		r.ctx = pctx
+	}
+	r.primary = r.ctx == pctx
 	return r, nil
 }
 
@@ -74,15 +82,21 @@ func primaryContext(d cuda.Device) (cuda.Context, error) {
 	return c, nil
 }
 
-// streams caches non-blocking streams per context, one per concurrent
-// task, so that tasks do not create and destroy a stream each.
+// streams caches non-blocking streams of primary contexts, one per
+// concurrent task, so that tasks do not create and destroy a stream each.
+// Other contexts can be destroyed by their owner at any time, so their
+// streams are not cached.
 var streams struct {
 	mu   sync.Mutex
 	free map[cuda.Context][]cuda.Stream
 }
 
-// getStream returns a stream of the current context ctx.
-func getStream(ctx cuda.Context) (cuda.Stream, error) {
+// getStream returns a stream of r's context, which must be current.
+func getStream(r deviceRange) (cuda.Stream, error) {
+	if !r.primary {
+		return cuda.StreamCreate(cuda.StreamNonBlocking)
+	}
+	ctx := r.ctx
 	streams.mu.Lock()
 	if l := streams.free[ctx]; len(l) > 0 {
 		s := l[len(l)-1]
@@ -94,7 +108,13 @@ func getStream(ctx cuda.Context) (cuda.Stream, error) {
 	return cuda.StreamCreate(cuda.StreamNonBlocking)
 }
 
-func putStream(ctx cuda.Context, s cuda.Stream) {
+// putStream caches s, or destroys it when its context is not primary.
+func putStream(r deviceRange, s cuda.Stream) {
+	if !r.primary {
+		cuda.StreamDestroy(s)
+		return
+	}
+	ctx := r.ctx
 	streams.mu.Lock()
 	defer streams.mu.Unlock()
 	if streams.free == nil {
