@@ -101,11 +101,7 @@ func (f *FileHandle) beginDevice(kind opKind, buf cuda.DevicePtr, size int, file
 func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DevicePtr, size int, fileOffset, devOffset int64, fut *Future) (int, error) {
 	d, r, err := f.beginDevice(kind, buf, size, fileOffset, devOffset)
 	if err != nil {
-		err = f.pathErr(kind, err)
-		if fut != nil {
-			fut.complete(0, err)
-		}
-		return 0, err
+		return f.fail(kind, err, fut)
 	}
 	pool := f.pool(d)
 	fn := func(_ context.Context, t sched.Task) (int, error) { return f.posixDeviceTask(kind, d, r, t) }

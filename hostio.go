@@ -107,11 +107,7 @@ func (f *FileHandle) begin(kind opKind, off int64, size int) (Defaults, error) {
 func (f *FileHandle) hostOp(ctx context.Context, kind opKind, p []byte, off int64, fut *Future) (int, error) {
 	d, err := f.begin(kind, off, len(p))
 	if err != nil {
-		err = f.pathErr(kind, err)
-		if fut != nil {
-			fut.complete(0, err)
-		}
-		return 0, err
+		return f.fail(kind, err, fut)
 	}
 	fn := func(ctx context.Context, t sched.Task) (int, error) {
 		return f.hostTask(kind, d, p[t.BufOff:t.BufOff+t.Len], t.Off)
@@ -142,6 +138,16 @@ func (f *FileHandle) run(ctx context.Context, kind opKind, d Defaults, pool *sch
 		return fut.Get()
 	}
 	return 0, nil
+}
+
+// fail reports an operation refused before it started, completing fut
+// when there is one.
+func (f *FileHandle) fail(kind opKind, err error, fut *Future) (int, error) {
+	err = f.pathErr(kind, err)
+	if fut != nil {
+		fut.complete(0, err)
+	}
+	return 0, err
 }
 
 // wrapErr adds the path to an operation's error, leaving io.EOF bare as

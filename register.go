@@ -42,37 +42,32 @@ func BufferDeregister(buf cuda.DevicePtr) error {
 
 // MemoryRegister registers the whole allocation that contains buf.
 func MemoryRegister(buf cuda.DevicePtr) error {
-	base, size, err := allocation(buf)
-	if err != nil {
-		return err
-	}
-	return BufferRegister(base, size)
+	return withAllocation(buf, func(base cuda.DevicePtr, size int) error {
+		return cufile.BufRegister(base, size, 0)
+	})
 }
 
 // MemoryDeregister undoes MemoryRegister.
 func MemoryDeregister(buf cuda.DevicePtr) error {
-	base, _, err := allocation(buf)
-	if err != nil {
-		return err
-	}
-	return BufferDeregister(base)
+	return withAllocation(buf, func(base cuda.DevicePtr, _ int) error {
+		return cufile.BufDeregister(base)
+	})
 }
 
-func allocation(buf cuda.DevicePtr) (cuda.DevicePtr, int, error) {
-	if err := cuda.Init(); err != nil {
-		return 0, 0, err
-	}
+// withAllocation finds the allocation that contains buf and, where cuFile
+// is usable, calls f on it with the allocation's context current.
+func withAllocation(buf cuda.DevicePtr, f func(base cuda.DevicePtr, size int) error) error {
 	r, err := resolveDevice(buf, 0, 0)
 	if err != nil {
-		return 0, 0, err
-	}
-	var base cuda.DevicePtr
-	var size int
-	err = cuda.WithContext(r.ctx, func() (err error) {
-		base, size, err = cuda.MemGetAddressRange(buf)
 		return err
+	}
+	return cuda.WithContext(r.ctx, func() error {
+		base, size, err := cuda.MemGetAddressRange(buf)
+		if err != nil || !cuFileActive() {
+			return err
+		}
+		return f(base, size)
 	})
-	return base, size, err
 }
 
 // ReadFileToDevice reads a whole file into new device memory, allocated in
