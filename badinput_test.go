@@ -226,16 +226,7 @@ func TestBadDefaults(t *testing.T) {
 func TestHugeOffsets(t *testing.T) {
 	dir := t.TempDir()
 	path, _ := writeRandomFile(t, rand.New(rand.NewPCG(13, 14)), dir, 5000)
-	ref, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	f, err := kvik.Open(path, "r+", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	ref, f := openWithReference(t, path)
 	p := int64(relTestPageSize)
 	offsets := []int64{1 << 62, math.MaxInt64/p*p - p, math.MaxInt64 - 2*p - 1}
 	near := []int64{math.MaxInt64 - 10, math.MaxInt64 - p + 1, math.MaxInt64 - p - 5}

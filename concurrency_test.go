@@ -451,16 +451,7 @@ func TestCancelMidTransfer(t *testing.T) {
 			// cancels, and two workers run: one at least never starts.
 			cancelAt = off + int64(rng.IntN(n-4*8192))
 			l.mu.Unlock()
-			var src, buf []byte
-			var got int
-			var err error
-			if write {
-				src = randomBytes(rng, n)
-				got, err = f.PWrite(ctx, src, off).Get()
-			} else {
-				buf = make([]byte, n)
-				got, err = f.PRead(ctx, buf, off).Get()
-			}
+			src, buf, got, err := relRandomOp(ctx, f, rng, write, off, n)
 			l.mu.Lock()
 			cancel()
 			what := fmt.Sprintf("case %d (write %v, %d bytes at %d, cancel at %d)", i, write, n, off, cancelAt)
@@ -489,16 +480,7 @@ func TestCancelMidTransfer(t *testing.T) {
 				}
 				cancel()
 			}()
-			var src, buf []byte
-			var got int
-			var err error
-			if write {
-				src = randomBytes(rng, n)
-				got, err = f.PWrite(ctx, src, off).Get()
-			} else {
-				buf = make([]byte, n)
-				got, err = f.PRead(ctx, buf, off).Get()
-			}
+			src, buf, got, err := relRandomOp(ctx, f, rng, write, off, n)
 			cancel()
 			if err != nil {
 				cancelled++
@@ -562,4 +544,17 @@ func TestWaitAndCloseWithOperationInFlight(t *testing.T) {
 	if _, err := f.PRead(context.Background(), buf, 0).Get(); !errors.Is(err, kvik.ErrClosed) {
 		t.Fatalf("PRead after Close: %v", err)
 	}
+}
+
+// relRandomOp writes n random bytes at off (returning them as src) or reads
+// n bytes there (into buf), through a Future.
+func relRandomOp(ctx context.Context, f *kvik.FileHandle, rng *rand.Rand, write bool, off int64, n int) (src, buf []byte, got int, err error) {
+	if write {
+		src = randomBytes(rng, n)
+		got, err = f.PWrite(ctx, src, off).Get()
+	} else {
+		buf = make([]byte, n)
+		got, err = f.PRead(ctx, buf, off).Get()
+	}
+	return src, buf, got, err
 }

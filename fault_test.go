@@ -121,16 +121,7 @@ func relRunFaultScenario(t *testing.T, s relFaultScenario, cases int) {
 	if err := os.WriteFile(path, randomBytes(rng, relFaultFileSize), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ref, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	f, err := kvik.Open(path, "r+", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	ref, f := openWithReference(t, path)
 	l := relInstallFaults(t, f, seed, s.hook)
 	for i := range cases {
 		write := s.writes && (!s.reads || rng.IntN(2) == 0)

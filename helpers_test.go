@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/kvikgo/kvik"
 )
 
 // runChild re-runs one test of this binary in a new process with extra
@@ -29,3 +31,20 @@ func runChild(t *testing.T, test string, env ...string) {
 
 // unsafePointer returns the address of b's first element.
 func unsafePointer(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
+
+// openWithReference opens path twice, read-write: with os.File as the
+// reference and with kvik; both are closed when the test ends.
+func openWithReference(t testing.TB, path string) (*os.File, *kvik.FileHandle) {
+	t.Helper()
+	ref, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ref.Close() })
+	f, err := kvik.Open(path, "r+", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return ref, f
+}
