@@ -2,11 +2,13 @@ package kvik
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Defaults holds the settings that KvikIO reads from KVIKIO_* environment
@@ -38,6 +40,58 @@ type Defaults struct {
 	// ThreadPoolPerBlockDevice gives each block device its own pool of
 	// NumThreads workers (KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE).
 	ThreadPoolPerBlockDevice bool
+	// HTTPMaxAttempts is how many times a remote request is tried before
+	// its error is returned (KVIKIO_HTTP_MAX_ATTEMPTS).
+	HTTPMaxAttempts int
+	// HTTPTimeout bounds each remote request attempt, body included
+	// (KVIKIO_HTTP_TIMEOUT, in whole seconds).
+	HTTPTimeout time.Duration
+	// HTTPStatusCodes are the HTTP status codes that make a remote request
+	// be retried (KVIKIO_HTTP_STATUS_CODES, comma-separated).
+	HTTPStatusCodes HTTPStatusSet
+}
+
+// HTTPStatusSet is a set of HTTP status codes (100 to 999). It is a value
+// type, so that Defaults stays comparable with ==.
+type HTTPStatusSet [16]uint64
+
+// NewHTTPStatusSet returns the set of codes; codes outside 100..999 are
+// left out.
+func NewHTTPStatusSet(codes ...int) HTTPStatusSet {
+	var s HTTPStatusSet
+	for _, c := range codes {
+		if c >= 100 && c <= 999 {
+			s[c/64] |= 1 << (c % 64)
+		}
+	}
+	return s
+}
+
+// Has reports whether code is in the set.
+func (s HTTPStatusSet) Has(code int) bool {
+	return code >= 100 && code <= 999 && s[code/64]&(1<<(code%64)) != 0
+}
+
+// Codes returns the codes in increasing order.
+func (s HTTPStatusSet) Codes() []int {
+	var codes []int
+	for c := 100; c <= 999; c++ {
+		if s.Has(c) {
+			codes = append(codes, c)
+		}
+	}
+	return codes
+}
+
+// String returns the codes comma-separated, as KVIKIO_HTTP_STATUS_CODES
+// takes them.
+func (s HTTPStatusSet) String() string {
+	codes := s.Codes()
+	parts := make([]string, len(codes))
+	for i, c := range codes {
+		parts[i] = strconv.Itoa(c)
+	}
+	return strings.Join(parts, ",")
 }
 
 // DefaultNumThreads is the built-in worker count: one per CPU, at least 4
@@ -55,6 +109,9 @@ func BuiltinDefaults() Defaults {
 		GDSThreshold:      16 << 10,
 		BounceBufferSize:  16 << 20,
 		AutoDirectIOWrite: true,
+		HTTPMaxAttempts:   3,
+		HTTPTimeout:       60 * time.Second,
+		HTTPStatusCodes:   NewHTTPStatusSet(429, 500, 502, 503, 504),
 	}
 }
 
@@ -72,6 +129,10 @@ func (d Defaults) Validate() error {
 		return fmt.Errorf("%w: GDSThreshold %d must not be negative", ErrInvalidArgument, d.GDSThreshold)
 	case d.BounceBufferSize <= 0:
 		return fmt.Errorf("%w: BounceBufferSize %d must be positive", ErrInvalidArgument, d.BounceBufferSize)
+	case d.HTTPMaxAttempts <= 0:
+		return fmt.Errorf("%w: HTTPMaxAttempts %d must be positive", ErrInvalidArgument, d.HTTPMaxAttempts)
+	case d.HTTPTimeout <= 0:
+		return fmt.Errorf("%w: HTTPTimeout %v must be positive", ErrInvalidArgument, d.HTTPTimeout)
 	}
 	return nil
 }
@@ -110,6 +171,43 @@ var envVars = []envVar{
 		func(d Defaults) string { return strconv.FormatBool(d.AutoDirectIOWrite) }},
 	{"ThreadPoolPerBlockDevice", "KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE", boolParser(func(d *Defaults) *bool { return &d.ThreadPoolPerBlockDevice }),
 		func(d Defaults) string { return strconv.FormatBool(d.ThreadPoolPerBlockDevice) }},
+	{"HTTPMaxAttempts", "KVIKIO_HTTP_MAX_ATTEMPTS", intParser(func(d *Defaults) *int { return &d.HTTPMaxAttempts }),
+		func(d Defaults) string { return strconv.Itoa(d.HTTPMaxAttempts) }},
+	{"HTTPTimeout", "KVIKIO_HTTP_TIMEOUT", parseHTTPTimeout,
+		func(d Defaults) string { return strconv.FormatInt(int64(d.HTTPTimeout/time.Second), 10) }},
+	{"HTTPStatusCodes", "KVIKIO_HTTP_STATUS_CODES",
+		func(d *Defaults, v string) (err error) { d.HTTPStatusCodes, err = ParseHTTPStatusCodes(v); return },
+		func(d Defaults) string { return d.HTTPStatusCodes.String() }},
+}
+
+// parseHTTPTimeout reads KVIKIO_HTTP_TIMEOUT: whole seconds, as KvikIO.
+func parseHTTPTimeout(d *Defaults, v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/int64(time.Second) {
+		return fmt.Errorf("not a positive number of seconds")
+	}
+	d.HTTPTimeout = time.Duration(n) * time.Second
+	return nil
+}
+
+// ParseHTTPStatusCodes parses KVIKIO_HTTP_STATUS_CODES as KvikIO does:
+// three-digit integers separated by commas, spaces allowed around each.
+func ParseHTTPStatusCodes(s string) (HTTPStatusSet, error) {
+	var set HTTPStatusSet
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		n, err := strconv.Atoi(p)
+		if len(p) != 3 || err != nil || p[0] < '0' || p[0] > '9' || n < 100 {
+			return set, fmt.Errorf("%w: HTTP status codes %q: want comma-separated three-digit integers", ErrInvalidArgument, s)
+		}
+		set = set.with(n)
+	}
+	return set, nil
+}
+
+func (s HTTPStatusSet) with(code int) HTTPStatusSet {
+	s[code/64] |= 1 << (code % 64)
+	return s
 }
 
 // numThreadsAlias is KvikIO's alternative name for KVIKIO_NTHREADS.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func lookupIn(m map[string]string) func(string) (string, bool) {
@@ -30,9 +31,12 @@ func TestDefaultsFromEnv(t *testing.T) {
 		"KVIKIO_AUTO_DIRECT_IO_READ_OVERREAD": "1",
 		"KVIKIO_AUTO_DIRECT_IO_WRITE":         "Off",
 		"KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE": "true",
+		"KVIKIO_HTTP_MAX_ATTEMPTS":            "5",
+		"KVIKIO_HTTP_TIMEOUT":                 " 7 ",
+		"KVIKIO_HTTP_STATUS_CODES":            " 503 ,429",
 	}
 	d, s, err = defaultsFrom(lookupIn(env))
-	want := Defaults{CompatOn, 7, 1234, 0, 99, true, true, false, true}
+	want := Defaults{CompatOn, 7, 1234, 0, 99, true, true, false, true, 5, 7 * time.Second, NewHTTPStatusSet(429, 503)}
 	if err != nil || d != want {
 		t.Fatalf("env: %+v, %v; want %+v", d, err, want)
 	}
@@ -60,6 +64,13 @@ func TestDefaultsFromEnvErrors(t *testing.T) {
 		{"KVIKIO_NTHREADS": "4", "KVIKIO_NUM_THREADS": "5"},
 		{"KVIKIO_NUM_THREADS": "x"},
 		{"KVIKIO_TASK_SIZE": "0"},
+		{"KVIKIO_HTTP_MAX_ATTEMPTS": "0"},
+		{"KVIKIO_HTTP_TIMEOUT": "0"},
+		{"KVIKIO_HTTP_TIMEOUT": "1.5"},
+		{"KVIKIO_HTTP_STATUS_CODES": "5030"},
+		{"KVIKIO_HTTP_STATUS_CODES": "503,,429"},
+		{"KVIKIO_HTTP_STATUS_CODES": "+50"},
+		{"KVIKIO_HTTP_STATUS_CODES": "abc"},
 		{"KVIKIO_TASK_SIZE": "1.5"},
 		{"KVIKIO_GDS_THRESHOLD": "-1"},
 		{"KVIKIO_BOUNCE_BUFFER_SIZE": "0"},
