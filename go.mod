@@ -7,4 +7,9 @@ require (
 	golang.org/x/sys v0.46.0
 )
 
-require go.uber.org/goleak v1.3.0
+require (
+	github.com/aws/aws-sdk-go-v2 v1.47.7
+	go.uber.org/goleak v1.3.0
+)
+
+require github.com/aws/smithy-go v1.28.8 // indirect

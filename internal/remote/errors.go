@@ -1,0 +1,53 @@
+package remote
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+)
+
+// Errors of remote transfers; the root package re-exports them.
+var (
+	// ErrShortBody reports a response body that ended before the bytes its
+	// Content-Range or Content-Length announced.
+	ErrShortBody = errors.New("remote: response body shorter than announced")
+	// ErrBadContentRange reports a response that does not hold the bytes
+	// asked for: a wrong or missing Content-Range, or a body longer than
+	// the range.
+	ErrBadContentRange = errors.New("remote: response does not match the requested range")
+	// ErrTimeout reports a request attempt that ran past the HTTP timeout.
+	ErrTimeout = errors.New("remote: request timed out")
+	// ErrUnsupportedURL reports a URL no endpoint accepts.
+	ErrUnsupportedURL = errors.New("remote: unsupported URL")
+	// ErrNoCredentials reports an S3 endpoint without credentials or region.
+	ErrNoCredentials = errors.New("remote: missing S3 credentials or region")
+)
+
+// StatusError is an HTTP response with an unexpected status code. A 404
+// matches fs.ErrNotExist and a 401 or 403 fs.ErrPermission in errors.Is.
+type StatusError struct {
+	Method string
+	URL    string // without query, so presigned signatures stay out of logs
+	Code   int
+	Body   string // the start of the response body, for S3 error codes
+}
+
+func (e *StatusError) Error() string {
+	s := fmt.Sprintf("remote: %s %s: HTTP %d %s", e.Method, e.URL, e.Code, http.StatusText(e.Code))
+	if e.Body != "" {
+		s += ": " + e.Body
+	}
+	return s
+}
+
+// Is maps status codes onto the fs errors that callers test for.
+func (e *StatusError) Is(target error) bool {
+	switch target {
+	case fs.ErrNotExist:
+		return e.Code == http.StatusNotFound
+	case fs.ErrPermission:
+		return e.Code == http.StatusForbidden || e.Code == http.StatusUnauthorized
+	}
+	return false
+}

@@ -1,0 +1,176 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+)
+
+// Body opens a fresh reader over a request body for each attempt.
+type Body func() (io.Reader, error)
+
+// S3 multipart limits.
+const (
+	MinPartSize = 5 << 20
+	MaxParts    = 10000
+)
+
+// closeNotifier reports when the transport has finished with a request
+// body, so that the memory behind it may be reused.
+type closeNotifier struct {
+	r    io.Reader
+	once sync.Once
+	done chan struct{}
+}
+
+func (c *closeNotifier) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *closeNotifier) Close() error {
+	c.once.Do(func() {
+		if cl, ok := c.r.(io.Closer); ok {
+			cl.Close()
+		}
+		close(c.done)
+	})
+	return nil
+}
+
+// request sends one S3 request with query q and body (nil for none) of
+// size bytes, under the retry policy; it returns the response headers and
+// the first 64 KiB of the body.
+func (c *Client) request(ctx context.Context, e *Endpoint, method, q string, body Body, size int64) (http.Header, []byte, error) {
+	var hdr http.Header
+	var data []byte
+	err := c.do(ctx, func(ctx context.Context) error {
+		u := *e.URL
+		u.RawQuery = q
+		var rc *closeNotifier
+		var rbody io.Reader
+		if body != nil {
+			r, err := body()
+			if err != nil {
+				return err
+			}
+			rc = &closeNotifier{r: r, done: make(chan struct{})}
+			rbody = rc
+		}
+		req, err := http.NewRequestWithContext(ctx, method, u.String(), rbody)
+		if err != nil {
+			return err
+		}
+		req.ContentLength = size
+		if size == 0 {
+			req.Body = http.NoBody
+		}
+		resp, err := c.send(e, req, http.StatusOK, http.StatusNoContent)
+		if rc != nil && size > 0 {
+			<-rc.done // the transport closes the body once it is done with it
+		}
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		data, err = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if err != nil {
+			return retryable{err}
+		}
+		// S3 may answer CompleteMultipartUpload with 200 and an error
+		// document.
+		var doc struct {
+			XMLName xml.Name
+			Code    string `xml:"Code"`
+			Message string `xml:"Message"`
+		}
+		if xml.Unmarshal(data, &doc) == nil && doc.XMLName.Local == "Error" {
+			return &StatusError{Method: method, URL: e.String(), Code: resp.StatusCode, Body: doc.Code + ": " + doc.Message}
+		}
+		hdr = resp.Header
+		return nil
+	})
+	return hdr, data, err
+}
+
+// PutObject writes a whole object in one request.
+func (c *Client) PutObject(ctx context.Context, e *Endpoint, size int64, body Body) error {
+	_, _, err := c.request(ctx, e, http.MethodPut, "", body, size)
+	return err
+}
+
+// CreateMultipart starts a multipart upload and returns its id.
+func (c *Client) CreateMultipart(ctx context.Context, e *Endpoint) (string, error) {
+	_, data, err := c.request(ctx, e, http.MethodPost, "uploads=", nil, 0)
+	if err != nil {
+		return "", err
+	}
+	var res struct {
+		UploadID string `xml:"UploadId"`
+	}
+	if err := xml.Unmarshal(data, &res); err != nil || res.UploadID == "" {
+		return "", fmt.Errorf("remote: CreateMultipartUpload %s: no upload id in %q", e, truncate(data))
+	}
+	return res.UploadID, nil
+}
+
+// UploadPart uploads part num (from 1) and returns its ETag.
+func (c *Client) UploadPart(ctx context.Context, e *Endpoint, id string, num int, size int64, body Body) (string, error) {
+	q := "partNumber=" + strconv.Itoa(num) + "&uploadId=" + url.QueryEscape(id)
+	hdr, _, err := c.request(ctx, e, http.MethodPut, q, body, size)
+	if err != nil {
+		return "", err
+	}
+	etag := hdr.Get("ETag")
+	if etag == "" {
+		return "", fmt.Errorf("remote: UploadPart %d of %s: no ETag", num, e)
+	}
+	return etag, nil
+}
+
+// CompleteMultipart joins the parts, whose ETags are in part order.
+func (c *Client) CompleteMultipart(ctx context.Context, e *Endpoint, id string, etags []string) error {
+	type part struct {
+		PartNumber int
+		ETag       string
+	}
+	doc := struct {
+		XMLName xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUpload"`
+		Parts   []part   `xml:"Part"`
+	}{}
+	for i, t := range etags {
+		doc.Parts = append(doc.Parts, part{i + 1, t})
+	}
+	body, err := xml.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	_, _, err = c.request(ctx, e, http.MethodPost, "uploadId="+url.QueryEscape(id),
+		func() (io.Reader, error) { return bytes.NewReader(body), nil }, int64(len(body)))
+	return err
+}
+
+// AbortMultipart discards an upload and the parts it holds.
+func (c *Client) AbortMultipart(ctx context.Context, e *Endpoint, id string) error {
+	_, _, err := c.request(ctx, e, http.MethodDelete, "uploadId="+url.QueryEscape(id), nil, 0)
+	return err
+}
+
+// PartSize returns the part size for an object of size bytes: want, raised
+// to S3's minimum and so that no more than MaxParts are needed.
+func PartSize(size int64, want int) int64 {
+	p := max(int64(want), MinPartSize)
+	if need := (size + MaxParts - 1) / MaxParts; need > p {
+		p = need
+	}
+	return p
+}
+
+func truncate(b []byte) string {
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	return string(b)
+}

@@ -1,0 +1,176 @@
+package kvik
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+
+	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/remote"
+	"github.com/kvikgo/kvik/internal/sched"
+)
+
+// UploadS3 writes p as the S3 object at url (s3://bucket/key or an S3
+// object's http(s) URL), signed with the credentials of the environment
+// or options. Objects larger than one part (TaskSize, at least 5 MiB) are
+// sent as a multipart upload whose parts go up in parallel on the worker
+// pool; if any part fails the upload is aborted, so no partial object is
+// left. KvikIO has no remote writes.
+func UploadS3(ctx context.Context, url string, p []byte, opts ...RemoteOption) error {
+	src := func(off int64, n int) remote.Body {
+		return func() (io.Reader, error) { return bytes.NewReader(p[off : off+int64(n)]), nil }
+	}
+	return upload(ctx, url, int64(len(p)), src, opts)
+}
+
+// UploadS3Device writes size bytes of device memory at buf+devOffset as
+// the S3 object at url, like UploadS3: each part is copied to a pinned
+// bounce buffer chunk by chunk as the request body is sent.
+func UploadS3Device(ctx context.Context, url string, buf cuda.DevicePtr, size int, devOffset int64, opts ...RemoteOption) error {
+	if size < 0 {
+		return &fs.PathError{Op: "write", Path: redactURL(url), Err: fmt.Errorf("%w: negative size %d", ErrInvalidArgument, size)}
+	}
+	r, err := resolveDevice(buf, size, devOffset)
+	if err == nil {
+		err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
+	}
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: redactURL(url), Err: err}
+	}
+	d, _ := GetDefaults()
+	bufSize := alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
+	src := func(off int64, n int) remote.Body {
+		return func() (io.Reader, error) {
+			return &deviceReader{r: r, dev: r.ptr + cuda.DevicePtr(off), size: n, bufSize: bufSize}, nil
+		}
+	}
+	return upload(ctx, url, int64(size), src, opts)
+}
+
+func upload(ctx context.Context, url string, size int64, src func(off int64, n int) remote.Body, opts []RemoteOption) error {
+	err := uploadObject(ctx, url, size, src, opts)
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: redactURL(url), Err: err}
+	}
+	return nil
+}
+
+func uploadObject(ctx context.Context, url string, size int64, src func(off int64, n int) remote.Body, opts []RemoteOption) error {
+	o := remoteOptions{size: -1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	d, err := GetDefaults()
+	if err != nil {
+		return err
+	}
+	ep, err := remote.New(RemoteS3, url, o.s3.FromEnv(os.Getenv))
+	if err != nil {
+		return err
+	}
+	c := remote.Client{HTTP: o.client, Policy: policyOf(d)}
+	if c.HTTP == nil {
+		t := remote.NewTransport(d.NumThreads)
+		defer t.CloseIdleConnections()
+		c.HTTP = &http.Client{Transport: t}
+	}
+	part := remote.PartSize(size, d.TaskSize)
+	if size <= part {
+		return c.PutObject(ctx, ep, size, src(0, int(size)))
+	}
+	id, err := c.CreateMultipart(ctx, ep)
+	if err != nil {
+		return err
+	}
+	tasks := sched.Split(0, int(size), int(part))
+	etags := make([]string, len(tasks))
+	fn := func(ctx context.Context, t sched.Task) (int, error) {
+		etag, err := c.UploadPart(ctx, ep, id, int(t.Off/part)+1, int64(t.Len), src(t.Off, t.Len))
+		if err != nil {
+			return 0, fmt.Errorf("part %d: %w", t.Off/part+1, err)
+		}
+		etags[t.Off/part] = etag
+		return t.Len, nil
+	}
+	done := make(chan error, 1)
+	sched.Run(ctx, poolFor(d, ""), tasks, fn, func(_ int, err error) { done <- err })
+	if err = <-done; err == nil {
+		err = c.CompleteMultipart(ctx, ep, id, etags)
+	}
+	if err != nil {
+		// Abort even when ctx is cancelled, so that no parts linger.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.HTTPTimeout)
+		defer cancel()
+		if aerr := c.AbortMultipart(actx, ep, id); aerr != nil {
+			return fmt.Errorf("%w (and aborting the upload failed: %v)", err, aerr)
+		}
+	}
+	return err
+}
+
+// deviceReader streams device memory through a pinned bounce buffer: each
+// Read that finds the buffer drained copies the next chunk from the
+// device.
+type deviceReader struct {
+	r       deviceRange
+	dev     cuda.DevicePtr
+	size    int
+	bufSize int
+	pos     int // bytes copied from the device
+	bb      *bounceBuffer
+	chunk   []byte // the part of bb not yet read
+}
+
+func (d *deviceReader) Read(p []byte) (int, error) {
+	if len(d.chunk) == 0 {
+		if d.pos == d.size {
+			d.free()
+			return 0, io.EOF
+		}
+		if err := d.fill(); err != nil {
+			d.free()
+			return 0, err
+		}
+	}
+	n := copy(p, d.chunk)
+	d.chunk = d.chunk[n:]
+	return n, nil
+}
+
+func (d *deviceReader) fill() error {
+	if d.bb == nil {
+		bb, err := pinnedBounce.get(d.bufSize)
+		if err != nil {
+			return err
+		}
+		d.bb = bb
+	}
+	n := min(len(d.bb.mem), d.size-d.pos)
+	err := cuda.WithContext(d.r.ctx, func() error {
+		return cuda.MemcpyDtoH(d.bb.mem[:n], d.dev+cuda.DevicePtr(d.pos))
+	})
+	if err != nil {
+		return err
+	}
+	d.chunk = d.bb.mem[:n]
+	d.pos += n
+	return nil
+}
+
+// Close returns the bounce buffer; the transport calls it when it is done
+// with the body.
+func (d *deviceReader) Close() error {
+	d.free()
+	return nil
+}
+
+func (d *deviceReader) free() {
+	if d.bb != nil {
+		pinnedBounce.put(d.bb)
+		d.bb, d.chunk = nil, nil
+	}
+}
