@@ -1,0 +1,342 @@
+package kvik_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"go.uber.org/goleak"
+
+	"github.com/kvikgo/kvik"
+)
+
+// checkReads compares random ranges of h, unaligned and past the end,
+// with want, through ReadAt and PRead.
+func checkReads(t *testing.T, rng *rand.Rand, h *kvik.RemoteHandle, want []byte) {
+	t.Helper()
+	if h.Size() != int64(len(want)) {
+		t.Fatalf("Size = %d, want %d", h.Size(), len(want))
+	}
+	all := make([]byte, len(want))
+	if n, err := h.ReadAt(all, 0); n != len(want) || (err != nil && err != io.EOF) || !bytes.Equal(all, want) {
+		t.Fatalf("whole ReadAt: %d, %v, equal %v", n, err, bytes.Equal(all, want))
+	}
+	for range 12 {
+		off := rng.Int64N(int64(len(want)) + 10)
+		n := rng.IntN(len(want)/2 + 10)
+		p := make([]byte, n)
+		var got int
+		var err error
+		if rng.IntN(2) == 0 {
+			got, err = h.ReadAt(p, off)
+		} else {
+			got, err = h.PRead(context.Background(), p, off).Get()
+		}
+		start := min(off, int64(len(want)))
+		wantN := min(n, len(want)-int(start))
+		if got != wantN || !bytes.Equal(p[:got], want[start:start+int64(wantN)]) {
+			t.Fatalf("ReadAt(%d bytes at %d) = %d, %v; want %d bytes", n, off, got, err, wantN)
+		}
+		if (wantN < n) != (err == io.EOF) || (err != nil && err != io.EOF) {
+			t.Fatalf("ReadAt(%d bytes at %d of %d): error %v", n, off, len(want), err)
+		}
+	}
+}
+
+func TestRemoteS3Read(t *testing.T) {
+	v := startVersity(t)
+	smallTasks(t, 256<<10)
+	rng := rand.New(rand.NewPCG(10, 1))
+	ctx := context.Background()
+	for _, size := range []int{1, 4097, 1<<20 + 13, 3<<20 + rng.IntN(1<<20)} {
+		want := randomBytes(rng, size)
+		key := fmt.Sprintf("read/obj-%d.bin", size)
+		u := v.put(t, key, want)
+		for _, open := range []func() (*kvik.RemoteHandle, error){
+			func() (*kvik.RemoteHandle, error) { return kvik.OpenRemote(ctx, u, v.opts()...) },
+			func() (*kvik.RemoteHandle, error) { return kvik.OpenS3(ctx, s3Bucket, key, v.opts()...) },
+			func() (*kvik.RemoteHandle, error) {
+				return kvik.OpenS3URL(ctx, v.url+"/"+s3Bucket+"/"+key, v.opts()...)
+			},
+		} {
+			h, err := open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.EndpointType() != kvik.RemoteS3 {
+				t.Fatalf("endpoint %v, want S3", h.EndpointType())
+			}
+			checkReads(t, rng, h, want)
+			h.Close()
+		}
+	}
+}
+
+func TestRemoteS3FromEnv(t *testing.T) {
+	v := startVersity(t)
+	want := randomBytes(rand.New(rand.NewPCG(2, 2)), 100_003)
+	u := v.put(t, "env/a b+c.bin", want) // needs escaping in the signed path
+	t.Setenv("AWS_ACCESS_KEY_ID", s3Key)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3Secret)
+	t.Setenv("AWS_DEFAULT_REGION", s3Region)
+	t.Setenv("AWS_ENDPOINT_URL", v.url)
+	h, err := kvik.OpenRemote(context.Background(), strings.Replace(u, " ", "%20", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	checkReads(t, rand.New(rand.NewPCG(3, 3)), h, want)
+	// Wrong credentials: S3 refuses (403), public access is refused too.
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+	_, err = kvik.OpenRemote(context.Background(), u)
+	var se *kvik.HTTPStatusError
+	if !errors.As(err, &se) || !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("wrong secret: %v", err)
+	}
+}
+
+func TestRemoteS3Presigned(t *testing.T) {
+	v := startVersity(t)
+	want := randomBytes(rand.New(rand.NewPCG(4, 4)), 777_777)
+	v.put(t, "presigned.bin", want)
+	req, _ := http.NewRequest(http.MethodGet, v.url+"/"+s3Bucket+"/presigned.bin?X-Amz-Expires=600", nil)
+	signed, _, err := v4.NewSigner().PresignHTTP(context.Background(),
+		aws.Credentials{AccessKeyID: s3Key, SecretAccessKey: s3Secret}, req, "UNSIGNED-PAYLOAD", "s3", s3Region, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := kvik.OpenRemote(context.Background(), signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if h.EndpointType() != kvik.RemoteS3Presigned || strings.Contains(h.URL(), "Signature") {
+		t.Fatalf("endpoint %v, URL %s", h.EndpointType(), h.URL())
+	}
+	checkReads(t, rand.New(rand.NewPCG(5, 5)), h, want)
+}
+
+func TestRemoteS3Missing(t *testing.T) {
+	v := startVersity(t)
+	_, err := kvik.OpenS3(context.Background(), s3Bucket, "no/such/key", v.opts()...)
+	var se *kvik.HTTPStatusError
+	if !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &se) || se.Code != 404 {
+		t.Fatalf("missing key: %v", err)
+	}
+	_, err = kvik.OpenS3(context.Background(), s3Bucket, "k", kvik.WithS3Endpoint(v.url), kvik.WithS3Region(s3Region), kvik.WithS3Credentials("", "", ""))
+	if os.Getenv("AWS_ACCESS_KEY_ID") == "" && !errors.Is(err, kvik.ErrNoCredentials) {
+		t.Fatalf("no credentials: %v", err)
+	}
+}
+
+func TestRemoteS3Upload(t *testing.T) {
+	v := startVersity(t)
+	smallTasks(t, 5<<20)
+	rng := rand.New(rand.NewPCG(6, 6))
+	for _, size := range []int{0, 1, 5<<20 - 1, 17<<20 + rng.IntN(1<<20)} {
+		want := randomBytes(rng, size)
+		key := fmt.Sprintf("up/obj-%d.bin", size)
+		if err := kvik.UploadS3(context.Background(), "s3://"+s3Bucket+"/"+key, want, v.opts()...); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := v.object(key)
+		if !ok || !bytes.Equal(got, want) {
+			t.Fatalf("uploaded %d bytes: stored %d, present %v", size, len(got), ok)
+		}
+	}
+}
+
+// TestRemoteS3UploadAborts fails one part through a proxy and checks that
+// no object and no multipart upload remain.
+func TestRemoteS3UploadAborts(t *testing.T) {
+	v := startVersity(t)
+	smallTasks(t, 5<<20)
+	target, _ := url.Parse(v.url)
+	var aborts, parts int32
+	var mu = make(chan struct{}, 1)
+	mu <- struct{}{}
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.Method == http.MethodPut && q.Get("partNumber") == "3" {
+			io.Copy(io.Discard, r.Body)
+			http.Error(w, "injected", http.StatusBadRequest)
+			return
+		}
+		<-mu
+		if r.Method == http.MethodDelete && q.Get("uploadId") != "" {
+			aborts++
+		}
+		if q.Get("partNumber") != "" {
+			parts++
+		}
+		mu <- struct{}{}
+		forward(t, target, w, r)
+	}))
+	defer proxy.Close()
+	want := randomBytes(rand.New(rand.NewPCG(7, 7)), 23<<20)
+	opts := []kvik.RemoteOption{kvik.WithS3Credentials(s3Key, s3Secret, ""), kvik.WithS3Region(s3Region), kvik.WithS3Endpoint(proxy.URL)}
+	err := kvik.UploadS3(context.Background(), "s3://"+s3Bucket+"/aborted.bin", want, opts...)
+	var se *kvik.HTTPStatusError
+	if !errors.As(err, &se) || se.Code != http.StatusBadRequest {
+		t.Fatalf("upload with a failing part: %v", err)
+	}
+	<-mu
+	if aborts != 1 {
+		t.Fatalf("%d aborts, want 1", aborts)
+	}
+	mu <- struct{}{}
+	if _, ok := v.object("aborted.bin"); ok {
+		t.Fatal("a partial object was left")
+	}
+	// No upload is left in progress.
+	h := listUploads(t, v)
+	if strings.Contains(h, "aborted.bin") {
+		t.Fatalf("upload still listed: %s", h)
+	}
+}
+
+// forward relays r to target, keeping the Host header the client signed.
+func forward(t *testing.T, target *url.URL, w http.ResponseWriter, r *http.Request) {
+	out := r.Clone(r.Context())
+	out.RequestURI = ""
+	out.URL.Scheme, out.URL.Host = target.Scheme, target.Host
+	out.Host = r.Host
+	resp, err := http.DefaultTransport.RoundTrip(out)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
+}
+
+// listUploads returns the bucket's ListMultipartUploads document.
+func listUploads(t *testing.T, v *versity) string {
+	req, _ := http.NewRequest(http.MethodGet, v.url+"/"+s3Bucket+"?uploads=", nil)
+	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	if err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: s3Key, SecretAccessKey: s3Secret},
+		req, "UNSIGNED-PAYLOAD", "s3", s3Region, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "ListMultipartUploadsResult") {
+		t.Fatalf("ListMultipartUploads: %d %s", resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+func TestRemoteHTTP(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	smallTasks(t, 64<<10)
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(8, 8))
+	want := randomBytes(rng, 1<<20+333)
+	os.WriteFile(filepath.Join(dir, "f.bin"), want, 0o644)
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer srv.Close()
+	h, err := kvik.OpenRemote(context.Background(), srv.URL+"/f.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.EndpointType() != kvik.RemoteHTTP {
+		t.Fatalf("endpoint %v", h.EndpointType())
+	}
+	checkReads(t, rng, h, want)
+	h.Close()
+	if _, err := h.ReadAt(make([]byte, 10), 0); !errors.Is(err, kvik.ErrClosed) {
+		t.Fatalf("read after Close: %v", err)
+	}
+	// A given size skips the HEAD request.
+	h, err = kvik.OpenHTTP(context.Background(), srv.URL+"/f.bin", kvik.WithRemoteSize(1000))
+	if err != nil || h.Size() != 1000 {
+		t.Fatalf("given size: %v", err)
+	}
+	h.Close()
+	if _, err := kvik.OpenRemote(context.Background(), "ftp://x/y"); !errors.Is(err, kvik.ErrUnsupportedURL) || !errors.Is(err, kvik.ErrInvalidArgument) {
+		t.Fatalf("ftp URL: %v", err)
+	}
+	srv.CloseClientConnections()
+}
+
+// webhdfs is a loopback namenode and datanode speaking WebHDFS's
+// documented GETFILESTATUS and OPEN (with its redirect to the datanode).
+func webhdfs(t *testing.T, files map[string][]byte) (*httptest.Server, *int32) {
+	var opens int32
+	data := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, ok := files[strings.TrimPrefix(r.URL.Path, "/data")]
+		var off, n int64
+		fmt.Sscan(r.URL.Query().Get("offset"), &off)
+		fmt.Sscan(r.URL.Query().Get("length"), &n)
+		if !ok || off < 0 || off > int64(len(b)) {
+			http.Error(w, `{"RemoteException":{"exception":"FileNotFoundException"}}`, http.StatusNotFound)
+			return
+		}
+		end := min(off+n, int64(len(b)))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", fmt.Sprint(end-off))
+		w.Write(b[off:end])
+	}))
+	t.Cleanup(data.Close)
+	name := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path, ok := strings.CutPrefix(r.URL.Path, "/webhdfs/v1")
+		b, exists := files[path]
+		if !ok || !exists || r.URL.Query().Get("user.name") != "alice" {
+			http.Error(w, `{"RemoteException":{"exception":"FileNotFoundException"}}`, http.StatusNotFound)
+			return
+		}
+		switch r.URL.Query().Get("op") {
+		case "GETFILESTATUS":
+			fmt.Fprintf(w, `{"FileStatus":{"accessTime":0,"blockSize":134217728,"length":%d,"type":"FILE","pathSuffix":""}}`, len(b))
+		case "OPEN":
+			opens++
+			http.Redirect(w, r, data.URL+"/data"+path+"?"+r.URL.RawQuery, http.StatusTemporaryRedirect)
+		default:
+			http.Error(w, "bad op", http.StatusBadRequest)
+		}
+	}))
+	t.Cleanup(name.Close)
+	return name, &opens
+}
+
+func TestRemoteWebHDFS(t *testing.T) {
+	smallTasks(t, 100<<10)
+	rng := rand.New(rand.NewPCG(9, 9))
+	want := randomBytes(rng, 1<<20+99)
+	srv, opens := webhdfs(t, map[string][]byte{"/user/alice/x.bin": want})
+	u := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1) + "/webhdfs/v1/user/alice/x.bin?user.name=alice"
+	h, err := kvik.OpenRemote(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if h.EndpointType() != kvik.RemoteWebHDFS {
+		t.Fatalf("endpoint %v", h.EndpointType())
+	}
+	checkReads(t, rng, h, want)
+	if *opens < 11 {
+		t.Fatalf("only %d OPEN requests for 1 MiB in 100 KiB tasks", *opens)
+	}
+}
