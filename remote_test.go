@@ -19,7 +19,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"go.uber.org/goleak"
 
 	"github.com/kvikgo/kvik"
 )
@@ -249,7 +248,7 @@ func listUploads(t *testing.T, v *versity) string {
 }
 
 func TestRemoteHTTP(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	noLeaks(t)
 	smallTasks(t, 64<<10)
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(8, 8))
