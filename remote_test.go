@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,8 +283,8 @@ func TestRemoteHTTP(t *testing.T) {
 
 // webhdfs is a loopback namenode and datanode speaking WebHDFS's
 // documented GETFILESTATUS and OPEN (with its redirect to the datanode).
-func webhdfs(t *testing.T, files map[string][]byte) (*httptest.Server, *int32) {
-	var opens int32
+func webhdfs(t *testing.T, files map[string][]byte) (*httptest.Server, *atomic.Int32) {
+	var opens atomic.Int32
 	data := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, ok := files[strings.TrimPrefix(r.URL.Path, "/data")]
 		var off, n int64
@@ -310,7 +311,7 @@ func webhdfs(t *testing.T, files map[string][]byte) (*httptest.Server, *int32) {
 		case "GETFILESTATUS":
 			fmt.Fprintf(w, `{"FileStatus":{"accessTime":0,"blockSize":134217728,"length":%d,"type":"FILE","pathSuffix":""}}`, len(b))
 		case "OPEN":
-			opens++
+			opens.Add(1)
 			http.Redirect(w, r, data.URL+"/data"+path+"?"+r.URL.RawQuery, http.StatusTemporaryRedirect)
 		default:
 			http.Error(w, "bad op", http.StatusBadRequest)
@@ -335,7 +336,7 @@ func TestRemoteWebHDFS(t *testing.T) {
 		t.Fatalf("endpoint %v", h.EndpointType())
 	}
 	checkReads(t, rng, h, want)
-	if *opens < 11 {
-		t.Fatalf("only %d OPEN requests for 1 MiB in 100 KiB tasks", *opens)
+	if opens.Load() < 11 {
+		t.Fatalf("only %d OPEN requests for 1 MiB in 100 KiB tasks", opens.Load())
 	}
 }
