@@ -74,4 +74,3 @@ func BenchmarkRemoteS3(b *testing.B) {
 		}
 	})
 }
-
