@@ -50,6 +50,7 @@ type benchOptions struct {
 	register  bool
 	json      bool
 	opSet     bool // --op was given
+	url       string
 }
 
 // benchFlags returns kvik bench's flag set bound to a new benchOptions.
@@ -79,6 +80,7 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.IntVar(&o.repeats, "repeats", 3, "timed repetitions (`count`) of each configuration")
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS) instead of a file")
 	return fs, o
 }
 
@@ -149,6 +151,9 @@ func runBench(e *env, args []string) error {
 	}
 	if _, err := kvik.GetDefaults(); err != nil {
 		return err
+	}
+	if o.url != "" {
+		return benchRemote(e, o)
 	}
 	b := &bench{e: e, o: o}
 	if b.mem, err = chooseMemory(o.memory); err != nil {

@@ -84,6 +84,9 @@ func runCp(e *env, args []string) error {
 		return err
 	}
 	defer restore()
+	if isURL(pos[0]) || isURL(pos[1]) {
+		return remoteCopy(e, o, pos[0], pos[1])
+	}
 	j := &copyJob{e: e, o: o, src: pos[0], dst: pos[1]}
 	return j.run()
 }

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvikgo/kvik"
+)
+
+// isURL reports whether a kvik argument names a remote object rather than
+// a local path.
+func isURL(s string) bool {
+	i := strings.Index(s, "://")
+	return i > 0 && !strings.ContainsAny(s[:i], "/.")
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// remoteCopy copies between a URL and a local file through host memory:
+// URL -> file with parallel ranged GETs, file -> s3:// with a parallel
+// multipart upload. The destination is read back and compared by CRC-32C.
+func remoteCopy(e *env, o *cpOptions, src, dst string) error {
+	ctx := context.Background()
+	if isURL(src) && isURL(dst) {
+		return usagef("copying from one URL to another is not supported; copy through a local file")
+	}
+	start := time.Now()
+	var size int64
+	var sum uint32
+	var err error
+	if isURL(src) {
+		size, sum, err = download(ctx, o, src, dst)
+	} else {
+		size, sum, err = uploadFile(ctx, src, dst)
+	}
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	fmt.Fprintf(e.stdout, "copied %s (%d bytes) %s -> %s in %.2f s, %.2f GB/s, verified, CRC-32C %08x\n",
+		formatSize(size), size, src, dst, elapsed.Seconds(), gbps(size, elapsed.Seconds()), sum)
+	return nil
+}
+
+// download writes the object at url to the file path in chunks and checks
+// the file against the bytes received.
+func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint32, error) {
+	h, err := kvik.OpenRemote(ctx, url)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer h.Close()
+	chunk := int64(defaultChunk)
+	if o.chunk.set {
+		chunk = o.chunk.n
+	}
+	buf := make([]byte, min(chunk, max(h.Size(), 1)))
+	out, err := kvik.Open(path, "w", 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer out.Close()
+	var sum uint32
+	for off := int64(0); off < h.Size(); off += int64(len(buf)) {
+		p := buf[:min(int64(len(buf)), h.Size()-off)]
+		if _, err := h.ReadAt(p, off); err != nil {
+			return 0, 0, err
+		}
+		sum = crc32.Update(sum, castagnoli, p)
+		if _, err := out.WriteAt(p, off); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := out.Sync(); err != nil {
+		return 0, 0, err
+	}
+	if o.verify {
+		got, err := fileCRC(path)
+		if err != nil {
+			return 0, 0, err
+		}
+		if got != sum {
+			return 0, 0, fmt.Errorf("verify: %s has CRC-32C %08x, the object %08x", path, got, sum)
+		}
+	}
+	return h.Size(), sum, nil
+}
+
+// uploadFile reads the file into memory, uploads it to url (s3:// or an
+// S3 object URL) and reads the object back to compare.
+func uploadFile(ctx context.Context, path, url string) (int64, uint32, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	sum := crc32.Checksum(data, castagnoli)
+	if err := kvik.UploadS3(ctx, url, data); err != nil {
+		return 0, 0, err
+	}
+	h, err := kvik.OpenRemote(ctx, url)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer h.Close()
+	back := make([]byte, h.Size())
+	if n, err := h.ReadAt(back, 0); err != nil || n != len(data) || crc32.Checksum(back, castagnoli) != sum {
+		return 0, 0, fmt.Errorf("verify: %s reads back %d of %d bytes (%v) or different bytes", url, n, len(data), err)
+	}
+	return int64(len(data)), sum, nil
+}
+
+func fileCRC(path string) (uint32, error) {
+	f, err := kvik.Open(path, "r", 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return 0, err
+	}
+	buf := make([]byte, min(size, defaultChunk))
+	var sum uint32
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		p := buf[:min(int64(len(buf)), size-off)]
+		if _, err := f.ReadAt(p, off); err != nil {
+			return 0, err
+		}
+		sum = crc32.Update(sum, castagnoli, p)
+	}
+	return sum, nil
+}
+
+// remoteInfo prints what kvik info knows about a URL: the endpoint type
+// it resolves to, the object's size and the HTTP settings.
+func remoteInfo(e *env, url string, asJSON bool) error {
+	h, err := kvik.OpenRemote(context.Background(), url)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	d, _ := kvik.GetDefaults()
+	r := struct {
+		URL          string `json:"url"`
+		Endpoint     string `json:"endpoint"`
+		Size         int64  `json:"size"`
+		MaxAttempts  int    `json:"http_max_attempts"`
+		TimeoutS     int64  `json:"http_timeout_s"`
+		RetryCodes   string `json:"http_status_codes"`
+		Threads      int    `json:"threads"`
+		TaskSize     int    `json:"task_size"`
+		ParallelGETs int64  `json:"parallel_gets"`
+	}{h.URL(), h.EndpointType().String(), h.Size(), d.HTTPMaxAttempts, int64(d.HTTPTimeout / time.Second),
+		d.HTTPStatusCodes.String(), d.NumThreads, d.TaskSize, (h.Size() + int64(d.TaskSize) - 1) / int64(d.TaskSize)}
+	if asJSON {
+		return writeJSON(e.stdout, r)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "URL\t%s\nEndpoint\t%s\nSize\t%s (%d bytes)\n", r.URL, r.Endpoint, formatSize(r.Size), r.Size)
+	fmt.Fprintf(tw, "Reads\t%d ranged GETs of %s on %d workers\n", r.ParallelGETs, formatSize(int64(r.TaskSize)), r.Threads)
+	fmt.Fprintf(tw, "Retries\t%d attempts, %d s timeout, on HTTP %s\n", r.MaxAttempts, r.TimeoutS, r.RetryCodes)
+	return tw.Flush()
+}
+
+// benchRemote times reads of the object at url: kvik's parallel ranged
+// GETs into host memory, the whole object as one GET stream, and into
+// device memory when there is a GPU.
+func benchRemote(e *env, o *benchOptions) error {
+	ctx := context.Background()
+	h, err := kvik.OpenRemote(ctx, o.url)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	size := h.Size()
+	if o.size.set {
+		size = min(size, o.size.n)
+	}
+	buf := make([]byte, size)
+	var want uint32
+	host := func() error {
+		if _, err := h.ReadAt(buf, 0); err != nil {
+			return err
+		}
+		if sum := crc32.Checksum(buf, castagnoli); want == 0 {
+			want = sum
+		} else if sum != want {
+			return fmt.Errorf("reads of %s differ (CRC-32C %08x, then %08x)", o.url, want, sum)
+		}
+		return nil
+	}
+	rows := []struct {
+		name string
+		run  func() error
+	}{
+		{"kvik parallel -> host", host},
+		{"one GET stream -> host", func() error {
+			restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.TaskSize = int(max(size, 1)) })
+			if err != nil {
+				return err
+			}
+			defer restore()
+			return host()
+		}},
+	}
+	if g, err := openGPU(); err == nil {
+		defer g.close()
+		dbuf, err := g.alloc(int(max(size, 1)))
+		if err != nil {
+			return err
+		}
+		defer dbuf.Close()
+		rows = append(rows, struct {
+			name string
+			run  func() error
+		}{"kvik parallel -> device", func() error {
+			_, err := h.ReadDevice(dbuf.Ptr(), int(size), 0, 0)
+			return err
+		}})
+	}
+	d, _ := kvik.GetDefaults()
+	fmt.Fprintf(e.stdout, "%s (%s, %s read), %d workers, task size %s, %d repeats\n",
+		h.URL(), h.EndpointType(), formatSize(size), d.NumThreads, formatSize(int64(d.TaskSize)), o.repeats)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "path\tbest GB/s\tmean GB/s")
+	for _, r := range rows {
+		var best, total float64
+		for range o.repeats {
+			t0 := time.Now()
+			if err := r.run(); err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			g := gbps(size, time.Since(t0).Seconds())
+			best, total = max(best, g), total+g
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\n", r.name, best, total/float64(o.repeats))
+	}
+	return tw.Flush()
+}
