@@ -1,0 +1,34 @@
+package kvik_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/kvikgo/kvik"
+)
+
+// ExampleOpenRemote reads part of an object from an HTTP server with
+// parallel ranged GETs.
+func ExampleOpenRemote() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "data.txt", time.Time{}, strings.NewReader("hello, remote world"))
+	}))
+	defer srv.Close()
+
+	f, err := kvik.OpenRemote(context.Background(), srv.URL+"/data.txt")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 6)
+	if _, err := f.ReadAt(buf, 7); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(f.EndpointType(), f.Size(), string(buf))
+	// Output: HTTP 19 remote
+}
