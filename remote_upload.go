@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"sync"
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/remote"
@@ -114,8 +115,10 @@ func uploadObject(ctx context.Context, url string, size int64, src func(off int6
 
 // deviceReader streams device memory through a pinned bounce buffer: each
 // Read that finds the buffer drained copies the next chunk from the
-// device.
+// device. The transport may Close it from another goroutine while a Read
+// runs, so mu keeps the buffer from going back to the pool mid-copy.
 type deviceReader struct {
+	mu      sync.Mutex
 	r       deviceRange
 	dev     cuda.DevicePtr
 	size    int
@@ -126,6 +129,11 @@ type deviceReader struct {
 }
 
 func (d *deviceReader) Read(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.pos == -1 {
+		return 0, ErrClosed
+	}
 	if len(d.chunk) == 0 {
 		if d.pos == d.size {
 			d.free()
@@ -164,7 +172,10 @@ func (d *deviceReader) fill() error {
 // Close returns the bounce buffer; the transport calls it when it is done
 // with the body.
 func (d *deviceReader) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.free()
+	d.pos = -1
 	return nil
 }
 
