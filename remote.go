@@ -450,31 +450,47 @@ func (h *RemoteHandle) pathErr(err error) error {
 }
 
 // deviceTask downloads one task through pinned bounce buffers into the
-// device, with the staging pipeline FileHandle's POSIX path uses.
-func (h *RemoteHandle) deviceTask(ctx context.Context, c *remote.Client, d Defaults, r deviceRange, t sched.Task) (n int, err error) {
-	err = cuda.WithContext(r.ctx, func() error {
-		s, err := getStream(r)
-		if err != nil {
+// device, with the staging pipeline FileHandle's POSIX path uses. Only
+// the CUDA calls run with the context current (on a locked OS thread);
+// the downloads do not, so the network poller wakes them as any
+// goroutine.
+func (h *RemoteHandle) deviceTask(ctx context.Context, c *remote.Client, d Defaults, r deviceRange, t sched.Task) (int, error) {
+	bufSize := alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
+	chunk := staging.ChunkSize(t.Len, bufSize, pageSize, d.NumThreads)
+	nbuf := min(2, max((t.Len+chunk-1)/chunk, 1))
+	var s cuda.Stream
+	var held []*bounceBuffer
+	err := cuda.WithContext(r.ctx, func() (err error) {
+		if s, err = getStream(r); err != nil {
 			return err
 		}
-		defer putStream(r, s)
-		bufSize := alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
-		chunk := staging.ChunkSize(t.Len, bufSize, pageSize, d.NumThreads)
-		nbuf := min(2, max((t.Len+chunk-1)/chunk, 1))
-		bufs := make([][]byte, 0, nbuf)
 		for range nbuf {
 			b, err := pinnedBounce.get(bufSize)
 			if err != nil {
 				return err
 			}
-			defer pinnedBounce.put(b)
-			bufs = append(bufs, b.mem)
+			held = append(held, b)
 		}
-		m := &remoteMover{ctx: ctx, c: c, ep: h.ep, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
-		n, err = staging.Read(m, bufs, chunk, t.Off, 0, t.Len)
-		return err
+		return nil
 	})
-	return n, err
+	defer cuda.WithContext(r.ctx, func() error {
+		for _, b := range held {
+			pinnedBounce.put(b)
+		}
+		if s != 0 {
+			putStream(r, s)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	bufs := make([][]byte, len(held))
+	for i, b := range held {
+		bufs[i] = b.mem
+	}
+	m := &remoteMover{ctx: ctx, c: c, ep: h.ep, cctx: r.ctx, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
+	return staging.Read(m, bufs, chunk, t.Off, 0, t.Len)
 }
 
 // remoteMover feeds the staging pipeline from ranged GETs.
@@ -482,6 +498,7 @@ type remoteMover struct {
 	ctx    context.Context
 	c      *remote.Client
 	ep     *remote.Endpoint
+	cctx   cuda.Context
 	dev    cuda.DevicePtr
 	stream cuda.Stream
 }
@@ -495,11 +512,17 @@ func (m *remoteMover) WriteFile(p []byte, off int64) (int, error) {
 }
 
 func (m *remoteMover) ToDevice(p []byte, devOff int64) error {
-	return cuda.MemcpyHtoDAsync(m.dev+cuda.DevicePtr(devOff), p, m.stream)
+	return cuda.WithContext(m.cctx, func() error {
+		return cuda.MemcpyHtoDAsync(m.dev+cuda.DevicePtr(devOff), p, m.stream)
+	})
 }
 
 func (m *remoteMover) FromDevice(p []byte, devOff int64) error {
-	return cuda.MemcpyDtoHAsync(p, m.dev+cuda.DevicePtr(devOff), m.stream)
+	return cuda.WithContext(m.cctx, func() error {
+		return cuda.MemcpyDtoHAsync(p, m.dev+cuda.DevicePtr(devOff), m.stream)
+	})
 }
 
-func (m *remoteMover) Sync() error { return cuda.StreamSynchronize(m.stream) }
+func (m *remoteMover) Sync() error {
+	return cuda.WithContext(m.cctx, func() error { return cuda.StreamSynchronize(m.stream) })
+}

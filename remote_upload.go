@@ -150,15 +150,16 @@ func (d *deviceReader) Read(p []byte) (int, error) {
 }
 
 func (d *deviceReader) fill() error {
-	if d.bb == nil {
-		bb, err := pinnedBounce.get(d.bufSize)
-		if err != nil {
-			return err
-		}
-		d.bb = bb
-	}
-	n := min(len(d.bb.mem), d.size-d.pos)
+	var n int
 	err := cuda.WithContext(d.r.ctx, func() error {
+		if d.bb == nil {
+			bb, err := pinnedBounce.get(d.bufSize) // pinning needs the context
+			if err != nil {
+				return err
+			}
+			d.bb = bb
+		}
+		n = min(len(d.bb.mem), d.size-d.pos)
 		return cuda.MemcpyDtoH(d.bb.mem[:n], d.dev+cuda.DevicePtr(d.pos))
 	})
 	if err != nil {
@@ -181,7 +182,8 @@ func (d *deviceReader) Close() error {
 
 func (d *deviceReader) free() {
 	if d.bb != nil {
-		pinnedBounce.put(d.bb)
+		bb := d.bb
+		cuda.WithContext(d.r.ctx, func() error { pinnedBounce.put(bb); return nil })
 		d.bb, d.chunk = nil, nil
 	}
 }
