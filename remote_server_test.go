@@ -1,13 +1,11 @@
 package kvik_test
 
 import (
-	"context"
+	"bytes"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,66 +26,52 @@ const (
 	s3Bucket = "bkt"
 )
 
-var versityOnce struct {
-	sync.Once
-	v   *versity
-	err string
-}
-
-// startVersity returns the test binary's versitygw, started on first use
-// from KVIK_TEST_VERSITYGW or PATH. Without the binary the test skips with
-// the reason, except under CI=true, where it fails: CI installs it.
+// startVersity starts versitygw (KVIK_TEST_VERSITYGW or PATH) for one
+// test on a free loopback port, with a fresh directory; the server is
+// stopped and the directory removed when the test ends. Without the binary
+// the test skips with the reason, except under CI=true, where it fails:
+// CI installs it.
 func startVersity(t testing.TB) *versity {
 	t.Helper()
-	versityOnce.Do(func() { versityOnce.v, versityOnce.err = launchVersity() })
-	if versityOnce.v == nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("S3 tests need versitygw: %s", versityOnce.err)
-		}
-		t.Skipf("S3 tests need versitygw (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0, then set KVIK_TEST_VERSITYGW): %s", versityOnce.err)
-	}
-	return versityOnce.v
-}
-
-func launchVersity() (*versity, string) {
 	bin := os.Getenv("KVIK_TEST_VERSITYGW")
 	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("versitygw"); err != nil {
-			return nil, "versitygw not found in PATH and KVIK_TEST_VERSITYGW unset"
+		bin, _ = exec.LookPath("versitygw")
+	}
+	if bin == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("S3 tests need versitygw: KVIK_TEST_VERSITYGW unset and none in PATH")
 		}
+		t.Skip("S3 tests need versitygw (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0, then set KVIK_TEST_VERSITYGW)")
 	}
-	dir, err := os.MkdirTemp("", "kvik-versitygw-")
-	if err != nil {
-		return nil, err.Error()
-	}
+	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, s3Bucket), 0o755); err != nil {
-		return nil, err.Error()
+		t.Fatal(err)
 	}
 	// Ask the kernel for a free port, then hand it to the server.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err.Error()
+		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	l.Close()
+	var log bytes.Buffer
 	cmd := exec.Command(bin, "--port", addr, "posix", dir)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s3Key, "ROOT_SECRET_KEY="+s3Secret)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	log, _ := os.Create(filepath.Join(os.TempDir(), "kvik-versitygw-"+strconv.Itoa(os.Getpid())+".log"))
-	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
-		return nil, "starting " + bin + ": " + err.Error()
+		t.Fatalf("starting %s: %v", bin, err)
 	}
-	go cmd.Wait() // reaps it if it dies; Pdeathsig ends it with the tests
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return &versity{url: "http://" + addr, dir: dir}, ""
+			return &versity{url: "http://" + addr, dir: dir}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("versitygw did not start listening on %s", addr)
 		}
 	}
-	cmd.Process.Kill()
-	return nil, "versitygw did not start listening on " + addr
 }
 
 // opts returns options that reach the server with its credentials.
@@ -124,5 +108,3 @@ func smallTasks(t testing.TB, taskSize int) {
 	}
 	t.Cleanup(restore)
 }
-
-var _ = context.Background
