@@ -209,6 +209,40 @@ func TestRemoteS3UploadAborts(t *testing.T) {
 	}
 }
 
+// TestRemoteS3UploadCancel cancels an upload while a part is in flight:
+// the upload is aborted anyway and no object is left.
+func TestRemoteS3UploadCancel(t *testing.T) {
+	v := startVersity(t)
+	smallTasks(t, 5<<20)
+	target, _ := url.Parse(v.url)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var aborts atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.Method == http.MethodPut && q.Get("partNumber") == "2" {
+			cancel()
+			io.Copy(io.Discard, r.Body) // fails once the client drops the request
+			<-r.Context().Done()
+			return
+		}
+		if r.Method == http.MethodDelete && q.Get("uploadId") != "" {
+			aborts.Add(1)
+		}
+		forward(t, target, w, r)
+	}))
+	defer proxy.Close()
+	want := randomBytes(rand.New(rand.NewPCG(8, 7)), 16<<20)
+	opts := []kvik.RemoteOption{kvik.WithS3Credentials(s3Key, s3Secret, ""), kvik.WithS3Region(s3Region), kvik.WithS3Endpoint(proxy.URL)}
+	err := kvik.UploadS3(ctx, "s3://"+s3Bucket+"/cancelled.bin", want, opts...)
+	if !errors.Is(err, context.Canceled) || aborts.Load() != 1 {
+		t.Fatalf("cancelled upload: %v, %d aborts", err, aborts.Load())
+	}
+	if _, ok := v.object("cancelled.bin"); ok || strings.Contains(listUploads(t, v), "cancelled.bin") {
+		t.Fatal("a cancelled upload left an object or an upload")
+	}
+}
+
 // forward relays r to target, keeping the Host header the client signed.
 func forward(t *testing.T, target *url.URL, w http.ResponseWriter, r *http.Request) {
 	out := r.Clone(r.Context())
