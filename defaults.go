@@ -27,8 +27,13 @@ type Defaults struct {
 	// (KVIKIO_BOUNCE_BUFFER_SIZE), in bytes.
 	BounceBufferSize int
 	// AutoDirectIORead enables opportunistic O_DIRECT reads
-	// (KVIKIO_AUTO_DIRECT_IO_READ).
+	// (KVIKIO_AUTO_DIRECT_IO_READ). When true, every read uses O_DIRECT
+	// for its page-aligned middle, whatever DirectIOReadPolicy says.
 	AutoDirectIORead bool
+	// DirectIOReadPolicy chooses between buffered and O_DIRECT reads when
+	// AutoDirectIORead is false (KVIK_DIRECT_IO_READ_POLICY): by page-cache
+	// residency (the default), always buffered, or always direct.
+	DirectIOReadPolicy ReadPolicy
 	// AutoDirectIOReadOverread lets device reads widen to aligned bounds
 	// and keep the wanted part (KVIKIO_AUTO_DIRECT_IO_READ_OVERREAD).
 	AutoDirectIOReadOverread bool
@@ -72,6 +77,8 @@ func (d Defaults) Validate() error {
 		return fmt.Errorf("%w: GDSThreshold %d must not be negative", ErrInvalidArgument, d.GDSThreshold)
 	case d.BounceBufferSize <= 0:
 		return fmt.Errorf("%w: BounceBufferSize %d must be positive", ErrInvalidArgument, d.BounceBufferSize)
+	case d.DirectIOReadPolicy < ReadPolicyAuto || d.DirectIOReadPolicy > ReadPolicyDirect:
+		return fmt.Errorf("%w: DirectIOReadPolicy %d", ErrInvalidArgument, int(d.DirectIOReadPolicy))
 	}
 	return nil
 }
@@ -104,6 +111,9 @@ var envVars = []envVar{
 		func(d Defaults) string { return strconv.Itoa(d.BounceBufferSize) }},
 	{"AutoDirectIORead", "KVIKIO_AUTO_DIRECT_IO_READ", boolParser(func(d *Defaults) *bool { return &d.AutoDirectIORead }),
 		func(d Defaults) string { return strconv.FormatBool(d.AutoDirectIORead) }},
+	{"DirectIOReadPolicy", readPolicyEnv,
+		func(d *Defaults, v string) (err error) { d.DirectIOReadPolicy, err = ParseReadPolicy(v); return },
+		func(d Defaults) string { return d.DirectIOReadPolicy.String() }},
 	{"AutoDirectIOReadOverread", "KVIKIO_AUTO_DIRECT_IO_READ_OVERREAD", boolParser(func(d *Defaults) *bool { return &d.AutoDirectIOReadOverread }),
 		func(d Defaults) string { return strconv.FormatBool(d.AutoDirectIOReadOverread) }},
 	{"AutoDirectIOWrite", "KVIKIO_AUTO_DIRECT_IO_WRITE", boolParser(func(d *Defaults) *bool { return &d.AutoDirectIOWrite }),
@@ -178,6 +188,9 @@ func defaultsFrom(lookup func(string) (string, bool)) (Defaults, []Setting, erro
 			return d, nil, fmt.Errorf("%w: %s=%q: %v", ErrBadEnv, name, v, err)
 		}
 		fromEnv[ev.name] = true
+	}
+	if err := resolveReadPolicy(&d, lookup, fromEnv); err != nil {
+		return d, nil, err
 	}
 	return d, settingsOf(d, func(name string) string {
 		if fromEnv[name] {

@@ -32,12 +32,15 @@ func TestDefaultsFromEnv(t *testing.T) {
 		"KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE": "true",
 	}
 	d, s, err = defaultsFrom(lookupIn(env))
-	want := Defaults{CompatOn, 7, 1234, 0, 99, true, true, false, true}
+	want := Defaults{CompatMode: CompatOn, NumThreads: 7, TaskSize: 1234, GDSThreshold: 0, BounceBufferSize: 99,
+		AutoDirectIORead: true, DirectIOReadPolicy: ReadPolicyDirect, AutoDirectIOReadOverread: true,
+		AutoDirectIOWrite: false, ThreadPoolPerBlockDevice: true}
 	if err != nil || d != want {
 		t.Fatalf("env: %+v, %v; want %+v", d, err, want)
 	}
 	for _, x := range s {
-		if x.Source != "env" || env[x.Env] == "" {
+		// The read policy follows KVIKIO_AUTO_DIRECT_IO_READ.
+		if x.Source != "env" || env[x.Env] == "" && x.Env != readPolicyEnv {
 			t.Fatalf("env: %+v", x)
 		}
 	}

@@ -164,11 +164,17 @@ func (f *FileHandle) pathErr(kind opKind, err error) error {
 }
 
 // hostTask moves one task's bytes between the file and host memory,
-// using O_DIRECT for the page-aligned middle when enabled.
+// using O_DIRECT for the page-aligned middle of writes when enabled, and
+// for the parts of reads that the read policy sends there.
 func (f *FileHandle) hostTask(kind opKind, d Defaults, b []byte, off int64) (int, error) {
-	direct := f.fdDirect >= 0 && (kind == opRead && d.AutoDirectIORead || kind == opWrite && d.AutoDirectIOWrite)
+	var segs []sched.Segment
+	if kind == opRead {
+		segs = f.planRead(d, off, len(b))
+	} else {
+		segs = sched.Segments(off, len(b), pageSize, f.fdDirect >= 0 && d.AutoDirectIOWrite)
+	}
 	done := 0
-	for _, s := range sched.Segments(off, len(b), pageSize, direct) {
+	for _, s := range segs {
 		seg := b[s.BufOff : s.BufOff+s.Len]
 		var n int
 		var err error
