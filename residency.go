@@ -16,8 +16,9 @@ import (
 // with buffered I/O, at memory speed, and what it does not with O_DIRECT,
 // at the storage's speed without the page cache's copy and without
 // parallel workers defeating each other's readahead. It checks each task
-// once: a few sampled pages decide the common cases (all cached, none
-// cached); only a task whose samples disagree gets a full mincore map.
+// once: one cachestat(2) call (or, on kernels without it, a few pages
+// sampled with mincore) decides the common cases, all cached and none
+// cached; only a task with both gets a full mincore map.
 var residencyRule = sched.ResidencyRule{
 	// Direct requests of 1 MiB or more keep the drive streaming; shorter
 	// cold runs are read buffered, with a readahead hint.
@@ -27,9 +28,9 @@ var residencyRule = sched.ResidencyRule{
 	MaxIsland: (256 << 10) / pageSize,
 }
 
-// residencySamples returns how many pages to sample in a middle of pages
-// pages: one per 128 pages (512 KiB), from 2 to 64, so that the check
-// stays well under 1% of a task read from the page cache.
+// residencySamples returns how many pages mincore samples in a middle of
+// pages pages: one per 128 pages (512 KiB), from 2 to 64, so that the
+// check stays well under 1% of a task read from the page cache.
 func residencySamples(pages int) int {
 	return min(max(pages/128, 2), 64, pages)
 }
@@ -131,40 +132,34 @@ func hasCold(resident []bool, start int64, s sched.Segment) bool {
 // before 6.5) or refused (seccomp); mincore on a mapping is used instead.
 var noCachestat atomic.Bool
 
-// sampleResidency checks residencySamples(pages) pages spread evenly over
-// the pages pages at the page-aligned offset start.
+// sampleResidency checks the pages pages at the page-aligned offset
+// start: with cachestat(2), which counts the cached pages of a range in
+// one call, all of them; otherwise residencySamples(pages) pages spread
+// evenly over the range, with mincore on a short-lived mapping.
 func sampleResidency(fd int, start int64, pages int) (int, error) {
-	k := residencySamples(pages)
-	at := func(i int) int64 { return start + int64(i*(pages-1)/max(k-1, 1))*ps64 }
-	resident := 0
 	if !noCachestat.Load() {
-		for i := range k {
-			var st unix.Cachestat_t
-			err := unix.Cachestat(uint(fd), &unix.CachestatRange{Off: uint64(at(i)), Len: uint64(pageSize)}, &st, 0)
-			if err != nil {
-				if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EOPNOTSUPP) {
-					return 0, err
-				}
-				noCachestat.Store(true)
-				break
-			}
-			resident += int(st.Cache)
+		var st unix.Cachestat_t
+		r := unix.CachestatRange{Off: uint64(start), Len: uint64(pages) * uint64(pageSize)}
+		err := unix.Cachestat(uint(fd), &r, &st, 0)
+		if err == nil {
+			return verdictOf(int(st.Cache), pages), nil
 		}
-		if !noCachestat.Load() {
-			return verdictOf(resident, k), nil
+		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EOPNOTSUPP) {
+			return 0, err
 		}
+		noCachestat.Store(true)
 	}
-	length := int64(pages) * ps64
-	data, err := unix.Mmap(fd, start, int(length), unix.PROT_READ, unix.MAP_SHARED)
+	k := residencySamples(pages)
+	data, err := unix.Mmap(fd, start, pages*pageSize, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return 0, err
 	}
 	defer unix.Munmap(data)
 	var vec [1]byte
-	resident = 0
+	resident := 0
 	for i := range k {
-		p := at(i) - start
-		if err := pcMincore(data[p:p+ps64], vec[:]); err != nil {
+		p := i * (pages - 1) / max(k-1, 1) * pageSize
+		if err := pcMincore(data[p:p+pageSize], vec[:]); err != nil {
 			return 0, err
 		}
 		resident += int(vec[0] & 1)
