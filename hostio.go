@@ -183,6 +183,8 @@ func (f *FileHandle) hostTask(kind opKind, d Defaults, b []byte, off int64) (int
 			n, err = posix.ReadFull(f.fd, seg, s.Off)
 		case !s.Direct:
 			n, err = posix.WriteFull(f.fd, seg, s.Off)
+		case kind == opRead:
+			n, err = f.directRead(d, seg, s.Off)
 		default:
 			n, err = f.directIO(kind, d, seg, s.Off)
 		}

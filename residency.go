@@ -3,6 +3,7 @@ package kvik
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"sync"
 	"sync/atomic"
@@ -284,4 +285,50 @@ func (p ReadPlan) String() string {
 		return 100 * float64(n) / float64(total)
 	}
 	return fmt.Sprintf("policy %s: %.1f%% O_DIRECT, %.1f%% buffered", p.Policy, pct(p.DirectBytes), pct(p.BufferedBytes))
+}
+
+// directQueueDepth is the number of O_DIRECT requests a read keeps in
+// flight, over all workers. With fewer workers than this, a task splits
+// its direct reads into concurrent requests: one synchronous request at a
+// time leaves the drive idle between requests (a 1-worker host read
+// reached 0.77x of 16 workers on the H200's virtio disk).
+var directQueueDepth = 4
+
+// minDirectPiece is the smallest request a split direct read makes.
+const minDirectPiece = 1 << 20
+
+// directRead reads page-aligned b at page-aligned off with O_DIRECT, in
+// up to directQueueDepth/NumThreads concurrent requests.
+func (f *FileHandle) directRead(d Defaults, b []byte, off int64) (int, error) {
+	pieces := min(directQueueDepth/max(d.NumThreads, 1), len(b)/minDirectPiece)
+	if pieces < 2 {
+		return f.directIO(opRead, d, b, off)
+	}
+	size := alignUp((len(b)+pieces-1)/pieces, pageSize)
+	type result struct {
+		n   int
+		err error
+	}
+	res := make([]result, (len(b)+size-1)/size)
+	var wg sync.WaitGroup
+	for i := 1; i < len(res); i++ {
+		p := b[i*size : min((i+1)*size, len(b))]
+		wg.Go(func() {
+			res[i].n, res[i].err = f.directIO(opRead, d, p, off+int64(i*size))
+		})
+	}
+	res[0].n, res[0].err = f.directIO(opRead, d, b[:size], off)
+	wg.Wait()
+	// Report the prefix that is complete, and the first piece's error.
+	done := 0
+	for i, r := range res {
+		done += r.n
+		if r.err != nil {
+			return done, r.err
+		}
+		if want := min(size, len(b)-i*size); r.n < want {
+			return done, io.ErrUnexpectedEOF // a piece fell short without an error
+		}
+	}
+	return done, nil
 }

@@ -8,10 +8,12 @@ package kvik_test
 
 import (
 	"bytes"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/kvikgo/kvik"
@@ -282,5 +284,58 @@ func TestReadPlanErrors(t *testing.T) {
 	f.Close()
 	if _, err := f.ReadPlan(0, 0); err == nil {
 		t.Fatal("ReadPlan on a closed handle succeeded")
+	}
+}
+
+// TestDirectReadSplitError reads with one worker, where a direct read is
+// split into concurrent requests, and fails the third request: the read
+// reports the error and exactly the bytes before it.
+func TestDirectReadSplitError(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 12))
+	const size = 8 << 20
+	path, data := resFile(t, rng, size)
+	f, err := kvik.Open(path, "r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if !f.IsDirectIOSupported() {
+		t.Skip("O_DIRECT is not supported here")
+	}
+	setDefaults(t, func(d *kvik.Defaults) {
+		d.AutoDirectIORead, d.DirectIOReadPolicy = false, kvik.ReadPolicyDirect
+		d.NumThreads, d.TaskSize = 1, size
+	})
+	saved := posix.Sys
+	t.Cleanup(func() { posix.Sys = saved })
+	dfd := f.FdDirect()
+	var mu sync.Mutex
+	offsets := map[int64]bool{}
+	posix.Sys.Pread = func(fd int, p []byte, off int64) (int, error) {
+		if fd == dfd {
+			mu.Lock()
+			offsets[off] = true
+			mu.Unlock()
+			if off >= 4<<20 && off < 6<<20 {
+				return 0, syscall.EIO
+			}
+		}
+		return saved.Pread(fd, p, off)
+	}
+	for _, shift := range []int{0, 512} { // aligned, and through the bounce buffer
+		buf := make([]byte, size+shift)[shift:]
+		n, err := f.ReadAt(buf, 0)
+		if !errors.Is(err, syscall.EIO) || n != 4<<20 {
+			t.Fatalf("shift %d: ReadAt = %d, %v; want %d bytes and EIO", shift, n, err, 4<<20)
+		}
+		if !bytes.Equal(buf[:n], data[:n]) {
+			t.Fatalf("shift %d: the bytes before the error differ", shift)
+		}
+	}
+	// The read was split: requests started at the four 2 MiB pieces.
+	for _, off := range []int64{0, 2 << 20, 4 << 20, 6 << 20} {
+		if !offsets[off] {
+			t.Fatalf("no direct request at %d (requests at %v): the read was not split", off, offsets)
+		}
 	}
 }

@@ -46,6 +46,7 @@ type benchOptions struct {
 	compat    string
 	direct    optBool
 	dropCache bool
+	cache     cacheFlag
 	repeats   int
 	register  bool
 	json      bool
@@ -76,6 +77,7 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.StringVar(&o.compat, "compat", "", "device path `mode`: on (POSIX+bounce), off (cuFile), auto; default both where cuFile works")
 	fs.Var(&o.direct, "direct", "set kvik's opportunistic O_DIRECT for reads and writes (default KVIKIO_AUTO_DIRECT_IO_*)")
 	fs.BoolVar(&o.dropCache, "drop-cache", false, "drop the file's page cache before every read")
+	fs.Var(&o.cache, "cache", "page-cache `state` before every read: cold (as --drop-cache), warm (the whole file loaded) or half[:SIZE] (alternate stripes of SIZE, default 64MiB, loaded and dropped)")
 	fs.IntVar(&o.repeats, "repeats", 3, "timed repetitions (`count`) of each configuration")
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
@@ -101,6 +103,8 @@ func (o *benchOptions) validate(nargs int) error {
 		return usagef("--task-size must be positive")
 	case o.bounce.set && o.bounce.n <= 0:
 		return usagef("--bounce-size must be positive")
+	case o.dropCache && o.cache.mode != "" && o.cache.mode != "cold":
+		return usagef("--drop-cache and --cache %s disagree", o.cache.String())
 	}
 	return validateMemoryCompat(o.memory, o.compat)
 }

@@ -143,6 +143,9 @@ func (b *bench) beforeRun(c benchCase, i int) error {
 			return err
 		}
 	}
+	if b.o.cache.mode != "" {
+		return b.setCache()
+	}
 	if b.o.dropCache {
 		return b.dropCache()
 	}
@@ -468,6 +471,10 @@ func (b *bench) withSettings(threads int) (func(), error) {
 		}
 		if o.direct.set {
 			d.AutoDirectIORead, d.AutoDirectIOWrite = o.direct.v, o.direct.v
+			d.DirectIOReadPolicy = kvik.ReadPolicyBuffered
+			if o.direct.v {
+				d.DirectIOReadPolicy = kvik.ReadPolicyDirect
+			}
 		}
 	})
 }
