@@ -140,17 +140,18 @@ type settingInfo struct {
 }
 
 type pathInfo struct {
-	Path         string         `json:"path"`
-	Kind         string         `json:"kind"`
-	Probe        string         `json:"probe,omitempty"`
-	FSType       string         `json:"fs_type,omitempty"`
-	BlockDevice  *blockInfo     `json:"block_device,omitempty"`
-	DirectIO     bool           `json:"direct_io"`
-	CompatMode   string         `json:"compat_mode,omitempty"`
-	CompatReason string         `json:"compat_reason,omitempty"`
-	Size         int64          `json:"size_bytes"`
-	PageCache    *pageCacheInfo `json:"page_cache,omitempty"`
-	Errors       []string       `json:"errors,omitempty"`
+	Path         string          `json:"path"`
+	Kind         string          `json:"kind"`
+	Probe        string          `json:"probe,omitempty"`
+	FSType       string          `json:"fs_type,omitempty"`
+	BlockDevice  *blockInfo      `json:"block_device,omitempty"`
+	DirectIO     bool            `json:"direct_io"`
+	CompatMode   string          `json:"compat_mode,omitempty"`
+	CompatReason string          `json:"compat_reason,omitempty"`
+	Size         int64           `json:"size_bytes"`
+	PageCache    *pageCacheInfo  `json:"page_cache,omitempty"`
+	ReadPolicy   *readPolicyInfo `json:"read_policy,omitempty"`
+	Errors       []string        `json:"errors,omitempty"`
 }
 
 type blockInfo struct {
@@ -310,6 +311,7 @@ func probePath(path string) pathInfo {
 	} else if fi.Mode().IsRegular() {
 		p.Size = fi.Size()
 		p.PageCache = pageCacheOf(path, &p)
+		p.ReadPolicy = readPolicyOf(path, &p)
 	}
 	p.openWithKvik(target)
 	return p
@@ -442,6 +444,7 @@ func (p pathInfo) print(w io.Writer) {
 	if c := p.PageCache; c != nil && c.TotalPages > 0 {
 		fmt.Fprintf(w, "  page cache\t%d of %d pages resident (%.1f%%)\n", c.ResidentPages, c.TotalPages, 100*float64(c.ResidentPages)/float64(c.TotalPages))
 	}
+	p.ReadPolicy.print(w)
 	for _, e := range p.Errors {
 		fmt.Fprintf(w, "  error\t%s\n", shortenTried(e))
 	}
