@@ -47,6 +47,7 @@ type benchOptions struct {
 	direct    optBool
 	dropCache bool
 	cache     cacheFlag
+	noBase    bool
 	repeats   int
 	register  bool
 	json      bool
@@ -78,6 +79,7 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.Var(&o.direct, "direct", "set kvik's opportunistic O_DIRECT for reads and writes (default KVIKIO_AUTO_DIRECT_IO_*)")
 	fs.BoolVar(&o.dropCache, "drop-cache", false, "drop the file's page cache before every read")
 	fs.Var(&o.cache, "cache", "page-cache `state` before every read: cold (as --drop-cache), warm (the whole file loaded) or half[:SIZE] (alternate stripes of SIZE, default 64MiB, loaded and dropped)")
+	fs.BoolVar(&o.noBase, "no-baselines", false, "skip the storage and PCIe ceilings and the naive baseline (kvik rows only, for comparing settings)")
 	fs.IntVar(&o.repeats, "repeats", 3, "timed repetitions (`count`) of each configuration")
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")

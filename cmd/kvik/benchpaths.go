@@ -44,11 +44,13 @@ func (c benchCase) label() string {
 func (b *bench) plan() []benchCase {
 	var cases []benchCase
 	for _, op := range b.ops() {
-		cases = append(cases, b.storageCeiling(op))
-		if b.mem.device {
-			cases = append(cases, b.pcieCeiling(op))
+		if !b.o.noBase {
+			cases = append(cases, b.storageCeiling(op))
+			if b.mem.device {
+				cases = append(cases, b.pcieCeiling(op))
+			}
+			cases = append(cases, b.naive(op))
 		}
-		cases = append(cases, b.naive(op))
 		for _, t := range b.threadList() {
 			cases = append(cases, b.kvikHost(op, t))
 			if b.mem.device {

@@ -52,7 +52,7 @@ func TestBenchCache(t *testing.T) {
 		{"cold", "dropped before every read"},
 	} {
 		r := runKvik(t, nil, "bench", "--size", "5MiB", "--op", "read", "--memory", "host", "--threads", "1,2",
-			"--repeats", "2", "--cache", c.mode, "--dir", t.TempDir(), "--json").expect(t, 0)
+			"--repeats", "2", "--cache", c.mode, "--no-baselines", "--dir", t.TempDir(), "--json").expect(t, 0)
 		var rep benchReport
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("%s: invalid JSON: %v\n%s", c.mode, err, r.stdout)
@@ -60,8 +60,11 @@ func TestBenchCache(t *testing.T) {
 		if !strings.HasPrefix(rep.PageCache, c.want) || rep.ReadPolicy != "auto" {
 			t.Errorf("%s: page cache %q, read policy %q", c.mode, rep.PageCache, rep.ReadPolicy)
 		}
+		if len(rep.Results) != 2 {
+			t.Errorf("%s: --no-baselines gave %d rows, want the 2 kvik rows", c.mode, len(rep.Results))
+		}
 		for _, x := range rep.Results {
-			if !x.Verified || len(x.Seconds) != 2 {
+			if !x.Verified || len(x.Seconds) != 2 || x.Path != "kvik host" {
 				t.Errorf("%s: result %+v", c.mode, x)
 			}
 		}
