@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/posix"
 )
 
@@ -336,6 +337,62 @@ func TestDirectReadSplitError(t *testing.T) {
 	for _, off := range []int64{0, 2 << 20, 4 << 20, 6 << 20} {
 		if !offsets[off] {
 			t.Fatalf("no direct request at %d (requests at %v): the read was not split", off, offsets)
+		}
+	}
+}
+
+// TestReadPolicyPartlyCachedDevice is the property test for device memory
+// on the POSIX path, whose storage reads follow the same policy.
+func TestReadPolicyPartlyCachedDevice(t *testing.T) {
+	ctx := needGPU(t)
+	rng := rand.New(rand.NewPCG(17, 71))
+	size := 12<<20 + rng.IntN(1<<20)
+	path := filepath.Join(testDir(t), "res.bin")
+	data := randomBytes(rng, size)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := resCanDrop(t, path); !ok {
+		t.Logf("page cache cannot be dropped here (%s): residency is not varied, bytes are still compared", why)
+	}
+	f, err := kvik.Open(path, "r", 0, kvik.WithCompatMode(kvik.CompatOn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dev := devAlloc(t, ctx, size)
+	policies := []kvik.ReadPolicy{kvik.ReadPolicyAuto, kvik.ReadPolicyBuffered, kvik.ReadPolicyDirect}
+	for i := range 30 {
+		for range 1 + rng.IntN(3) {
+			off := rng.Int64N(int64(size))
+			n := rng.Int64N(6 << 20)
+			if rng.IntN(3) == 0 {
+				resWarm(t, path, off, int(min(n, int64(size)-off)))
+			} else if err := kvik.DropFilePageCache(path, off, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		policy := policies[rng.IntN(len(policies))]
+		restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) {
+			d.AutoDirectIORead, d.DirectIOReadPolicy = false, policy
+			d.NumThreads = []int{1, 2, 16}[rng.IntN(3)]
+			d.TaskSize = []int{1 << 20, 4 << 20, 3<<20 + 4097}[rng.IntN(3)]
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := rng.Int64N(int64(size)) &^ int64(rng.IntN(2)*4095)
+		n := rng.IntN(size - int(off) + 1)
+		devOff := int64(rng.IntN(size - n + 1))
+		toDevice(t, ctx, dev.Ptr(), bytes.Repeat([]byte{0x5A}, size))
+		got, err := f.ReadDevice(dev.Ptr(), n, off, devOff)
+		restore()
+		if err != nil || got != n {
+			t.Fatalf("read %d: policy %v, %d bytes at %d: got %d, %v", i, policy, n, off, got, err)
+		}
+		back := fromDevice(t, ctx, dev.Ptr()+cuda.DevicePtr(devOff), n)
+		if !bytes.Equal(back, data[off:off+int64(n)]) {
+			t.Fatalf("read %d: policy %v, %d bytes at %d into device offset %d: bytes differ", i, policy, n, off, devOff)
 		}
 	}
 }
