@@ -80,7 +80,7 @@ func TestReadPolicyFromEnv(t *testing.T) {
 }
 
 func TestResidencySamples(t *testing.T) {
-	for pages, want := range map[int]int{1: 1, 2: 2, 255: 2, 256: 2, 1024: 8, 1 << 14: 64, 1 << 20: 64} {
+	for pages, want := range map[int]int{1: 1, 2: 2, 255: 2, 256: 2, 1024: 4, 1 << 14: 64, 1 << 20: 64} {
 		if got := residencySamples(pages); got != want {
 			t.Errorf("residencySamples(%d) = %d, want %d", pages, got, want)
 		}

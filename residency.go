@@ -17,9 +17,11 @@ import (
 // with buffered I/O, at memory speed, and what it does not with O_DIRECT,
 // at the storage's speed without the page cache's copy and without
 // parallel workers defeating each other's readahead. It checks each task
-// once: one cachestat(2) call (or, on kernels without it, a few pages
-// sampled with mincore) decides the common cases, all cached and none
-// cached; only a task with both gets a full mincore map.
+// once: a few sampled places (cachestat(2), or mincore on kernels without
+// it) decide the common cases, all cached and none cached; only a task
+// whose samples disagree gets a full mincore map. A task whose samples
+// are all cached is read buffered even if it has holes between them: the
+// kernel's readahead fills those.
 var residencyRule = sched.ResidencyRule{
 	// Direct requests of 1 MiB or more keep the drive streaming; shorter
 	// cold runs are read buffered, with a readahead hint.
@@ -29,11 +31,11 @@ var residencyRule = sched.ResidencyRule{
 	MaxIsland: (256 << 10) / pageSize,
 }
 
-// residencySamples returns how many pages mincore samples in a middle of
-// pages pages: one per 128 pages (512 KiB), from 2 to 64, so that the
-// check stays well under 1% of a task read from the page cache.
+// residencySamples returns how many places to sample in a middle of pages
+// pages: one per 256 pages (1 MiB), from 2 to 64, so that the check
+// stays well under 1% of a task read from the page cache.
 func residencySamples(pages int) int {
-	return min(max(pages/128, 2), 64, pages)
+	return min(max(pages/256, 2), 64, pages)
 }
 
 // ps64 is the page size as an int64, for file offsets.
@@ -133,24 +135,41 @@ func hasCold(resident []bool, start int64, s sched.Segment) bool {
 // before 6.5) or refused (seccomp); mincore on a mapping is used instead.
 var noCachestat atomic.Bool
 
-// sampleResidency checks the pages pages at the page-aligned offset
-// start: with cachestat(2), which counts the cached pages of a range in
-// one call, all of them; otherwise residencySamples(pages) pages spread
-// evenly over the range, with mincore on a short-lived mapping.
+// sampleWindow is the number of pages each cachestat sample counts.
+const sampleWindow = 4
+
+// sampleResidency checks residencySamples(pages) places spread evenly over
+// the pages pages at the page-aligned offset start: windows of
+// sampleWindow pages with cachestat(2), which counts the cached pages of a
+// range in one call, or single pages with mincore on a short-lived mapping
+// where the kernel lacks cachestat. Counting the whole range would cost a
+// page-cache lookup per page, about 6 µs for a 4 MiB task cached in small
+// folios (1% of reading it from the page cache); its 4 samples cost about
+// 1.2 µs.
 func sampleResidency(fd int, start int64, pages int) (int, error) {
+	k := residencySamples(pages)
+	at := func(i int) int { return i * (pages - 1) / max(k-1, 1) }
 	if !noCachestat.Load() {
-		var st unix.Cachestat_t
-		r := unix.CachestatRange{Off: uint64(start), Len: uint64(pages) * uint64(pageSize)}
-		err := unix.Cachestat(uint(fd), &r, &st, 0)
+		cached, sampled := 0, 0
+		var err error
+		for i := range k {
+			p := at(i)
+			w := min(sampleWindow, pages-p)
+			var st unix.Cachestat_t
+			r := unix.CachestatRange{Off: uint64(start) + uint64(p*pageSize), Len: uint64(w * pageSize)}
+			if err = unix.Cachestat(uint(fd), &r, &st, 0); err != nil {
+				break
+			}
+			cached, sampled = cached+int(st.Cache), sampled+w
+		}
 		if err == nil {
-			return verdictOf(int(st.Cache), pages), nil
+			return verdictOf(cached, sampled), nil
 		}
 		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EOPNOTSUPP) {
 			return 0, err
 		}
 		noCachestat.Store(true)
 	}
-	k := residencySamples(pages)
 	data, err := unix.Mmap(fd, start, pages*pageSize, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return 0, err
@@ -159,7 +178,7 @@ func sampleResidency(fd int, start int64, pages int) (int, error) {
 	var vec [1]byte
 	resident := 0
 	for i := range k {
-		p := i * (pages - 1) / max(k-1, 1) * pageSize
+		p := at(i) * pageSize
 		if err := pcMincore(data[p:p+pageSize], vec[:]); err != nil {
 			return 0, err
 		}
@@ -294,8 +313,9 @@ func (p ReadPlan) String() string {
 // reached 0.77x of 16 workers on the H200's virtio disk).
 var directQueueDepth = 4
 
-// minDirectPiece is the smallest request a split direct read makes.
-const minDirectPiece = 1 << 20
+// minDirectPiece is the smallest request a split direct read makes: the
+// device path's 1 MiB chunks at one worker become four 256 KiB requests.
+var minDirectPiece = 256 << 10
 
 // directRead reads page-aligned b at page-aligned off with O_DIRECT, in
 // up to directQueueDepth/NumThreads concurrent requests.
