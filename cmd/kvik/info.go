@@ -140,18 +140,18 @@ type settingInfo struct {
 }
 
 type pathInfo struct {
-	Path         string          `json:"path"`
-	Kind         string          `json:"kind"`
-	Probe        string          `json:"probe,omitempty"`
-	FSType       string          `json:"fs_type,omitempty"`
-	BlockDevice  *blockInfo      `json:"block_device,omitempty"`
-	DirectIO     bool            `json:"direct_io"`
-	CompatMode   string          `json:"compat_mode,omitempty"`
-	CompatReason string          `json:"compat_reason,omitempty"`
-	Size         int64           `json:"size_bytes"`
-	PageCache    *pageCacheInfo  `json:"page_cache,omitempty"`
-	ReadPolicy   *readPolicyInfo `json:"read_policy,omitempty"`
-	Errors       []string        `json:"errors,omitempty"`
+	Path         string         `json:"path"`
+	Kind         string         `json:"kind"`
+	Probe        string         `json:"probe,omitempty"`
+	FSType       string         `json:"fs_type,omitempty"`
+	BlockDevice  *blockInfo     `json:"block_device,omitempty"`
+	DirectIO     bool           `json:"direct_io"`
+	CompatMode   string         `json:"compat_mode,omitempty"`
+	CompatReason string         `json:"compat_reason,omitempty"`
+	Size         int64          `json:"size_bytes"`
+	PageCache    *pageCacheInfo `json:"page_cache,omitempty"`
+	ReadPolicy   *readPlanInfo  `json:"read_policy,omitempty"`
+	Errors       []string       `json:"errors,omitempty"`
 }
 
 type blockInfo struct {

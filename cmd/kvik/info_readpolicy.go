@@ -9,9 +9,9 @@ import (
 	"github.com/kvikgo/kvik"
 )
 
-// readPolicyInfo is what a whole-file read would do under the current read
+// readPlanInfo is what a whole-file read would do under the current read
 // policy (kvik info FILE).
-type readPolicyInfo struct {
+type readPlanInfo struct {
 	Policy        string  `json:"policy"`
 	Source        string  `json:"source"`
 	ResidentPct   float64 `json:"resident_percent"`
@@ -25,7 +25,7 @@ type readPolicyInfo struct {
 }
 
 // readPolicyOf plans a whole-file read of path without reading it.
-func readPolicyOf(path string, p *pathInfo) *readPolicyInfo {
+func readPolicyOf(path string, p *pathInfo) *readPlanInfo {
 	f, err := kvik.Open(path, "r", 0)
 	if err != nil {
 		p.Errors = append(p.Errors, err.Error())
@@ -38,7 +38,7 @@ func readPolicyOf(path string, p *pathInfo) *readPolicyInfo {
 		return nil
 	}
 	d, _ := kvik.GetDefaults()
-	r := &readPolicyInfo{Policy: plan.Policy.String(), Source: readPolicySource(d),
+	r := &readPlanInfo{Policy: plan.Policy.String(), Source: readPolicySource(d),
 		DirectBytes: plan.DirectBytes, BufferedBytes: plan.BufferedBytes, TaskSize: d.TaskSize,
 		ColdTasks: plan.ColdTasks, MixedTasks: plan.MixedTasks, ResidentTasks: plan.ResidentTasks}
 	if plan.TotalPages > 0 {
@@ -84,7 +84,7 @@ func decisionText(p kvik.ReadPlan, direct bool) string {
 		share(p.DirectBytes), share(p.BufferedBytes), p.ColdTasks, p.MixedTasks, p.ResidentTasks)
 }
 
-func (r *readPolicyInfo) print(w io.Writer) {
+func (r *readPlanInfo) print(w io.Writer) {
 	if r == nil {
 		return
 	}
