@@ -127,3 +127,43 @@ func TestSampleResidencyFallback(t *testing.T) {
 		t.Fatalf("resident map of a half-cached file: first %v, last %v", m[0], m[pages-1])
 	}
 }
+
+// TestReadWithoutCachestat reads a half-cached file through the mincore
+// fallback, as on kernels before 6.5, and compares the bytes.
+func TestReadWithoutCachestat(t *testing.T) {
+	saved := noCachestat.Load()
+	noCachestat.Store(true)
+	defer noCachestat.Store(saved)
+	path := filepath.Join(t.TempDir(), "res.bin")
+	data := make([]byte, 12<<20+77)
+	for i := range data {
+		data[i] = byte(i*31 + i>>11)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Drop every other MiB, so that 4 MiB tasks are mixed.
+	for off := int64(1 << 20); off < int64(len(data)); off += 2 << 20 {
+		if err := DropFilePageCache(path, off, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := Open(path, "r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d := BuiltinDefaults()
+	for _, off := range []int64{0, 4096, 12345} {
+		buf := make([]byte, len(data)-int(off))
+		for i := 0; i < len(buf); i += 4 << 20 {
+			b := buf[i:min(i+4<<20, len(buf))]
+			if n, err := f.hostTask(opRead, d, b, off+int64(i)); err != nil || n != len(b) {
+				t.Fatalf("task at %d: %d, %v", off+int64(i), n, err)
+			}
+		}
+		if string(buf) != string(data[off:]) {
+			t.Fatalf("read from %d: bytes differ", off)
+		}
+	}
+}
