@@ -49,43 +49,61 @@ func deviceTarget(dst cuda.DevicePtr, size int) (cuda.Context, func(), error) {
 }
 
 // deviceWorker holds what one goroutine needs to copy decoded chunks to
-// the device: a stream and a pinned staging buffer.
+// the device: two pinned staging buffers, each with its own stream, used
+// in turn, so that the copy of one chunk runs while the next is decoded
+// into the other buffer.
 type deviceWorker struct {
-	stream  cuda.Stream
-	pinned  *cuda.HostBuffer
-	pending bool // copies from pinned are queued on stream
+	streams [2]cuda.Stream
+	pinned  [2]*cuda.HostBuffer
+	pending [2]bool // copies from pinned[k] are queued on streams[k]
+	next    int
 }
 
-func (w *deviceWorker) staging(n int) ([]byte, error) {
-	if w.pending {
-		if err := cuda.StreamSynchronize(w.stream); err != nil {
-			return nil, err
+// staging returns n bytes of the next pinned buffer, once its earlier
+// copies are done, and the stream to copy it on.
+func (w *deviceWorker) staging(n int) ([]byte, cuda.Stream, error) {
+	k := w.next
+	w.next ^= 1
+	if w.streams[k] == 0 {
+		s, err := cuda.StreamCreate(cuda.StreamNonBlocking)
+		if err != nil {
+			return nil, 0, err
 		}
-		w.pending = false
+		w.streams[k] = s
 	}
-	if w.pinned == nil || w.pinned.Len() < n {
-		if w.pinned != nil {
-			w.pinned.Close()
+	if w.pending[k] {
+		if err := cuda.StreamSynchronize(w.streams[k]); err != nil {
+			return nil, 0, err
+		}
+		w.pending[k] = false
+	}
+	if w.pinned[k] == nil || w.pinned[k].Len() < n {
+		if w.pinned[k] != nil {
+			w.pinned[k].Close()
 		}
 		var err error
-		if w.pinned, err = cuda.MemHostAlloc(max(n, 1), cuda.MemHostAllocPortable); err != nil {
-			w.pinned = nil
-			return nil, err
+		if w.pinned[k], err = cuda.MemHostAlloc(max(n, 1), cuda.MemHostAllocPortable); err != nil {
+			w.pinned[k] = nil
+			return nil, 0, err
 		}
 	}
-	return w.pinned.Bytes()[:n], nil
+	w.pending[k] = true // the caller queues copies next
+	return w.pinned[k].Bytes()[:n], w.streams[k], nil
 }
 
 func (w *deviceWorker) close() error {
 	var err error
-	if w.pending {
-		err = cuda.StreamSynchronize(w.stream)
-	}
-	if w.pinned != nil {
-		w.pinned.Close()
-	}
-	if w.stream != 0 {
-		cuda.StreamDestroy(w.stream)
+	for k := range w.streams {
+		if w.streams[k] == 0 {
+			continue
+		}
+		if e := cuda.StreamSynchronize(w.streams[k]); e != nil && err == nil {
+			err = e
+		}
+		cuda.StreamDestroy(w.streams[k])
+		if w.pinned[k] != nil {
+			w.pinned[k].Close()
+		}
 	}
 	return err
 }
@@ -145,12 +163,7 @@ func parallelPinned(n, nw int, ctx cuda.Context, f func(*deviceWorker, int) erro
 				return
 			}
 			defer cuda.CtxPopCurrent()
-			s, err := cuda.StreamCreate(cuda.StreamNonBlocking)
-			if err != nil {
-				fail(err)
-				return
-			}
-			w := &deviceWorker{stream: s}
+			w := &deviceWorker{}
 			for {
 				mu.Lock()
 				if next >= n || first != nil {
@@ -197,39 +210,58 @@ func (a *Array) readChunkDevice(w *deviceWorker, t chunkTask, out view, dst cuda
 			})
 		}
 	}
-	// Decode on the host (a scratch buffer, while the previous copy runs),
-	// then stage in pinned memory and queue the copies.
-	host := make([]byte, boxBytes)
-	hv := view{buf: host, shape: t.sel.count, es: es, start: make([]int, len(t.sel.count))}
+	// Decode on the host into a pinned buffer (while the copy of the
+	// previous chunk runs from the other one), then queue the copies.
+	pinned, stream, err := w.staging(boxBytes)
+	if err != nil {
+		return err
+	}
+	hv := view{buf: pinned, shape: t.sel.count, es: es, start: make([]int, len(t.sel.count))}
 	switch {
 	case !ok:
 		hv.fill(t.sel.count, a.pipe.fill)
 	case a.pipe.raw():
-		hout := view{buf: host, shape: t.sel.count, es: es}
 		local := chunkTask{coords: t.coords, sel: t.sel, dstStart: make([]int, len(t.sel.count))}
-		if err := a.rawRuns(local, hout, func(fileOff int64, dstOff, n int) error {
-			return readFull(fr.f, key, host[dstOff:dstOff+n], fileOff)
+		if err := a.rawRuns(local, view{buf: pinned, shape: t.sel.count, es: es}, func(fileOff int64, dstOff, n int) error {
+			return readFull(fr.f, key, pinned[dstOff:dstOff+n], fileOff)
 		}); err != nil {
 			return err
+		}
+	case a.wholeChunk(t) && a.pipe.sharded() == nil:
+		// The decoded chunk is the box: let the last codec write into
+		// the pinned buffer.
+		b, err := readAll(fr)
+		if err != nil {
+			return err
+		}
+		c, err := a.pipe.decode(b, a.meta.ChunkShape, pinned)
+		if err != nil {
+			return fmt.Errorf("chunk %s: %w", key, err)
+		}
+		if len(c.data) > 0 && &c.data[0] != &pinned[0] {
+			copy(pinned, c.data)
 		}
 	default:
 		if err := a.pipe.readRegion(fr, a.meta.ChunkShape, t.sel, hv); err != nil {
 			return fmt.Errorf("chunk %s: %w", key, err)
 		}
 	}
-	pinned, err := w.staging(boxBytes)
-	if err != nil {
-		return err
-	}
-	copy(pinned, host)
 	pos := 0
-	err = out.sub(t.dstStart).runs(t.sel.count, func(off, n int) error {
-		e := cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(off), pinned[pos:pos+n], w.stream)
+	return out.sub(t.dstStart).runs(t.sel.count, func(off, n int) error {
+		e := cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(off), pinned[pos:pos+n], stream)
 		pos += n
 		return e
 	})
-	w.pending = true
-	return err
+}
+
+// wholeChunk reports whether t selects its entire (stored) chunk.
+func (a *Array) wholeChunk(t chunkTask) bool {
+	for d := range t.sel.count {
+		if t.sel.start[d] != 0 || t.sel.count[d] != a.meta.ChunkShape[d] {
+			return false
+		}
+	}
+	return true
 }
 
 // WriteRegionDevice writes the region [start, stop) from device memory at
