@@ -280,15 +280,30 @@ func (a *Array) readChunkHost(t chunkTask, out view) error {
 		if fr.n != want {
 			return fmt.Errorf("%w: %s has %d bytes, want %d", ErrCorruptChunk, key, fr.n, want)
 		}
-		return a.rawRuns(t, out, func(fileOff int64, dstOff, n int) error {
-			return readFull(fr.f, key, out.buf[dstOff:dstOff+n], fileOff)
-		})
+		runs := 0
+		a.rawRuns(t, out, func(int64, int, int) error { runs++; return nil })
+		if numElements(t.sel.count)*out.es/runs >= hostRunMin {
+			return a.rawRuns(t, out, func(fileOff int64, dstOff, n int) error {
+				return readFull(fr.f, key, out.buf[dstOff:dstOff+n], fileOff)
+			})
+		}
+		// Short rows: one read of the chunk beats a read per row.
+		b, err := readAll(fr)
+		if err != nil {
+			return err
+		}
+		copyBox(d, view{buf: b, shape: a.meta.ChunkShape, es: out.es, start: t.sel.start}, t.sel.count)
+		return nil
 	}
 	if err := a.pipe.readRegion(fr, a.meta.ChunkShape, t.sel, d); err != nil {
 		return fmt.Errorf("chunk %s: %w", key, err)
 	}
 	return nil
 }
+
+// hostRunMin is the average run length from which uncompressed chunks
+// are read run by run into the destination rather than whole and copied.
+const hostRunMin = 64 << 10
 
 // rawRuns calls f for each contiguous run of t in an uncompressed chunk:
 // the file offset, the offset in the region buffer and the length.

@@ -303,3 +303,15 @@ func TestFloat16(t *testing.T) {
 		t.Fatal("rounding")
 	}
 }
+
+// TestRawLongRows covers uncompressed chunks read row by row (rows of at
+// least hostRunMin bytes) and read whole (short rows), with v2 and v3.
+func TestRawLongRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, m := range []Metadata{
+		{Shape: []int{9, 50000}, ChunkShape: []int{4, 50000}, DataType: DataType{Uint, 2}},
+		{ZarrFormat: 2, Shape: []int{9, 50000}, ChunkShape: []int{4, 20000}, DataType: DataType{Float, 4}},
+	} {
+		roundTrip(t, rng, m)
+	}
+}
