@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // model is an in-memory reference array: C order, little-endian.
@@ -313,5 +315,29 @@ func TestRawLongRows(t *testing.T) {
 		{ZarrFormat: 2, Shape: []int{9, 50000}, ChunkShape: []int{4, 20000}, DataType: DataType{Float, 4}},
 	} {
 		roundTrip(t, rng, m)
+	}
+}
+
+// TestZstdStreamFrames decodes zstd frames without a content size (as
+// streaming encoders write them) and enforces the output limit on them.
+func TestZstdStreamFrames(t *testing.T) {
+	data := randValues(rand.New(rand.NewPCG(13, 14)), DataType{Uint, 1}, 300000)
+	var buf bytes.Buffer
+	w, err := zstd.NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(data)
+	w.Close()
+	var h zstd.Header
+	if err := h.Decode(buf.Bytes()); err != nil || h.HasFCS {
+		t.Fatalf("want a frame without content size: %v %+v", err, h)
+	}
+	got, err := zstdCodec{}.decode(buf.Bytes(), nil, len(data))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("decode: %v", err)
+	}
+	if _, err := (zstdCodec{}).decode(buf.Bytes(), nil, len(data)-1); !errors.Is(err, ErrCorruptChunk) {
+		t.Fatalf("limit: %v", err)
 	}
 }
