@@ -328,11 +328,11 @@ func (m *Metadata) marshal() (map[string][]byte, error) {
 		if attrs == nil {
 			attrs = map[string]any{}
 		}
-		a, err := json.MarshalIndent(doc, "", "    ")
+		a, err := marshalJSON(doc, "    ")
 		if err != nil {
 			return nil, err
 		}
-		b, err := json.MarshalIndent(attrs, "", "    ")
+		b, err := marshalJSON(attrs, "    ")
 		if err != nil {
 			return nil, err
 		}
@@ -354,7 +354,7 @@ func (m *Metadata) marshal() (map[string][]byte, error) {
 	if len(m.DimensionNames) > 0 {
 		doc["dimension_names"] = m.DimensionNames
 	}
-	b, err := json.MarshalIndent(doc, "", "  ")
+	b, err := marshalJSON(doc, "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -371,6 +371,11 @@ func v2Codec(c Codec) map[string]any {
 
 func v3Codec(c Codec) map[string]any {
 	m := map[string]any{"name": c.Name}
+	if c.Name == "bytes" && c.Configuration["endian"] == nil {
+		// Spelled out so that every reader agrees; little is what
+		// decoding assumes for a missing endian.
+		c.Configuration = map[string]any{"endian": "little"}
+	}
 	if len(c.Configuration) > 0 {
 		cfg := map[string]any{}
 		for k, v := range c.Configuration {
@@ -388,4 +393,16 @@ func v3Codec(c Codec) map[string]any {
 		m["configuration"] = cfg
 	}
 	return m
+}
+
+// marshalJSON indents v without HTML escaping ("<f4" stays readable).
+func marshalJSON(v any, indent string) ([]byte, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	e.SetIndent("", indent)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }

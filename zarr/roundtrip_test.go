@@ -341,3 +341,28 @@ func TestZstdStreamFrames(t *testing.T) {
 		t.Fatalf("limit: %v", err)
 	}
 }
+
+// TestCreateMetadataDocs checks the documents Create writes spell what
+// other readers need: the v2 type string as is, an explicit endian.
+func TestCreateMetadataDocs(t *testing.T) {
+	s, _ := NewDirStore(t.TempDir())
+	if _, err := Create(s, "v3", Metadata{Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Float, 4}, FillValue: "-Infinity",
+		Codecs: []Codec{{Name: "bytes"}, {Name: "crc32c"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Create(s, "v2", Metadata{ZarrFormat: 2, BigEndian: true, Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Int, 2}, FillValue: -5}); err != nil {
+		t.Fatal(err)
+	}
+	v3, _ := s.Get("v3/zarr.json")
+	v2, _ := s.Get("v2/.zarray")
+	for _, want := range []string{`"endian": "little"`, `"fill_value": "-Infinity"`, `"name": "crc32c"`, `"node_type": "array"`} {
+		if !strings.Contains(string(v3), want) {
+			t.Errorf("zarr.json lacks %s:\n%s", want, v3)
+		}
+	}
+	for _, want := range []string{`"dtype": ">i2"`, `"fill_value": -5`, `"order": "C"`, `"dimension_separator": "."`} {
+		if !strings.Contains(string(v2), want) {
+			t.Errorf(".zarray lacks %s:\n%s", want, v2)
+		}
+	}
+}
