@@ -366,3 +366,36 @@ func TestCreateMetadataDocs(t *testing.T) {
 		}
 	}
 }
+
+// TestBlosclzFarMatch decodes a hand-made BloscLZ stream with a match
+// beyond the 13-bit distance (the 16-bit form, counted from 8191), a long
+// match length and a run, per c-blosc's decoder.
+func TestBlosclzFarMatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	lit := randValues(rng, DataType{Uint, 1}, 10000)
+	var in []byte
+	for i := 0; i < len(lit); i += 32 {
+		n := min(32, len(lit)-i)
+		in = append(in, byte(n-1))
+		in = append(in, lit[i:i+n]...)
+	}
+	want := append([]byte(nil), lit...)
+	// Far match: 20 bytes from position 100 (distance 9900 > 8191).
+	op, from, n := len(want), 100, 20
+	far := op - from - 1 - 8191
+	in = append(in, 7<<5|31, byte(n-3-6), 255, byte(far>>8), byte(far))
+	want = append(want, want[from:from+n]...)
+	// Near match: a run of 40 copies of the last byte (distance 0).
+	in = append(in, 7<<5|0, byte(40-3-6), 0)
+	for i := 0; i < 40; i++ {
+		want = append(want, want[len(want)-1])
+	}
+	in = append(in, 2, 'x', 'y', 'z')
+	want = append(want, 'x', 'y', 'z')
+	in[0] &= 31
+	out := make([]byte, len(want))
+	got, err := blosclzDecompress(in, out)
+	if err != nil || got != len(want) || !bytes.Equal(out, want) {
+		t.Fatalf("decoded %d of %d bytes, %v; equal %v", got, len(want), err, bytes.Equal(out, want))
+	}
+}
