@@ -8,3 +8,8 @@ require (
 )
 
 require go.uber.org/goleak v1.3.0
+
+require (
+	github.com/klauspost/compress v1.20.3
+	github.com/pierrec/lz4/v4 v4.1.33
+)
