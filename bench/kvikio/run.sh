@@ -94,6 +94,26 @@ build() {
   echo "built $BUILD/kvikio_bench" >&2
 }
 
+# kvik_json runs a kvik bench --json command and appends its report to
+# FILE as one line; a failure is reported and the run goes on.
+kvik_json() {
+  local file=$1 out
+  shift
+  if out=$("$@"); then
+    echo "$out" | tr -d '\n' >>"$file"
+    echo >>"$file"
+  else
+    echo "FAILED: $*" >&2
+  fi
+}
+
+# kvikio_json runs kvikio_bench and appends its JSON lines to FILE.
+kvikio_json() {
+  local file=$1
+  shift
+  "$@" >>"$file" || echo "FAILED: $*" >&2
+}
+
 # mib_bytes prints N MiB in bytes.
 mib_bytes() { echo $(($1 * 1024 * 1024)); }
 
@@ -120,11 +140,11 @@ run() {
       local kcmd=("$KVIK" bench --file "$f" --op read --memory device --compat on --threads "$t" --repeats "$REPEATS" --json)
       local icmd=("$BUILD/kvikio_bench" --file "$f" --op read --memory device,host --threads "$t" --repeats "$REPEATS" --compat on)
       if ((turn++ % 2 == 0)); then
-        "${kcmd[@]}" | tr -d '\n' >>"$kv" && echo >>"$kv"
-        "${icmd[@]}" >>"$kio"
+        kvik_json "$kv" "${kcmd[@]}"
+        kvikio_json "$kio" "${icmd[@]}"
       else
-        "${icmd[@]}" >>"$kio"
-        "${kcmd[@]}" | tr -d '\n' >>"$kv" && echo >>"$kv"
+        kvikio_json "$kio" "${icmd[@]}"
+        kvik_json "$kv" "${kcmd[@]}"
       fi
     done
     rm -f "$f"
@@ -135,10 +155,9 @@ run() {
       echo "write $s MiB, $t workers" >&2
       f=$DIR/kvik-vs-kvikio-write-$s-MiB
       rm -f "$f"
-      "$KVIK" bench --file "$f" --size "${s}MiB" --op write --memory device --compat on --threads "$t" --repeats "$REPEATS" --json | tr -d '\n' >>"$kv"
-      echo >>"$kv"
+      kvik_json "$kv" "$KVIK" bench --file "$f" --size "${s}MiB" --op write --memory device --compat on --threads "$t" --repeats "$REPEATS" --json
       rm -f "$f"
-      "$BUILD/kvikio_bench" --file "$f" --size "${s}M" --op write --memory device --threads "$t" --repeats "$REPEATS" --compat on >>"$kio"
+      kvikio_json "$kio" "$BUILD/kvikio_bench" --file "$f" --size "${s}M" --op write --memory device --threads "$t" --repeats "$REPEATS" --compat on
       rm -f "$f"
     done
   done
