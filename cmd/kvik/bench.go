@@ -51,7 +51,7 @@ type benchOptions struct {
 	repeats   int
 	register  bool
 	json      bool
-	opSet     bool // --op was given
+	opSet     bool     // --op was given
 	plot      string   // --plot: draw the results into this file
 	plotFrom  []string // --plot-from: draw these reports instead of running
 }
