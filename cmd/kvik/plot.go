@@ -113,6 +113,7 @@ func sizePanel(reports []benchReport, op string, st styles) (benchplot.Panel, bo
 	p := benchplot.Panel{X: benchplot.Bytes, Title: op + " against file size"}
 	byName := map[string]*benchplot.Series{}
 	var order []string
+	lines := map[string]int{} // series per path so far: each gets its own dash
 	for _, r := range reports {
 		best := map[string]benchResult{}
 		for _, x := range r.Results {
@@ -127,12 +128,13 @@ func sizePanel(reports []benchReport, op string, st styles) (benchplot.Panel, bo
 			name := fmt.Sprintf("%s (%d thread%s)", x.Path, x.Threads, plural(x.Threads))
 			s, ok := byName[name]
 			if !ok {
-				s = &benchplot.Series{Name: name, Color: st.color(x.Path)}
-				if isReference(x) {
-					s.Dash = 1 + len(order)
-				}
+				s = &benchplot.Series{Name: name, Color: st.color(x.Path), Dash: lines[x.Path]}
+				lines[x.Path]++
 				byName[name] = s
 				order = append(order, name)
+			}
+			if slices.Contains(s.X, float64(r.SizeBytes)) {
+				continue // one point per size: the first report's
 			}
 			s.X = append(s.X, float64(r.SizeBytes))
 			s.Y = append(s.Y, x.MedianGBs)
