@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/benchplot"
 )
 
 const benchDesc = `
@@ -51,7 +53,9 @@ type benchOptions struct {
 	repeats   int
 	register  bool
 	json      bool
-	opSet     bool // --op was given
+	opSet     bool     // --op was given
+	plot      string   // --plot: draw the results into this file
+	plotFrom  []string // --plot-from: draw these reports instead of running
 }
 
 // benchFlags returns kvik bench's flag set bound to a new benchOptions.
@@ -83,6 +87,11 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.IntVar(&o.repeats, "repeats", 3, "timed repetitions (`count`) of each configuration")
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	fs.StringVar(&o.plot, "plot", "", "also draw GB/s against workers for every path and ceiling into this `file` (.svg or .png)")
+	fs.Func("plot-from", "with --plot, draw these kvik bench --json outputs (comma-separated `files`, e.g. one per file size) instead of running", func(s string) error {
+		o.plotFrom = strings.Split(s, ",")
+		return nil
+	})
 	return fs, o
 }
 
@@ -107,6 +116,13 @@ func (o *benchOptions) validate(nargs int) error {
 		return usagef("--bounce-size must be positive")
 	case o.dropCache && o.cache.mode != "" && o.cache.mode != "cold":
 		return usagef("--drop-cache and --cache %s disagree", o.cache.String())
+	case len(o.plotFrom) > 0 && o.plot == "":
+		return usagef("--plot-from needs --plot")
+	}
+	if o.plot != "" {
+		if _, err := benchplot.FormatOf(o.plot); err != nil {
+			return usagef("--plot %s: want a .svg or .png file", o.plot)
+		}
 	}
 	return validateMemoryCompat(o.memory, o.compat)
 }
@@ -153,6 +169,13 @@ func runBench(e *env, args []string) error {
 	if err := o.validate(len(pos)); err != nil {
 		return err
 	}
+	if len(o.plotFrom) > 0 {
+		reports, err := readReports(o.plotFrom)
+		if err != nil {
+			return err
+		}
+		return plotReports(o.plot, reports)
+	}
 	if _, err := kvik.GetDefaults(); err != nil {
 		return err
 	}
@@ -170,7 +193,13 @@ func runBench(e *env, args []string) error {
 	if err := b.runAll(); err != nil {
 		return err
 	}
-	return b.print()
+	if err := b.print(); err != nil {
+		return err
+	}
+	if o.plot != "" {
+		return plotReports(o.plot, []benchReport{b.report})
+	}
+	return nil
 }
 
 // prepare picks the file and its size, allocates the buffers and writes
