@@ -72,7 +72,7 @@ func (f *FileHandle) raw(kind opKind, buf cuda.DevicePtr, size int, fileOffset, 
 			return err
 		})
 	} else {
-		n, err = f.posixDeviceTask(kind, d, r, t)
+		n, err = f.posixDeviceTask(kind, d, r, t, false)
 		if err == io.EOF {
 			err = nil // a short count, as cuFileRead reports end of file
 		}
@@ -103,15 +103,56 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 	if err != nil {
 		return f.fail(kind, err, fut)
 	}
+	if f.compat == CompatOff && size >= d.GDSThreshold {
+		fn := func(_ context.Context, t sched.Task) (int, error) { return f.cufileTask(kind, r, t) }
+		return f.run(ctx, kind, d, f.pool(d), fileOffset, size, fn, fut)
+	}
 	pool := f.pool(d)
-	fn := func(_ context.Context, t sched.Task) (int, error) { return f.posixDeviceTask(kind, d, r, t) }
+	tasks := sched.Split(fileOffset, size, d.TaskSize)
+	pipeline := false
 	switch {
 	case size < d.GDSThreshold:
 		pool = nil
-	case f.compat == CompatOff:
-		fn = func(_ context.Context, t sched.Task) (int, error) { return f.cufileTask(kind, r, t) }
+	case kind == opRead && spreadDeviceReads:
+		// A read of fewer tasks than workers leaves workers idle and, with
+		// one chunk per task, copies nothing until each task has read all
+		// of its bytes. Spread it over the workers and let each task
+		// overlap its reads and copies.
+		tasks = sched.Spread(fileOffset, size, d.TaskSize, d.NumThreads, minSpreadTask, pageSize)
+		pipeline = len(tasks) <= d.NumThreads
 	}
-	return f.run(ctx, kind, d, pool, fileOffset, size, fn, fut)
+	if pool != nil && len(tasks) > 1 && fut == nil && reserveBounce {
+		// Allocate the bounce buffers the tasks will need at once, as one
+		// slab, rather than one registration per task. (Not for a Future,
+		// whose caller must not wait: its tasks allocate for themselves.)
+		need := min(len(tasks), d.NumThreads)
+		if err := cuda.WithContext(r.ctx, func() error { return pinnedBounce.reserve(need, bounceSize(d)) }); err != nil {
+			f.release()
+			return f.fail(kind, err, fut)
+		}
+	}
+	fn := func(_ context.Context, t sched.Task) (int, error) { return f.posixDeviceTask(kind, d, r, t, pipeline) }
+	return f.runTasks(ctx, kind, d, pool, tasks, fn, fut)
+}
+
+// Tuning of small device reads, variables so that benchmarks can compare.
+var (
+	// spreadDeviceReads spreads reads of fewer tasks than workers over all
+	// workers (sched.Spread).
+	spreadDeviceReads = true
+	// minSpreadTask is the smallest task Spread makes: below it, the cost
+	// of a task (a context push, a stream, two copies and syncs) outweighs
+	// the parallelism.
+	minSpreadTask = 1 << 20
+	// reserveBounce allocates an operation's pinned bounce buffers as one
+	// slab before its tasks start.
+	reserveBounce = true
+)
+
+// bounceSize is the size of pinned bounce buffers under settings d: one
+// size per setting, so that pooled buffers are reused across tasks.
+func bounceSize(d Defaults) int {
+	return alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
 }
 
 // cufileTask moves one task with cuFile, looping over short transfers.
@@ -145,18 +186,18 @@ func (f *FileHandle) cufileCall(kind opKind, r deviceRange, size int, fileOffset
 	return cufile.Write(f.cuHandle, r.base, size, fileOffset, bufOff)
 }
 
-// posixDeviceTask moves one task through pinned bounce buffers, two of
-// them when the task has more than one chunk, so that storage transfers
-// and device copies overlap.
-func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t sched.Task) (n int, err error) {
+// posixDeviceTask moves one task through pinned bounce buffers. A task of
+// more than one chunk uses two buffers (two halves of one pooled buffer
+// where they fit) so that storage transfers and device copies overlap.
+// pipeline asks for that overlap even with many workers (see deviceOp).
+func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t sched.Task, pipeline bool) (n int, err error) {
 	err = cuda.WithContext(r.ctx, func() error {
 		s, err := getStream(r)
 		if err != nil {
 			return err
 		}
 		defer putStream(r, s)
-		// One size per setting, so pooled buffers are reused across tasks.
-		bufSize := alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
+		bufSize := bounceSize(d)
 		// Writes move each task as one chunk: the device-to-host copy is
 		// tens of times faster than the file write, so splitting only
 		// shrinks the writes (and O_DIRECT writes at small sizes are slow).
@@ -165,15 +206,26 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 			workers = staging.SoloWorkers
 		}
 		chunk := staging.ChunkSize(t.Len, bufSize, pageSize, workers)
-		nbuf := min(2, max((t.Len+chunk-1)/chunk, 1))
-		bufs := make([][]byte, 0, nbuf)
-		for range nbuf {
-			b, err := pinnedBounce.get(bufSize)
+		if pipeline {
+			chunk = staging.PipelineChunk(t.Len, bufSize, pageSize)
+		}
+		b, err := pinnedBounce.get(bufSize)
+		if err != nil {
+			return err
+		}
+		defer pinnedBounce.put(b)
+		bufs := [][]byte{b.mem}
+		switch {
+		case t.Len <= chunk:
+		case 2*chunk <= len(b.mem):
+			bufs = [][]byte{b.mem[:chunk], b.mem[chunk : 2*chunk]}
+		default:
+			b2, err := pinnedBounce.get(bufSize)
 			if err != nil {
 				return err
 			}
-			defer pinnedBounce.put(b)
-			bufs = append(bufs, b.mem)
+			defer pinnedBounce.put(b2)
+			bufs = append(bufs, b2.mem)
 		}
 		m := &deviceMover{f: f, d: d, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
 		if kind == opRead {

@@ -8,11 +8,20 @@ import (
 	"github.com/kvikgo/kvik/internal/staging"
 )
 
-// KVIK_BENCH_CHUNK lets benchmarks try other staging chunk sizes.
+// KVIK_BENCH_CHUNK lets benchmarks try other staging chunk sizes;
+// KVIK_BENCH_SPREAD=0 turns off spreading small device reads over the
+// workers and KVIK_BENCH_SPREAD_MIN sets its smallest task;
+// KVIK_BENCH_RESERVE=0 turns off allocating an operation's bounce buffers
+// as one slab, so benchmarks can compare.
 func init() {
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_CHUNK")); err == nil && n > 0 {
 		staging.MinChunk = n
 	}
+	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_SPREAD_MIN")); err == nil && n > 0 {
+		minSpreadTask = n
+	}
+	spreadDeviceReads = os.Getenv("KVIK_BENCH_SPREAD") != "0"
+	reserveBounce = os.Getenv("KVIK_BENCH_RESERVE") != "0"
 }
 
 func unsafePointer(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }

@@ -39,10 +39,19 @@ const SoloWorkers = 8
 // quarter of the task, at least MinChunk; with SoloWorkers or more it is
 // one chunk. The chunk never exceeds bufSize. align is the page size.
 func ChunkSize(n, bufSize, align, workers int) int {
-	c := n
 	if workers < SoloWorkers {
-		c = max((n+3)/4, MinChunk)
+		return PipelineChunk(n, bufSize, align)
 	}
+	return max(min((n+align-1)/align*align, bufSize), 1)
+}
+
+// PipelineChunk is the chunk for a task that overlaps its own reads and
+// copies: about a quarter of the task, at least MinChunk, a multiple of
+// align, at most bufSize. Callers use it where no other task will keep
+// the link busy meanwhile: with few workers, or for an operation that
+// gives each worker at most one task.
+func PipelineChunk(n, bufSize, align int) int {
+	c := max((n+3)/4, MinChunk)
 	c = (c + align - 1) / align * align
 	return max(min(c, bufSize), 1)
 }
