@@ -16,16 +16,17 @@ import (
 	"github.com/kvikgo/kvik/cuda"
 )
 
-// Small-read benchmarks. BenchmarkSmallRead reads 16 MiB and 64 MiB files
-// into host and device memory with the same workers, so each device
-// figure has its host peer from the same run; BenchmarkFirstDeviceRead
+// Small-read benchmarks. BenchmarkSmallRead reads files of 64 KiB to 64
+// MiB into host and device memory with the same workers, so each device
+// figure has its host peer from the same run (the smallest show the fixed
+// cost of an operation); BenchmarkFirstDeviceRead
 // times the first device read of a fresh process against its later reads:
 //
 //	KVIK_BENCH_DIR=/dev/shm KVIK_BENCH_THREADS=16 go test -run '^$' -bench 'SmallRead|FirstDeviceRead' -benchtime 20x
 
 func BenchmarkSmallRead(b *testing.B) {
-	for _, size := range []int{16 << 20, 64 << 20} {
-		b.Run(fmt.Sprintf("size=%dMiB", size>>20), func(b *testing.B) {
+	for _, size := range []int{64 << 10, 1 << 20, 16 << 20, 64 << 20} {
+		b.Run(fmt.Sprintf("size=%dKiB", size>>10), func(b *testing.B) {
 			b.Setenv("KVIK_BENCH_SIZE", strconv.Itoa(size))
 			path, _ := benchFile(b)
 			host := hostBuffer(b, size)

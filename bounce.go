@@ -56,6 +56,9 @@ var (
 	hostBounce = &bouncePool{}
 	// pinnedBounce serves device I/O on the POSIX path.
 	pinnedBounce = &bouncePool{pin: pinHost}
+	// pinnedSmall serves device tasks that need at most smallBounceSize
+	// bytes, so that small operations do not pin large buffers.
+	pinnedSmall = &bouncePool{pin: pinHost}
 )
 
 // alignUp rounds n up to a multiple of a (a power of two or any positive a).
@@ -259,13 +262,13 @@ func (p *bouncePool) mapped() int64 {
 // are allocated in slabs; a slab's memory is unmapped once all of its
 // buffers are freed.
 func FreeBounceBuffers() int64 {
-	return hostBounce.drop() + pinnedBounce.drop()
+	return hostBounce.drop() + pinnedBounce.drop() + pinnedSmall.drop()
 }
 
 // BounceBufferBytes returns the bytes of bounce buffers currently held,
 // idle or in use, and how many of them are pinned for CUDA.
 func BounceBufferBytes() (total, pinned int64) {
-	p := pinnedBounce.mapped()
+	p := pinnedBounce.mapped() + pinnedSmall.mapped()
 	return hostBounce.mapped() + p, p
 }
 

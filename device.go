@@ -125,8 +125,9 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 		// Allocate the bounce buffers the tasks will need at once, as one
 		// slab, rather than one registration per task. (Not for a Future,
 		// whose caller must not wait: its tasks allocate for themselves.)
+		p := planStaging(kind, d, tasks[0].Len, pipeline)
 		need := min(len(tasks), d.NumThreads)
-		if err := cuda.WithContext(r.ctx, func() error { return pinnedBounce.reserve(need, bounceSize(d)) }); err != nil {
+		if err := cuda.WithContext(r.ctx, func() error { return p.pool.reserve(need, p.bufSize) }); err != nil {
 			f.release()
 			return f.fail(kind, err, fut)
 		}
@@ -149,10 +150,49 @@ var (
 	reserveBounce = true
 )
 
-// bounceSize is the size of pinned bounce buffers under settings d: one
+// smallBounceSize is the size of the buffers of pinnedSmall: two chunks of
+// the smallest pipeline chunk (staging.MinChunk at its built-in 512 KiB).
+const smallBounceSize = 1 << 20
+
+// bounceSize is the size of pinnedBounce's buffers under settings d: one
 // size per setting, so that pooled buffers are reused across tasks.
 func bounceSize(d Defaults) int {
 	return alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
+}
+
+// stagingPlan is how a task of a device operation is staged: chunk size,
+// and the pool and size of the bounce buffer it takes.
+type stagingPlan struct {
+	chunk   int
+	pool    *bouncePool
+	bufSize int
+}
+
+// planStaging plans a task of n bytes. A task that needs at most
+// smallBounceSize bytes of buffer (one chunk, or two to overlap) takes a
+// small buffer, so that small operations pin little memory; others take a
+// buffer of bounceSize(d), split in two when two chunks fit.
+func planStaging(kind opKind, d Defaults, n int, pipeline bool) stagingPlan {
+	bufSize := bounceSize(d)
+	// Writes move each task as one chunk: the device-to-host copy is tens
+	// of times faster than the file write, so splitting only shrinks the
+	// writes (and O_DIRECT writes at small sizes are slow).
+	workers := d.NumThreads
+	if kind == opWrite {
+		workers = staging.SoloWorkers
+	}
+	chunk := staging.ChunkSize(n, bufSize, pageSize, workers)
+	if pipeline {
+		chunk = staging.PipelineChunk(n, bufSize, pageSize)
+	}
+	need := chunk
+	if n > chunk {
+		need = 2 * chunk
+	}
+	if need <= smallBounceSize && smallBounceSize < bufSize {
+		return stagingPlan{chunk: chunk, pool: pinnedSmall, bufSize: smallBounceSize}
+	}
+	return stagingPlan{chunk: chunk, pool: pinnedBounce, bufSize: bufSize}
 }
 
 // cufileTask moves one task with cuFile, looping over short transfers.
@@ -197,34 +237,24 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 			return err
 		}
 		defer putStream(r, s)
-		bufSize := bounceSize(d)
-		// Writes move each task as one chunk: the device-to-host copy is
-		// tens of times faster than the file write, so splitting only
-		// shrinks the writes (and O_DIRECT writes at small sizes are slow).
-		workers := d.NumThreads
-		if kind == opWrite {
-			workers = staging.SoloWorkers
-		}
-		chunk := staging.ChunkSize(t.Len, bufSize, pageSize, workers)
-		if pipeline {
-			chunk = staging.PipelineChunk(t.Len, bufSize, pageSize)
-		}
-		b, err := pinnedBounce.get(bufSize)
+		p := planStaging(kind, d, t.Len, pipeline)
+		chunk := p.chunk
+		b, err := p.pool.get(p.bufSize)
 		if err != nil {
 			return err
 		}
-		defer pinnedBounce.put(b)
+		defer p.pool.put(b)
 		bufs := [][]byte{b.mem}
 		switch {
 		case t.Len <= chunk:
 		case 2*chunk <= len(b.mem):
 			bufs = [][]byte{b.mem[:chunk], b.mem[chunk : 2*chunk]}
 		default:
-			b2, err := pinnedBounce.get(bufSize)
+			b2, err := p.pool.get(p.bufSize)
 			if err != nil {
 				return err
 			}
-			defer pinnedBounce.put(b2)
+			defer p.pool.put(b2)
 			bufs = append(bufs, b2.mem)
 		}
 		m := &deviceMover{f: f, d: d, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}

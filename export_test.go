@@ -11,6 +11,7 @@ import (
 // KVIK_BENCH_CHUNK lets benchmarks try other staging chunk sizes;
 // KVIK_BENCH_SPREAD=0 turns off spreading small device reads over the
 // workers and KVIK_BENCH_SPREAD_MIN sets its smallest task;
+// KVIK_BENCH_PARTS sets staging.PipelineParts;
 // KVIK_BENCH_RESERVE=0 turns off allocating an operation's bounce buffers
 // as one slab, so benchmarks can compare.
 func init() {
@@ -19,6 +20,9 @@ func init() {
 	}
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_SPREAD_MIN")); err == nil && n > 0 {
 		minSpreadTask = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_PARTS")); err == nil && n > 0 {
+		staging.PipelineParts = n
 	}
 	spreadDeviceReads = os.Getenv("KVIK_BENCH_SPREAD") != "0"
 	reserveBounce = os.Getenv("KVIK_BENCH_RESERVE") != "0"

@@ -10,9 +10,10 @@ import (
 // buffers (the POSIX path, CompatMode on, and transfers below
 // GDSThreshold), so that the first ReadDevice or WriteDevice runs at the
 // speed of later ones. It retains dev's primary context, allocates and pins
-// the bounce buffers that NumThreads workers use, as one slab of
-// NumThreads × min(BounceBufferSize, TaskSize) bytes (64 MiB for 16
-// workers at the built-in settings), and creates a CUDA stream per worker.
+// the bounce buffers that NumThreads workers use, as two slabs of
+// NumThreads × min(BounceBufferSize, TaskSize) bytes and NumThreads × 1 MiB
+// (for small operations; 80 MiB in all for 16 workers at the built-in
+// settings), and creates a CUDA stream per worker.
 //
 // Without Warmup the first device operations do this work themselves: the
 // first blocking operation allocates the buffers its tasks need as one
@@ -32,6 +33,11 @@ func Warmup(dev cuda.Device) error {
 	err = cuda.WithContext(ctx, func() error {
 		if err := pinnedBounce.reserve(d.NumThreads, bounceSize(d)); err != nil {
 			return err
+		}
+		if smallBounceSize < bounceSize(d) {
+			if err := pinnedSmall.reserve(d.NumThreads, smallBounceSize); err != nil {
+				return err
+			}
 		}
 		return reserveStreams(ctx, d.NumThreads)
 	})

@@ -27,6 +27,9 @@ type Mover interface {
 // waste the link on per-copy overhead.
 var MinChunk = 512 << 10
 
+// PipelineParts is how many chunks PipelineChunk aims at.
+var PipelineParts = 4
+
 // SoloWorkers is the worker count from which a task is moved as one chunk:
 // other workers' tasks then keep storage and the link busy, and one large
 // copy per task beats several small ones (measured on an H200: 4 MiB tasks
@@ -46,12 +49,12 @@ func ChunkSize(n, bufSize, align, workers int) int {
 }
 
 // PipelineChunk is the chunk for a task that overlaps its own reads and
-// copies: about a quarter of the task, at least MinChunk, a multiple of
+// copies: about 1/PipelineParts of the task, at least MinChunk, a multiple of
 // align, at most bufSize. Callers use it where no other task will keep
 // the link busy meanwhile: with few workers, or for an operation that
 // gives each worker at most one task.
 func PipelineChunk(n, bufSize, align int) int {
-	c := max((n+3)/4, MinChunk)
+	c := max((n+PipelineParts-1)/PipelineParts, MinChunk)
 	c = (c + align - 1) / align * align
 	return max(min(c, bufSize), 1)
 }
