@@ -147,7 +147,7 @@ func (p *bouncePool) alloc(size, k, gen int) ([]*bounceBuffer, error) {
 	s := &slab{mem: mem, refs: k}
 	if p.pin != nil {
 		if s.unpin, err = p.pin(mem); err != nil {
-			unix.Munmap(mem)
+			munmap(mem)
 			return nil, fmt.Errorf("kvik: pinning %d bytes of bounce buffers: %w", total, err)
 		}
 	}
@@ -164,25 +164,41 @@ func (p *bouncePool) alloc(size, k, gen int) ([]*bounceBuffer, error) {
 // thread at a time.
 func mapSlab(n int, pinned bool) ([]byte, error) {
 	if !pinned || n < hugePage {
-		return unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		return mmapAnon(n)
 	}
 	// Map a huge page more and trim, so that the slab starts on a huge
 	// page boundary.
-	raw, err := unix.Mmap(-1, 0, n+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	raw, err := mmapAnon(n + hugePage)
 	if err != nil {
 		return nil, err
 	}
 	head := alignUp(addrOf(raw), hugePage) - addrOf(raw)
 	if head > 0 {
-		unix.Munmap(raw[:head])
+		munmap(raw[:head])
 	}
 	if tail := raw[head+n:]; len(tail) > 0 {
-		unix.Munmap(tail)
+		munmap(tail)
 	}
 	mem := raw[head : head+n : head+n]
 	unix.Madvise(mem, unix.MADV_HUGEPAGE) // a hint: without THP, small pages do
 	prefault(mem)
 	return mem, nil
+}
+
+// mmapAnon maps n bytes of private anonymous memory. It and munmap work
+// on raw addresses, since unix.Munmap only unmaps whole unix.Mmap slices
+// and slabs are trimmed.
+func mmapAnon(n int) ([]byte, error) {
+	p, err := unix.MmapPtr(-1, 0, nil, uintptr(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), n), nil
+}
+
+// munmap unmaps the pages of b, which mmapAnon mapped.
+func munmap(b []byte) error {
+	return unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b)))
 }
 
 // prefault writes one byte of every page of mem, in parallel.
@@ -227,7 +243,7 @@ func (p *bouncePool) release(b *bounceBuffer) {
 	if s.unpin != nil {
 		s.unpin()
 	}
-	unix.Munmap(s.mem)
+	munmap(s.mem)
 }
 
 // dropLocked frees every idle buffer and returns the bytes freed.

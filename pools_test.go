@@ -3,6 +3,8 @@ package kvik
 import (
 	"errors"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestPoolPerBlockDevice(t *testing.T) {
@@ -155,3 +157,36 @@ func TestBouncePoolReserveFailure(t *testing.T) {
 }
 
 var errPinTest = errors.New("pin refused")
+
+// TestBouncePoolUnmaps checks that freed slabs, including trimmed huge-page
+// slabs, leave no mapping behind: mincore fails with ENOMEM on unmapped
+// memory.
+func TestBouncePoolUnmaps(t *testing.T) {
+	for _, pinned := range []bool{false, true} {
+		p := &bouncePool{}
+		if pinned {
+			p.pin = func([]byte) (func() error, error) { return func() error { return nil }, nil }
+		}
+		if err := p.reserve(3, hugePage); err != nil {
+			t.Fatal(err)
+		}
+		var addrs [][]byte
+		for range 3 {
+			b, _ := p.get(hugePage)
+			addrs = append(addrs, b.mem)
+			p.put(b)
+		}
+		vec := make([]byte, hugePage/pageSize)
+		for _, m := range addrs {
+			if err := pcMincore(m, vec); err != nil {
+				t.Fatalf("pinned %v: mincore of a live buffer: %v", pinned, err)
+			}
+		}
+		p.drop()
+		for i, m := range addrs {
+			if err := pcMincore(m, vec); !errors.Is(err, unix.ENOMEM) {
+				t.Fatalf("pinned %v: buffer %d still mapped after drop (mincore: %v)", pinned, i, err)
+			}
+		}
+	}
+}
