@@ -2,7 +2,9 @@ package kvik
 
 import (
 	"context"
+	"errors"
 	"io"
+	"runtime"
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/cufile"
@@ -292,4 +294,21 @@ func (m *deviceMover) FromDevice(p []byte, devOff int64) error {
 	return cuda.MemcpyDtoHAsync(p, m.dev+cuda.DevicePtr(devOff), m.stream)
 }
 
-func (m *deviceMover) Sync() error { return cuda.StreamSynchronize(m.stream) }
+func (m *deviceMover) Sync() error {
+	if !pollSync {
+		return cuda.StreamSynchronize(m.stream)
+	}
+	for {
+		err := cuda.StreamQuery(m.stream)
+		if !errors.Is(err, cuda.ErrorNotReady) {
+			return err
+		}
+		runtime.Gosched()
+	}
+}
+
+// pollSync waits for copies by polling the stream and yielding the
+// processor in between, instead of in cuStreamSynchronize (which spins in
+// the driver, in a system call as far as Go's scheduler is concerned); an
+// experiment for benchmarks, off by default.
+var pollSync = false

@@ -11,7 +11,8 @@ import (
 // KVIK_BENCH_CHUNK lets benchmarks try other staging chunk sizes;
 // KVIK_BENCH_SPREAD=0 turns off spreading small device reads over the
 // workers and KVIK_BENCH_SPREAD_MIN sets its smallest task;
-// KVIK_BENCH_PARTS sets staging.PipelineParts;
+// KVIK_BENCH_PARTS sets staging.PipelineParts; KVIK_BENCH_POLLSYNC=1 polls
+// streams instead of cuStreamSynchronize;
 // KVIK_BENCH_RESERVE=0 turns off allocating an operation's bounce buffers
 // as one slab, so benchmarks can compare.
 func init() {
@@ -25,6 +26,7 @@ func init() {
 		staging.PipelineParts = n
 	}
 	spreadDeviceReads = os.Getenv("KVIK_BENCH_SPREAD") != "0"
+	pollSync = os.Getenv("KVIK_BENCH_POLLSYNC") == "1"
 	reserveBounce = os.Getenv("KVIK_BENCH_RESERVE") != "0"
 }
 
