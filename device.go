@@ -111,18 +111,15 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 	}
 	pool := f.pool(d)
 	tasks := sched.Split(fileOffset, size, d.TaskSize)
-	pipeline := false
-	switch {
-	case size < d.GDSThreshold:
+	if size < d.GDSThreshold {
 		pool = nil
-	case kind == opRead && spreadDeviceReads:
-		// A read of fewer tasks than workers leaves workers idle and, with
-		// one chunk per task, copies nothing until each task has read all
-		// of its bytes. Spread it over the workers and let each task
-		// overlap its reads and copies.
+	} else if kind == opRead && spreadDeviceReads {
 		tasks = sched.Spread(fileOffset, size, d.TaskSize, d.NumThreads, minSpreadTask, pageSize)
-		pipeline = len(tasks) <= d.NumThreads
 	}
+	// A read of at most one task per worker has no later task to keep
+	// the link busy while it reads: each task overlaps its own reads and
+	// copies, however many workers there are.
+	pipeline := kind == opRead && len(tasks) <= d.NumThreads
 	if pool != nil && len(tasks) > 1 && fut == nil && reserveBounce {
 		// Allocate the bounce buffers the tasks will need at once, as one
 		// slab, rather than one registration per task. (Not for a Future,
@@ -141,8 +138,10 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 // Tuning of small device reads, variables so that benchmarks can compare.
 var (
 	// spreadDeviceReads spreads reads of fewer tasks than workers over all
-	// workers (sched.Spread).
-	spreadDeviceReads = true
+	// workers (sched.Spread). Off: on an H100 a 16 MiB read on 16 workers
+	// was faster as 4 pipelined tasks of 4 MiB than as 16 of 1 MiB
+	// (docs/performance.md).
+	spreadDeviceReads = false
 	// minSpreadTask is the smallest task Spread makes: below it, the cost
 	// of a task (a context push, a stream, two copies and syncs) outweighs
 	// the parallelism.

@@ -15,10 +15,12 @@ import (
 	"github.com/kvikgo/kvik/cuda"
 )
 
-// TestDeviceSmallReads reads files of the sizes where an operation has
-// fewer tasks than workers (spread over the workers, each task overlapping
-// its reads and copies) at unaligned file and device offsets, and across
-// the end of the file, against os.File; synchronously and with a Future.
+// TestDeviceSmallReads reads files of the sizes where an operation has at
+// most one task per worker (each task overlapping its reads and copies)
+// at unaligned file and device offsets, and across the end of the file,
+// against os.File; synchronously and with a Future. It runs again in a
+// child process with small reads spread over the workers
+// (KVIK_BENCH_SPREAD=1, sched.Spread), the plan benchmarks compare.
 func TestDeviceSmallReads(t *testing.T) {
 	ctx := needGPU(t)
 	dir := testDir(t)
@@ -60,6 +62,9 @@ func TestDeviceSmallReads(t *testing.T) {
 				}
 			})
 		}
+	}
+	if os.Getenv("KVIK_BENCH_SPREAD") == "" {
+		runChild(t, "TestDeviceSmallReads", "KVIK_BENCH_SPREAD=1")
 	}
 	// Every task uses one bounce buffer, large or small (1 MiB): each pool
 	// stays within one per worker and one for an operation run in the

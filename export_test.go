@@ -9,7 +9,7 @@ import (
 )
 
 // KVIK_BENCH_CHUNK lets benchmarks try other staging chunk sizes;
-// KVIK_BENCH_SPREAD=0 turns off spreading small device reads over the
+// KVIK_BENCH_SPREAD=1 turns on spreading small device reads over the
 // workers and KVIK_BENCH_SPREAD_MIN sets its smallest task;
 // KVIK_BENCH_PARTS sets staging.PipelineParts; KVIK_BENCH_POLLSYNC=1 polls
 // streams instead of cuStreamSynchronize;
@@ -25,7 +25,7 @@ func init() {
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_PARTS")); err == nil && n > 0 {
 		staging.PipelineParts = n
 	}
-	spreadDeviceReads = os.Getenv("KVIK_BENCH_SPREAD") != "0"
+	spreadDeviceReads = os.Getenv("KVIK_BENCH_SPREAD") == "1"
 	pollSync = os.Getenv("KVIK_BENCH_POLLSYNC") == "1"
 	reserveBounce = os.Getenv("KVIK_BENCH_RESERVE") != "0"
 }
