@@ -119,11 +119,15 @@ func (f *FileHandle) hostOp(ctx context.Context, kind opKind, p []byte, off int6
 // the calling goroutine when pool is nil) and releases the handle when
 // they finish. With fut nil it blocks.
 func (f *FileHandle) run(ctx context.Context, kind opKind, d Defaults, pool *sched.Pool, off int64, size int, fn sched.TaskFunc, fut *Future) (int, error) {
+	return f.runTasks(ctx, kind, d, pool, sched.Split(off, size, d.TaskSize), fn, fut)
+}
+
+// runTasks is run with the tasks given.
+func (f *FileHandle) runTasks(ctx context.Context, kind opKind, d Defaults, pool *sched.Pool, tasks []sched.Task, fn sched.TaskFunc, fut *Future) (int, error) {
 	blocking := fut == nil
 	if blocking {
 		fut = newFuture()
 	}
-	tasks := sched.Split(off, size, d.TaskSize)
 	if blocking && len(tasks) == 1 {
 		pool = nil // run in the caller: no hand-off for a single task
 	}
