@@ -19,7 +19,7 @@ import (
 // speed) with 1, 4 and 16 workers, into host memory and into device memory,
 // so that each device figure has its host peer from the same run
 // (KVIK_BENCH_COMPAT picks the compat mode, default on; KVIK_BENCH_DIRECT=1
-// turns on O_DIRECT reads; KVIK_BENCH_COLD=1 drops the file's page cache
+// forces O_DIRECT reads, otherwise the default read policy applies; KVIK_BENCH_COLD=1 drops the file's page cache
 // before each read; KVIK_BENCH_THREADS lists worker counts, default 1,4,16):
 //
 //	KVIK_BENCH_DIR=/dev/shm KVIK_BENCH_SIZE=4294967296 go test -run '^$' -bench . -benchtime 5x

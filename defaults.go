@@ -29,8 +29,13 @@ type Defaults struct {
 	// (KVIKIO_BOUNCE_BUFFER_SIZE), in bytes.
 	BounceBufferSize int
 	// AutoDirectIORead enables opportunistic O_DIRECT reads
-	// (KVIKIO_AUTO_DIRECT_IO_READ).
+	// (KVIKIO_AUTO_DIRECT_IO_READ). When true, every read uses O_DIRECT
+	// for its page-aligned middle, whatever DirectIOReadPolicy says.
 	AutoDirectIORead bool
+	// DirectIOReadPolicy chooses between buffered and O_DIRECT reads when
+	// AutoDirectIORead is false (KVIK_DIRECT_IO_READ_POLICY): by page-cache
+	// residency (the default), always buffered, or always direct.
+	DirectIOReadPolicy ReadPolicy
 	// AutoDirectIOReadOverread lets device reads widen to aligned bounds
 	// and keep the wanted part (KVIKIO_AUTO_DIRECT_IO_READ_OVERREAD).
 	AutoDirectIOReadOverread bool
@@ -133,6 +138,8 @@ func (d Defaults) Validate() error {
 		return fmt.Errorf("%w: HTTPMaxAttempts %d must be positive", ErrInvalidArgument, d.HTTPMaxAttempts)
 	case d.HTTPTimeout <= 0:
 		return fmt.Errorf("%w: HTTPTimeout %v must be positive", ErrInvalidArgument, d.HTTPTimeout)
+	case d.DirectIOReadPolicy < ReadPolicyAuto || d.DirectIOReadPolicy > ReadPolicyDirect:
+		return fmt.Errorf("%w: DirectIOReadPolicy %d", ErrInvalidArgument, int(d.DirectIOReadPolicy))
 	}
 	return nil
 }
@@ -165,6 +172,9 @@ var envVars = []envVar{
 		func(d Defaults) string { return strconv.Itoa(d.BounceBufferSize) }},
 	{"AutoDirectIORead", "KVIKIO_AUTO_DIRECT_IO_READ", boolParser(func(d *Defaults) *bool { return &d.AutoDirectIORead }),
 		func(d Defaults) string { return strconv.FormatBool(d.AutoDirectIORead) }},
+	{"DirectIOReadPolicy", readPolicyEnv,
+		func(d *Defaults, v string) (err error) { d.DirectIOReadPolicy, err = ParseReadPolicy(v); return },
+		func(d Defaults) string { return d.DirectIOReadPolicy.String() }},
 	{"AutoDirectIOReadOverread", "KVIKIO_AUTO_DIRECT_IO_READ_OVERREAD", boolParser(func(d *Defaults) *bool { return &d.AutoDirectIOReadOverread }),
 		func(d Defaults) string { return strconv.FormatBool(d.AutoDirectIOReadOverread) }},
 	{"AutoDirectIOWrite", "KVIKIO_AUTO_DIRECT_IO_WRITE", boolParser(func(d *Defaults) *bool { return &d.AutoDirectIOWrite }),
@@ -276,6 +286,9 @@ func defaultsFrom(lookup func(string) (string, bool)) (Defaults, []Setting, erro
 			return d, nil, fmt.Errorf("%w: %s=%q: %v", ErrBadEnv, name, v, err)
 		}
 		fromEnv[ev.name] = true
+	}
+	if err := resolveReadPolicy(&d, lookup, fromEnv); err != nil {
+		return d, nil, err
 	}
 	return d, settingsOf(d, func(name string) string {
 		if fromEnv[name] {

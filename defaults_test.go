@@ -36,12 +36,16 @@ func TestDefaultsFromEnv(t *testing.T) {
 		"KVIKIO_HTTP_STATUS_CODES":            " 503 ,429",
 	}
 	d, s, err = defaultsFrom(lookupIn(env))
-	want := Defaults{CompatOn, 7, 1234, 0, 99, true, true, false, true, 5, 7 * time.Second, NewHTTPStatusSet(429, 503)}
+	want := Defaults{CompatMode: CompatOn, NumThreads: 7, TaskSize: 1234, GDSThreshold: 0, BounceBufferSize: 99,
+		AutoDirectIORead: true, DirectIOReadPolicy: ReadPolicyDirect, AutoDirectIOReadOverread: true,
+		AutoDirectIOWrite: false, ThreadPoolPerBlockDevice: true,
+		HTTPMaxAttempts: 5, HTTPTimeout: 7 * time.Second, HTTPStatusCodes: NewHTTPStatusSet(429, 503)}
 	if err != nil || d != want {
 		t.Fatalf("env: %+v, %v; want %+v", d, err, want)
 	}
 	for _, x := range s {
-		if x.Source != "env" || env[x.Env] == "" {
+		// The read policy follows KVIKIO_AUTO_DIRECT_IO_READ.
+		if x.Source != "env" || env[x.Env] == "" && x.Env != readPolicyEnv {
 			t.Fatalf("env: %+v", x)
 		}
 	}

@@ -2,7 +2,9 @@ package kvik
 
 import (
 	"context"
+	"errors"
 	"io"
+	"runtime"
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/cufile"
@@ -72,7 +74,7 @@ func (f *FileHandle) raw(kind opKind, buf cuda.DevicePtr, size int, fileOffset, 
 			return err
 		})
 	} else {
-		n, err = f.posixDeviceTask(kind, d, r, t)
+		n, err = f.posixDeviceTask(kind, d, r, t, false)
 		if err == io.EOF {
 			err = nil // a short count, as cuFileRead reports end of file
 		}
@@ -103,15 +105,95 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 	if err != nil {
 		return f.fail(kind, err, fut)
 	}
-	pool := f.pool(d)
-	fn := func(_ context.Context, t sched.Task) (int, error) { return f.posixDeviceTask(kind, d, r, t) }
-	switch {
-	case size < d.GDSThreshold:
-		pool = nil
-	case f.compat == CompatOff:
-		fn = func(_ context.Context, t sched.Task) (int, error) { return f.cufileTask(kind, r, t) }
+	if f.compat == CompatOff && size >= d.GDSThreshold {
+		fn := func(_ context.Context, t sched.Task) (int, error) { return f.cufileTask(kind, r, t) }
+		return f.run(ctx, kind, d, f.pool(d), fileOffset, size, fn, fut)
 	}
-	return f.run(ctx, kind, d, pool, fileOffset, size, fn, fut)
+	pool := f.pool(d)
+	tasks := sched.Split(fileOffset, size, d.TaskSize)
+	if size < d.GDSThreshold {
+		pool = nil
+	} else if kind == opRead && spreadDeviceReads {
+		tasks = sched.Spread(fileOffset, size, d.TaskSize, d.NumThreads, minSpreadTask, pageSize)
+	}
+	// A read of at most one task per worker has no later task to keep
+	// the link busy while it reads: each task overlaps its own reads and
+	// copies, however many workers there are.
+	pipeline := kind == opRead && len(tasks) <= d.NumThreads
+	if pool != nil && len(tasks) > 1 && fut == nil && reserveBounce {
+		// Allocate the bounce buffers the tasks will need at once, as one
+		// slab, rather than one registration per task. (Not for a Future,
+		// whose caller must not wait: its tasks allocate for themselves.)
+		p := planStaging(kind, d, tasks[0].Len, pipeline)
+		need := min(len(tasks), d.NumThreads)
+		if err := cuda.WithContext(r.ctx, func() error { return p.pool.reserve(need, p.bufSize) }); err != nil {
+			f.release()
+			return f.fail(kind, err, fut)
+		}
+	}
+	fn := func(_ context.Context, t sched.Task) (int, error) { return f.posixDeviceTask(kind, d, r, t, pipeline) }
+	return f.runTasks(ctx, kind, d, pool, tasks, fn, fut)
+}
+
+// Tuning of small device reads, variables so that benchmarks can compare.
+var (
+	// spreadDeviceReads spreads reads of fewer tasks than workers over all
+	// workers (sched.Spread). Off: on an H100 a 16 MiB read on 16 workers
+	// was faster as 4 pipelined tasks of 4 MiB than as 16 of 1 MiB
+	// (docs/performance.md).
+	spreadDeviceReads = false
+	// minSpreadTask is the smallest task Spread makes: below it, the cost
+	// of a task (a context push, a stream, two copies and syncs) outweighs
+	// the parallelism.
+	minSpreadTask = 1 << 20
+	// reserveBounce allocates an operation's pinned bounce buffers as one
+	// slab before its tasks start.
+	reserveBounce = true
+)
+
+// smallBounceSize is the size of the buffers of pinnedSmall: two chunks of
+// the smallest pipeline chunk (staging.MinChunk at its built-in 512 KiB).
+const smallBounceSize = 1 << 20
+
+// bounceSize is the size of pinnedBounce's buffers under settings d: one
+// size per setting, so that pooled buffers are reused across tasks.
+func bounceSize(d Defaults) int {
+	return alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
+}
+
+// stagingPlan is how a task of a device operation is staged: chunk size,
+// and the pool and size of the bounce buffer it takes.
+type stagingPlan struct {
+	chunk   int
+	pool    *bouncePool
+	bufSize int
+}
+
+// planStaging plans a task of n bytes. A task that needs at most
+// smallBounceSize bytes of buffer (one chunk, or two to overlap) takes a
+// small buffer, so that small operations pin little memory; others take a
+// buffer of bounceSize(d), split in two when two chunks fit.
+func planStaging(kind opKind, d Defaults, n int, pipeline bool) stagingPlan {
+	bufSize := bounceSize(d)
+	// Writes move each task as one chunk: the device-to-host copy is tens
+	// of times faster than the file write, so splitting only shrinks the
+	// writes (and O_DIRECT writes at small sizes are slow).
+	workers := d.NumThreads
+	if kind == opWrite {
+		workers = staging.SoloWorkers
+	}
+	chunk := staging.ChunkSize(n, bufSize, pageSize, workers)
+	if pipeline {
+		chunk = staging.PipelineChunk(n, bufSize, pageSize)
+	}
+	need := chunk
+	if n > chunk {
+		need = 2 * chunk
+	}
+	if need <= smallBounceSize && smallBounceSize < bufSize {
+		return stagingPlan{chunk: chunk, pool: pinnedSmall, bufSize: smallBounceSize}
+	}
+	return stagingPlan{chunk: chunk, pool: pinnedBounce, bufSize: bufSize}
 }
 
 // cufileTask moves one task with cuFile, looping over short transfers.
@@ -145,35 +227,36 @@ func (f *FileHandle) cufileCall(kind opKind, r deviceRange, size int, fileOffset
 	return cufile.Write(f.cuHandle, r.base, size, fileOffset, bufOff)
 }
 
-// posixDeviceTask moves one task through pinned bounce buffers, two of
-// them when the task has more than one chunk, so that storage transfers
-// and device copies overlap.
-func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t sched.Task) (n int, err error) {
+// posixDeviceTask moves one task through pinned bounce buffers. A task of
+// more than one chunk uses two buffers (two halves of one pooled buffer
+// where they fit) so that storage transfers and device copies overlap.
+// pipeline asks for that overlap even with many workers (see deviceOp).
+func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t sched.Task, pipeline bool) (n int, err error) {
 	err = cuda.WithContext(r.ctx, func() error {
 		s, err := getStream(r)
 		if err != nil {
 			return err
 		}
 		defer putStream(r, s)
-		// One size per setting, so pooled buffers are reused across tasks.
-		bufSize := alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
-		// Writes move each task as one chunk: the device-to-host copy is
-		// tens of times faster than the file write, so splitting only
-		// shrinks the writes (and O_DIRECT writes at small sizes are slow).
-		workers := d.NumThreads
-		if kind == opWrite {
-			workers = staging.SoloWorkers
+		p := planStaging(kind, d, t.Len, pipeline)
+		chunk := p.chunk
+		b, err := p.pool.get(p.bufSize)
+		if err != nil {
+			return err
 		}
-		chunk := staging.ChunkSize(t.Len, bufSize, pageSize, workers)
-		nbuf := min(2, max((t.Len+chunk-1)/chunk, 1))
-		bufs := make([][]byte, 0, nbuf)
-		for range nbuf {
-			b, err := pinnedBounce.get(bufSize)
+		defer p.pool.put(b)
+		bufs := [][]byte{b.mem}
+		switch {
+		case t.Len <= chunk:
+		case 2*chunk <= len(b.mem):
+			bufs = [][]byte{b.mem[:chunk], b.mem[chunk : 2*chunk]}
+		default:
+			b2, err := p.pool.get(p.bufSize)
 			if err != nil {
 				return err
 			}
-			defer pinnedBounce.put(b)
-			bufs = append(bufs, b.mem)
+			defer p.pool.put(b2)
+			bufs = append(bufs, b2.mem)
 		}
 		m := &deviceMover{f: f, d: d, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
 		if kind == opRead {
@@ -210,4 +293,21 @@ func (m *deviceMover) FromDevice(p []byte, devOff int64) error {
 	return cuda.MemcpyDtoHAsync(p, m.dev+cuda.DevicePtr(devOff), m.stream)
 }
 
-func (m *deviceMover) Sync() error { return cuda.StreamSynchronize(m.stream) }
+func (m *deviceMover) Sync() error {
+	if !pollSync {
+		return cuda.StreamSynchronize(m.stream)
+	}
+	for {
+		err := cuda.StreamQuery(m.stream)
+		if !errors.Is(err, cuda.ErrorNotReady) {
+			return err
+		}
+		runtime.Gosched()
+	}
+}
+
+// pollSync waits for copies by polling the stream and yielding the
+// processor in between, instead of in cuStreamSynchronize (which spins in
+// the driver, in a system call as far as Go's scheduler is concerned); an
+// experiment for benchmarks, off by default.
+var pollSync = false

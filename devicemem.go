@@ -123,6 +123,23 @@ func putStream(r deviceRange, s cuda.Stream) {
 	streams.free[ctx] = append(streams.free[ctx], s)
 }
 
+// reserveStreams makes sure n idle streams of the primary context ctx,
+// which must be current, are cached.
+func reserveStreams(ctx cuda.Context, n int) error {
+	streams.mu.Lock()
+	want := n - len(streams.free[ctx])
+	streams.mu.Unlock()
+	r := deviceRange{ctx: ctx, primary: true}
+	for range want {
+		s, err := cuda.StreamCreate(cuda.StreamNonBlocking)
+		if err != nil {
+			return err
+		}
+		putStream(r, s)
+	}
+	return nil
+}
+
 // pinHost page-locks bounce buffer memory for every context (portable).
 // It registers under the primary context of the current device, which
 // this package keeps retained, so that the registration outlives any

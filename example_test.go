@@ -241,3 +241,15 @@ func ExampleReadFileToDevice() {
 		log.Fatal(err)
 	}
 }
+
+// ExampleWarmup prepares device 0 for device reads at start-up, so that a
+// service's first ReadDevice runs as fast as later ones. It needs a GPU, so
+// it is compiled but not run by go test.
+func ExampleWarmup() {
+	// No cuda.Init needed: the driver is initialised when it loads.
+	if err := kvik.Warmup(0); err != nil {
+		log.Fatal(err) // errors.Is(err, cuda.ErrLibraryNotFound) without a driver
+	}
+	total, pinned := kvik.BounceBufferBytes()
+	fmt.Printf("%d bytes of bounce buffers ready, %d of them pinned\n", total, pinned)
+}

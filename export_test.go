@@ -8,11 +8,26 @@ import (
 	"github.com/kvikgo/kvik/internal/staging"
 )
 
-// KVIK_BENCH_CHUNK lets benchmarks try other staging chunk sizes.
+// KVIK_BENCH_CHUNK lets benchmarks try other staging chunk sizes;
+// KVIK_BENCH_SPREAD=1 turns on spreading small device reads over the
+// workers and KVIK_BENCH_SPREAD_MIN sets its smallest task;
+// KVIK_BENCH_PARTS sets staging.PipelineParts; KVIK_BENCH_POLLSYNC=1 polls
+// streams instead of cuStreamSynchronize;
+// KVIK_BENCH_RESERVE=0 turns off allocating an operation's bounce buffers
+// as one slab, so benchmarks can compare.
 func init() {
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_CHUNK")); err == nil && n > 0 {
 		staging.MinChunk = n
 	}
+	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_SPREAD_MIN")); err == nil && n > 0 {
+		minSpreadTask = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_PARTS")); err == nil && n > 0 {
+		staging.PipelineParts = n
+	}
+	spreadDeviceReads = os.Getenv("KVIK_BENCH_SPREAD") == "1"
+	pollSync = os.Getenv("KVIK_BENCH_POLLSYNC") == "1"
+	reserveBounce = os.Getenv("KVIK_BENCH_RESERVE") != "0"
 }
 
 func unsafePointer(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }

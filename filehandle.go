@@ -32,6 +32,7 @@ type FileHandle struct {
 	cuHandle cufile.Handle // 0 unless compat is CompatOff
 
 	devKey func() string
+	res    residencyState // for the read policy; see residency.go
 
 	mu       sync.Mutex
 	idle     sync.Cond // signalled when inflight drops to zero

@@ -119,11 +119,15 @@ func (f *FileHandle) hostOp(ctx context.Context, kind opKind, p []byte, off int6
 // the calling goroutine when pool is nil) and releases the handle when
 // they finish. With fut nil it blocks.
 func (f *FileHandle) run(ctx context.Context, kind opKind, d Defaults, pool *sched.Pool, off int64, size int, fn sched.TaskFunc, fut *Future) (int, error) {
+	return f.runTasks(ctx, kind, d, pool, sched.Split(off, size, d.TaskSize), fn, fut)
+}
+
+// runTasks is run with the tasks given.
+func (f *FileHandle) runTasks(ctx context.Context, kind opKind, d Defaults, pool *sched.Pool, tasks []sched.Task, fn sched.TaskFunc, fut *Future) (int, error) {
 	blocking := fut == nil
 	if blocking {
 		fut = newFuture()
 	}
-	tasks := sched.Split(off, size, d.TaskSize)
 	if blocking && len(tasks) == 1 {
 		pool = nil // run in the caller: no hand-off for a single task
 	}
@@ -164,11 +168,17 @@ func (f *FileHandle) pathErr(kind opKind, err error) error {
 }
 
 // hostTask moves one task's bytes between the file and host memory,
-// using O_DIRECT for the page-aligned middle when enabled.
+// using O_DIRECT for the page-aligned middle of writes when enabled, and
+// for the parts of reads that the read policy sends there.
 func (f *FileHandle) hostTask(kind opKind, d Defaults, b []byte, off int64) (int, error) {
-	direct := f.fdDirect >= 0 && (kind == opRead && d.AutoDirectIORead || kind == opWrite && d.AutoDirectIOWrite)
+	var segs []sched.Segment
+	if kind == opRead {
+		segs = f.planRead(d, off, len(b))
+	} else {
+		segs = sched.Segments(off, len(b), pageSize, f.fdDirect >= 0 && d.AutoDirectIOWrite)
+	}
 	done := 0
-	for _, s := range sched.Segments(off, len(b), pageSize, direct) {
+	for _, s := range segs {
 		seg := b[s.BufOff : s.BufOff+s.Len]
 		var n int
 		var err error
@@ -177,6 +187,8 @@ func (f *FileHandle) hostTask(kind opKind, d Defaults, b []byte, off int64) (int
 			n, err = posix.ReadFull(f.fd, seg, s.Off)
 		case !s.Direct:
 			n, err = posix.WriteFull(f.fd, seg, s.Off)
+		case kind == opRead:
+			n, err = f.directRead(d, seg, s.Off)
 		default:
 			n, err = f.directIO(kind, d, seg, s.Off)
 		}

@@ -455,17 +455,20 @@ func (h *RemoteHandle) pathErr(err error) error {
 // the downloads do not, so the network poller wakes them as any
 // goroutine.
 func (h *RemoteHandle) deviceTask(ctx context.Context, c *remote.Client, d Defaults, r deviceRange, t sched.Task) (int, error) {
-	bufSize := alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
-	chunk := staging.ChunkSize(t.Len, bufSize, pageSize, d.NumThreads)
-	nbuf := min(2, max((t.Len+chunk-1)/chunk, 1))
+	p := planStaging(opRead, d, t.Len, false) // the file device path's plan and pools
 	var s cuda.Stream
 	var held []*bounceBuffer
 	err := cuda.WithContext(r.ctx, func() (err error) {
 		if s, err = getStream(r); err != nil {
 			return err
 		}
-		for range nbuf {
-			b, err := pinnedBounce.get(bufSize)
+		// One buffer, split in two when two chunks fit, as FileHandle does.
+		need := 1
+		if t.Len > p.chunk && 2*p.chunk > p.bufSize {
+			need = 2
+		}
+		for range need {
+			b, err := p.pool.get(p.bufSize)
 			if err != nil {
 				return err
 			}
@@ -475,7 +478,7 @@ func (h *RemoteHandle) deviceTask(ctx context.Context, c *remote.Client, d Defau
 	})
 	defer cuda.WithContext(r.ctx, func() error {
 		for _, b := range held {
-			pinnedBounce.put(b)
+			p.pool.put(b)
 		}
 		if s != 0 {
 			putStream(r, s)
@@ -485,12 +488,15 @@ func (h *RemoteHandle) deviceTask(ctx context.Context, c *remote.Client, d Defau
 	if err != nil {
 		return 0, err
 	}
-	bufs := make([][]byte, len(held))
-	for i, b := range held {
-		bufs[i] = b.mem
+	bufs := [][]byte{held[0].mem}
+	switch {
+	case len(held) == 2:
+		bufs = append(bufs, held[1].mem)
+	case t.Len > p.chunk && 2*p.chunk <= len(held[0].mem):
+		bufs = [][]byte{held[0].mem[:p.chunk], held[0].mem[p.chunk : 2*p.chunk]}
 	}
 	m := &remoteMover{ctx: ctx, c: c, ep: h.ep, cctx: r.ctx, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
-	return staging.Read(m, bufs, chunk, t.Off, 0, t.Len)
+	return staging.Read(m, bufs, p.chunk, t.Off, 0, t.Len)
 }
 
 // remoteMover feeds the staging pipeline from ranged GETs.

@@ -43,10 +43,10 @@ func UploadS3Device(ctx context.Context, url string, buf cuda.DevicePtr, size in
 		return &fs.PathError{Op: "write", Path: redactURL(url), Err: err}
 	}
 	d, _ := GetDefaults()
-	bufSize := alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
 	src := func(off int64, n int) remote.Body {
 		return func() (io.Reader, error) {
-			return &deviceReader{r: r, dev: r.ptr + cuda.DevicePtr(off), size: n, bufSize: bufSize}, nil
+			p := planStaging(opWrite, d, n, false) // the file device path's pools
+			return &deviceReader{r: r, dev: r.ptr + cuda.DevicePtr(off), size: n, pool: p.pool, bufSize: p.bufSize}, nil
 		}
 	}
 	return upload(ctx, url, int64(size), src, opts)
@@ -122,6 +122,7 @@ type deviceReader struct {
 	r       deviceRange
 	dev     cuda.DevicePtr
 	size    int
+	pool    *bouncePool
 	bufSize int
 	pos     int // bytes copied from the device
 	bb      *bounceBuffer
@@ -153,7 +154,7 @@ func (d *deviceReader) fill() error {
 	var n int
 	err := cuda.WithContext(d.r.ctx, func() error {
 		if d.bb == nil {
-			bb, err := pinnedBounce.get(d.bufSize) // pinning needs the context
+			bb, err := d.pool.get(d.bufSize) // pinning needs the context
 			if err != nil {
 				return err
 			}
@@ -183,7 +184,7 @@ func (d *deviceReader) Close() error {
 func (d *deviceReader) free() {
 	if d.bb != nil {
 		bb := d.bb
-		cuda.WithContext(d.r.ctx, func() error { pinnedBounce.put(bb); return nil })
+		cuda.WithContext(d.r.ctx, func() error { d.pool.put(bb); return nil })
 		d.bb, d.chunk = nil, nil
 	}
 }

@@ -1,12 +1,8 @@
 package cuda
 
-import (
-	"sync"
-	"unsafe"
-)
+import "unsafe"
 
 var (
-	procInit              = fn("cuInit")
 	procDriverGetVersion  = fn("cuDriverGetVersion")
 	procDeviceGetCount    = fn("cuDeviceGetCount")
 	procDeviceGet         = fn("cuDeviceGet")
@@ -16,19 +12,20 @@ var (
 	procDeviceGetPCIBusID = fn("cuDeviceGetPCIBusId")
 )
 
-var (
-	initOnce sync.Once
-	initErr  error
-)
-
-// Init initialises the driver (cuInit(0)). It must be called before any
-// other function of this package except DriverGetVersion. The driver is
-// initialised once; later calls return the first call's result.
+// Init initialises the driver (cuInit(0)) if it is not initialised yet
+// and returns the result. Calling it is optional: the package calls
+// cuInit(0) once, right after it loads the driver library on first use,
+// so DeviceGet and the rest work without it. Init is idempotent: every
+// call returns the first initialisation's result, which makes it the way
+// to learn why the driver is not usable (no library, no device).
 func Init() error {
-	initOnce.Do(func() {
-		initErr = check(procInit.Call(0))
-	})
-	return initErr
+	if err := Load(); err != nil {
+		return err
+	}
+	if initErr != nil {
+		return initErr
+	}
+	return check(uintptr(initResult), nil)
 }
 
 // DriverGetVersion returns the CUDA version the driver supports, as

@@ -3,7 +3,9 @@
 // driver initialisation, devices, contexts, device and pinned host memory,
 // copies, pointer attributes and streams.
 //
-// The driver library (libcuda.so.1) is opened at run time on first use, so
+// The driver library (libcuda.so.1) is opened at run time on first use and
+// initialised (cuInit) right then, so calling Init is optional; it reports
+// whether the driver is usable. Since the library is opened at run time,
 // programs using this package build without cgo, headers or a CUDA toolkit
 // and run on machines without a GPU; every call then returns an error that
 // matches ErrLibraryNotFound (errors.Is). Set KVIK_LIBCUDA_PATH to load a
@@ -19,10 +21,10 @@
 // for as long as it relies on it; WithContext does that for the duration of
 // a function:
 //
-//	if err := cuda.Init(); err != nil {
+//	dev, err := cuda.DeviceGet(0) // no cuda.Init needed
+//	if err != nil {
 //		return err
 //	}
-//	dev, _ := cuda.DeviceGet(0)
 //	ctx, err := dev.PrimaryCtxRetain()
 //	if err != nil {
 //		return err

@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/benchplot"
 )
 
 const benchDesc = `
@@ -46,11 +48,15 @@ type benchOptions struct {
 	compat    string
 	direct    optBool
 	dropCache bool
+	cache     cacheFlag
+	noBase    bool
 	repeats   int
 	register  bool
 	json      bool
-	opSet     bool // --op was given
-	url       string
+	opSet     bool     // --op was given
+	plot      string   // --plot: draw the results into this file
+	plotFrom  []string // --plot-from: draw these reports instead of running
+	url       string   // --url: benchmark a remote object instead
 }
 
 // benchFlags returns kvik bench's flag set bound to a new benchOptions.
@@ -77,10 +83,17 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.StringVar(&o.compat, "compat", "", "device path `mode`: on (POSIX+bounce), off (cuFile), auto; default both where cuFile works")
 	fs.Var(&o.direct, "direct", "set kvik's opportunistic O_DIRECT for reads and writes (default KVIKIO_AUTO_DIRECT_IO_*)")
 	fs.BoolVar(&o.dropCache, "drop-cache", false, "drop the file's page cache before every read")
+	fs.Var(&o.cache, "cache", "page-cache `state` before every read: cold (as --drop-cache), warm (the whole file loaded) or half[:SIZE] (alternate stripes of SIZE, default 64MiB, loaded and dropped)")
+	fs.BoolVar(&o.noBase, "no-baselines", false, "skip the storage and PCIe ceilings and the naive baseline (kvik rows only, for comparing settings)")
 	fs.IntVar(&o.repeats, "repeats", 3, "timed repetitions (`count`) of each configuration")
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS) instead of a file")
+	fs.StringVar(&o.plot, "plot", "", "also draw GB/s against workers for every path and ceiling into this `file` (.svg or .png)")
+	fs.Func("plot-from", "with --plot, draw these kvik bench --json outputs (comma-separated `files`, e.g. one per file size) instead of running", func(s string) error {
+		o.plotFrom = strings.Split(s, ",")
+		return nil
+	})
 	return fs, o
 }
 
@@ -103,6 +116,15 @@ func (o *benchOptions) validate(nargs int) error {
 		return usagef("--task-size must be positive")
 	case o.bounce.set && o.bounce.n <= 0:
 		return usagef("--bounce-size must be positive")
+	case o.dropCache && o.cache.mode != "" && o.cache.mode != "cold":
+		return usagef("--drop-cache and --cache %s disagree", o.cache.String())
+	case len(o.plotFrom) > 0 && o.plot == "":
+		return usagef("--plot-from needs --plot")
+	}
+	if o.plot != "" {
+		if _, err := benchplot.FormatOf(o.plot); err != nil {
+			return usagef("--plot %s: want a .svg or .png file", o.plot)
+		}
 	}
 	return validateMemoryCompat(o.memory, o.compat)
 }
@@ -149,6 +171,13 @@ func runBench(e *env, args []string) error {
 	if err := o.validate(len(pos)); err != nil {
 		return err
 	}
+	if len(o.plotFrom) > 0 {
+		reports, err := readReports(o.plotFrom)
+		if err != nil {
+			return err
+		}
+		return plotReports(o.plot, reports)
+	}
 	if _, err := kvik.GetDefaults(); err != nil {
 		return err
 	}
@@ -169,7 +198,13 @@ func runBench(e *env, args []string) error {
 	if err := b.runAll(); err != nil {
 		return err
 	}
-	return b.print()
+	if err := b.print(); err != nil {
+		return err
+	}
+	if o.plot != "" {
+		return plotReports(o.plot, []benchReport{b.report})
+	}
+	return nil
 }
 
 // prepare picks the file and its size, allocates the buffers and writes

@@ -44,11 +44,13 @@ func (c benchCase) label() string {
 func (b *bench) plan() []benchCase {
 	var cases []benchCase
 	for _, op := range b.ops() {
-		cases = append(cases, b.storageCeiling(op))
-		if b.mem.device {
-			cases = append(cases, b.pcieCeiling(op))
+		if !b.o.noBase {
+			cases = append(cases, b.storageCeiling(op))
+			if b.mem.device {
+				cases = append(cases, b.pcieCeiling(op))
+			}
+			cases = append(cases, b.naive(op))
 		}
-		cases = append(cases, b.naive(op))
 		for _, t := range b.threadList() {
 			cases = append(cases, b.kvikHost(op, t))
 			if b.mem.device {
@@ -142,6 +144,9 @@ func (b *bench) beforeRun(c benchCase, i int) error {
 		if err := b.clearDest(); err != nil {
 			return err
 		}
+	}
+	if b.o.cache.mode != "" {
+		return b.setCache()
 	}
 	if b.o.dropCache {
 		return b.dropCache()
@@ -468,6 +473,10 @@ func (b *bench) withSettings(threads int) (func(), error) {
 		}
 		if o.direct.set {
 			d.AutoDirectIORead, d.AutoDirectIOWrite = o.direct.v, o.direct.v
+			d.DirectIOReadPolicy = kvik.ReadPolicyBuffered
+			if o.direct.v {
+				d.DirectIOReadPolicy = kvik.ReadPolicyDirect
+			}
 		}
 	})
 }

@@ -38,6 +38,7 @@ type benchReport struct {
 	BounceSize  int           `json:"bounce_buffer_size"`
 	DirectRead  bool          `json:"auto_direct_io_read"`
 	DirectWrite bool          `json:"auto_direct_io_write"`
+	ReadPolicy  string        `json:"read_policy"`
 	PageCache   string        `json:"page_cache"`
 	Results     []benchResult `json:"results"`
 	Notes       []string      `json:"notes,omitempty"`
@@ -70,7 +71,7 @@ func (b *bench) newReport() benchReport {
 		CPUs: runtime.NumCPU(), MemTotal: total, Device: "none", Memory: "host", MemoryNote: b.mem.note,
 		CuFile: kvik.ProbeCuFile().Reason, File: b.path, Temporary: b.tmp, SizeBytes: b.size,
 		Repeats: b.o.repeats, TaskSize: d.TaskSize, BounceSize: d.BounceBufferSize,
-		DirectRead: d.AutoDirectIORead, DirectWrite: d.AutoDirectIOWrite,
+		DirectRead: d.AutoDirectIORead, DirectWrite: d.AutoDirectIOWrite, ReadPolicy: d.ReadPolicy().String(),
 	}
 	b.applyFlags(&r)
 	if b.mem.device {
@@ -98,11 +99,15 @@ func (b *bench) applyFlags(r *benchReport) {
 	}
 	if b.o.direct.set {
 		r.DirectRead, r.DirectWrite = b.o.direct.v, b.o.direct.v
+		r.ReadPolicy = yesNo(b.o.direct.v, "direct", "buffered")
 	}
 }
 
 // pageCacheState describes the page cache before the reads.
 func (b *bench) pageCacheState() string {
+	if b.o.cache.mode != "" {
+		return b.o.cache.describe()
+	}
 	if b.o.dropCache {
 		return "dropped before every read"
 	}
@@ -151,7 +156,7 @@ func (r *benchReport) finish() {
 			row.SpeedupNaive = ptr(row.MedianGBs / n)
 		}
 	}
-	if r.PageCache != "dropped before every read" && r.hasOp("read") {
+	if !strings.HasPrefix(r.PageCache, "dropped") && !strings.HasPrefix(r.PageCache, "half") && !strings.HasPrefix(r.PageCache, "whole") && r.hasOp("read") {
 		r.note("reads did not drop the page cache, so buffered paths may read from memory and pass the storage ceiling (use --drop-cache)")
 	}
 }
@@ -201,8 +206,8 @@ func (r *benchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "device: %s; %s\n", r.Device, mem)
 	fmt.Fprintf(w, "file:   %s%s, %s, %s on %s, O_DIRECT %s\n", r.File, yesNo(r.Temporary, " (temporary)", ""),
 		formatSize(r.SizeBytes), r.FSType, orNone(r.BlockDevice), yesNo(r.DirectIO, "yes", "no"))
-	fmt.Fprintf(w, "setup:  %d repeats, task %s, bounce %s, kvik O_DIRECT read %v write %v, page cache %s; writes include fsync\n",
-		r.Repeats, formatSize(int64(r.TaskSize)), formatSize(int64(r.BounceSize)), r.DirectRead, r.DirectWrite, r.PageCache)
+	fmt.Fprintf(w, "setup:  %d repeats, task %s, bounce %s, kvik read policy %s, O_DIRECT write %v, page cache %s; writes include fsync\n",
+		r.Repeats, formatSize(int64(r.TaskSize)), formatSize(int64(r.BounceSize)), r.ReadPolicy, r.DirectWrite, r.PageCache)
 	if r.Memory == "device" {
 		fmt.Fprintf(w, "cuFile: %s\n", shortenTried(r.CuFile))
 	}

@@ -153,6 +153,7 @@ type pathInfo struct {
 	CompatReason string         `json:"compat_reason,omitempty"`
 	Size         int64          `json:"size_bytes"`
 	PageCache    *pageCacheInfo `json:"page_cache,omitempty"`
+	ReadPolicy   *readPlanInfo  `json:"read_policy,omitempty"`
 	Errors       []string       `json:"errors,omitempty"`
 }
 
@@ -313,6 +314,7 @@ func probePath(path string) pathInfo {
 	} else if fi.Mode().IsRegular() {
 		p.Size = fi.Size()
 		p.PageCache = pageCacheOf(path, &p)
+		p.ReadPolicy = readPolicyOf(path, &p)
 	}
 	p.openWithKvik(target)
 	return p
@@ -445,6 +447,7 @@ func (p pathInfo) print(w io.Writer) {
 	if c := p.PageCache; c != nil && c.TotalPages > 0 {
 		fmt.Fprintf(w, "  page cache\t%d of %d pages resident (%.1f%%)\n", c.ResidentPages, c.TotalPages, 100*float64(c.ResidentPages)/float64(c.TotalPages))
 	}
+	p.ReadPolicy.print(w)
 	for _, e := range p.Errors {
 		fmt.Fprintf(w, "  error\t%s\n", shortenTried(e))
 	}

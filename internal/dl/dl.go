@@ -28,6 +28,11 @@ type Library struct {
 	// EnvVar names an environment variable that, when set, holds the exact
 	// path of the library; nothing else is tried then.
 	EnvVar string
+	// OnLoad, when set, runs once right after the library is opened and
+	// before Load returns to anyone, with the library's handle and path. It must
+	// not use this Library's Funcs (they wait for Load to finish); it can
+	// call symbols with CallSym.
+	OnLoad func(handle uintptr, path string)
 
 	once   sync.Once
 	handle uintptr
@@ -99,6 +104,9 @@ func (l *Library) Load() (uintptr, error) {
 			h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 			if err == nil {
 				l.handle, l.path = h, p
+				if l.OnLoad != nil {
+					l.OnLoad(h, p)
+				}
 				return
 			}
 			tried = append(tried, p+": "+err.Error())
@@ -128,6 +136,19 @@ func (l *Library) Sym(name string) (uintptr, error) {
 		return 0, &SymbolError{Lib: l.path, Symbol: name}
 	}
 	return p, nil
+}
+
+// CallSym resolves name in the library opened as handle (from path, for
+// errors) and calls it
+// with args, returning RAX. It is meant for OnLoad, which runs before
+// Funcs can be used.
+func CallSym(handle uintptr, path, name string, args ...uintptr) (uintptr, error) {
+	p, err := purego.Dlsym(handle, name)
+	if err != nil || p == 0 {
+		return 0, &SymbolError{Lib: path, Symbol: name}
+	}
+	r, _, _ := purego.SyscallN(p, args...)
+	return r, nil
 }
 
 // Func is a lazily resolved C function of a Library. Resolve once with

@@ -2,8 +2,11 @@ package dl
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -62,5 +65,51 @@ func TestMissingSymbol(t *testing.T) {
 	g := &Func{Lib: l, Name: "kvik_no_such_symbol", Alt: []string{"getpid"}}
 	if r, err := g.Call(); err != nil || r == 0 {
 		t.Fatalf("fallback symbol getpid: %d, %v", r, err)
+	}
+}
+
+// TestOnLoad loads the C library, which every Linux system has: OnLoad
+// must run exactly once, before any Load returns, and CallSym must reach
+// the library's functions from inside it.
+func TestOnLoad(t *testing.T) {
+	var calls atomic.Int32
+	var pid uintptr
+	l := &Library{Sonames: []string{"libc.so.6"}}
+	l.OnLoad = func(h uintptr, path string) {
+		calls.Add(1)
+		var err error
+		if pid, err = CallSym(h, path, "getpid"); err != nil {
+			t.Errorf("CallSym(getpid): %v", err)
+		}
+		if _, err := CallSym(h, path, "kvik_no_such_symbol"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), path) {
+			t.Errorf("CallSym of a missing symbol: %v", err)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if _, err := l.Load(); err != nil {
+				t.Error(err)
+				return
+			}
+			if int(pid) != os.Getpid() {
+				t.Errorf("after Load, getpid from OnLoad = %d, want %d", pid, os.Getpid())
+			}
+		})
+	}
+	wg.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("OnLoad ran %d times, want 1", n)
+	}
+}
+
+// TestOnLoadNotCalledOnFailure checks that a library that cannot be
+// opened runs no hook.
+func TestOnLoadNotCalledOnFailure(t *testing.T) {
+	t.Setenv("KVIK_TEST_LIBZ", filepath.Join(t.TempDir(), "libz-missing.so"))
+	l := &Library{Sonames: []string{"libz-missing.so"}, EnvVar: "KVIK_TEST_LIBZ",
+		OnLoad: func(uintptr, string) { t.Error("OnLoad ran for a library that did not load") }}
+	if _, err := l.Load(); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Load: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -258,5 +259,55 @@ func TestRunCancel(t *testing.T) {
 	}
 	if started.Load() != 2 {
 		t.Fatalf("%d tasks started after cancel", started.Load())
+	}
+}
+
+func TestSpread(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		size, taskSize, workers, minTask int
+		wantTasks, wantLen               int
+	}{
+		{16 * mib, 4 * mib, 16, mib, 16, mib},          // below one task per worker: all 16 work
+		{64 * mib, 4 * mib, 16, mib, 16, 4 * mib},      // one task per worker already
+		{1 << 30, 4 * mib, 16, mib, 256, 4 * mib},      // large: as Split
+		{mib, 4 * mib, 16, mib, 1, mib},                // never below minTask
+		{16 * mib, 4 * mib, 1, mib, 4, 4 * mib},        // one worker: as Split
+		{5*mib + 3, 4 * mib, 16, mib, 6, mib},          // rounded up to whole tasks
+		{10*mib + 1, 4 * mib, 4, 64 << 10, 4, 2625536}, // ceil(size/4) rounded up to a page
+	} {
+		tasks := Spread(7, c.size, c.taskSize, c.workers, c.minTask, 4096)
+		if len(tasks) != c.wantTasks || tasks[0].Len != c.wantLen {
+			t.Errorf("Spread(%d, %d, %d workers, min %d): %d tasks of %d, want %d of %d",
+				c.size, c.taskSize, c.workers, c.minTask, len(tasks), tasks[0].Len, c.wantTasks, c.wantLen)
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		off := rng.Int64N(1 << 40)
+		size := rng.IntN(64 << 20)
+		taskSize := 1 + rng.IntN(8<<20)
+		workers := 1 + rng.IntN(32)
+		minTask := 1 + rng.IntN(2<<20)
+		align := 1 << rng.IntN(13)
+		tasks := Spread(off, size, taskSize, workers, minTask, align)
+		checkSplit(t, off, size, tasks[0].Len) // contiguous, complete, equal tasks
+		if tasks[0].Len > max(taskSize, 0) && size > taskSize {
+			t.Fatalf("Spread(%d, %d, %d, %d, %d): task of %d", size, taskSize, workers, minTask, align, tasks[0].Len)
+		}
+		if size >= workers*taskSize && len(tasks) != len(Split(off, size, taskSize)) {
+			t.Fatalf("Spread(%d, %d, %d, ...) differs from Split for a large operation", size, taskSize, workers)
+		}
+		if len(tasks) > max(workers, len(Split(off, size, taskSize))) && tasks[0].Len > minTask && tasks[0].Len > align {
+			t.Fatalf("Spread(%d, %d, %d workers, min %d, align %d): %d tasks of %d", size, taskSize, workers, minTask, align, len(tasks), tasks[0].Len)
+		}
+	}
+}
+
+func TestSpreadNearMaxInt(t *testing.T) {
+	tasks := Spread(0, math.MaxInt-5, math.MaxInt, 16, 1, 4096)
+	checkSplit(t, 0, math.MaxInt-5, tasks[0].Len)
+	if len(tasks) != 16 {
+		t.Fatalf("%d tasks", len(tasks))
 	}
 }

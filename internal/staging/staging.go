@@ -27,6 +27,9 @@ type Mover interface {
 // waste the link on per-copy overhead.
 var MinChunk = 512 << 10
 
+// PipelineParts is how many chunks PipelineChunk aims at.
+var PipelineParts = 4
+
 // SoloWorkers is the worker count from which a task is moved as one chunk:
 // other workers' tasks then keep storage and the link busy, and one large
 // copy per task beats several small ones (measured on an H200: 4 MiB tasks
@@ -39,10 +42,19 @@ const SoloWorkers = 8
 // quarter of the task, at least MinChunk; with SoloWorkers or more it is
 // one chunk. The chunk never exceeds bufSize. align is the page size.
 func ChunkSize(n, bufSize, align, workers int) int {
-	c := n
 	if workers < SoloWorkers {
-		c = max((n+3)/4, MinChunk)
+		return PipelineChunk(n, bufSize, align)
 	}
+	return max(min((n+align-1)/align*align, bufSize), 1)
+}
+
+// PipelineChunk is the chunk for a task that overlaps its own reads and
+// copies: about 1/PipelineParts of the task, at least MinChunk, a multiple of
+// align, at most bufSize. Callers use it where no other task will keep
+// the link busy meanwhile: with few workers, or for an operation that
+// gives each worker at most one task.
+func PipelineChunk(n, bufSize, align int) int {
+	c := max((n+PipelineParts-1)/PipelineParts, MinChunk)
 	c = (c + align - 1) / align * align
 	return max(min(c, bufSize), 1)
 }

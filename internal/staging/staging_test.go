@@ -172,3 +172,20 @@ func TestChunkSize(t *testing.T) {
 		}
 	}
 }
+
+func TestPipelineChunk(t *testing.T) {
+	for _, c := range []struct{ n, buf, want int }{
+		{4 << 20, 4 << 20, 1 << 20},     // a quarter of the task
+		{1 << 20, 4 << 20, 512 << 10},   // not below MinChunk
+		{1<<20 + 1, 2 << 20, 512 << 10}, // a quarter rounds up to a page, then MinChunk wins
+		{8 << 20, 1 << 20, 1 << 20},     // at most the buffer
+		{3 << 20, 4 << 20, 786432},
+	} {
+		if got := PipelineChunk(c.n, c.buf, 4096); got != c.want {
+			t.Errorf("PipelineChunk(%d, %d) = %d, want %d", c.n, c.buf, got, c.want)
+		}
+		if got, solo := PipelineChunk(c.n, c.buf, 4096), ChunkSize(c.n, c.buf, 4096, 1); got != solo {
+			t.Errorf("PipelineChunk(%d, %d) = %d, ChunkSize with one worker %d", c.n, c.buf, got, solo)
+		}
+	}
+}

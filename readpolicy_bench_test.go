@@ -1,0 +1,121 @@
+package kvik_test
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
+)
+
+// BenchmarkReadPolicyWarm compares the auto read policy with today's
+// buffered reads (KVIKIO_AUTO_DIRECT_IO_READ=0) on a file in the page
+// cache. The two alternate, round by round, in one process and into the
+// same buffers, so that neither gets better memory or a quieter machine:
+// separate runs of identical code differ by more than the 2% looked for.
+// It reports the median GB/s of each policy and their ratio; ns/op is
+// meaningless. The file is KVIK_BENCH_SIZE bytes in KVIK_BENCH_DIR (see
+// benchFile); KVIK_BENCH_THREADS lists the worker counts (default 1,16).
+// With a GPU it also reads into device memory through the POSIX path.
+//
+//	KVIK_BENCH_DIR=/dev/shm KVIK_BENCH_SIZE=1073741824 go test -run '^$' -bench ReadPolicyWarm -benchtime 10x
+func BenchmarkReadPolicyWarm(b *testing.B) {
+	path, size := benchFile(b)
+	loadPageCache(b, path)
+	threads := []int{1, 16}
+	if s := os.Getenv("KVIK_BENCH_THREADS"); s != "" {
+		threads = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				b.Fatalf("KVIK_BENCH_THREADS: %v", err)
+			}
+			threads = append(threads, n)
+		}
+	}
+	f, err := kvik.Open(path, "r", 0, kvik.WithCompatMode(kvik.CompatOn))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	buf := hostBuffer(b, size)
+	reads := map[string]func() (int, error){"host": func() (int, error) { return f.ReadAt(buf, 0) }}
+	if cuda.Init() == nil {
+		if n, err := cuda.DeviceGetCount(); err == nil && n > 0 {
+			ctx := needGPU(b)
+			dev := devAlloc(b, ctx, size)
+			reads["device"] = func() (int, error) { return f.ReadDevice(dev.Ptr(), size, 0, 0) }
+		}
+	}
+	policies := []kvik.ReadPolicy{kvik.ReadPolicyAuto, kvik.ReadPolicyBuffered}
+	for _, mem := range []string{"host", "device"} {
+		read := reads[mem]
+		if read == nil {
+			continue
+		}
+		for _, n := range threads {
+			b.Run(fmt.Sprintf("%s/threads=%d", mem, n), func(b *testing.B) {
+				setDefaults(b, func(*kvik.Defaults) {}) // restores the settings after
+				secs := make([][]float64, len(policies))
+				for i := 0; b.Loop(); i++ {
+					for k := range policies {
+						p := policies[(k+i)%len(policies)] // alternate which goes first
+						setPolicy(b, n, p)
+						start := time.Now()
+						if got, err := read(); got != size || err != nil {
+							b.Fatalf("%v: read %d of %d bytes: %v", p, got, size, err)
+						}
+						secs[p] = append(secs[p], time.Since(start).Seconds())
+					}
+				}
+				auto, buffered := gbps(size, secs[kvik.ReadPolicyAuto]), gbps(size, secs[kvik.ReadPolicyBuffered])
+				b.ReportMetric(auto, "auto-GB/s")
+				b.ReportMetric(buffered, "buffered-GB/s")
+				b.ReportMetric(auto/buffered, "auto/buffered")
+			})
+		}
+	}
+}
+
+// loadPageCache reads the file at path through the page cache in small
+// pieces (one allocation of the file's size would leave the garbage
+// collector work to do during the timed reads).
+func loadPageCache(b *testing.B, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 16<<20)
+	for off := int64(0); ; off += int64(len(buf)) {
+		n, err := f.ReadAt(buf, off)
+		if n < len(buf) || err != nil {
+			break
+		}
+	}
+	runtime.GC()
+}
+
+// setPolicy sets the worker count and read policy for the next read.
+func setPolicy(b *testing.B, threads int, p kvik.ReadPolicy) {
+	if _, err := kvik.UpdateDefaults(func(d *kvik.Defaults) {
+		d.NumThreads, d.AutoDirectIORead, d.DirectIOReadPolicy = threads, false, p
+	}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// gbps returns the median throughput of reads of size bytes taking secs.
+func gbps(size int, secs []float64) float64 {
+	if len(secs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(secs))
+	return float64(size) / s[len(s)/2] / 1e9
+}

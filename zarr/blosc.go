@@ -1,0 +1,478 @@
+package zarr
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/pierrec/lz4/v4"
+)
+
+// The Blosc 1 container (c-blosc's documented chunk format): a 16-byte
+// header (version, versionlz, flags, typesize, nbytes, blocksize, cbytes,
+// little-endian), then unless the chunk is a plain copy, one int32 start
+// offset per block and, for each block, one or typesize "splits", each an
+// int32 compressed size and that many bytes (stored raw when the size
+// equals the split's uncompressed size). Flags: bit 0 byte shuffle, bit 1
+// plain copy, bit 2 bit shuffle, bit 4 blocks not split, bits 5-7 the
+// compressor (0 blosclz, 1 lz4/lz4hc, 2 snappy, 3 zlib, 4 zstd).
+
+const (
+	bloscHeader     = 16
+	bloscShuffle    = 0x1
+	bloscMemcpy     = 0x2
+	bloscBitShuffle = 0x4
+	bloscDontSplit  = 0x10
+	bloscMaxSplits  = 16
+	bloscMinBuffer  = 128
+)
+
+var bloscCompressors = map[string]int{"blosclz": 0, "lz4": 1, "lz4hc": 1, "snappy": 2, "zlib": 3, "zstd": 4}
+
+// bloscCodec is v3 "blosc" and v2 "blosc".
+type bloscCodec struct {
+	cname     string
+	clevel    int
+	shuffle   int // 0 none, 1 byte, 2 bit
+	typesize  int
+	blocksize int
+}
+
+func newBlosc(cfg map[string]any, es int, v3 bool) (bloscCodec, error) {
+	c := bloscCodec{typesize: es}
+	var err error
+	if c.cname, err = cfgString(cfg, "cname", "lz4"); err != nil {
+		return c, err
+	}
+	if _, ok := bloscCompressors[c.cname]; !ok {
+		return c, fmt.Errorf("%w: blosc compressor %q", ErrUnsupportedCodec, c.cname)
+	}
+	if c.clevel, err = cfgNumber(cfg, "clevel", 5); err != nil {
+		return c, err
+	}
+	if c.blocksize, err = cfgNumber(cfg, "blocksize", 0); err != nil {
+		return c, err
+	}
+	if ts, err := cfgNumber(cfg, "typesize", es); err == nil && ts > 0 {
+		c.typesize = ts
+	}
+	if v3 {
+		s, err := cfgString(cfg, "shuffle", "noshuffle")
+		if err != nil {
+			return c, err
+		}
+		switch s {
+		case "noshuffle":
+		case "shuffle":
+			c.shuffle = 1
+		case "bitshuffle":
+			c.shuffle = 2
+		default:
+			return c, fmt.Errorf("%w: blosc shuffle %q", ErrInvalidMetadata, s)
+		}
+	} else {
+		if c.shuffle, err = cfgNumber(cfg, "shuffle", 1); err != nil {
+			return c, err
+		}
+		if c.shuffle == -1 { // AUTOSHUFFLE: bit shuffle for bytes, else byte shuffle
+			c.shuffle = 1
+			if es == 1 {
+				c.shuffle = 2
+			}
+		}
+		if c.shuffle < 0 || c.shuffle > 2 {
+			return c, fmt.Errorf("%w: blosc shuffle %d", ErrInvalidMetadata, c.shuffle)
+		}
+	}
+	return c, nil
+}
+
+func (c bloscCodec) decode(src, dst []byte, limit int) ([]byte, error) {
+	return bloscDecode(src, dst, limit)
+}
+
+func bloscErr(format string, a ...any) error {
+	return fmt.Errorf("%w: blosc: %s", ErrCorruptChunk, fmt.Sprintf(format, a...))
+}
+
+// bloscDecode decompresses one Blosc 1 chunk.
+func bloscDecode(src, dst []byte, limit int) ([]byte, error) {
+	if len(src) < bloscHeader {
+		return nil, bloscErr("%d bytes is shorter than the header", len(src))
+	}
+	version, flags, typesize := src[0], src[2], int(src[3])
+	nbytes := int(binary.LittleEndian.Uint32(src[4:]))
+	blocksize := int(binary.LittleEndian.Uint32(src[8:]))
+	cbytes := int(binary.LittleEndian.Uint32(src[12:]))
+	if version == 0 || version > 2 {
+		return nil, fmt.Errorf("%w: blosc format version %d", ErrUnsupportedCodec, version)
+	}
+	if nbytes > limit || nbytes < 0 {
+		return nil, bloscErr("%d bytes exceed the limit %d", nbytes, limit)
+	}
+	if cbytes > len(src) || cbytes < bloscHeader {
+		return nil, bloscErr("compressed size %d, buffer %d", cbytes, len(src))
+	}
+	src = src[:cbytes]
+	if cap(dst) < nbytes {
+		dst = make([]byte, nbytes)
+	}
+	dst = dst[:nbytes]
+	if nbytes == 0 {
+		return dst, nil
+	}
+	if flags&bloscMemcpy != 0 {
+		if cbytes != nbytes+bloscHeader {
+			return nil, bloscErr("plain copy of %d bytes in %d", nbytes, cbytes)
+		}
+		copy(dst, src[bloscHeader:])
+		return dst, nil
+	}
+	if typesize == 0 || blocksize <= 0 || blocksize > nbytes {
+		return nil, bloscErr("typesize %d, blocksize %d, nbytes %d", typesize, blocksize, nbytes)
+	}
+	format := int(flags >> 5)
+	if format == 2 || format > 4 {
+		name := map[int]string{2: "snappy"}[format]
+		return nil, fmt.Errorf("%w: blosc compressor %q (format %d)", ErrUnsupportedCodec, name, format)
+	}
+	nblocks := (nbytes + blocksize - 1) / blocksize
+	if bloscHeader+4*nblocks > cbytes {
+		return nil, bloscErr("%d blocks do not fit in %d bytes", nblocks, cbytes)
+	}
+	tmp := make([]byte, blocksize)
+	for j := 0; j < nblocks; j++ {
+		bsize := blocksize
+		leftover := j == nblocks-1 && nbytes%blocksize != 0
+		if leftover {
+			bsize = nbytes % blocksize
+		}
+		start := int(binary.LittleEndian.Uint32(src[bloscHeader+4*j:]))
+		out := dst[j*blocksize : j*blocksize+bsize]
+		if err := bloscBlock(src, start, flags, format, typesize, bsize, leftover, out, tmp[:bsize]); err != nil {
+			return nil, fmt.Errorf("block %d: %w", j, err)
+		}
+	}
+	return dst, nil
+}
+
+// bloscBlock decodes the block at src[start:] into out.
+func bloscBlock(src []byte, start int, flags byte, format, typesize, bsize int, leftover bool, out, tmp []byte) error {
+	doShuffle := flags&bloscShuffle != 0 && typesize > 1
+	doBit := flags&bloscBitShuffle != 0 && bsize >= typesize
+	target := out
+	if doShuffle || doBit {
+		target = tmp
+	}
+	nsplits := 1
+	if flags&bloscDontSplit == 0 && typesize <= bloscMaxSplits && bsize/typesize >= bloscMinBuffer && !leftover {
+		nsplits = typesize
+	}
+	neblock := bsize / nsplits
+	off := start
+	for s := 0; s < nsplits; s++ {
+		if off < 0 || off+4 > len(src) {
+			return bloscErr("split offset %d outside %d bytes", off, len(src))
+		}
+		csize := int(int32(binary.LittleEndian.Uint32(src[off:])))
+		off += 4
+		if csize < 0 || csize > len(src)-off {
+			return bloscErr("split of %d bytes at %d outside %d", csize, off, len(src))
+		}
+		part := target[s*neblock : (s+1)*neblock]
+		in := src[off : off+csize]
+		off += csize
+		if csize == neblock {
+			copy(part, in)
+			continue
+		}
+		if err := bloscDecompress(format, in, part); err != nil {
+			return err
+		}
+	}
+	switch {
+	case doShuffle:
+		unshuffle(out, tmp, typesize)
+	case doBit:
+		bitUnshuffle(out, tmp, typesize)
+	}
+	return nil
+}
+
+// bloscDecompress fills out exactly from the compressed split in.
+func bloscDecompress(format int, in, out []byte) error {
+	var n int
+	var err error
+	switch format {
+	case 0:
+		n, err = blosclzDecompress(in, out)
+	case 1:
+		n, err = lz4.UncompressBlock(in, out)
+	case 3:
+		var b []byte
+		b, err = zlibDecode(in, out[:0:len(out)], len(out))
+		if err == nil && len(b) > 0 && &b[0] != &out[0] {
+			copy(out, b)
+		}
+		n = len(b)
+	case 4:
+		var b []byte
+		b, err = zstdCodec{}.decode(in, out[:0:len(out)], len(out))
+		if err == nil && len(b) > 0 && &b[0] != &out[0] {
+			copy(out, b)
+		}
+		n = len(b)
+	case 2:
+		return fmt.Errorf("%w: blosc compressor snappy", ErrUnsupportedCodec)
+	default:
+		return fmt.Errorf("%w: blosc compressor format %d", ErrUnsupportedCodec, format)
+	}
+	if err != nil {
+		return bloscErr("%v", err)
+	}
+	if n != len(out) {
+		return bloscErr("split decoded to %d bytes, want %d", n, len(out))
+	}
+	return nil
+}
+
+// unshuffle undoes a byte shuffle: src holds byte k of every element, then
+// byte k+1; trailing bytes that do not fill an element are unshuffled.
+func unshuffle(dst, src []byte, ts int) {
+	n := len(src) / ts
+	for k := 0; k < ts; k++ {
+		row := src[k*n : (k+1)*n]
+		for i, b := range row {
+			dst[i*ts+k] = b
+		}
+	}
+	copy(dst[n*ts:], src[n*ts:])
+}
+
+func shuffle(dst, src []byte, ts int) {
+	n := len(src) / ts
+	for k := 0; k < ts; k++ {
+		row := dst[k*n : (k+1)*n]
+		for i := range row {
+			row[i] = src[i*ts+k]
+		}
+	}
+	copy(dst[n*ts:], src[n*ts:])
+}
+
+// bitUnshuffle undoes Blosc's bit shuffle: for n elements (a multiple of
+// 8), bit row r = 8*byte+bit holds that bit of that byte of every
+// element, element e at bit e%8 of row byte e/8. Blocks whose element
+// count is not a multiple of 8 are stored as they are.
+func bitUnshuffle(dst, src []byte, ts int) {
+	n := len(src) / ts
+	if n%8 != 0 {
+		copy(dst, src)
+		return
+	}
+	clear(dst[:n*ts])
+	rowLen := n / 8
+	for b := 0; b < ts; b++ {
+		for bit := 0; bit < 8; bit++ {
+			row := src[(b*8+bit)*rowLen : (b*8+bit+1)*rowLen]
+			for m, v := range row {
+				for j := 0; v != 0; j, v = j+1, v>>1 {
+					if v&1 != 0 {
+						dst[(m*8+j)*ts+b] |= 1 << bit
+					}
+				}
+			}
+		}
+	}
+	copy(dst[n*ts:], src[n*ts:])
+}
+
+func bitShuffle(dst, src []byte, ts int) {
+	n := len(src) / ts
+	if n%8 != 0 {
+		copy(dst, src)
+		return
+	}
+	clear(dst[:n*ts])
+	rowLen := n / 8
+	for e := 0; e < n; e++ {
+		for b := 0; b < ts; b++ {
+			v := src[e*ts+b]
+			for bit := 0; bit < 8; bit++ {
+				if v>>bit&1 != 0 {
+					dst[(b*8+bit)*rowLen+e/8] |= 1 << (e % 8)
+				}
+			}
+		}
+	}
+	copy(dst[n*ts:], src[n*ts:])
+}
+
+// encode writes a Blosc 1 chunk with unsplit blocks. blosclz and snappy
+// have no encoder here.
+func (c bloscCodec) encode(src []byte) ([]byte, error) {
+	format := bloscCompressors[c.cname]
+	if c.cname == "blosclz" || c.cname == "snappy" {
+		return nil, fmt.Errorf("%w: writing blosc with compressor %q (reading is supported)", ErrUnsupportedCodec, c.cname)
+	}
+	ts := c.typesize
+	if ts <= 0 || ts > 255 {
+		ts = 1
+	}
+	nbytes := len(src)
+	bs := c.blocksize
+	if bs <= 0 {
+		bs = 256 << 10
+	}
+	bs = min(bs, nbytes)
+	if bs > ts {
+		bs -= bs % ts
+	}
+	out := make([]byte, bloscHeader, bloscHeader+nbytes/2)
+	out[0], out[1], out[3] = 2, 1, byte(ts)
+	flags := byte(bloscDontSplit | format<<5)
+	if c.shuffle == 1 && ts > 1 {
+		flags |= bloscShuffle
+	}
+	if c.shuffle == 2 {
+		flags |= bloscBitShuffle
+	}
+	binary.LittleEndian.PutUint32(out[4:], uint32(nbytes))
+	binary.LittleEndian.PutUint32(out[8:], uint32(bs))
+	if nbytes == 0 {
+		out[2] = flags | bloscMemcpy
+		binary.LittleEndian.PutUint32(out[12:], bloscHeader)
+		return out, nil
+	}
+	nblocks := (nbytes + bs - 1) / bs
+	out = append(out, make([]byte, 4*nblocks)...)
+	tmp := make([]byte, bs)
+	comp := make([]byte, lz4.CompressBlockBound(bs)+64)
+	for j := 0; j < nblocks; j++ {
+		block := src[j*bs : min((j+1)*bs, nbytes)]
+		in := block
+		if flags&bloscShuffle != 0 {
+			shuffle(tmp[:len(block)], block, ts)
+			in = tmp[:len(block)]
+		} else if flags&bloscBitShuffle != 0 && len(block) >= ts {
+			bitShuffle(tmp[:len(block)], block, ts)
+			in = tmp[:len(block)]
+		}
+		binary.LittleEndian.PutUint32(out[bloscHeader+4*j:], uint32(len(out)))
+		z, err := c.compress(format, in, comp)
+		if err != nil {
+			return nil, err
+		}
+		if len(z) == 0 || len(z) >= len(in) {
+			z = in // stored raw: its size equals the uncompressed size
+		}
+		out = binary.LittleEndian.AppendUint32(out, uint32(len(z)))
+		out = append(out, z...)
+	}
+	if len(out) >= nbytes+bloscHeader {
+		// Plain copy is smaller.
+		out = append(out[:bloscHeader], src...)
+		flags |= bloscMemcpy
+	}
+	out[2] = flags
+	binary.LittleEndian.PutUint32(out[12:], uint32(len(out)))
+	return out, nil
+}
+
+func (c bloscCodec) compress(format int, in, buf []byte) ([]byte, error) {
+	switch format {
+	case 1:
+		var n int
+		var err error
+		if c.cname == "lz4hc" {
+			n, err = lz4.CompressBlockHC(in, buf, lz4.CompressionLevel(max(c.clevel, 1)), nil, nil)
+		} else {
+			n, err = lz4.CompressBlock(in, buf, nil)
+		}
+		if err != nil {
+			return nil, nil // incompressible: caller stores raw
+		}
+		return buf[:n], nil
+	case 3:
+		return zlibCodec{level: min(max(c.clevel, 0), 9)}.encode(in)
+	case 4:
+		return zstdCodec{level: max(c.clevel, 1)}.encode(in)
+	}
+	return nil, fmt.Errorf("%w: blosc compressor %q", ErrUnsupportedCodec, c.cname)
+}
+
+// blosclzDecompress decodes a BloscLZ stream (a FastLZ-style LZ77 format)
+// into out and returns the bytes produced. A control byte below 32 starts
+// a literal run of ctrl+1 bytes; otherwise its top 3 bits are a match
+// length-2 (7 means more length bytes follow, each added, until one is not
+// 255) and its low 5 bits the high bits of the distance, whose low byte
+// follows; a low byte of 255 with high bits 31 means a 16-bit distance
+// follows, counted from 8191.
+func blosclzDecompress(in, out []byte) (int, error) {
+	if len(in) == 0 {
+		return 0, nil
+	}
+	bad := func(what string) (int, error) { return 0, bloscErr("blosclz: %s", what) }
+	ip, op := 0, 0
+	ctrl := int(in[ip] & 31)
+	ip++
+	for {
+		if ctrl >= 32 {
+			length := ctrl>>5 - 1
+			ofs := (ctrl & 31) << 8
+			if length == 6 {
+				for {
+					if ip+1 >= len(in) {
+						return bad("truncated match length")
+					}
+					code := int(in[ip])
+					ip++
+					length += code
+					if code != 255 {
+						break
+					}
+				}
+			} else if ip+1 >= len(in) {
+				return bad("truncated match")
+			}
+			code := int(in[ip])
+			ip++
+			length += 3
+			dist := ofs + code
+			if code == 255 && ofs == 31<<8 {
+				if ip+1 >= len(in) {
+					return bad("truncated far distance")
+				}
+				dist = int(in[ip])<<8 | int(in[ip+1])
+				dist += 8191
+				ip += 2
+			}
+			ref := op - dist - 1
+			if op+length > len(out) || ref < 0 {
+				return bad("match outside the output")
+			}
+			for i := 0; i < length; i++ { // overlapping copies repeat bytes
+				out[op+i] = out[ref+i]
+			}
+			op += length
+			if ip >= len(in) {
+				break
+			}
+			ctrl = int(in[ip])
+			ip++
+		} else {
+			n := ctrl + 1
+			if op+n > len(out) || ip+n > len(in) {
+				return bad("literal run outside the buffers")
+			}
+			copy(out[op:], in[ip:ip+n])
+			op += n
+			ip += n
+			if ip >= len(in) {
+				break
+			}
+			ctrl = int(in[ip])
+			ip++
+		}
+	}
+	return op, nil
+}

@@ -1,0 +1,145 @@
+package zarr
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
+)
+
+// readLimited reads all of r, failing if it yields more than limit bytes.
+func readLimited(r io.Reader, dst []byte, limit int, name string) ([]byte, error) {
+	buf := bytes.NewBuffer(dst[:0])
+	n, err := buf.ReadFrom(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorruptChunk, name, err)
+	}
+	if n > int64(limit) {
+		return nil, fmt.Errorf("%w: %s output exceeds %d bytes", ErrCorruptChunk, name, limit)
+	}
+	return buf.Bytes(), nil
+}
+
+// gzipCodec is v3 "gzip" and v2 "gzip" (gzip members).
+type gzipCodec struct{ level int }
+
+func (c gzipCodec) encode(src []byte) ([]byte, error) {
+	var b bytes.Buffer
+	w, err := gzip.NewWriterLevel(&b, c.level)
+	if err != nil {
+		return nil, fmt.Errorf("%w: gzip level %d", ErrInvalidMetadata, c.level)
+	}
+	w.Write(src)
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func (c gzipCodec) decode(src, dst []byte, limit int) ([]byte, error) {
+	r, err := gzip.NewReader(bytes.NewReader(src))
+	if err != nil {
+		return nil, fmt.Errorf("%w: gzip: %v", ErrCorruptChunk, err)
+	}
+	return readLimited(r, dst, limit, "gzip")
+}
+
+// zlibCodec is v2 "zlib" (RFC 1950 streams).
+type zlibCodec struct{ level int }
+
+func (c zlibCodec) encode(src []byte) ([]byte, error) {
+	var b bytes.Buffer
+	w, err := zlib.NewWriterLevel(&b, c.level)
+	if err != nil {
+		return nil, fmt.Errorf("%w: zlib level %d", ErrInvalidMetadata, c.level)
+	}
+	w.Write(src)
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func (c zlibCodec) decode(src, dst []byte, limit int) ([]byte, error) {
+	return zlibDecode(src, dst, limit)
+}
+
+func zlibDecode(src, dst []byte, limit int) ([]byte, error) {
+	r, err := zlib.NewReader(bytes.NewReader(src))
+	if err != nil {
+		return nil, fmt.Errorf("%w: zlib: %v", ErrCorruptChunk, err)
+	}
+	return readLimited(r, dst, limit, "zlib")
+}
+
+// zstdCodec is v3 "zstd" and v2 "zstd".
+type zstdCodec struct {
+	level    int
+	checksum bool
+}
+
+var zstdDec = sync.OnceValue(func() *zstd.Decoder {
+	d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(1<<32))
+	return d
+})
+
+var zstdEnc sync.Map // zstd.EncoderLevel<<1|checksum -> *zstd.Encoder
+
+func (c zstdCodec) encoder() (*zstd.Encoder, error) {
+	lvl := zstd.EncoderLevelFromZstd(c.level)
+	key := int(lvl) << 1
+	if c.checksum {
+		key |= 1
+	}
+	if e, ok := zstdEnc.Load(key); ok {
+		return e.(*zstd.Encoder), nil
+	}
+	e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(lvl), zstd.WithEncoderCRC(c.checksum), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	zstdEnc.Store(key, e)
+	return e, nil
+}
+
+func (c zstdCodec) encode(src []byte) ([]byte, error) {
+	e, err := c.encoder()
+	if err != nil {
+		return nil, err
+	}
+	return e.EncodeAll(src, make([]byte, 0, len(src)/2+64)), nil
+}
+
+func (c zstdCodec) decode(src, dst []byte, limit int) ([]byte, error) {
+	var h zstd.Header
+	if err := h.Decode(src); err != nil {
+		return nil, fmt.Errorf("%w: zstd: %v", ErrCorruptChunk, err)
+	}
+	if !h.HasFCS || h.FrameContentSize > uint64(limit) {
+		if h.HasFCS {
+			return nil, fmt.Errorf("%w: zstd frame of %d bytes exceeds %d", ErrCorruptChunk, h.FrameContentSize, limit)
+		}
+		// No declared size: stream it so that the limit holds.
+		r, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		return readLimited(r, dst, limit, "zstd")
+	}
+	if cap(dst) < int(h.FrameContentSize) {
+		dst = make([]byte, 0, h.FrameContentSize)
+	}
+	out, err := zstdDec().DecodeAll(src, dst[:0])
+	if err != nil {
+		return nil, fmt.Errorf("%w: zstd: %v", ErrCorruptChunk, err)
+	}
+	if len(out) > limit {
+		return nil, fmt.Errorf("%w: zstd output exceeds %d bytes", ErrCorruptChunk, limit)
+	}
+	return out, nil
+}

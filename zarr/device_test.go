@@ -1,0 +1,165 @@
+package zarr
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/kvikgo/kvik/cuda"
+)
+
+// needGPU skips where no CUDA device is usable and returns device 0's
+// primary context.
+func needGPU(t testing.TB) cuda.Context {
+	t.Helper()
+	if err := cuda.Init(); err != nil {
+		t.Skipf("no CUDA driver: %v", err)
+	}
+	if n, err := cuda.DeviceGetCount(); err != nil || n == 0 {
+		t.Skipf("no CUDA device (count %d, %v)", n, err)
+	}
+	dev, err := cuda.DeviceGet(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := dev.PrimaryCtxRetain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.PrimaryCtxRelease() })
+	return ctx
+}
+
+func devAlloc(t testing.TB, ctx cuda.Context, n int) *cuda.DeviceBuffer {
+	t.Helper()
+	var b *cuda.DeviceBuffer
+	if err := cuda.WithContext(ctx, func() (err error) { b, err = cuda.MemAlloc(max(n, 1)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func fromDevice(t testing.TB, ctx cuda.Context, p cuda.DevicePtr, n int) []byte {
+	t.Helper()
+	out := make([]byte, n)
+	if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyDtoH(out, p) }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestDeviceRegionReads compares device region reads with host reads of
+// the same regions for uncompressed (direct and gathered), compressed,
+// sharded and v2 arrays with missing chunks, then writes from device
+// memory and reads back.
+func TestDeviceRegionReads(t *testing.T) {
+	ctx := needGPU(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	dir := os.Getenv("KVIK_TEST_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	cases := map[string]Metadata{
+		"raw-direct": {Shape: []int{64, 1 << 16}, ChunkShape: []int{8, 1 << 16}, DataType: DataType{Float, 4}},
+		"raw-small":  {Shape: []int{50, 70}, ChunkShape: []int{16, 16}, DataType: DataType{Int, 2}, FillValue: -3},
+		"zstd":       {Shape: []int{300, 200}, ChunkShape: []int{64, 50}, DataType: DataType{Float, 8}, Codecs: roundTripCodecs["zstd+crc"], FillValue: "NaN"},
+		"blosc":      {Shape: []int{97, 33}, ChunkShape: []int{10, 10}, DataType: DataType{Uint, 4}, Codecs: roundTripCodecs["blosc-lz4"]},
+		"sharded":    {Shape: []int{40, 36}, ChunkShape: []int{8, 12}, DataType: DataType{Float, 2}, Codecs: shardCodecs([]int{4, 6}, false, roundTripCodecs["gzip"])},
+		"v2-F-zlib":  {ZarrFormat: 2, Order: 'F', Shape: []int{33, 21}, ChunkShape: []int{8, 8}, DataType: DataType{Int, 8}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
+	}
+	for name, m := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, err := NewDirStore(fmt.Sprintf("%s/%s", dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := Create(s, "a", m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Write all but the last chunk row, leaving chunks missing.
+			stop := append([]int(nil), m.Shape...)
+			stop[0] = max(stop[0]-m.ChunkShape[0], 1)
+			src := randValues(rng, m.DataType, numElements(stop))
+			if err := a.WriteRegion(make([]int, 2), stop, src); err != nil {
+				t.Fatal(err)
+			}
+			for r := 0; r < 8; r++ {
+				start, stop := make([]int, 2), m.Shape
+				if r > 0 {
+					start, stop = randRegion(rng, m.Shape)
+				}
+				n := (stop[0] - start[0]) * (stop[1] - start[1]) * m.DataType.Size
+				want := make([]byte, n)
+				if err := a.ReadRegion(start, stop, want); err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					continue
+				}
+				buf := devAlloc(t, ctx, n)
+				a.SetWorkers(1 + r%4)
+				if err := a.ReadRegionDevice(start, stop, buf.Ptr()); err != nil {
+					t.Fatalf("%v-%v: %v", start, stop, err)
+				}
+				if got := fromDevice(t, ctx, buf.Ptr(), n); !bytes.Equal(got, want) {
+					t.Fatalf("device region %v-%v differs from the host read", start, stop)
+				}
+			}
+			// Device writes: a random region, then compare a host read.
+			start, stop2 := randRegion(rng, m.Shape)
+			n := (stop2[0] - start[0]) * (stop2[1] - start[1])
+			if n == 0 {
+				return
+			}
+			vals := randValues(rng, m.DataType, n)
+			buf := devAlloc(t, ctx, len(vals))
+			if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyHtoD(buf.Ptr(), vals) }); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.WriteRegionDevice(start, stop2, buf.Ptr()); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len(vals))
+			if err := a.ReadRegion(start, stop2, got); err != nil || !bytes.Equal(got, vals) {
+				t.Fatalf("device write %v-%v: %v", start, stop2, err)
+			}
+		})
+	}
+}
+
+// TestDeviceWriteForNumpy writes an uncompressed v3 float32 array from
+// device memory (value = row*1000 + col) into $KVIK_ZARR_NUMPY_DIR for a
+// NumPy check of the raw chunks on the GPU machine.
+func TestDeviceWriteForNumpy(t *testing.T) {
+	ctx := needGPU(t)
+	dir := os.Getenv("KVIK_ZARR_NUMPY_DIR")
+	if dir == "" {
+		t.Skip("KVIK_ZARR_NUMPY_DIR not set")
+	}
+	s, err := NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Metadata{Shape: []int{300, 500}, ChunkShape: []int{100, 500}, DataType: DataType{Float, 4}}
+	a, err := Create(s, "arr", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := make([]byte, 0, 300*500*4)
+	for r := 0; r < 300; r++ {
+		for c := 0; c < 500; c++ {
+			host = append(host, element(m.DataType, float64(r*1000+c))...)
+		}
+	}
+	buf := devAlloc(t, ctx, len(host))
+	if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyHtoD(buf.Ptr(), host) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteRegionDevice([]int{0, 0}, m.Shape, buf.Ptr()); err != nil {
+		t.Fatal(err)
+	}
+}

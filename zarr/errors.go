@@ -1,0 +1,28 @@
+package zarr
+
+import "errors"
+
+// Errors returned (wrapped, with context) by this package; test with errors.Is.
+// A missing key is reported with an error that matches fs.ErrNotExist.
+var (
+	// ErrInvalidMetadata reports array metadata that is not valid JSON or
+	// breaks the Zarr specification (a negative shape, a zero chunk size,
+	// a chunk shape of the wrong rank, a fill value of the wrong kind).
+	ErrInvalidMetadata = errors.New("zarr: invalid metadata")
+	// ErrUnsupportedCodec reports a codec, compressor or filter this package
+	// does not implement; the error names it.
+	ErrUnsupportedCodec = errors.New("zarr: unsupported codec")
+	// ErrUnsupportedDataType reports a data type this package does not
+	// implement (strings, structured, datetime); the error names it.
+	ErrUnsupportedDataType = errors.New("zarr: unsupported data type")
+	// ErrCorruptChunk reports stored bytes that do not decode: a bad
+	// compressed stream, a checksum mismatch, a chunk of the wrong size, a
+	// shard index that points outside its shard.
+	ErrCorruptChunk = errors.New("zarr: corrupt chunk")
+	// ErrInvalidKey reports a store key that cannot name a file below the
+	// store's root (empty, absolute, or with "." or ".." segments).
+	ErrInvalidKey = errors.New("zarr: invalid key")
+	// ErrInvalidRegion reports a region of the wrong rank, with start >
+	// stop or outside the array, or a buffer of the wrong size for it.
+	ErrInvalidRegion = errors.New("zarr: invalid region")
+)

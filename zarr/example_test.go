@@ -1,0 +1,46 @@
+package zarr_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"log"
+	"math"
+	"os"
+
+	"github.com/kvikgo/kvik/zarr"
+)
+
+// ExampleCreate creates a zstd-compressed v3 array, writes it from host
+// memory and reads a region back.
+func ExampleCreate() {
+	dir, _ := os.MkdirTemp("", "zarr-example")
+	defer os.RemoveAll(dir)
+	s, err := zarr.NewDirStore(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	f32 := zarr.DataType{Kind: zarr.Float, Size: 4}
+	a, err := zarr.Create(s, "temperature", zarr.Metadata{
+		Shape: []int{4, 6}, ChunkShape: []int{2, 4}, DataType: f32, FillValue: "NaN",
+		Codecs: []zarr.Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	data := make([]byte, 0, 4*6*4)
+	for i := 0; i < 24; i++ {
+		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(float32(i)/2))
+	}
+	if err := a.WriteRegion([]int{0, 0}, []int{4, 6}, data); err != nil {
+		log.Fatal(err)
+	}
+	region := make([]byte, 2*3*4)
+	if err := a.ReadRegion([]int{1, 2}, []int{3, 5}, region); err != nil {
+		log.Fatal(err)
+	}
+	for i := 0; i < 6; i++ {
+		fmt.Print(math.Float32frombits(binary.LittleEndian.Uint32(region[4*i:])), " ")
+	}
+	fmt.Println()
+	// Output: 4 4.5 5 7 7.5 8
+}

@@ -1,0 +1,360 @@
+package zarr
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// npyArray is a .npy file: its descr, shape, order and raw data.
+type npyArray struct {
+	descr   string
+	shape   []int
+	fortran bool
+	data    []byte
+}
+
+var npyHeaderRe = regexp.MustCompile(`'descr':\s*'([^']*)'.*'fortran_order':\s*(True|False).*'shape':\s*\(([^)]*)\)`)
+
+func readNpy(t *testing.T, path string) npyArray {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte("\x93NUMPY")) {
+		t.Fatalf("%s: not a .npy file", path)
+	}
+	var hlen, off int
+	if b[6] == 1 {
+		hlen, off = int(binary.LittleEndian.Uint16(b[8:])), 10
+	} else {
+		hlen, off = int(binary.LittleEndian.Uint32(b[8:])), 12
+	}
+	m := npyHeaderRe.FindStringSubmatch(string(b[off : off+hlen]))
+	if m == nil {
+		t.Fatalf("%s: header %q", path, b[off:off+hlen])
+	}
+	a := npyArray{descr: m[1], fortran: m[2] == "True", data: b[off+hlen:]}
+	for _, s := range strings.Split(m[3], ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			var n int
+			fmt.Sscan(s, &n)
+			a.shape = append(a.shape, n)
+		}
+	}
+	return a
+}
+
+// TestNumcodecsFixtures decodes numcodecs' fixture encodings (see
+// testdata/README.md) and compares them with the arrays they encode.
+func TestNumcodecsFixtures(t *testing.T) {
+	root := filepath.Join("testdata", "numcodecs")
+	dirs, _ := filepath.Glob(filepath.Join(root, "*", "codec.*"))
+	delta, _ := filepath.Glob(filepath.Join(root, "delta", "*", "codec.*"))
+	dirs = append(dirs, delta...)
+	if len(dirs) < 20 {
+		t.Fatalf("only %d fixture codecs found", len(dirs))
+	}
+	checked := 0
+	for _, dir := range dirs {
+		cfgRaw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := parseCodecV2(cfgRaw)
+		if err != nil {
+			t.Fatal(dir, err)
+		}
+		encs, _ := filepath.Glob(filepath.Join(dir, "encoded.*.dat"))
+		for _, enc := range encs {
+			n := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(enc), "encoded."), ".dat")
+			arr := readNpy(t, filepath.Join(filepath.Dir(dir), "array."+n+".npy"))
+			dt := DataType{Uint, 1}
+			if d, _, err := parseV2Type(arr.descr); err == nil {
+				dt = d
+			} else if m := regexp.MustCompile(`^[<>|][a-zA-Z](\d+)`).FindStringSubmatch(arr.descr); m != nil {
+				fmt.Sscan(m[1], &dt.Size) // datetimes and strings: only the item size matters here
+			}
+			bc, err := newBytesCodec(*c, dt, false)
+			name := dir + "/" + filepath.Base(enc)
+			switch {
+			case c.Name == "delta" && arr.descr == "|b1":
+				if !errors.Is(err, ErrUnsupportedCodec) {
+					t.Errorf("%s: bool delta: got %v, want ErrUnsupportedCodec", name, err)
+				}
+				continue
+			case err != nil:
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			got, err := bc.decode(mustRead(t, enc), nil, len(arr.data)+64)
+			if err != nil {
+				t.Errorf("%s: decode: %v", name, err)
+				continue
+			}
+			if !bytes.Equal(got, arr.data) {
+				t.Errorf("%s: decoded %d bytes differ from the %d bytes of array.%s.npy", name, len(got), len(arr.data), n)
+			}
+			checked++
+		}
+	}
+	t.Logf("%d numcodecs fixture encodings decoded and matched", checked)
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// element returns the little-endian bytes of v as an element of t.
+func element(t DataType, v float64) []byte {
+	b := make([]byte, t.Size)
+	switch t.Kind {
+	case Float:
+		putFloat(b, v)
+	default:
+		putUint(b, uint64(int64(v)))
+	}
+	return b
+}
+
+// linspace follows NumPy's linspace(start, stop, num) in float64.
+func linspace(start, stop float64, num, i int) float64 {
+	if i == num-1 {
+		return stop
+	}
+	step := (stop - start) / float64(num-1)
+	return float64(i)*step + start
+}
+
+// expectZarrPython returns the values the zarr-python fixture script
+// (test_format_compatibility) stores in array i at flat C index k of
+// shape, or ok=false for random arrays (checked against the uncompressed
+// copy instead).
+func expectZarrPython(i int, shape []int, k int) (float64, bool) {
+	idx := make([]int, len(shape))
+	unflatten(k, shape, idx)
+	switch i {
+	case 0, 1, 2, 3:
+		return float64(k), true
+	case 8, 9, 10:
+		return linspace(0, 1, 3333, k), true
+	case 18, 20, 22:
+		return float64(k), true
+	case 19, 21, 23: // reshape(..., order='F'): column-major fill
+		v, mul := 0, 1
+		for d := range shape {
+			v += idx[d] * mul
+			mul *= shape[d]
+		}
+		return float64(v), true
+	}
+	return 0, false
+}
+
+func readWhole(t *testing.T, a *Array) []byte {
+	t.Helper()
+	shape := a.Shape()
+	buf := make([]byte, numElements(shape)*a.DataType().Size)
+	if err := a.ReadRegion(make([]int, len(shape)), shape, buf); err != nil {
+		t.Fatalf("%s: %v", a.path, err)
+	}
+	return buf
+}
+
+// TestZarrPythonV2Fixtures reads zarr-python's v2 format-compatibility
+// fixtures (every compressor it used that this package supports) and
+// checks each value against the generating rule.
+func TestZarrPythonV2Fixtures(t *testing.T) {
+	s, err := NewDirStore(filepath.Join("testdata", "zarr-python-v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrays, _ := filepath.Glob(filepath.Join(s.Root(), "[0-9]*", "[0-9]"))
+	checked := 0
+	for _, dir := range arrays {
+		rel, _ := filepath.Rel(s.Root(), dir)
+		rel = filepath.ToSlash(rel)
+		var i, j int
+		fmt.Sscanf(rel, "%d/%d", &i, &j)
+		a, err := Open(s, rel)
+		if j == 2 { // BZ2
+			if !errors.Is(err, ErrUnsupportedCodec) || !strings.Contains(err.Error(), "bz2") {
+				t.Errorf("%s: got %v, want ErrUnsupportedCodec naming bz2", rel, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", rel, err)
+			continue
+		}
+		got := readWhole(t, a)
+		ref, err := Open(s, fmt.Sprintf("%d/0", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refBytes := readWhole(t, ref)
+		if !bytes.Equal(got, refBytes) {
+			t.Errorf("%s differs from the uncompressed %d/0", rel, i)
+		}
+		shape, dt := a.Shape(), a.DataType()
+		for k := 0; k < numElements(shape); k++ {
+			v, ok := expectZarrPython(i, shape, k)
+			if !ok {
+				break
+			}
+			if e := element(dt, v); !bytes.Equal(got[k*dt.Size:(k+1)*dt.Size], e) {
+				t.Errorf("%s: element %d is %x, want %x (%v)", rel, k, got[k*dt.Size:(k+1)*dt.Size], e, v)
+				break
+			}
+		}
+		checkRandomFixture(t, rel, i, dt, got)
+		checked++
+	}
+	if checked < 30 {
+		t.Fatalf("only %d fixture arrays checked", checked)
+	}
+	t.Logf("%d zarr-python v2 fixture arrays checked", checked)
+}
+
+// checkRandomFixture checks what the script's rule says of random arrays.
+func checkRandomFixture(t *testing.T, rel string, i int, dt DataType, b []byte) {
+	n := len(b) / dt.Size
+	for k := 0; k < n; k++ {
+		e := b[k*dt.Size : (k+1)*dt.Size]
+		switch i {
+		case 16: // choice([0, 1/3, 1/7, 1/9, nan])
+			f := math.Float64frombits(binary.LittleEndian.Uint64(e))
+			if !math.IsNaN(f) && f != 0 && f != 1.0/3 && f != 1.0/7 && f != 1.0/9 {
+				t.Fatalf("%s: element %d = %v not in the choice set", rel, k, f)
+			}
+		case 17: // randint(0, 2, dtype=bool)
+			if e[0] > 1 {
+				t.Fatalf("%s: bool element %d = %d", rel, k, e[0])
+			}
+		case 11: // normal(0, 1) as float16: finite and small
+			if f := Float16ToFloat64(binary.LittleEndian.Uint16(e)); math.IsNaN(f) || math.Abs(f) > 10 {
+				t.Fatalf("%s: element %d = %v", rel, k, f)
+			}
+		}
+	}
+}
+
+// TestDimensionSeparatorFixtures reads zarr-python's flat and nested
+// fixtures; the legacy nested one (no dimension_separator in .zarray)
+// needs the store's separator, as with KvikIO's GDSStore.
+func TestDimensionSeparatorFixtures(t *testing.T) {
+	want := []byte{}
+	for _, v := range []int64{1, 2, 3, 4} {
+		want = binary.LittleEndian.AppendUint64(want, uint64(v))
+	}
+	root := filepath.Join("testdata", "zarr-python-v2")
+	for _, c := range []struct {
+		path, sep string
+		ok        bool
+	}{
+		{"flat", ".", true}, {"flat_legacy", ".", true}, {"nested", ".", true},
+		{"nested_legacy", "/", true}, {"nested_legacy", ".", false},
+	} {
+		s, err := NewDirStore(root, WithDimensionSeparator(c.sep))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := Open(s, c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readWhole(t, a)
+		if bytes.Equal(got, want) != c.ok {
+			t.Errorf("%s with store separator %q: got %x", c.path, c.sep, got)
+		}
+		if !c.ok && !bytes.Equal(got, make([]byte, 32)) {
+			t.Errorf("%s with the wrong separator should read as fill value, got %x", c.path, got)
+		}
+	}
+	if _, err := NewDirStore(t.TempDir(), WithDimensionSeparator("-")); !errors.Is(err, ErrInvalidMetadata) {
+		t.Errorf("separator \"-\": %v", err)
+	}
+}
+
+// TestZarrsFixtures reads zarr-python-written v2 and v3 arrays kept by
+// zarrs (values: row*10+col as float32, by their generating scripts), the
+// zarrs-written sharded array (uint16 y*8+x) and checks unsupported
+// codecs are named.
+func TestZarrsFixtures(t *testing.T) {
+	s, err := NewDirStore(filepath.Join("testdata", "zarrs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrays, _ := filepath.Glob(filepath.Join(s.Root(), "*", "*.zarr"))
+	arrays = append(arrays, filepath.Join(s.Root(), "sharded_array_write_read.zarr", "group", "array"))
+	checked := 0
+	for _, dir := range arrays {
+		rel, _ := filepath.Rel(s.Root(), dir)
+		rel = filepath.ToSlash(rel)
+		a, err := Open(s, rel)
+		if strings.Contains(rel, "bz2") {
+			if !errors.Is(err, ErrUnsupportedCodec) {
+				t.Errorf("%s: got %v, want ErrUnsupportedCodec", rel, err)
+			} else {
+				t.Logf("%s: %v", rel, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", rel, err)
+			continue
+		}
+		shape := a.Shape()
+		value := func(r, c int) []byte { return element(a.DataType(), float64(r*10+c)) }
+		if strings.Contains(rel, "sharded") {
+			value = func(r, c int) []byte { return element(a.DataType(), float64(r*8+c)) }
+		}
+		// Every region with corners on a 3-step lattice, whole array included.
+		for r0 := 0; r0 < shape[0]; r0 += 3 {
+			for c0 := 0; c0 < shape[1]; c0 += 2 {
+				for _, stop := range [][2]int{{shape[0], shape[1]}, {min(r0+3, shape[0]), min(c0+5, shape[1])}} {
+					checkRegion(t, a, rel, []int{r0, c0}, stop[:], value)
+				}
+			}
+		}
+		checkRegion(t, a, rel, []int{0, 0}, shape, value)
+		checked++
+	}
+	if checked < 10 {
+		t.Fatalf("only %d arrays checked", checked)
+	}
+}
+
+func checkRegion(t *testing.T, a *Array, rel string, start, stop []int, value func(r, c int) []byte) {
+	t.Helper()
+	es := a.DataType().Size
+	buf := make([]byte, (stop[0]-start[0])*(stop[1]-start[1])*es)
+	if err := a.ReadRegion(start, stop, buf); err != nil {
+		t.Fatalf("%s %v-%v: %v", rel, start, stop, err)
+	}
+	k := 0
+	for r := start[0]; r < stop[0]; r++ {
+		for c := start[1]; c < stop[1]; c++ {
+			if got, want := buf[k:k+es], value(r, c); !bytes.Equal(got, want) {
+				t.Fatalf("%s region %v-%v: [%d,%d] = %x, want %x", rel, start, stop, r, c, got, want)
+			}
+			k += es
+		}
+	}
+}
+
+var _ = json.Marshal

@@ -1,0 +1,65 @@
+package zarr
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// FuzzParseMetadata feeds arbitrary documents to both metadata parsers and
+// to array construction: errors are fine, panics are not.
+func FuzzParseMetadata(f *testing.F) {
+	f.Add([]byte(`{"zarr_format":2,"shape":[10],"chunks":[3],"dtype":"<f4","compressor":{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1},"fill_value":"NaN","order":"F","filters":[{"id":"delta","dtype":"<f4"}]}`))
+	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[8,8],"data_type":"uint16","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4,8]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[4,4],"codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":5}}],"index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],"index_location":"end"}}]}`))
+	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"float16","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"v2"},"fill_value":"0x7e00","codecs":[{"name":"transpose","configuration":{"order":[0]}},{"name":"bytes"},{"name":"zstd"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s := &DirStore{root: "/nonexistent", dimSep: "."}
+		if m, err := ParseMetadataV2(b, "."); err == nil {
+			newArray(s, "", m)
+		}
+		if m, err := ParseMetadataV3(b); err == nil {
+			newArray(s, "", m)
+		}
+	})
+}
+
+// FuzzShardIndex parses arbitrary shard bytes as indexes and decodes them
+// as shards of a small sharded chain.
+func FuzzShardIndex(f *testing.F) {
+	idx := make([]byte, 0, 36)
+	idx = binary.LittleEndian.AppendUint64(idx, 0)
+	idx = binary.LittleEndian.AppendUint64(idx, 8)
+	idx = binary.LittleEndian.AppendUint64(idx, ^uint64(0))
+	idx = binary.LittleEndian.AppendUint64(idx, ^uint64(0))
+	seed, _ := crc32cCodec{}.encode(idx)
+	f.Add(append(make([]byte, 8), seed...), false)
+	f.Add(append(seed, make([]byte, 8)...), true)
+	f.Fuzz(func(t *testing.T, b []byte, start bool) {
+		parseShardIndex(b, len(b)/16, len(b)%16 == 4, int64(len(b)))
+		for _, crc := range []bool{false, true} {
+			ic := []Codec{{Name: "bytes"}}
+			if crc {
+				ic = append(ic, Codec{Name: "crc32c"})
+			}
+			s, err := newSharding(map[string]any{"chunk_shape": []int{2}, "codecs": []Codec{{Name: "bytes"}}, "index_codecs": ic,
+				"index_location": map[bool]string{true: "start", false: "end"}[start]}, DataType{Uint, 4}, make([]byte, 4), []int{4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.decode(b, []int{4})
+		}
+	})
+}
+
+// FuzzBloscDecode decodes arbitrary bytes as Blosc chunks and BloscLZ
+// streams.
+func FuzzBloscDecode(f *testing.F) {
+	for _, c := range []bloscCodec{{cname: "lz4", shuffle: 1, typesize: 4}, {cname: "zstd", shuffle: 2, typesize: 2, blocksize: 32}} {
+		enc, _ := c.encode([]byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"))
+		f.Add(enc)
+	}
+	f.Add([]byte{0x1f, 'a', 'b', 0x40, 0x01, 0x02})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		bloscDecode(b, nil, 1<<16)
+		blosclzDecompress(b, make([]byte, 256))
+	})
+}

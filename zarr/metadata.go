@@ -1,0 +1,408 @@
+package zarr
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// Codec names a codec and its configuration: a v3 codec ({"name",
+// "configuration"}) or a v2 compressor or filter ({"id", ...}, with Name
+// holding the id).
+type Codec struct {
+	Name          string
+	Configuration map[string]any
+}
+
+// Metadata describes an array: what Create writes and Open reads.
+type Metadata struct {
+	// ZarrFormat is 2 or 3; Create treats 0 as 3.
+	ZarrFormat int
+	Shape      []int
+	ChunkShape []int
+	DataType   DataType
+	// FillValue is a JSON-able value: a number, a bool, or "NaN",
+	// "Infinity", "-Infinity"; nil means zero. Open sets it from the
+	// metadata as read.
+	FillValue any
+	// Codecs is the v3 codec chain; empty means [bytes (little)].
+	Codecs []Codec
+	// ChunkKeyEncoding is "default" (c/0/1) or "v2" (0.1) for v3 arrays;
+	// Separator is its separator ("/" and "." by default). For v2 arrays
+	// Separator is the dimension_separator.
+	ChunkKeyEncoding string
+	Separator        string
+	// Order ('C' or 'F'), Compressor and Filters are for v2 arrays.
+	Order      byte
+	Compressor *Codec
+	Filters    []Codec
+	// BigEndian stores v2 elements big-endian (">" type strings).
+	BigEndian      bool
+	Attributes     map[string]any
+	DimensionNames []string
+
+	fill []byte // one little-endian element
+}
+
+// maxElements bounds the product of a shape so that sizes never overflow.
+const maxElements = 1 << 56
+
+func checkShape(shape, chunks []int) error {
+	if len(chunks) != len(shape) {
+		return fmt.Errorf("%w: chunk shape %v for array shape %v", ErrInvalidMetadata, chunks, shape)
+	}
+	n, c := 1, 1
+	for i := range shape {
+		if shape[i] < 0 || chunks[i] <= 0 || shape[i] > maxElements || chunks[i] > maxElements {
+			return fmt.Errorf("%w: shape %v, chunk shape %v", ErrInvalidMetadata, shape, chunks)
+		}
+		if shape[i] > 0 {
+			n *= shape[i]
+		}
+		c *= chunks[i]
+		if n > maxElements || c > 1<<40 {
+			return fmt.Errorf("%w: shape %v or chunk shape %v too large", ErrInvalidMetadata, shape, chunks)
+		}
+	}
+	return nil
+}
+
+type v2Meta struct {
+	ZarrFormat         int               `json:"zarr_format"`
+	Shape              []int             `json:"shape"`
+	Chunks             []int             `json:"chunks"`
+	DType              json.RawMessage   `json:"dtype"`
+	Compressor         json.RawMessage   `json:"compressor"`
+	FillValue          json.RawMessage   `json:"fill_value"`
+	Order              string            `json:"order"`
+	Filters            []json.RawMessage `json:"filters"`
+	DimensionSeparator string            `json:"dimension_separator,omitempty"`
+}
+
+type v3Named struct {
+	Name          string          `json:"name"`
+	Configuration json.RawMessage `json:"configuration,omitempty"`
+}
+
+type v3Meta struct {
+	ZarrFormat          int               `json:"zarr_format"`
+	NodeType            string            `json:"node_type"`
+	Shape               []int             `json:"shape"`
+	DataType            json.RawMessage   `json:"data_type"`
+	ChunkGrid           v3Named           `json:"chunk_grid"`
+	ChunkKeyEncoding    v3Named           `json:"chunk_key_encoding"`
+	FillValue           json.RawMessage   `json:"fill_value"`
+	Codecs              []json.RawMessage `json:"codecs"`
+	Attributes          map[string]any    `json:"attributes,omitempty"`
+	DimensionNames      []*string         `json:"dimension_names,omitempty"`
+	StorageTransformers []json.RawMessage `json:"storage_transformers,omitempty"`
+}
+
+func decodeStrict(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	return d.Decode(v)
+}
+
+// parseCodecV3 reads {"name": ..., "configuration": {...}} or a bare
+// name string.
+func parseCodecV3(raw json.RawMessage) (Codec, error) {
+	var name string
+	if json.Unmarshal(raw, &name) == nil {
+		return Codec{Name: name}, nil
+	}
+	var n v3Named
+	if err := json.Unmarshal(raw, &n); err != nil || n.Name == "" {
+		return Codec{}, fmt.Errorf("%w: codec %.60s", ErrInvalidMetadata, raw)
+	}
+	c := Codec{Name: n.Name}
+	if len(n.Configuration) > 0 && string(n.Configuration) != "null" {
+		if err := decodeStrict(n.Configuration, &c.Configuration); err != nil {
+			return Codec{}, fmt.Errorf("%w: codec %s configuration: %v", ErrInvalidMetadata, n.Name, err)
+		}
+	}
+	return c, nil
+}
+
+// parseCodecV2 reads {"id": ..., ...}.
+func parseCodecV2(raw json.RawMessage) (*Codec, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var m map[string]any
+	if err := decodeStrict(raw, &m); err != nil {
+		return nil, fmt.Errorf("%w: codec %.60s: %v", ErrInvalidMetadata, raw, err)
+	}
+	id, _ := m["id"].(string)
+	if id == "" {
+		return nil, fmt.Errorf("%w: codec without id: %.60s", ErrInvalidMetadata, raw)
+	}
+	delete(m, "id")
+	return &Codec{Name: id, Configuration: m}, nil
+}
+
+// ParseMetadataV2 parses a .zarray document. storeSep is the separator to
+// use when the document names none.
+func ParseMetadataV2(b []byte, storeSep string) (*Metadata, error) {
+	var v v2Meta
+	if err := decodeStrict(b, &v); err != nil {
+		return nil, fmt.Errorf("%w: .zarray: %v", ErrInvalidMetadata, err)
+	}
+	if v.ZarrFormat != 2 {
+		return nil, fmt.Errorf("%w: zarr_format %d in .zarray", ErrInvalidMetadata, v.ZarrFormat)
+	}
+	var dts string
+	if err := json.Unmarshal(v.DType, &dts); err != nil {
+		return nil, fmt.Errorf("%w: structured dtype %.60s", ErrUnsupportedDataType, v.DType)
+	}
+	dt, big, err := parseV2Type(dts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkShape(v.Shape, v.Chunks); err != nil {
+		return nil, err
+	}
+	m := &Metadata{ZarrFormat: 2, Shape: v.Shape, ChunkShape: v.Chunks, DataType: dt, BigEndian: big, Separator: storeSep}
+	switch v.Order {
+	case "C", "F":
+		m.Order = v.Order[0]
+	default:
+		return nil, fmt.Errorf("%w: order %q", ErrInvalidMetadata, v.Order)
+	}
+	switch v.DimensionSeparator {
+	case "":
+	case ".", "/":
+		m.Separator = v.DimensionSeparator
+	default:
+		return nil, fmt.Errorf("%w: dimension_separator %q", ErrInvalidMetadata, v.DimensionSeparator)
+	}
+	if m.Separator == "" {
+		m.Separator = "."
+	}
+	if m.Compressor, err = parseCodecV2(v.Compressor); err != nil {
+		return nil, err
+	}
+	for _, f := range v.Filters {
+		c, err := parseCodecV2(f)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			m.Filters = append(m.Filters, *c)
+		}
+	}
+	if m.fill, err = fillBytes(dt, v.FillValue, true); err != nil {
+		return nil, err
+	}
+	m.FillValue = fillJSON(dt, m.fill)
+	return m, nil
+}
+
+// ParseMetadataV3 parses a zarr.json array document.
+func ParseMetadataV3(b []byte) (*Metadata, error) {
+	var v v3Meta
+	if err := decodeStrict(b, &v); err != nil {
+		return nil, fmt.Errorf("%w: zarr.json: %v", ErrInvalidMetadata, err)
+	}
+	if v.ZarrFormat != 3 || v.NodeType != "array" {
+		return nil, fmt.Errorf("%w: zarr_format %d, node_type %q (want an array of format 3)", ErrInvalidMetadata, v.ZarrFormat, v.NodeType)
+	}
+	var dts string
+	if err := json.Unmarshal(v.DataType, &dts); err != nil {
+		return nil, fmt.Errorf("%w: %.60s", ErrUnsupportedDataType, v.DataType)
+	}
+	dt, err := ParseDataType(dts)
+	if err != nil {
+		return nil, err
+	}
+	if v.ChunkGrid.Name != "regular" {
+		return nil, fmt.Errorf("%w: chunk grid %q (only \"regular\")", ErrInvalidMetadata, v.ChunkGrid.Name)
+	}
+	var grid struct {
+		ChunkShape []int `json:"chunk_shape"`
+	}
+	if err := json.Unmarshal(v.ChunkGrid.Configuration, &grid); err != nil {
+		return nil, fmt.Errorf("%w: chunk grid: %v", ErrInvalidMetadata, err)
+	}
+	if err := checkShape(v.Shape, grid.ChunkShape); err != nil {
+		return nil, err
+	}
+	if len(v.StorageTransformers) > 0 {
+		return nil, fmt.Errorf("%w: storage transformers", ErrUnsupportedCodec)
+	}
+	m := &Metadata{ZarrFormat: 3, Shape: v.Shape, ChunkShape: grid.ChunkShape, DataType: dt, Attributes: v.Attributes}
+	var kc struct {
+		Separator string `json:"separator"`
+	}
+	if len(v.ChunkKeyEncoding.Configuration) > 0 {
+		if err := json.Unmarshal(v.ChunkKeyEncoding.Configuration, &kc); err != nil {
+			return nil, fmt.Errorf("%w: chunk key encoding: %v", ErrInvalidMetadata, err)
+		}
+	}
+	switch v.ChunkKeyEncoding.Name {
+	case "default":
+		m.Separator = "/"
+	case "v2":
+		m.Separator = "."
+	default:
+		return nil, fmt.Errorf("%w: chunk key encoding %q", ErrInvalidMetadata, v.ChunkKeyEncoding.Name)
+	}
+	m.ChunkKeyEncoding = v.ChunkKeyEncoding.Name
+	switch kc.Separator {
+	case "":
+	case ".", "/":
+		m.Separator = kc.Separator
+	default:
+		return nil, fmt.Errorf("%w: chunk key separator %q", ErrInvalidMetadata, kc.Separator)
+	}
+	if len(v.Codecs) == 0 {
+		return nil, fmt.Errorf("%w: no codecs", ErrInvalidMetadata)
+	}
+	for _, raw := range v.Codecs {
+		c, err := parseCodecV3(raw)
+		if err != nil {
+			return nil, err
+		}
+		m.Codecs = append(m.Codecs, c)
+	}
+	for _, n := range v.DimensionNames {
+		s := ""
+		if n != nil {
+			s = *n
+		}
+		m.DimensionNames = append(m.DimensionNames, s)
+	}
+	if m.fill, err = fillBytes(dt, v.FillValue, false); err != nil {
+		return nil, err
+	}
+	m.FillValue = fillJSON(dt, m.fill)
+	return m, nil
+}
+
+// jsonFill converts a user fill value to JSON, spelling non-finite
+// floats as Zarr does.
+func jsonFill(v any) (json.RawMessage, error) {
+	if f, ok := v.(float64); ok {
+		v = fillJSON(DataType{Float, 8}, func() []byte { b := make([]byte, 8); putFloat(b, f); return b }())
+	}
+	if f, ok := v.(float32); ok {
+		return jsonFill(float64(f))
+	}
+	if v == nil {
+		v = 0
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: fill value %v: %v", ErrInvalidMetadata, v, err)
+	}
+	return b, nil
+}
+
+// marshal renders m as the metadata documents of its format: key ->
+// document.
+func (m *Metadata) marshal() (map[string][]byte, error) {
+	fill := fillJSON(m.DataType, m.fill)
+	if f, ok := fill.(float64); ok && math.Trunc(f) == f && math.Abs(f) < 1e15 {
+		fill = json.Number(fmt.Sprintf("%.1f", f))
+	}
+	if m.ZarrFormat == 2 {
+		dt := m.DataType.v2()
+		if m.BigEndian && m.DataType.Size > 1 {
+			dt = ">" + dt[1:]
+		}
+		filters := []any(nil)
+		for _, f := range m.Filters {
+			filters = append(filters, v2Codec(f))
+		}
+		var comp any
+		if m.Compressor != nil {
+			comp = v2Codec(*m.Compressor)
+		}
+		doc := map[string]any{
+			"zarr_format": 2, "shape": m.Shape, "chunks": m.ChunkShape, "dtype": dt,
+			"compressor": comp, "fill_value": fill, "order": string(m.Order), "filters": filters,
+			"dimension_separator": m.Separator,
+		}
+		attrs := m.Attributes
+		if attrs == nil {
+			attrs = map[string]any{}
+		}
+		a, err := marshalJSON(doc, "    ")
+		if err != nil {
+			return nil, err
+		}
+		b, err := marshalJSON(attrs, "    ")
+		if err != nil {
+			return nil, err
+		}
+		return map[string][]byte{".zarray": a, ".zattrs": b}, nil
+	}
+	codecs := make([]any, len(m.Codecs))
+	for i, c := range m.Codecs {
+		codecs[i] = v3Codec(c)
+	}
+	doc := map[string]any{
+		"zarr_format": 3, "node_type": "array", "shape": m.Shape, "data_type": m.DataType.Name(),
+		"chunk_grid":         map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": m.ChunkShape}},
+		"chunk_key_encoding": map[string]any{"name": m.ChunkKeyEncoding, "configuration": map[string]any{"separator": m.Separator}},
+		"fill_value":         fill, "codecs": codecs, "attributes": m.Attributes,
+	}
+	if m.Attributes == nil {
+		doc["attributes"] = map[string]any{}
+	}
+	if len(m.DimensionNames) > 0 {
+		doc["dimension_names"] = m.DimensionNames
+	}
+	b, err := marshalJSON(doc, "  ")
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{"zarr.json": b}, nil
+}
+
+func v2Codec(c Codec) map[string]any {
+	m := map[string]any{"id": c.Name}
+	for k, v := range c.Configuration {
+		m[k] = v
+	}
+	return m
+}
+
+func v3Codec(c Codec) map[string]any {
+	m := map[string]any{"name": c.Name}
+	if c.Name == "bytes" && c.Configuration["endian"] == nil {
+		// Spelled out so that every reader agrees; little is what
+		// decoding assumes for a missing endian.
+		c.Configuration = map[string]any{"endian": "little"}
+	}
+	if len(c.Configuration) > 0 {
+		cfg := map[string]any{}
+		for k, v := range c.Configuration {
+			if k == "codecs" || k == "index_codecs" {
+				if l, ok := v.([]Codec); ok {
+					out := make([]any, len(l))
+					for i, x := range l {
+						out[i] = v3Codec(x)
+					}
+					v = out
+				}
+			}
+			cfg[k] = v
+		}
+		m["configuration"] = cfg
+	}
+	return m
+}
+
+// marshalJSON indents v without HTML escaping ("<f4" stays readable).
+func marshalJSON(v any, indent string) ([]byte, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	e.SetIndent("", indent)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

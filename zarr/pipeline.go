@@ -1,0 +1,399 @@
+package zarr
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// pipeline is an array's codec chain: array-to-array codecs, one
+// array-to-bytes codec, bytes-to-bytes codecs, in encoding order.
+type pipeline struct {
+	dt   DataType
+	fill []byte
+	aa   []arrayCodec
+	ab   arrayBytesCodec
+	bb   []bytesCodec
+}
+
+// raw reports whether chunks are stored as plain little-endian C-order
+// elements, so that stored bytes can go straight to their destination.
+func (p *pipeline) raw() bool {
+	b, ok := p.ab.(bytesCodecAB)
+	return ok && len(p.aa) == 0 && len(p.bb) == 0 && (!b.big || b.es == 1)
+}
+
+// sharded returns the sharding codec when it is the whole chain.
+func (p *pipeline) sharded() *shardingCodec {
+	s, ok := p.ab.(*shardingCodec)
+	if ok && len(p.aa) == 0 && len(p.bb) == 0 {
+		return s
+	}
+	return nil
+}
+
+func (p *pipeline) shapes(shape []int) [][]int {
+	s := [][]int{shape}
+	for _, c := range p.aa {
+		shape = c.encodedShape(shape)
+		s = append(s, shape)
+	}
+	return s
+}
+
+// decode turns stored bytes into a chunk of the given shape. dst, if large
+// enough, may receive the result.
+func (p *pipeline) decode(b []byte, shape []int, dst []byte) (chunkArray, error) {
+	n := numElements(shape) * p.dt.Size
+	limit := 2*n + 1<<20
+	for i := len(p.bb) - 1; i >= 0; i-- {
+		var hint []byte
+		if i == 0 && len(p.aa) == 0 {
+			hint = dst
+		}
+		var err error
+		if b, err = p.bb[i].decode(b, hint, limit); err != nil {
+			return chunkArray{}, err
+		}
+	}
+	shapes := p.shapes(shape)
+	a, err := p.ab.decode(b, shapes[len(shapes)-1])
+	if err != nil {
+		return chunkArray{}, err
+	}
+	for i := len(p.aa) - 1; i >= 0; i-- {
+		a = p.aa[i].decode(a, shapes[i], p.dt.Size)
+	}
+	return a, nil
+}
+
+func (p *pipeline) encode(a chunkArray) ([]byte, error) {
+	for _, c := range p.aa {
+		a = c.encode(a, p.dt.Size)
+	}
+	b, err := p.ab.encode(a)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range p.bb {
+		if b, err = c.encode(b); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// newPipelineV3 builds the chain of a v3 codec list for chunks of shape.
+func newPipelineV3(codecs []Codec, dt DataType, fill []byte, shape []int) (*pipeline, error) {
+	p := &pipeline{dt: dt, fill: fill}
+	for _, c := range codecs {
+		cfg := c.Configuration
+		switch c.Name {
+		case "transpose":
+			if p.ab != nil {
+				return nil, fmt.Errorf("%w: transpose after the array-to-bytes codec", ErrInvalidMetadata)
+			}
+			t, err := newTranspose(cfg, len(shape))
+			if err != nil {
+				return nil, err
+			}
+			p.aa = append(p.aa, t)
+		case "bytes", "endian":
+			e, err := cfgString(cfg, "endian", "little")
+			if err != nil {
+				return nil, err
+			}
+			if e != "little" && e != "big" {
+				return nil, fmt.Errorf("%w: endian %q", ErrInvalidMetadata, e)
+			}
+			if err := p.setAB(bytesCodecAB{es: dt.Size, big: e == "big"}); err != nil {
+				return nil, err
+			}
+		case "sharding_indexed":
+			inner := shape
+			if len(p.aa) > 0 {
+				inner = p.shapes(shape)[len(p.aa)]
+			}
+			s, err := newSharding(cfg, dt, fill, inner)
+			if err != nil {
+				return nil, err
+			}
+			if err := p.setAB(s); err != nil {
+				return nil, err
+			}
+		default:
+			bc, err := newBytesCodec(c, dt, true)
+			if err != nil {
+				return nil, err
+			}
+			if p.ab == nil {
+				return nil, fmt.Errorf("%w: bytes-to-bytes codec %q before the array-to-bytes codec", ErrInvalidMetadata, c.Name)
+			}
+			p.bb = append(p.bb, bc)
+		}
+	}
+	if p.ab == nil {
+		return nil, fmt.Errorf("%w: no array-to-bytes codec (bytes or sharding_indexed)", ErrInvalidMetadata)
+	}
+	return p, nil
+}
+
+func (p *pipeline) setAB(c arrayBytesCodec) error {
+	if p.ab != nil {
+		return fmt.Errorf("%w: two array-to-bytes codecs", ErrInvalidMetadata)
+	}
+	p.ab = c
+	return nil
+}
+
+// newBytesCodec builds a bytes-to-bytes codec, v3 or v2 (a compressor or
+// filter).
+func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
+	cfg := c.Configuration
+	switch c.Name {
+	case "gzip", "zlib", "numcodecs.zlib":
+		lvl, err := cfgNumber(cfg, "level", 6)
+		if err != nil {
+			return nil, err
+		}
+		if lvl < -1 || lvl > 9 {
+			return nil, fmt.Errorf("%w: %s level %d", ErrInvalidMetadata, c.Name, lvl)
+		}
+		if c.Name == "gzip" {
+			return gzipCodec{lvl}, nil
+		}
+		if v3 && c.Name == "zlib" {
+			break // v3 knows zlib only as numcodecs.zlib
+		}
+		return zlibCodec{lvl}, nil
+	case "zstd":
+		lvl, err := cfgNumber(cfg, "level", 0)
+		if err != nil {
+			return nil, err
+		}
+		ck, _ := cfg["checksum"].(bool)
+		return zstdCodec{level: lvl, checksum: ck}, nil
+	case "blosc":
+		return newBlosc(cfg, dt.Size, v3)
+	case "crc32c":
+		return crc32cCodec{}, nil
+	case "delta":
+		if !v3 {
+			return newDelta(cfg, dt)
+		}
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnsupportedCodec, c.Name)
+}
+
+// newPipelineV2 builds the chain of a v2 array: F order as a transpose,
+// the dtype's byte order, then filters and the compressor.
+func newPipelineV2(m *Metadata) (*pipeline, error) {
+	p := &pipeline{dt: m.DataType, fill: m.fill, ab: bytesCodecAB{es: m.DataType.Size, big: m.BigEndian}}
+	if m.Order == 'F' && len(m.ChunkShape) > 1 {
+		t := transposeCodec{order: make([]int, len(m.ChunkShape))}
+		for i := range t.order {
+			t.order[i] = len(t.order) - 1 - i
+		}
+		p.aa = append(p.aa, t)
+	}
+	for _, f := range m.Filters {
+		c, err := newBytesCodec(f, m.DataType, false)
+		if err != nil {
+			return nil, fmt.Errorf("filter: %w", err)
+		}
+		p.bb = append(p.bb, c)
+	}
+	if m.Compressor != nil {
+		c, err := newBytesCodec(*m.Compressor, m.DataType, false)
+		if err != nil {
+			return nil, fmt.Errorf("compressor: %w", err)
+		}
+		p.bb = append(p.bb, c)
+	}
+	return p, nil
+}
+
+// deltaCodec is numcodecs' delta filter: the first element, then the
+// differences of consecutive elements, stored as astype; decoding is a
+// running sum in dtype.
+type deltaCodec struct {
+	dt, as       DataType
+	dtBig, asBig bool
+}
+
+func newDelta(cfg map[string]any, arr DataType) (bytesCodec, error) {
+	ds, err := cfgString(cfg, "dtype", "")
+	if err != nil {
+		return nil, err
+	}
+	as, err := cfgString(cfg, "astype", ds)
+	if err != nil {
+		return nil, err
+	}
+	d := deltaCodec{}
+	if d.dt, d.dtBig, err = parseV2Type(ds); err != nil {
+		return nil, fmt.Errorf("delta dtype: %w", err)
+	}
+	if d.as, d.asBig, err = parseV2Type(as); err != nil {
+		return nil, fmt.Errorf("delta astype: %w", err)
+	}
+	if d.dt.Kind == Bool || d.as.Kind == Bool || (d.dt.Kind == Float) != (d.as.Kind == Float) {
+		return nil, fmt.Errorf("%w: delta from %s to %s", ErrUnsupportedCodec, ds, as)
+	}
+	return d, nil
+}
+
+func loadUint(b []byte, big bool) uint64 {
+	var u uint64
+	n := len(b)
+	for i := range b {
+		if big {
+			u |= uint64(b[n-1-i]) << (8 * i)
+		} else {
+			u |= uint64(b[i]) << (8 * i)
+		}
+	}
+	return u
+}
+
+func storeUint(b []byte, u uint64, big bool) {
+	n := len(b)
+	for i := range b {
+		if big {
+			b[n-1-i] = byte(u >> (8 * i))
+		} else {
+			b[i] = byte(u >> (8 * i))
+		}
+	}
+}
+
+func loadFloat(b []byte, big bool) float64 {
+	u := loadUint(b, big)
+	switch len(b) {
+	case 2:
+		return Float16ToFloat64(uint16(u))
+	case 4:
+		return float64(math.Float32frombits(uint32(u)))
+	}
+	return math.Float64frombits(u)
+}
+
+func storeFloat(b []byte, f float64, big bool) {
+	var u uint64
+	switch len(b) {
+	case 2:
+		u = uint64(Float16FromFloat64(f))
+	case 4:
+		u = uint64(math.Float32bits(float32(f)))
+	default:
+		u = math.Float64bits(f)
+	}
+	storeUint(b, u, big)
+}
+
+// signExtend interprets the low 8*size bits of u as a signed integer.
+func signExtend(u uint64, size int) uint64 {
+	s := 64 - 8*size
+	return uint64(int64(u<<s) >> s)
+}
+
+func (d deltaCodec) encode(src []byte) ([]byte, error) {
+	n := len(src) / d.dt.Size
+	out := make([]byte, n*d.as.Size)
+	var prevU uint64
+	var prevF float64
+	for i := 0; i < n; i++ {
+		e := src[i*d.dt.Size : (i+1)*d.dt.Size]
+		o := out[i*d.as.Size : (i+1)*d.as.Size]
+		if d.dt.Kind == Float {
+			f := loadFloat(e, d.dtBig)
+			storeFloat(o, f-prevF, d.asBig)
+			prevF = f
+			continue
+		}
+		u := loadUint(e, d.dtBig)
+		storeUint(o, u-prevU, d.asBig)
+		prevU = u
+	}
+	return out, nil
+}
+
+func (d deltaCodec) decode(src, _ []byte, limit int) ([]byte, error) {
+	if len(src)%d.as.Size != 0 {
+		return nil, fmt.Errorf("%w: delta input of %d bytes", ErrCorruptChunk, len(src))
+	}
+	n := len(src) / d.as.Size
+	if n*d.dt.Size > limit {
+		return nil, fmt.Errorf("%w: delta output exceeds %d bytes", ErrCorruptChunk, limit)
+	}
+	out := make([]byte, n*d.dt.Size)
+	var accU uint64
+	var acc32 float32
+	var acc float64
+	for i := 0; i < n; i++ {
+		e := src[i*d.as.Size : (i+1)*d.as.Size]
+		o := out[i*d.dt.Size : (i+1)*d.dt.Size]
+		if d.dt.Kind == Float {
+			v := loadFloat(e, d.asBig)
+			// The running sum is kept in dtype precision, as NumPy's cumsum does.
+			switch d.dt.Size {
+			case 8:
+				acc += v
+				storeFloat(o, acc, d.dtBig)
+			case 4:
+				acc32 += float32(v)
+				storeFloat(o, float64(acc32), d.dtBig)
+			default:
+				acc = Float16ToFloat64(Float16FromFloat64(acc + v))
+				storeFloat(o, acc, d.dtBig)
+			}
+			continue
+		}
+		u := loadUint(e, d.asBig)
+		if d.as.Kind == Int {
+			u = signExtend(u, d.as.Size)
+		}
+		accU += u
+		storeUint(o, accU, d.dtBig)
+	}
+	return out, nil
+}
+
+// chunkFill returns a chunk of shape full of the fill value.
+func chunkFill(fill []byte, shape []int) []byte {
+	n := numElements(shape)
+	b := make([]byte, n*len(fill))
+	fillRepeat(b, fill)
+	return b
+}
+
+// fillRepeat fills b with copies of the element e.
+func fillRepeat(b, e []byte) {
+	if len(e) == 0 || len(b) == 0 {
+		return
+	}
+	if !slices.ContainsFunc(e, func(x byte) bool { return x != 0 }) {
+		clear(b)
+		return
+	}
+	n := copy(b, e)
+	for n < len(b) {
+		n += copy(b[n:], b[:n])
+	}
+}
+
+// isFill reports whether every element of b equals fill.
+func isFill(b, fill []byte) bool {
+	es := len(fill)
+	for i := 0; i+es <= len(b); i += es {
+		for k := 0; k < es; k++ {
+			if b[i+k] != fill[k] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+var _ = binary.LittleEndian

@@ -1,0 +1,401 @@
+package zarr
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// model is an in-memory reference array: C order, little-endian.
+type model struct {
+	shape []int
+	es    int
+	buf   []byte
+}
+
+func (m model) region(start, stop []int) []byte {
+	count := make([]int, len(start))
+	for i := range start {
+		count[i] = stop[i] - start[i]
+	}
+	out := make([]byte, numElements(count)*m.es)
+	copyBox(view{buf: out, shape: count, es: m.es, start: make([]int, len(count))}, view{buf: m.buf, shape: m.shape, es: m.es, start: start}, count)
+	return out
+}
+
+func (m model) write(start, stop []int, src []byte) {
+	count := make([]int, len(start))
+	for i := range start {
+		count[i] = stop[i] - start[i]
+	}
+	copyBox(view{buf: m.buf, shape: m.shape, es: m.es, start: start}, view{buf: src, shape: count, es: m.es, start: make([]int, len(count))}, count)
+}
+
+func randRegion(rng *rand.Rand, shape []int) ([]int, []int) {
+	start, stop := make([]int, len(shape)), make([]int, len(shape))
+	for d, n := range shape {
+		a, b := rng.IntN(n+1), rng.IntN(n+1)
+		start[d], stop[d] = min(a, b), max(a, b)
+	}
+	return start, stop
+}
+
+// randValues returns n elements of t, never all zero.
+func randValues(rng *rand.Rand, t DataType, n int) []byte {
+	b := make([]byte, n*t.Size)
+	for i := 0; i < n; i++ {
+		e := b[i*t.Size : (i+1)*t.Size]
+		switch t.Kind {
+		case Bool:
+			e[0] = byte(rng.IntN(2))
+		case Float:
+			putFloat(e, float64(rng.IntN(2000)-1000)/8)
+		default:
+			putUint(e, rng.Uint64())
+		}
+	}
+	return b
+}
+
+var roundTripCodecs = map[string][]Codec{
+	"bytes":      nil,
+	"big":        {{Name: "bytes", Configuration: map[string]any{"endian": "big"}}},
+	"transpose":  {{Name: "transpose", Configuration: map[string]any{"order": "F"}}, {Name: "bytes"}},
+	"gzip":       {{Name: "bytes"}, {Name: "gzip", Configuration: map[string]any{"level": 5}}},
+	"zstd+crc":   {{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3, "checksum": true}}, {Name: "crc32c"}},
+	"blosc-lz4":  {{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "blocksize": 64}}},
+	"blosc-hc":   {{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "lz4hc", "clevel": 9, "shuffle": "bitshuffle"}}},
+	"blosc-zstd": {{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 1, "shuffle": "bitshuffle", "blocksize": 40}}},
+	"blosc-zlib": {{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "zlib", "clevel": 1, "shuffle": "noshuffle"}}},
+}
+
+func shardCodecs(inner []int, start bool, innerCodecs []Codec) []Codec {
+	loc := "end"
+	if start {
+		loc = "start"
+	}
+	return []Codec{{Name: "sharding_indexed", Configuration: map[string]any{
+		"chunk_shape": inner, "codecs": innerCodecs, "index_location": loc,
+		"index_codecs": []Codec{{Name: "bytes", Configuration: map[string]any{"endian": "little"}}, {Name: "crc32c"}},
+	}}}
+}
+
+// TestRoundTrip writes random regions of arrays of every supported codec
+// chain, data type and format, then checks whole and random region reads
+// against an in-memory model, and reopens the array from its metadata.
+func TestRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	types := []DataType{{Bool, 1}, {Int, 1}, {Uint, 2}, {Int, 4}, {Uint, 8}, {Float, 2}, {Float, 4}, {Float, 8}}
+	type cfg struct {
+		name string
+		m    Metadata
+	}
+	var cfgs []cfg
+	for name, codecs := range roundTripCodecs {
+		cfgs = append(cfgs, cfg{"v3/" + name, Metadata{Codecs: codecs}})
+	}
+	for _, start := range []bool{false, true} {
+		cfgs = append(cfgs, cfg{fmt.Sprintf("v3/shard-start=%v", start), Metadata{Codecs: shardCodecs([]int{2, 3}, start, roundTripCodecs["zstd+crc"])}})
+	}
+	cfgs = append(cfgs, cfg{"v3/shard-nested", Metadata{Codecs: shardCodecs([]int{2, 3}, false, shardCodecs([]int{1, 3}, true, roundTripCodecs["gzip"]))}})
+	cfgs = append(cfgs, cfg{"v3/key-v2", Metadata{ChunkKeyEncoding: "v2"}})
+	for _, comp := range []*Codec{nil, {Name: "zlib", Configuration: map[string]any{"level": 1}}, {Name: "gzip", Configuration: map[string]any{"level": 1}},
+		{Name: "zstd", Configuration: map[string]any{"level": 1}}, {Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 2}}} {
+		for _, order := range []byte{'C', 'F'} {
+			name := "null"
+			if comp != nil {
+				name = comp.Name
+			}
+			cfgs = append(cfgs, cfg{fmt.Sprintf("v2/%s/%c", name, order), Metadata{ZarrFormat: 2, Order: order, Compressor: comp, BigEndian: order == 'F', Separator: map[byte]string{'C': ".", 'F': "/"}[order]}})
+		}
+	}
+	cfgs = append(cfgs, cfg{"v2/delta", Metadata{ZarrFormat: 2, Filters: []Codec{{Name: "delta", Configuration: map[string]any{"dtype": "<i4"}}}, Compressor: &Codec{Name: "zstd"}}})
+	for _, c := range cfgs {
+		t.Run(c.name, func(t *testing.T) {
+			for trial := 0; trial < 3; trial++ {
+				dt := types[rng.IntN(len(types))]
+				if strings.Contains(c.name, "delta") {
+					dt = DataType{Int, 4}
+				}
+				shape := []int{1 + rng.IntN(9), 1 + rng.IntN(13)}
+				chunks := []int{1 + rng.IntN(5), 1 + rng.IntN(7)}
+				if strings.Contains(c.name, "shard") {
+					chunks = []int{4, 6}
+				}
+				if trial == 2 && !strings.Contains(c.name, "shard") && !strings.Contains(c.name, "transpose") {
+					shape = append(shape, 1+rng.IntN(5))
+					chunks = append(chunks, 1+rng.IntN(3))
+				}
+				m := c.m
+				m.Shape, m.ChunkShape, m.DataType = shape, chunks, dt
+				if dt.Kind == Float {
+					m.FillValue = "NaN"
+				} else if dt.Kind != Bool {
+					m.FillValue = 7
+				}
+				roundTrip(t, rng, m)
+			}
+		})
+	}
+}
+
+func roundTrip(t *testing.T, rng *rand.Rand, m Metadata) {
+	t.Helper()
+	s, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Create(s, "g/arr", m)
+	if err != nil {
+		t.Fatalf("%+v: %v", m, err)
+	}
+	ref := model{shape: m.Shape, es: m.DataType.Size, buf: chunkFill(a.pipe.fill, m.Shape)}
+	a.SetWorkers(1 + rng.IntN(4))
+	for w := 0; w < 4; w++ {
+		start, stop := randRegion(rng, m.Shape)
+		n := 1
+		for d := range start {
+			n *= stop[d] - start[d]
+		}
+		src := randValues(rng, m.DataType, n)
+		if err := a.WriteRegion(start, stop, src); err != nil {
+			t.Fatalf("write %v-%v: %v", start, stop, err)
+		}
+		ref.write(start, stop, src)
+	}
+	b, err := Open(s, "g/arr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.meta.ZarrFormat != a.meta.ZarrFormat || fmt.Sprint(b.meta.FillValue) != fmt.Sprint(a.meta.FillValue) {
+		t.Fatalf("reopened metadata %+v, created %+v", b.meta, a.meta)
+	}
+	for r := 0; r < 6; r++ {
+		start, stop := make([]int, len(m.Shape)), m.Shape
+		if r > 0 {
+			start, stop = randRegion(rng, m.Shape)
+		}
+		want := ref.region(start, stop)
+		got := make([]byte, len(want))
+		if err := b.ReadRegion(start, stop, got); err != nil {
+			t.Fatalf("read %v-%v: %v", start, stop, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%v: region %v-%v differs from the model", m.Codecs, start, stop)
+		}
+	}
+}
+
+func TestStore(t *testing.T) {
+	s, err := NewDirStore(t.TempDir(), WithNormalizeKeys(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := randValues(rand.New(rand.NewPCG(3, 4)), DataType{Uint, 1}, 1000)
+	if err := s.Set("A/B/C.0", val); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get("a/b/c.0")
+	if err != nil || !bytes.Equal(got, val) {
+		t.Fatalf("normalized get: %v", err)
+	}
+	for _, r := range [][2]int64{{0, 1000}, {17, 33}, {999, 1}, {-10, -1}, {500, -1}} {
+		got, err := s.GetRange("a/b/c.0", r[0], r[1])
+		off := r[0]
+		if off < 0 {
+			off += 1000
+		}
+		end := off + r[1]
+		if r[1] < 0 {
+			end = 1000
+		}
+		if err != nil || !bytes.Equal(got, val[off:end]) {
+			t.Fatalf("range %v: %v", r, err)
+		}
+	}
+	if _, err := s.GetRange("a/b/c.0", 990, 20); err == nil {
+		t.Fatal("range past the end succeeded")
+	}
+	keys, _ := s.List("a/")
+	if len(keys) != 1 || keys[0] != "a/b/c.0" {
+		t.Fatalf("list: %v", keys)
+	}
+	for _, k := range []string{"", "/abs", "a/../b", "a//b", "./a"} {
+		if err := s.Set(k, val); !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("key %q: %v", k, err)
+		}
+	}
+	if err := s.Delete("a/b/c.0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get("a/b/c.0"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after delete: %v", err)
+	}
+	if err := s.Delete("a/b/c.0"); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := filepath.Glob(filepath.Join(s.Root(), "a", "b", "*"))
+	if len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
+
+// TestBadInput checks typed errors for bad metadata, regions and chunks.
+func TestBadInput(t *testing.T) {
+	s, _ := NewDirStore(t.TempDir())
+	cases := map[string]error{
+		`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"string","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":0,"codecs":[{"name":"bytes"}]}`:               ErrUnsupportedDataType,
+		`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"int8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":0,"codecs":[{"name":"bytes"},{"name":"lzma"}]}`: ErrUnsupportedCodec,
+		`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"int8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[0]}},"chunk_key_encoding":{"name":"default"},"fill_value":0,"codecs":[{"name":"bytes"}]}`:                 ErrInvalidMetadata,
+		`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"int8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":"NaN","codecs":[{"name":"bytes"}]}`:             ErrInvalidMetadata,
+	}
+	for doc, want := range cases {
+		os.WriteFile(filepath.Join(s.Root(), "zarr.json"), []byte(doc), 0o644)
+		if _, err := Open(s, ""); !errors.Is(err, want) {
+			t.Errorf("%s: got %v, want %v", doc, err, want)
+		}
+	}
+	a, err := Create(s, "x", Metadata{Shape: []int{10}, ChunkShape: []int{4}, DataType: DataType{Float, 4}, Codecs: roundTripCodecs["zstd+crc"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReadRegion([]int{3}, []int{11}, make([]byte, 32)); !errors.Is(err, ErrInvalidRegion) {
+		t.Errorf("region past the end: %v", err)
+	}
+	if err := a.ReadRegion([]int{3}, []int{5}, make([]byte, 7)); !errors.Is(err, ErrInvalidRegion) {
+		t.Errorf("short buffer: %v", err)
+	}
+	if err := a.WriteRegion([]int{0}, []int{4}, randValues(rand.New(rand.NewPCG(5, 6)), DataType{Float, 4}, 4)); err != nil {
+		t.Fatal(err)
+	}
+	// Flip a byte of the stored chunk: crc32c must catch it.
+	p := filepath.Join(s.Root(), "x", "c", "0")
+	b, _ := os.ReadFile(p)
+	b[len(b)/2] ^= 0x40
+	os.WriteFile(p, b, 0o644)
+	if err := a.ReadRegion([]int{0}, []int{4}, make([]byte, 16)); !errors.Is(err, ErrCorruptChunk) {
+		t.Errorf("corrupt chunk: %v", err)
+	}
+	// A blosc chunk claiming snappy is refused by name.
+	enc, _ := bloscCodec{cname: "lz4", clevel: 5, typesize: 4}.encode(bytes.Repeat([]byte("abcdefgh"), 100))
+	enc[2] = enc[2]&^0xe0 | 2<<5
+	if _, err := bloscDecode(enc, nil, 1<<20); !errors.Is(err, ErrUnsupportedCodec) || !strings.Contains(err.Error(), "snappy") {
+		t.Errorf("snappy blosc: %v", err)
+	}
+}
+
+// TestFloat16 checks the conversions on every half value.
+func TestFloat16(t *testing.T) {
+	for h := 0; h < 1<<16; h++ {
+		f := Float16ToFloat64(uint16(h))
+		back := Float16FromFloat64(f)
+		if f == f && back != uint16(h) {
+			t.Fatalf("%#04x -> %v -> %#04x", h, f, back)
+		}
+	}
+	if Float16FromFloat64(1.0/3) != 0x3555 || Float16FromFloat64(65520) != 0x7c00 {
+		t.Fatal("rounding")
+	}
+}
+
+// TestRawLongRows covers uncompressed chunks read row by row (rows of at
+// least hostRunMin bytes) and read whole (short rows), with v2 and v3.
+func TestRawLongRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, m := range []Metadata{
+		{Shape: []int{9, 50000}, ChunkShape: []int{4, 50000}, DataType: DataType{Uint, 2}},
+		{ZarrFormat: 2, Shape: []int{9, 50000}, ChunkShape: []int{4, 20000}, DataType: DataType{Float, 4}},
+	} {
+		roundTrip(t, rng, m)
+	}
+}
+
+// TestZstdStreamFrames decodes zstd frames without a content size (as
+// streaming encoders write them) and enforces the output limit on them.
+func TestZstdStreamFrames(t *testing.T) {
+	data := randValues(rand.New(rand.NewPCG(13, 14)), DataType{Uint, 1}, 300000)
+	var buf bytes.Buffer
+	w, err := zstd.NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(data)
+	w.Close()
+	var h zstd.Header
+	if err := h.Decode(buf.Bytes()); err != nil || h.HasFCS {
+		t.Fatalf("want a frame without content size: %v %+v", err, h)
+	}
+	got, err := zstdCodec{}.decode(buf.Bytes(), nil, len(data))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("decode: %v", err)
+	}
+	if _, err := (zstdCodec{}).decode(buf.Bytes(), nil, len(data)-1); !errors.Is(err, ErrCorruptChunk) {
+		t.Fatalf("limit: %v", err)
+	}
+}
+
+// TestCreateMetadataDocs checks the documents Create writes spell what
+// other readers need: the v2 type string as is, an explicit endian.
+func TestCreateMetadataDocs(t *testing.T) {
+	s, _ := NewDirStore(t.TempDir())
+	if _, err := Create(s, "v3", Metadata{Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Float, 4}, FillValue: "-Infinity",
+		Codecs: []Codec{{Name: "bytes"}, {Name: "crc32c"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Create(s, "v2", Metadata{ZarrFormat: 2, BigEndian: true, Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Int, 2}, FillValue: -5}); err != nil {
+		t.Fatal(err)
+	}
+	v3, _ := s.Get("v3/zarr.json")
+	v2, _ := s.Get("v2/.zarray")
+	for _, want := range []string{`"endian": "little"`, `"fill_value": "-Infinity"`, `"name": "crc32c"`, `"node_type": "array"`} {
+		if !strings.Contains(string(v3), want) {
+			t.Errorf("zarr.json lacks %s:\n%s", want, v3)
+		}
+	}
+	for _, want := range []string{`"dtype": ">i2"`, `"fill_value": -5`, `"order": "C"`, `"dimension_separator": "."`} {
+		if !strings.Contains(string(v2), want) {
+			t.Errorf(".zarray lacks %s:\n%s", want, v2)
+		}
+	}
+}
+
+// TestBlosclzFarMatch decodes a hand-made BloscLZ stream with a match
+// beyond the 13-bit distance (the 16-bit form, counted from 8191), a long
+// match length and a run, per c-blosc's decoder.
+func TestBlosclzFarMatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	lit := randValues(rng, DataType{Uint, 1}, 10000)
+	var in []byte
+	for i := 0; i < len(lit); i += 32 {
+		n := min(32, len(lit)-i)
+		in = append(in, byte(n-1))
+		in = append(in, lit[i:i+n]...)
+	}
+	want := append([]byte(nil), lit...)
+	// Far match: 20 bytes from position 100 (distance 9900 > 8191).
+	op, from, n := len(want), 100, 20
+	far := op - from - 1 - 8191
+	in = append(in, 7<<5|31, byte(n-3-6), 255, byte(far>>8), byte(far))
+	want = append(want, want[from:from+n]...)
+	// Near match: a run of 40 copies of the last byte (distance 0).
+	in = append(in, 7<<5|0, byte(40-3-6), 0)
+	for i := 0; i < 40; i++ {
+		want = append(want, want[len(want)-1])
+	}
+	in = append(in, 2, 'x', 'y', 'z')
+	want = append(want, 'x', 'y', 'z')
+	in[0] &= 31
+	out := make([]byte, len(want))
+	got, err := blosclzDecompress(in, out)
+	if err != nil || got != len(want) || !bytes.Equal(out, want) {
+		t.Fatalf("decoded %d of %d bytes, %v; equal %v", got, len(want), err, bytes.Equal(out, want))
+	}
+}
