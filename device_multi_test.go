@@ -97,14 +97,17 @@ func TestDevicePropertyRandom(t *testing.T) {
 		t.Fatal(err)
 	}
 	dev := devAlloc(t, ctx, max+8192)
+	base, err := kvik.GetDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range cases {
 		mode := modes[rng.IntN(len(modes))]
-		d := kvik.Defaults{
-			CompatMode: mode, NumThreads: []int{1, 3, 4, 16}[rng.IntN(4)],
-			TaskSize: []int{199, 4096, 1 << 20, 4 << 20}[rng.IntN(4)], GDSThreshold: []int{0, 16 << 10, 1 << 20}[rng.IntN(3)],
-			BounceBufferSize: []int{1, 4096, 3 * 4096, 1 << 20, 16 << 20}[rng.IntN(5)],
-			AutoDirectIORead: rng.IntN(2) == 0, AutoDirectIOWrite: rng.IntN(2) == 0,
-		}
+		d := base // settings this test does not vary keep their defaults
+		d.CompatMode, d.NumThreads = mode, []int{1, 3, 4, 16}[rng.IntN(4)]
+		d.TaskSize, d.GDSThreshold = []int{199, 4096, 1 << 20, 4 << 20}[rng.IntN(4)], []int{0, 16 << 10, 1 << 20}[rng.IntN(3)]
+		d.BounceBufferSize = []int{1, 4096, 3 * 4096, 1 << 20, 16 << 20}[rng.IntN(5)]
+		d.AutoDirectIORead, d.AutoDirectIOWrite = rng.IntN(2) == 0, rng.IntN(2) == 0
 		size := rng.IntN(max/4) + 1
 		if d.TaskSize < 4096 {
 			size = rng.IntN(64<<10) + 1
