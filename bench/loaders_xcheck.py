@@ -3,6 +3,7 @@
 
   make-st DIR [--small]   write .safetensors files with safetensors.torch.save_file
   make-npy DIR [--small]  write .npy files with numpy.save
+  samples-expected DIR    expected.json for the reference project's sample files
   check DIR               load files kvik wrote (DIR/expected.json) with
                           safetensors.torch.load_file / numpy.load and compare
 
@@ -47,8 +48,9 @@ def random_tensor(rng, dt, shape):
     raw = rng_bytes(rng, n * size)
     if dt == "BOOL":
         raw = (raw & 1).astype(np.uint8)
-    t = torch.from_numpy(raw.copy()).view(torch_dtype(dt))
-    return t.reshape(shape)
+    # Copy into a fresh 1-D buffer: a 0-d or empty array may have stride 0.
+    t = torch.tensor(raw.reshape(-1).tolist(), dtype=torch.uint8).view(torch_dtype(dt))
+    return t.reshape(shape).clone()
 
 
 def make_st(out, small):
@@ -105,7 +107,8 @@ def header_fortran(path):
     """The fortran_order numpy wrote in the file's header."""
     with open(path, "rb") as f:
         ver = np.lib.format.read_magic(f)
-        _, fo, _ = np.lib.format._read_array_header(f, ver)
+        read = np.lib.format.read_array_header_1_0 if ver == (1, 0) else np.lib.format.read_array_header_2_0
+        _, fo, _ = read(f)
     return bool(fo)
 
 
@@ -145,6 +148,23 @@ def make_npy(out, small):
         json.dump(expected, f, indent=1, sort_keys=True)
 
 
+def samples_expected(d):
+    """expected.json for the reference project's sample files (see
+    safetensors/testdata/samples/SOURCE.md): each tensor named by a NumPy
+    type code holds range(-3, 3) in that type, little-endian, metadata
+    {"test": "a"}; overall.safetensors holds all of them."""
+    names = {"B": "U8", "H": "U16", "I": "U32", "b": "I8", "d": "F64", "e": "F16", "f": "F32", "h": "I16", "i": "I32"}
+    tensors = {}
+    for code, dt in names.items():
+        a = np.array(range(-3, 3)).astype("<" + code)  # astype wraps negatives for unsigned codes
+        tensors[code] = {"dtype": dt, "shape": [6], "sha256": sha(a.tobytes())}
+    files = {f"{c}.safetensors": {"metadata": {"test": "a"}, "tensors": {c: t}} for c, t in tensors.items()}
+    files["overall.safetensors"] = {"metadata": {"test": "a"}, "tensors": tensors}
+    with open(os.path.join(d, "expected.json"), "w") as f:
+        json.dump({"generator": f"numpy {np.__version__}, from the samples' documented recipe", "files": files},
+                  f, indent=1, sort_keys=True)
+
+
 def check(d):
     exp = json.load(open(os.path.join(d, "expected.json")))
     ok = bad = 0
@@ -181,6 +201,8 @@ if __name__ == "__main__":
         make_st(d, small)
     elif cmd == "make-npy":
         make_npy(d, small)
+    elif cmd == "samples-expected":
+        samples_expected(d)
     elif cmd == "check":
         sys.exit(0 if check(d) else 1)
     else:

@@ -73,7 +73,7 @@ func refDir() string {
 	if d := os.Getenv("KVIK_ST_REF_DIR"); d != "" {
 		return d
 	}
-	return "testdata"
+	return filepath.Join("testdata", "samples")
 }
 
 func readExpected(t *testing.T, dir string) expected {
