@@ -13,8 +13,8 @@ import (
 // Index is a sharded checkpoint's *.safetensors.index.json: which file
 // holds each tensor.
 type Index struct {
-	Metadata  map[string]any    `json:"metadata"`
-	WeightMap map[string]string `json:"weight_map"`
+	Metadata  map[string]json.RawMessage `json:"metadata"`
+	WeightMap map[string]string          `json:"weight_map"`
 }
 
 // ReadIndex reads and checks an index file: every file it names must be a
@@ -83,7 +83,11 @@ func loadIndex(path string, o *Options, host bool) (*Model, error) {
 	}
 	all := &Model{byName: map[string]int{}, Metadata: map[string]string{}}
 	for k, v := range ix.Metadata {
-		all.Metadata[k] = fmt.Sprint(v)
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			s = string(v) // a number or other JSON value, as written
+		}
+		all.Metadata[k] = s
 	}
 	dir := filepath.Dir(path)
 	for _, file := range ix.Files() {

@@ -88,14 +88,14 @@ func TestIndex(t *testing.T) {
 		}
 		all = append(all, ts...)
 	}
-	b, _ := json.Marshal(Index{Metadata: map[string]any{"total_size": 1}, WeightMap: wm})
+	b, _ := json.Marshal(Index{Metadata: map[string]json.RawMessage{"total_size": json.RawMessage("16106127360")}, WeightMap: wm})
 	ix := filepath.Join(dir, "model.safetensors.index.json")
 	os.WriteFile(ix, b, 0o644)
 	m, err := LoadIndexHost(ix, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Tensors) != len(all) || m.Metadata["total_size"] != "1" {
+	if len(m.Tensors) != len(all) || m.Metadata["total_size"] != "16106127360" {
 		t.Fatalf("index loaded %d tensors of %d, metadata %v", len(m.Tensors), len(all), m.Metadata)
 	}
 	for _, w := range all {
