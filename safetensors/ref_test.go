@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // TestReferenceFiles loads files written by safetensors.torch.save_file
@@ -56,6 +57,9 @@ func checkExpected(t *testing.T, file string, m *Model, want expectedFile, dev b
 			continue
 		}
 		data := g.Data
+		if !dev && len(data) > 0 && uintptr(unsafe.Pointer(&data[0]))%Alignment != 0 {
+			t.Errorf("%s: %s host data not aligned to %d", file, name, Alignment)
+		}
 		if dev {
 			if g.Size() > 0 && (g.Ptr == 0 || g.Ptr%Alignment != 0) {
 				t.Errorf("%s: %s at %#x, not aligned", file, name, g.Ptr)
