@@ -50,6 +50,7 @@ func TestBadHeaders(t *testing.T) {
 		{"short of data", file(`{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}`, 4), ErrInvalidOffsets},
 		{"gap", file(`{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]}}`, 5), ErrInvalidOffsets},
 		{"overlap", file(`{"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},"b":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}}`, 4), ErrInvalidOffsets},
+		{"invalid utf-8", file("{\"a\xff\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1), ErrInvalidHeader},
 		{"half byte", file(`{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}`, 2), ErrInvalidOffsets},
 	}
 	dir := t.TempDir()
@@ -61,6 +62,35 @@ func TestBadHeaders(t *testing.T) {
 		if _, err := LoadHost(p, nil); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
+	}
+}
+
+// TestWhitespacePadding checks JSON white space after the object is
+// accepted, as the reference library accepts it.
+func TestWhitespacePadding(t *testing.T) {
+	for _, pad := range []string{"", "   ", "\n", " \t\r\n "} {
+		b := file(`{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}`+pad, 2)
+		h, err := ReadHeader(bytes.NewReader(b), int64(len(b)))
+		if err != nil || len(h.Tensors) != 1 {
+			t.Errorf("padding %q: %v", pad, err)
+		}
+	}
+}
+
+// TestSplitSixBit checks a split 6-bit tensor is cut on element boundaries.
+func TestSplitSixBit(t *testing.T) {
+	ts := []Tensor{{TensorInfo: TensorInfo{Name: "w", Dtype: F6E2M3, End: 30000}}}
+	ps, err := plan(ts, &Options{Split: func(*TensorInfo) bool { return true }}, 3, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ts[0].Parts {
+		if p.Offset%3 != 0 || p.Offset%Alignment != 0 {
+			t.Fatalf("part at byte %d cuts a 6-bit element or breaks alignment", p.Offset)
+		}
+	}
+	if len(ps) != 3 {
+		t.Fatalf("%d parts", len(ps))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"unicode/utf8"
 )
 
 // MaxHeaderSize bounds the JSON header (as the reference library does), so
@@ -89,6 +90,10 @@ func ParseHeader(b []byte, dataSize int64) (*Header, error) {
 	if len(b) == 0 || b[0] != '{' {
 		return nil, fmt.Errorf("%w: header does not start with '{'", ErrInvalidHeader)
 	}
+	// encoding/json would map invalid UTF-8 to U+FFFD, making names up.
+	if !utf8.Valid(b) {
+		return nil, fmt.Errorf("%w: header is not valid UTF-8", ErrInvalidHeader)
+	}
 	entries, err := topLevel(b)
 	if err != nil {
 		return nil, err
@@ -124,7 +129,7 @@ type entry struct {
 
 // topLevel splits the header object into its entries in order, rejecting
 // duplicate keys (which encoding/json would silently merge) and trailing
-// bytes other than the spaces the format allows as padding.
+// bytes other than JSON white space (writers pad with spaces).
 func topLevel(b []byte) ([]entry, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -159,7 +164,7 @@ func topLevel(b []byte) ([]entry, error) {
 		return nil, bad("unterminated object")
 	}
 	rest := b[dec.InputOffset():]
-	if len(bytes.Trim(rest, " ")) != 0 {
+	if len(bytes.TrimLeft(rest, " \t\r\n")) != 0 {
 		return nil, bad("%d bytes after the JSON object", len(rest))
 	}
 	return out, nil

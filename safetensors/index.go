@@ -2,12 +2,14 @@ package safetensors
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Index is a sharded checkpoint's *.safetensors.index.json: which file
@@ -53,8 +55,9 @@ func (ix *Index) Files() []string {
 
 // LoadIndex loads a sharded checkpoint as one Model: each shard's selected
 // tensors (those its weight_map entry names, filtered by o) are read as by
-// Load. A tensor the index names that its shard lacks is an error matching
-// ErrNotFound; o.Place and balanced placement apply per shard.
+// Load, all shards at once. Each shard has its own allocation per device;
+// o.Place and balanced placement apply per shard. A tensor the index names
+// that its shard lacks is an error matching ErrNotFound.
 func LoadIndex(path string, o *Options) (*Model, error) {
 	return loadIndex(path, o, false)
 }
@@ -90,23 +93,30 @@ func loadIndex(path string, o *Options, host bool) (*Model, error) {
 		all.Metadata[k] = s
 	}
 	dir := filepath.Dir(path)
-	for _, file := range ix.Files() {
+	files := ix.Files()
+	models := make([]*Model, len(files))
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, file := range files {
 		var names []string
 		for n, f := range ix.WeightMap {
 			if f == file && (len(want) == 0 || want[n]) {
 				names = append(names, n)
 			}
 		}
-		slices.Sort(names)
 		if len(names) == 0 {
 			continue
 		}
+		slices.Sort(names)
 		so := *o
 		so.Names = names
-		m, err := load(filepath.Join(dir, file), &so, host)
-		if err != nil {
-			all.Close()
-			return nil, err
+		// Shards load concurrently; each is one parallel read per device.
+		wg.Go(func() { models[i], errs[i] = load(filepath.Join(dir, file), &so, host) })
+	}
+	wg.Wait()
+	for _, m := range models {
+		if m == nil {
+			continue
 		}
 		for _, t := range m.Tensors {
 			all.byName[t.Name] = len(all.Tensors)
@@ -114,6 +124,10 @@ func loadIndex(path string, o *Options, host bool) (*Model, error) {
 		}
 		all.bufs = append(all.bufs, m.bufs...)
 		all.devs = append(all.devs, m.devs...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		all.Close()
+		return nil, err
 	}
 	return all, nil
 }

@@ -31,8 +31,9 @@ type Options struct {
 	// contiguous share of about the same number of bytes.
 	Place func(t *TensorInfo) int
 	// Split, if set, selects tensors that are cut by byte range into one
-	// part per device (at multiples of Alignment) instead of being placed
-	// whole. Their Parts field lists the pieces.
+	// part per device (at multiples of Alignment, and of 768 bytes for
+	// 6-bit dtypes, so no element is cut) instead of being placed whole.
+	// Their Parts field lists the pieces.
 	Split func(t *TensorInfo) bool
 }
 
@@ -207,7 +208,13 @@ func plan(ts []Tensor, o *Options, ndev int, host bool) ([]piece, error) {
 		case host:
 			ps = append(ps, piece{tensor: i, part: -1, off: t.Begin, size: t.Size()})
 		case o.Split != nil && o.Split(t) && ndev > 1:
-			share := alignUp((t.Size()+int64(ndev)-1)/int64(ndev), Alignment)
+			// Cut at multiples of Alignment, and of 3 bytes (4 elements)
+			// for 6-bit types, so no element straddles two parts.
+			unit := int64(Alignment)
+			if t.Dtype.Bits()%4 != 0 {
+				unit *= 3
+			}
+			share := alignUp((t.Size()+int64(ndev)-1)/int64(ndev), unit)
 			for d, at := 0, int64(0); d < ndev && at < t.Size(); d, at = d+1, at+share {
 				n := min(share, t.Size()-at)
 				ts[i].Parts = append(ts[i].Parts, Part{Offset: at, Size: n})
