@@ -33,8 +33,27 @@ ST_DTYPES = ["BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16", "BF1
              "I32", "U32", "F32", "F64", "I64", "U64"]
 
 
+OPTIONAL_DTYPES = {"F8_E8M0": "float8_e8m0fnu", "C64": "complex64"}
+
+
+def supported_optional():
+    """The optional dtypes this torch and safetensors can save and load."""
+    import torch, safetensors.torch as st
+    out = []
+    for name, attr in OPTIONAL_DTYPES.items():
+        try:
+            t = torch.zeros(2, dtype=getattr(torch, attr))
+            st.load(st.save({"x": t}))
+            out.append(name)
+        except Exception:
+            pass
+    return out
+
+
 def torch_dtype(name):
     import torch
+    if name in OPTIONAL_DTYPES:
+        return getattr(torch, OPTIONAL_DTYPES[name])
     return {"BOOL": torch.bool, "U8": torch.uint8, "I8": torch.int8, "F8_E5M2": torch.float8_e5m2,
             "F8_E4M3": torch.float8_e4m3fn, "I16": torch.int16, "U16": torch.uint16, "F16": torch.float16,
             "BF16": torch.bfloat16, "I32": torch.int32, "U32": torch.uint32, "F32": torch.float32,
@@ -62,7 +81,7 @@ def make_st(out, small):
     files = {}
     # One file with every dtype and shape, one with metadata, a sharded pair.
     tensors = {}
-    for i, dt in enumerate(ST_DTYPES):
+    for i, dt in enumerate(ST_DTYPES + supported_optional()):
         for j, shape in enumerate(shapes if not small else shapes[i % 3:i % 3 + 3]):
             tensors[f"layer{i}.{dt.lower()}.{j}"] = random_tensor(rng, dt, shape)
     files["all_dtypes.safetensors"] = (tensors, None)
@@ -93,7 +112,7 @@ def make_st(out, small):
 
 def dtype_name(t):
     import torch
-    for k in ST_DTYPES:
+    for k in ST_DTYPES + [k for k, a in OPTIONAL_DTYPES.items() if hasattr(torch, a)]:
         if torch_dtype(k) == t.dtype:
             return k
     raise ValueError(t.dtype)
