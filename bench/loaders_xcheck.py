@@ -42,7 +42,9 @@ def supported_optional():
     out = []
     for name, attr in OPTIONAL_DTYPES.items():
         try:
-            t = torch.zeros(2, dtype=getattr(torch, attr))
+            d = getattr(torch, attr)
+            t = torch.zeros(16, dtype=torch.uint8).view(d)  # what random_tensor and torch_bytes do
+            t.reshape(-1).view(torch.uint8)
             st.load(st.save({"x": t}))
             out.append(name)
         except Exception:
