@@ -57,6 +57,7 @@ type benchOptions struct {
 	plot      string   // --plot: draw the results into this file
 	plotFrom  []string // --plot-from: draw these reports instead of running
 	url       string   // --url: benchmark a remote object instead
+	st        string   // --safetensors: benchmark loading this file
 }
 
 // benchFlags returns kvik bench's flag set bound to a new benchOptions.
@@ -88,6 +89,7 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.IntVar(&o.repeats, "repeats", 3, "timed repetitions (`count`) of each configuration")
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
+	fs.StringVar(&o.st, "safetensors", "", "benchmark loading this safetensors `file` to GPU 0 (and balanced over GPUs 0 and 1) against kvik.ReadFileToDevice")
 	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS) instead of a file")
 	fs.StringVar(&o.plot, "plot", "", "also draw GB/s against workers for every path and ceiling into this `file` (.svg or .png)")
 	fs.Func("plot-from", "with --plot, draw these kvik bench --json outputs (comma-separated `files`, e.g. one per file size) instead of running", func(s string) error {
@@ -183,6 +185,9 @@ func runBench(e *env, args []string) error {
 	}
 	if o.url != "" {
 		return benchRemote(e, o)
+	}
+	if o.st != "" {
+		return benchSafetensors(e, o)
 	}
 	b := &bench{e: e, o: o}
 	if b.mem, err = chooseMemory(o.memory); err != nil {

@@ -50,6 +50,9 @@ func runInfo(e *env, args []string) error {
 	if isURL(path) {
 		return remoteInfo(e, path, fs.Lookup("json").Value.(flag.Getter).Get().(bool))
 	}
+	if isTensorFile(path) {
+		return tensorInfo(e, path, fs.Lookup("json").Value.(flag.Getter).Get().(bool))
+	}
 	if _, err := os.Stat(path); err != nil {
 		return err
 	}

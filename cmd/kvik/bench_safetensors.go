@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/safetensors"
+)
+
+// stResult is one configuration of kvik bench --safetensors.
+type stResult struct {
+	Name    string    `json:"name"`
+	Seconds []float64 `json:"seconds"`
+	Best    float64   `json:"best_seconds"`
+	GBps    float64   `json:"gb_per_s"`
+}
+
+// benchSafetensors times kvik.ReadFileToDevice of the whole file, the
+// safetensors load onto GPU 0 and, with two GPUs, the balanced load onto
+// GPUs 0 and 1, each --repeats times (the page cache dropped first with
+// --drop-cache), and prints the best times and the ratios.
+func benchSafetensors(e *env, o *benchOptions) error {
+	st, err := os.Stat(o.st)
+	if err != nil {
+		return err
+	}
+	if err := cuda.Init(); err != nil {
+		return fmt.Errorf("--safetensors needs a GPU: %w", err)
+	}
+	ngpu, err := cuda.DeviceGetCount()
+	if err != nil {
+		return err
+	}
+	type config struct {
+		name string
+		run  func() error
+	}
+	configs := []config{
+		{"kvik.ReadFileToDevice", func() error {
+			b, err := kvik.ReadFileToDevice(o.st)
+			if err == nil {
+				err = b.Close()
+			}
+			return err
+		}},
+		{"safetensors.Load gpu0", func() error { return loadClose(o.st, []int{0}) }},
+	}
+	if ngpu >= 2 {
+		configs = append(configs, config{"safetensors.Load gpu0+1 balanced", func() error { return loadClose(o.st, []int{0, 1}) }})
+	}
+	var results []stResult
+	for _, c := range configs {
+		r := stResult{Name: c.name}
+		for range o.repeats {
+			if o.dropCache {
+				if err := kvik.DropFilePageCache(o.st, 0, 0); err != nil {
+					return err
+				}
+			}
+			t0 := time.Now()
+			if err := c.run(); err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			s := time.Since(t0).Seconds()
+			r.Seconds = append(r.Seconds, s)
+			if r.Best == 0 || s < r.Best {
+				r.Best = s
+			}
+		}
+		r.GBps = float64(st.Size()) / r.Best / 1e9
+		results = append(results, r)
+	}
+	if o.json {
+		return writeJSON(e.stdout, results)
+	}
+	cache := "warm"
+	if o.dropCache {
+		cache = "cold (page cache dropped)"
+	}
+	fmt.Fprintf(e.stdout, "safetensors %s: %.2f GB, %s, best of %d\n", o.st, float64(st.Size())/1e9, cache, o.repeats)
+	for _, r := range results {
+		fmt.Fprintf(e.stdout, "  %-34s %8.3f s  %7.2f GB/s  %.2fx ReadFileToDevice\n", r.Name, r.Best, r.GBps, results[0].Best/r.Best)
+	}
+	if len(results) == 3 {
+		fmt.Fprintf(e.stdout, "  two GPUs / one GPU: %.2fx\n", results[1].Best/results[2].Best)
+	}
+	return nil
+}
+
+func loadClose(path string, devs []int) error {
+	m, err := safetensors.Load(path, &safetensors.Options{Devices: devs})
+	if err != nil {
+		return err
+	}
+	return m.Close()
+}

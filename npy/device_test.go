@@ -1,0 +1,128 @@
+package npy
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/kvikgo/kvik/cuda"
+)
+
+func needGPU(t testing.TB) {
+	t.Helper()
+	if err := cuda.Init(); err != nil {
+		t.Skipf("no CUDA driver: %v", err)
+	}
+	if n, err := cuda.DeviceGetCount(); err != nil || n == 0 {
+		t.Skipf("no CUDA device (count %d, %v)", n, err)
+	}
+}
+
+func fromDevice(t testing.TB, a *Array) []byte {
+	t.Helper()
+	out := make([]byte, a.Size())
+	if len(out) == 0 {
+		return out
+	}
+	dev, _ := cuda.DeviceGet(a.Device)
+	ctx, err := dev.PrimaryCtxRetain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.PrimaryCtxRelease()
+	if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyDtoH(out, a.Ptr) }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestDeviceNumpyFiles loads numpy's files to device 0 and compares the
+// device bytes with what numpy loaded, then saves each back from device
+// memory and checks the file loads to the same header and bytes.
+func TestDeviceNumpyFiles(t *testing.T) {
+	needGPU(t)
+	dir := refDir()
+	e := readExpected(t, dir)
+	tmp := t.TempDir()
+	for name, want := range e.Files {
+		a, err := LoadDevice(filepath.Join(dir, name), 0)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := fromDevice(t, a)
+		if sum(got) != want.Sha256 || !slices.Equal(a.Shape, want.Shape) {
+			t.Fatalf("%s: device bytes or shape differ", name)
+		}
+		q := filepath.Join(tmp, name)
+		if a.Ptr != 0 {
+			err = SaveDevice(q, a.Dtype, a.Shape, a.FortranOrder, a.Ptr)
+		} else {
+			err = Save(q, a.Dtype, a.Shape, a.FortranOrder, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Load(q)
+		if err != nil || !bytes.Equal(b.Data, got) || b.Dtype != a.Dtype || b.FortranOrder != a.FortranOrder {
+			t.Fatalf("%s: saved from device and reloaded: %v", name, err)
+		}
+		a.Close()
+	}
+}
+
+// TestWriteForNumpy writes arrays from device memory for
+// bench/loaders_xcheck.py check (KVIK_NPY_XCHECK_OUT).
+func TestWriteForNumpy(t *testing.T) {
+	out := os.Getenv("KVIK_NPY_XCHECK_OUT")
+	if out == "" {
+		t.Skip("KVIK_NPY_XCHECK_OUT not set")
+	}
+	needGPU(t)
+	rng := rand.New(rand.NewPCG(51, 52))
+	e := expected{Generator: "kvik npy.SaveDevice", Files: map[string]expectedFile{}}
+	tmp := t.TempDir()
+	for i, ds := range allDtypes {
+		d, _ := ParseDtype(ds)
+		for j, shape := range [][]int64{{}, {0}, {7}, {3, 5}, {2, 3, 4}} {
+			fortran := len(shape) >= 2 && j%2 == 1
+			n := int64(d.Size)
+			for _, s := range shape {
+				n *= s
+			}
+			data := make([]byte, n)
+			for k := range data {
+				data[k] = byte(rng.Uint32())
+				if d.Kind == 'b' {
+					data[k] &= 1
+				}
+			}
+			src := filepath.Join(tmp, "src.npy")
+			if err := Save(src, d, shape, fortran, data); err != nil {
+				t.Fatal(err)
+			}
+			a, err := LoadDevice(src, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := "k" + string(rune('a'+i)) + string(rune('0'+j)) + ".npy"
+			if a.Ptr != 0 {
+				err = SaveDevice(filepath.Join(out, name), d, shape, fortran, a.Ptr)
+			} else {
+				err = Save(filepath.Join(out, name), d, shape, fortran, []byte{})
+			}
+			a.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Files[name] = expectedFile{Descr: d.String(), FortranOrder: fortran, Shape: shape, Sha256: sum(data)}
+		}
+	}
+	b, _ := json.MarshalIndent(e, "", " ")
+	if err := os.WriteFile(filepath.Join(out, "expected.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

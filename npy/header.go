@@ -1,0 +1,346 @@
+package npy
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+)
+
+// MaxHeaderSize bounds the header dictionary, so a hostile length never
+// causes a huge allocation.
+const MaxHeaderSize = 1 << 20
+
+var magic = []byte("\x93NUMPY")
+
+// Header is a parsed .npy header.
+type Header struct {
+	Major, Minor int
+	Dtype        Dtype
+	FortranOrder bool
+	Shape        []int64
+	// DataOffset is where the array's bytes start in the file.
+	DataOffset int64
+}
+
+// NumElements returns the product of the shape (1 for a 0-d array).
+func (h *Header) NumElements() int64 {
+	n := int64(1)
+	for _, d := range h.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Size returns the array's size in bytes.
+func (h *Header) Size() int64 { return h.NumElements() * int64(h.Dtype.Size) }
+
+// ReadHeader reads and validates the header of a .npy file of the given
+// size; the data must fill the rest of the file exactly.
+func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
+	var pre [12]byte
+	if size < 10 {
+		return nil, fmt.Errorf("%w: %d-byte file is too short", ErrInvalidHeader, size)
+	}
+	if _, err := r.ReadAt(pre[:min(12, size)], 0); err != nil && err != io.EOF {
+		return nil, err
+	}
+	if !bytes.Equal(pre[:6], magic) {
+		return nil, fmt.Errorf("%w: bad magic", ErrInvalidHeader)
+	}
+	h := &Header{Major: int(pre[6]), Minor: int(pre[7])}
+	var n, start int64
+	switch {
+	case h.Major == 1 && h.Minor == 0:
+		n, start = int64(binary.LittleEndian.Uint16(pre[8:10])), 10
+	case (h.Major == 2 || h.Major == 3) && h.Minor == 0:
+		if size < 12 {
+			return nil, fmt.Errorf("%w: truncated", ErrInvalidHeader)
+		}
+		n, start = int64(binary.LittleEndian.Uint32(pre[8:12])), 12
+	default:
+		return nil, fmt.Errorf("%w: version %d.%d", ErrInvalidHeader, h.Major, h.Minor)
+	}
+	if n > MaxHeaderSize || n > size-start {
+		return nil, fmt.Errorf("%w: header length %d does not fit a %d-byte file", ErrInvalidHeader, n, size)
+	}
+	buf := make([]byte, n)
+	if _, err := r.ReadAt(buf, start); err != nil && !(err == io.EOF && n == 0) {
+		return nil, err
+	}
+	if err := h.parseDict(buf); err != nil {
+		return nil, err
+	}
+	h.DataOffset = start + n
+	// Overflow-checked size.
+	total := uint64(h.Dtype.Size)
+	for _, d := range h.Shape {
+		hi, lo := bits.Mul64(total, uint64(d))
+		if hi != 0 || lo > math.MaxInt64 {
+			return nil, fmt.Errorf("%w: shape %v overflows", ErrInvalidHeader, h.Shape)
+		}
+		total = lo
+	}
+	if int64(total) != size-h.DataOffset {
+		return nil, fmt.Errorf("%w: shape %v of %s needs %d bytes, the file holds %d", ErrInvalidHeader, h.Shape, h.Dtype, total, size-h.DataOffset)
+	}
+	return h, nil
+}
+
+// parseDict parses the header's Python dict literal, e.g.
+// {'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }.
+func (h *Header) parseDict(b []byte) error {
+	p := &lit{s: strings.TrimRight(string(b), " \n\x00")}
+	v, err := p.value()
+	if err != nil {
+		return err
+	}
+	p.space()
+	if p.i != len(p.s) {
+		return p.errf("trailing text")
+	}
+	d, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%w: header is not a dict", ErrInvalidHeader)
+	}
+	if len(d) != 3 {
+		return fmt.Errorf("%w: header has keys %v, want descr, fortran_order, shape", ErrInvalidHeader, keys(d))
+	}
+	switch descr := d["descr"].(type) {
+	case string:
+		if h.Dtype, err = ParseDtype(descr); err != nil {
+			return err
+		}
+	case []any:
+		return fmt.Errorf("%w: structured dtype", ErrUnsupportedDtype)
+	default:
+		return fmt.Errorf("%w: descr is missing or not a string", ErrInvalidHeader)
+	}
+	fo, ok := d["fortran_order"].(bool)
+	if !ok {
+		return fmt.Errorf("%w: fortran_order is missing or not a bool", ErrInvalidHeader)
+	}
+	h.FortranOrder = fo
+	shape, ok := d["shape"].(tuple)
+	if !ok {
+		return fmt.Errorf("%w: shape is missing or not a tuple", ErrInvalidHeader)
+	}
+	h.Shape = make([]int64, len(shape))
+	for i, x := range shape {
+		n, ok := x.(int64)
+		if !ok || n < 0 {
+			return fmt.Errorf("%w: shape %v", ErrInvalidHeader, shape)
+		}
+		h.Shape[i] = n
+	}
+	return nil
+}
+
+func keys(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+type tuple []any
+
+// lit parses the small subset of Python literals .npy headers use:
+// dicts, tuples, lists, quoted strings, integers, True and False.
+type lit struct {
+	s     string
+	i     int
+	depth int
+}
+
+func (p *lit) errf(format string, a ...any) error {
+	return fmt.Errorf("%w: header dict at byte %d: %s", ErrInvalidHeader, p.i, fmt.Sprintf(format, a...))
+}
+
+func (p *lit) space() {
+	for p.i < len(p.s) && (p.s[p.i] == ' ' || p.s[p.i] == '\t' || p.s[p.i] == '\n') {
+		p.i++
+	}
+}
+
+func (p *lit) value() (any, error) {
+	p.space()
+	if p.i >= len(p.s) {
+		return nil, p.errf("unexpected end")
+	}
+	if p.depth > 16 {
+		return nil, p.errf("nested too deeply")
+	}
+	switch c := p.s[p.i]; {
+	case c == '{':
+		return p.dict()
+	case c == '(' || c == '[':
+		return p.seq(c)
+	case c == '\'' || c == '"':
+		return p.str()
+	case c >= '0' && c <= '9':
+		j := p.i
+		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+			p.i++
+		}
+		if p.i < len(p.s) && p.s[p.i] == 'L' { // Python 2 long
+			defer func() { p.i++ }()
+		}
+		n, err := strconv.ParseInt(p.s[j:p.i], 10, 64)
+		if err != nil {
+			return nil, p.errf("integer %q out of range", p.s[j:p.i])
+		}
+		return n, nil
+	case strings.HasPrefix(p.s[p.i:], "True"):
+		p.i += 4
+		return true, nil
+	case strings.HasPrefix(p.s[p.i:], "False"):
+		p.i += 5
+		return false, nil
+	}
+	return nil, p.errf("unexpected %q", p.s[p.i])
+}
+
+func (p *lit) str() (string, error) {
+	q := p.s[p.i]
+	p.i++
+	j := strings.IndexByte(p.s[p.i:], q)
+	if j < 0 {
+		return "", p.errf("unterminated string")
+	}
+	s := p.s[p.i : p.i+j]
+	if strings.IndexByte(s, '\\') >= 0 {
+		return "", p.errf("escapes are not supported")
+	}
+	p.i += j + 1
+	return s, nil
+}
+
+// items parses comma-separated items up to close, allowing a trailing comma.
+func (p *lit) items(close byte, item func() error) error {
+	p.i++
+	p.depth++
+	defer func() { p.depth-- }()
+	for {
+		p.space()
+		if p.i < len(p.s) && p.s[p.i] == close {
+			p.i++
+			return nil
+		}
+		if err := item(); err != nil {
+			return err
+		}
+		p.space()
+		if p.i < len(p.s) && p.s[p.i] == ',' {
+			p.i++
+			continue
+		}
+		if p.i < len(p.s) && p.s[p.i] == close {
+			p.i++
+			return nil
+		}
+		return p.errf("expected ',' or %q", close)
+	}
+}
+
+func (p *lit) dict() (map[string]any, error) {
+	d := map[string]any{}
+	err := p.items('}', func() error {
+		p.space()
+		if p.i >= len(p.s) || (p.s[p.i] != '\'' && p.s[p.i] != '"') {
+			return p.errf("dict key is not a string")
+		}
+		k, err := p.str()
+		if err != nil {
+			return err
+		}
+		p.space()
+		if p.i >= len(p.s) || p.s[p.i] != ':' {
+			return p.errf("expected ':'")
+		}
+		p.i++
+		v, err := p.value()
+		if err != nil {
+			return err
+		}
+		if _, dup := d[k]; dup {
+			return p.errf("duplicate key %q", k)
+		}
+		d[k] = v
+		return nil
+	})
+	return d, err
+}
+
+func (p *lit) seq(open byte) (any, error) {
+	close := byte(')')
+	if open == '[' {
+		close = ']'
+	}
+	var out []any
+	err := p.items(close, func() error {
+		v, err := p.value()
+		out = append(out, v)
+		return err
+	})
+	if open == '(' {
+		return tuple(out), err
+	}
+	return out, err
+}
+
+// encodeHeader returns the magic, version, length and padded dict for an
+// array, in the version NumPy itself would pick (1.0 unless the header
+// needs more than 65535 bytes).
+func encodeHeader(d Dtype, shape []int64, fortran bool) []byte {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "{'descr': '%s', 'fortran_order': %s, 'shape': (", d, pyBool(fortran))
+	for i, s := range shape {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(strconv.FormatInt(s, 10))
+	}
+	if len(shape) == 1 {
+		sb.WriteString(",")
+	}
+	sb.WriteString("), }")
+	dict := sb.String()
+	for _, v := range []struct {
+		major, pre int
+	}{{1, 10}, {2, 12}} {
+		total := alignUp(v.pre+len(dict)+1, 64)
+		n := total - v.pre
+		if v.major == 1 && n > math.MaxUint16 {
+			continue
+		}
+		out := make([]byte, 0, total)
+		out = append(out, magic...)
+		out = append(out, byte(v.major), 0)
+		if v.major == 1 {
+			out = binary.LittleEndian.AppendUint16(out, uint16(n))
+		} else {
+			out = binary.LittleEndian.AppendUint32(out, uint32(n))
+		}
+		out = append(out, dict...)
+		for len(out) < total-1 {
+			out = append(out, ' ')
+		}
+		return append(out, '\n')
+	}
+	panic("unreachable")
+}
+
+func alignUp(n, a int) int { return (n + a - 1) / a * a }
+
+func pyBool(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
+}

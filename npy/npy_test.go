@@ -1,0 +1,210 @@
+package npy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type expectedFile struct {
+	Descr        string  `json:"descr"`
+	FortranOrder bool    `json:"fortran_order"`
+	Shape        []int64 `json:"shape"`
+	Sha256       string  `json:"sha256"`
+}
+
+type expected struct {
+	Generator string                  `json:"generator"`
+	Files     map[string]expectedFile `json:"files"`
+	Object    string                  `json:"object"`
+}
+
+func readExpected(t *testing.T, dir string) expected {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "expected.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e expected
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Files) == 0 {
+		t.Fatal("expected.json lists no files")
+	}
+	return e
+}
+
+func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+// refDir is the directory of files written by numpy.save with their
+// expected.json (testdata, or KVIK_NPY_REF_DIR on the GPU machine).
+func refDir() string {
+	if d := os.Getenv("KVIK_NPY_REF_DIR"); d != "" {
+		return d
+	}
+	return "testdata"
+}
+
+// TestNumpyFiles loads files numpy wrote and compares header fields and
+// the data's sha256 with what numpy itself loaded.
+func TestNumpyFiles(t *testing.T) {
+	dir := refDir()
+	e := readExpected(t, dir)
+	for name, want := range e.Files {
+		a, err := Load(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		d, _ := ParseDtype(want.Descr)
+		if a.Dtype != d || a.FortranOrder != want.FortranOrder || !slices.Equal(a.Shape, want.Shape) || sum(a.Data) != want.Sha256 {
+			t.Errorf("%s: got %v fortran=%v shape=%v sha=%s, want %+v", name, a.Dtype, a.FortranOrder, a.Shape, sum(a.Data)[:8], want)
+		}
+	}
+	if e.Object != "" {
+		if _, err := Load(filepath.Join(dir, e.Object)); !errors.Is(err, ErrObjectArray) || !errors.Is(err, ErrUnsupportedDtype) {
+			t.Errorf("object array: %v, want ErrObjectArray", err)
+		}
+	}
+}
+
+var allDtypes = []string{"|b1", "|i1", "|u1", "<i2", ">i2", "<u2", ">u2", "<i4", ">i4", "<u4", "<i8", ">i8", "<u8", ">u8",
+	"<f2", ">f2", "<f4", ">f4", "<f8", ">f8", "<c8", ">c8", "<c16", ">c16"}
+
+// TestRoundTrip saves random arrays and loads them back; the saved bytes
+// must also parse with the same header.
+func TestRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	dir := t.TempDir()
+	for i, ds := range allDtypes {
+		d, err := ParseDtype(ds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, shape := range [][]int64{{}, {0}, {int64(rng.IntN(50) + 1)}, {3, int64(rng.IntN(9) + 1)}, {2, 0, 5}, {2, 3, int64(rng.IntN(7) + 1)}} {
+			n := int64(d.Size)
+			for _, s := range shape {
+				n *= s
+			}
+			data := make([]byte, n)
+			for j := range data {
+				data[j] = byte(rng.Uint32())
+			}
+			fortran := len(shape) >= 2 && i%2 == 0
+			p := filepath.Join(dir, "x.npy")
+			if err := Save(p, d, shape, fortran, data); err != nil {
+				t.Fatal(err)
+			}
+			a, err := Load(p)
+			if err != nil {
+				t.Fatalf("%s %v: %v", ds, shape, err)
+			}
+			if a.Dtype != d || a.FortranOrder != fortran || !slices.Equal(a.Shape, shape) || !bytes.Equal(a.Data, data) {
+				t.Fatalf("%s %v: round trip differs: %+v", ds, shape, a.Header)
+			}
+			if a.DataOffset%64 != 0 {
+				t.Errorf("data offset %d is not a multiple of 64", a.DataOffset)
+			}
+		}
+	}
+}
+
+func TestSaveRejects(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.npy")
+	for _, c := range []struct {
+		d     Dtype
+		shape []int64
+		n     int
+	}{{Float32, []int64{3}, 8}, {Dtype{'<', 'f', 3}, []int64{1}, 3}, {Float64, []int64{-1}, 0}, {Dtype{'<', 'O', 8}, []int64{1}, 8}} {
+		if err := Save(p, c.d, c.shape, false, make([]byte, c.n)); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("Save(%v, %v, %d bytes) = %v, want ErrInvalidArgument", c.d, c.shape, c.n, err)
+		}
+	}
+}
+
+func header(ver byte, dict string, data int) []byte {
+	b := append([]byte{}, magic...)
+	b = append(b, ver, 0)
+	if ver == 1 {
+		b = append(b, byte(len(dict)), byte(len(dict)>>8))
+	} else {
+		b = append(b, byte(len(dict)), byte(len(dict)>>8), byte(len(dict)>>16), byte(len(dict)>>24))
+	}
+	b = append(b, dict...)
+	return append(b, make([]byte, data)...)
+}
+
+// TestBadHeaders checks hostile or broken files get typed errors.
+func TestBadHeaders(t *testing.T) {
+	ok := "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+	cases := []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"short", []byte("\x93NUM"), ErrInvalidHeader},
+		{"magic", append([]byte("\x93NUMPZ\x01\x00"), header(1, ok, 24)[8:]...), ErrInvalidHeader},
+		{"version", header(4, ok, 24), ErrInvalidHeader},
+		{"huge length", append(header(2, "", 0)[:8], 0xff, 0xff, 0xff, 0x7f), ErrInvalidHeader},
+		{"length past end", append(header(1, "", 0)[:8], 0xff, 0x00, '{'), ErrInvalidHeader},
+		{"data short", header(1, ok, 23), ErrInvalidHeader},
+		{"data long", header(1, ok, 25), ErrInvalidHeader},
+		{"object", header(1, "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 16), ErrObjectArray},
+		{"string", header(1, "{'descr': '<U4', 'fortran_order': False, 'shape': (2,), }", 32), ErrUnsupportedDtype},
+		{"structured", header(1, "{'descr': [('a', '<i4')], 'fortran_order': False, 'shape': (2,), }", 8), ErrUnsupportedDtype},
+		{"f16 longdouble", header(1, "{'descr': '<f16', 'fortran_order': False, 'shape': (1,), }", 16), ErrUnsupportedDtype},
+		{"negative dim", header(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", 0), ErrInvalidHeader},
+		{"missing key", header(1, "{'descr': '<f4', 'shape': (2,), }", 8), ErrInvalidHeader},
+		{"extra key", header(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", 8), ErrInvalidHeader},
+		{"dup key", header(1, "{'descr': '<f4', 'descr': '<f4', 'shape': (2,)}", 8), ErrInvalidHeader},
+		{"bool as int", header(1, "{'descr': '<f4', 'fortran_order': 0, 'shape': (2,), }", 8), ErrInvalidHeader},
+		{"overflow", header(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0), ErrInvalidHeader},
+		{"big int", header(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999,), }", 0), ErrInvalidHeader},
+		{"deep", header(1, "{'descr': "+string(bytes.Repeat([]byte("("), 100))+"}", 0), ErrInvalidHeader},
+		{"unterminated", header(1, "{'descr': '<f4", 0), ErrInvalidHeader},
+	}
+	dir := t.TempDir()
+	for _, c := range cases {
+		p := filepath.Join(dir, c.name)
+		if err := os.WriteFile(p, c.b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(p); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+// FuzzReadHeader checks that no input panics, and that an accepted header
+// describes exactly the bytes the file holds.
+func FuzzReadHeader(f *testing.F) {
+	names, _ := filepath.Glob("testdata/*.npy")
+	for _, n := range names[:min(len(names), 12)] {
+		b, _ := os.ReadFile(n)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := ReadHeader(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			if !errors.Is(err, ErrInvalidHeader) && !errors.Is(err, ErrUnsupportedDtype) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if h.DataOffset+h.Size() != int64(len(b)) {
+			t.Fatalf("header accepted with offset %d size %d for %d bytes", h.DataOffset, h.Size(), len(b))
+		}
+	})
+}

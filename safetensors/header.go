@@ -1,0 +1,255 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"slices"
+	"unicode/utf8"
+)
+
+// MaxHeaderSize bounds the JSON header (as the reference library does), so
+// a hostile length never causes a huge allocation.
+const MaxHeaderSize = 100_000_000
+
+// TensorInfo describes one tensor of a file: its dtype, shape and byte
+// range [Begin, End) relative to the start of the data area.
+type TensorInfo struct {
+	Name       string
+	Dtype      Dtype
+	Shape      []int64
+	Begin, End int64
+}
+
+// Size returns the tensor's size in bytes.
+func (t *TensorInfo) Size() int64 { return t.End - t.Begin }
+
+// NumElements returns the product of the shape (1 for a scalar).
+func (t *TensorInfo) NumElements() int64 {
+	n := int64(1)
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Header is a parsed and validated safetensors header.
+type Header struct {
+	// Tensors in file order (ascending Begin).
+	Tensors []TensorInfo
+	// Metadata is the optional __metadata__ map (nil when absent).
+	Metadata map[string]string
+	// DataOffset is where the data area starts in the file (8 + header length).
+	DataOffset int64
+	byName     map[string]int
+}
+
+// Lookup returns the tensor called name.
+func (h *Header) Lookup(name string) (*TensorInfo, bool) {
+	i, ok := h.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return &h.Tensors[i], true
+}
+
+// ReadHeader reads and validates the header of a safetensors file of the
+// given size from r. It reads only the header.
+func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
+	if size < 8 {
+		return nil, fmt.Errorf("%w: file of %d bytes is shorter than the 8-byte length", ErrInvalidHeader, size)
+	}
+	var lb [8]byte
+	if _, err := r.ReadAt(lb[:], 0); err != nil {
+		return nil, err
+	}
+	n := binary.LittleEndian.Uint64(lb[:])
+	if n < 2 || n > MaxHeaderSize {
+		return nil, fmt.Errorf("%w: header length %d not in [2, %d]", ErrInvalidHeader, n, MaxHeaderSize)
+	}
+	if int64(n) > size-8 {
+		return nil, fmt.Errorf("%w: header length %d runs past the end of a %d-byte file", ErrInvalidHeader, n, size)
+	}
+	buf := make([]byte, n)
+	if _, err := r.ReadAt(buf, 8); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return ParseHeader(buf, size-8-int64(n))
+}
+
+// ParseHeader validates the JSON header b of a file whose data area holds
+// dataSize bytes.
+func ParseHeader(b []byte, dataSize int64) (*Header, error) {
+	if len(b) == 0 || b[0] != '{' {
+		return nil, fmt.Errorf("%w: header does not start with '{'", ErrInvalidHeader)
+	}
+	// encoding/json would map invalid UTF-8 to U+FFFD, making names up.
+	if !utf8.Valid(b) {
+		return nil, fmt.Errorf("%w: header is not valid UTF-8", ErrInvalidHeader)
+	}
+	entries, err := topLevel(b)
+	if err != nil {
+		return nil, err
+	}
+	h := &Header{DataOffset: 8 + int64(len(b)), byName: make(map[string]int, len(entries))}
+	for _, e := range entries {
+		if e.key == "__metadata__" {
+			if err := strictDecode(e.val, &h.Metadata); err != nil {
+				return nil, fmt.Errorf("%w: __metadata__ is not a map of strings: %v", ErrInvalidHeader, err)
+			}
+			continue
+		}
+		t, err := parseTensor(e.key, e.val)
+		if err != nil {
+			return nil, err
+		}
+		h.byName[t.Name] = len(h.Tensors)
+		h.Tensors = append(h.Tensors, t)
+	}
+	if err := checkLayout(h.Tensors, dataSize); err != nil {
+		return nil, err
+	}
+	for i, t := range h.Tensors {
+		h.byName[t.Name] = i
+	}
+	return h, nil
+}
+
+type entry struct {
+	key string
+	val json.RawMessage
+}
+
+// topLevel splits the header object into its entries in order, rejecting
+// duplicate keys (which encoding/json would silently merge) and trailing
+// bytes other than JSON white space (writers pad with spaces).
+func topLevel(b []byte) ([]entry, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidHeader, fmt.Sprintf(format, a...))
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, bad("not a JSON object")
+	}
+	var out []entry
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, bad("key is not a string")
+		}
+		if seen[key] {
+			return nil, bad("duplicate key %q", key)
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, bad("value of %q: %v", key, err)
+		}
+		out = append(out, entry{key, v})
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, bad("unterminated object")
+	}
+	rest := b[dec.InputOffset():]
+	if len(bytes.TrimLeft(rest, " \t\r\n")) != 0 {
+		return nil, bad("%d bytes after the JSON object", len(rest))
+	}
+	return out, nil
+}
+
+func strictDecode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+type rawTensor struct {
+	Dtype       *string   `json:"dtype"`
+	Shape       *[]uint64 `json:"shape"`
+	DataOffsets *[]uint64 `json:"data_offsets"`
+}
+
+func parseTensor(name string, val json.RawMessage) (TensorInfo, error) {
+	var r rawTensor
+	if err := strictDecode(val, &r); err != nil {
+		return TensorInfo{}, fmt.Errorf("%w: tensor %q: %v", ErrInvalidHeader, name, err)
+	}
+	if r.Dtype == nil || r.Shape == nil || r.DataOffsets == nil {
+		return TensorInfo{}, fmt.Errorf("%w: tensor %q lacks dtype, shape or data_offsets", ErrInvalidHeader, name)
+	}
+	d := Dtype(*r.Dtype)
+	if !d.Valid() {
+		return TensorInfo{}, fmt.Errorf("%w: tensor %q has dtype %q", ErrUnknownDtype, name, *r.Dtype)
+	}
+	if len(*r.DataOffsets) != 2 {
+		return TensorInfo{}, fmt.Errorf("%w: tensor %q: data_offsets has %d values, want 2", ErrInvalidOffsets, name, len(*r.DataOffsets))
+	}
+	b, e := (*r.DataOffsets)[0], (*r.DataOffsets)[1]
+	if b > e || e > math.MaxInt64 {
+		return TensorInfo{}, fmt.Errorf("%w: tensor %q: data_offsets [%d, %d]", ErrInvalidOffsets, name, b, e)
+	}
+	// Count bits with overflow checks: nelements * bits must fit.
+	nbits := uint64(d.Bits())
+	shape := make([]int64, len(*r.Shape))
+	for i, s := range *r.Shape {
+		hi, lo := bits.Mul64(nbits, s)
+		if hi != 0 || lo > math.MaxInt64 {
+			return TensorInfo{}, fmt.Errorf("%w: tensor %q: shape %v overflows", ErrInvalidOffsets, name, *r.Shape)
+		}
+		nbits = lo
+		shape[i] = int64(s)
+	}
+	if nbits%8 != 0 {
+		return TensorInfo{}, fmt.Errorf("%w: tensor %q: %d bits is not a whole number of bytes", ErrInvalidOffsets, name, nbits)
+	}
+	if nbits/8 != e-b {
+		return TensorInfo{}, fmt.Errorf("%w: tensor %q: shape %v of %s is %d bytes but data_offsets span %d", ErrInvalidOffsets, name, shape, d, nbits/8, e-b)
+	}
+	return TensorInfo{Name: name, Dtype: d, Shape: shape, Begin: int64(b), End: int64(e)}, nil
+}
+
+// checkLayout sorts ts by offset and checks they tile the data area
+// exactly: the first starts at 0, each starts where the last ended, and
+// the last ends at dataSize.
+func checkLayout(ts []TensorInfo, dataSize int64) error {
+	slices.SortStableFunc(ts, func(a, b TensorInfo) int {
+		if a.Begin != b.Begin {
+			return cmpInt(a.Begin, b.Begin)
+		}
+		return cmpInt(a.End, b.End)
+	})
+	var at int64
+	for _, t := range ts {
+		if t.Begin != at {
+			return fmt.Errorf("%w: tensor %q starts at %d, want %d (overlap or gap)", ErrInvalidOffsets, t.Name, t.Begin, at)
+		}
+		at = t.End
+	}
+	if at != dataSize {
+		return fmt.Errorf("%w: tensors end at %d but the data area holds %d bytes", ErrInvalidOffsets, at, dataSize)
+	}
+	return nil
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,231 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+func writeRandom(t *testing.T, rng *rand.Rand, n int, meta map[string]string) (string, []SaveTensor) {
+	t.Helper()
+	ts := randomTensors(rng, n)
+	p := filepath.Join(t.TempDir(), "m.safetensors")
+	if err := Save(p, ts, meta); err != nil {
+		t.Fatal(err)
+	}
+	return p, ts
+}
+
+// TestRoundTripHost saves random tensors and loads them all, a subset by
+// name and a subset by filter, comparing every byte.
+func TestRoundTripHost(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 8 {
+		meta := map[string]string{"format": "pt", "trial": strings.Repeat("x", trial)}
+		p, ts := writeRandom(t, rng, 1+rng.IntN(60), meta)
+		m, err := LoadHost(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Tensors) != len(ts) || !equalMeta(m.Metadata, meta) {
+			t.Fatalf("got %d tensors, metadata %v", len(m.Tensors), m.Metadata)
+		}
+		for _, w := range ts {
+			checkHostTensor(t, m, w)
+		}
+		var names []string
+		for i, w := range ts {
+			if i%3 == 0 {
+				names = append(names, w.Name)
+			}
+		}
+		sub, err := LoadHost(p, &Options{Names: names})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sub.Tensors) != len(names) {
+			t.Fatalf("subset: %d tensors, want %d", len(sub.Tensors), len(names))
+		}
+		for i, w := range ts {
+			if i%3 == 0 {
+				checkHostTensor(t, sub, w)
+			}
+		}
+		f16, err := LoadHost(p, &Options{Filter: func(ti *TensorInfo) bool { return ti.Dtype == F32 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range f16.Tensors {
+			if g.Dtype != F32 {
+				t.Fatalf("filter let %s through", g.Dtype)
+			}
+		}
+		m.Close()
+	}
+}
+
+func equalMeta(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func checkHostTensor(t *testing.T, m *Model, w SaveTensor) {
+	t.Helper()
+	g := m.Tensor(w.Name)
+	if g == nil {
+		t.Fatalf("%s missing", w.Name)
+	}
+	if g.Dtype != w.Dtype || !slices.Equal(g.Shape, nonNil(w.Shape)) || !bytes.Equal(g.Data, w.Data) {
+		t.Fatalf("%s: got %s %v %d bytes, want %s %v %d bytes", w.Name, g.Dtype, g.Shape, len(g.Data), w.Dtype, w.Shape, len(w.Data))
+	}
+	if len(g.Data) > 0 && uintptr(unsafe.Pointer(&g.Data[0]))%Alignment != 0 {
+		t.Fatalf("%s: data not aligned to %d", w.Name, Alignment)
+	}
+}
+
+func nonNil(s []int64) []int64 {
+	if s == nil {
+		return []int64{}
+	}
+	return s
+}
+
+func TestNamesNotFound(t *testing.T) {
+	p, _ := writeRandom(t, rand.New(rand.NewPCG(5, 6)), 4, nil)
+	if _, err := LoadHost(p, &Options{Names: []string{"nope"}}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("got %v, want ErrNotFound", err)
+	}
+}
+
+// TestSaveLayout checks the header Save writes: 8-byte padded, tensors
+// ordered by element size then name, contiguous offsets.
+func TestSaveLayout(t *testing.T) {
+	p, _ := writeRandom(t, rand.New(rand.NewPCG(9, 9)), 40, map[string]string{"a": "b"})
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := binary.LittleEndian.Uint64(b)
+	if n%8 != 0 {
+		t.Errorf("header length %d not a multiple of 8", n)
+	}
+	h, err := ReadHeader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(h.Tensors); i++ {
+		a, c := h.Tensors[i-1], h.Tensors[i]
+		if a.Dtype.align() < c.Dtype.align() || (a.Dtype.align() == c.Dtype.align() && a.Name > c.Name) {
+			t.Fatalf("order: %s(%s) before %s(%s)", a.Name, a.Dtype, c.Name, c.Dtype)
+		}
+	}
+}
+
+func TestSaveRejects(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.safetensors")
+	for _, ts := range [][]SaveTensor{
+		{{Name: "a", Dtype: "F99", Data: []byte{1}}},
+		{{Name: "a", Dtype: F32, Shape: []int64{2}, Data: []byte{1, 2, 3}}},
+		{{Name: "a", Dtype: F4, Shape: []int64{3}, Data: []byte{1, 2}}},
+		{{Name: "a", Dtype: U8, Data: []byte{1}}, {Name: "a", Dtype: U8, Data: []byte{1}}},
+		{{Name: "__metadata__", Dtype: U8, Data: []byte{1}}},
+		{{Name: "a", Dtype: U8, Shape: []int64{-1}}},
+	} {
+		if err := Save(p, ts, nil); err == nil || !(errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrUnknownDtype)) {
+			t.Errorf("Save(%+v) = %v", ts, err)
+		}
+	}
+}
+
+// TestPlanLayout checks placement: balanced shares are contiguous and
+// near equal, split tensors cover their bytes, every memory offset is
+// aligned and every run is one contiguous file range.
+func TestPlanLayout(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for trial := range 50 {
+		var ts []Tensor
+		var at int64
+		for i := range 1 + rng.IntN(80) {
+			sz := int64(rng.IntN(5000))
+			if rng.IntN(2) == 0 {
+				sz = sz / 256 * 256
+			}
+			ts = append(ts, Tensor{TensorInfo: TensorInfo{Name: string(rune(i)), Begin: at, End: at + sz}})
+			at += sz
+		}
+		ndev := 1 + rng.IntN(4)
+		o := &Options{}
+		if trial%3 == 0 {
+			o.Split = func(ti *TensorInfo) bool { return ti.Size() > 3000 }
+		}
+		ps, err := plan(ts, o, ndev, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, totals := layout(ps, ndev)
+		covered := make([]int64, ndev)
+		for _, p := range ps {
+			if p.memOff%Alignment != 0 || p.memOff+p.size > totals[p.slot] {
+				t.Fatalf("piece %+v misplaced (total %d)", p, totals[p.slot])
+			}
+			covered[p.slot] += p.size
+		}
+		var inRuns int64
+		for _, r := range runs {
+			inRuns += r.sz
+			// every piece in the run's file range sits at the matching memory offset
+			for _, p := range ps {
+				if p.slot == r.slot && p.off >= r.fileOff && p.off+p.size <= r.fileOff+r.sz && p.size > 0 && p.memOff-r.memOff != p.off-r.fileOff {
+					t.Fatalf("piece %+v not where run %+v puts it", p, r)
+				}
+			}
+		}
+		if inRuns != at {
+			t.Fatalf("runs cover %d bytes of %d", inRuns, at)
+		}
+		for i := range ts {
+			var s int64
+			for _, p := range ts[i].Parts {
+				if p.Offset != s {
+					t.Fatalf("split parts of %d not contiguous", i)
+				}
+				s += p.Size
+			}
+			if len(ts[i].Parts) > 0 && s != ts[i].Size() {
+				t.Fatalf("split parts cover %d of %d", s, ts[i].Size())
+			}
+		}
+		if o.Split == nil && ndev > 1 {
+			var maxT int64
+			for _, x := range ts {
+				maxT = max(maxT, x.Size())
+			}
+			for _, c := range covered {
+				if d := c - at/int64(ndev); d > maxT || -d > maxT {
+					t.Fatalf("unbalanced: %v of %d (largest tensor %d)", covered, at, maxT)
+				}
+			}
+		}
+	}
+}
+
+func TestPlaceOutOfRange(t *testing.T) {
+	ts := []Tensor{{TensorInfo: TensorInfo{Name: "a", End: 4}}}
+	if _, err := plan(ts, &Options{Place: func(*TensorInfo) int { return 2 }}, 2, false); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("got %v", err)
+	}
+}
