@@ -2,6 +2,8 @@ package kvik_test
 
 import (
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -203,5 +205,82 @@ func dropCold(b *testing.B, path string) {
 	defer b.StartTimer()
 	if err := kvik.DropFilePageCache(path, 0, 0); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkMmapRead compares MmapHandle.ReadAt with FileHandle.ReadAt of
+// the same page-cached file (KVIK_BENCH_SIZE bytes, default 64 MiB).
+func BenchmarkMmapRead(b *testing.B) {
+	size := 64 << 20
+	if s := os.Getenv("KVIK_BENCH_SIZE"); s != "" {
+		fmt.Sscan(s, &size)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	path, _ := mmapFile(b, rng, size)
+	buf := make([]byte, size)
+	f, err := kvik.Open(path, "r", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	m, err := kvik.OpenMmap(path, "r")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	for _, c := range []struct {
+		name string
+		r    io.ReaderAt
+	}{{"file", f}, {"mmap", m}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				if _, err := c.r.ReadAt(buf, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMmapReadDevice compares MmapHandle.ReadDevice with
+// FileHandle.ReadDevice of the same page-cached file (KVIK_BENCH_SIZE
+// bytes, default 64 MiB), and with a host read of it.
+func BenchmarkMmapReadDevice(b *testing.B) {
+	ctx := needGPU(b)
+	size := 64 << 20
+	if s := os.Getenv("KVIK_BENCH_SIZE"); s != "" {
+		fmt.Sscan(s, &size)
+	}
+	path, _ := mmapFile(b, rand.New(rand.NewPCG(1, 3)), size)
+	dev := devAlloc(b, ctx, size)
+	f, err := kvik.Open(path, "r", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	m, err := kvik.OpenMmap(path, "r")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	host := make([]byte, size)
+	for _, c := range []struct {
+		name string
+		read func() (int, error)
+	}{
+		{"file-host", func() (int, error) { return f.ReadAt(host, 0) }},
+		{"file-device", func() (int, error) { return f.ReadDevice(dev.Ptr(), size, 0, 0) }},
+		{"mmap-host", func() (int, error) { return m.ReadAt(host, 0) }},
+		{"mmap-device", func() (int, error) { return m.ReadDevice(dev.Ptr(), size, 0, 0) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				if _, err := c.read(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

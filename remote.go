@@ -13,7 +13,6 @@ import (
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/remote"
 	"github.com/kvikgo/kvik/internal/sched"
-	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // RemoteEndpointType selects how a remote URL is reached, as KvikIO's
@@ -449,86 +448,11 @@ func (h *RemoteHandle) pathErr(err error) error {
 	return &fs.PathError{Op: "read", Path: name, Err: err}
 }
 
-// deviceTask downloads one task through pinned bounce buffers into the
-// device, with the staging pipeline FileHandle's POSIX path uses. Only
-// the CUDA calls run with the context current (on a locked OS thread);
-// the downloads do not, so the network poller wakes them as any
-// goroutine.
+// deviceTask downloads one task into the device through pinned bounce
+// buffers (stagedRead). The downloads run without a CUDA context current,
+// so the network poller wakes them as any goroutine.
 func (h *RemoteHandle) deviceTask(ctx context.Context, c *remote.Client, d Defaults, r deviceRange, t sched.Task) (int, error) {
-	p := planStaging(opRead, d, t.Len, false) // the file device path's plan and pools
-	var s cuda.Stream
-	var held []*bounceBuffer
-	err := cuda.WithContext(r.ctx, func() (err error) {
-		if s, err = getStream(r); err != nil {
-			return err
-		}
-		// One buffer, split in two when two chunks fit, as FileHandle does.
-		need := 1
-		if t.Len > p.chunk && 2*p.chunk > p.bufSize {
-			need = 2
-		}
-		for range need {
-			b, err := p.pool.get(p.bufSize)
-			if err != nil {
-				return err
-			}
-			held = append(held, b)
-		}
-		return nil
+	return stagedRead(d, r, t, func(p []byte, off int64) (int, error) {
+		return c.ReadRange(ctx, h.ep, p, off)
 	})
-	defer cuda.WithContext(r.ctx, func() error {
-		for _, b := range held {
-			p.pool.put(b)
-		}
-		if s != 0 {
-			putStream(r, s)
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	bufs := [][]byte{held[0].mem}
-	switch {
-	case len(held) == 2:
-		bufs = append(bufs, held[1].mem)
-	case t.Len > p.chunk && 2*p.chunk <= len(held[0].mem):
-		bufs = [][]byte{held[0].mem[:p.chunk], held[0].mem[p.chunk : 2*p.chunk]}
-	}
-	m := &remoteMover{ctx: ctx, c: c, ep: h.ep, cctx: r.ctx, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
-	return staging.Read(m, bufs, p.chunk, t.Off, 0, t.Len)
-}
-
-// remoteMover feeds the staging pipeline from ranged GETs.
-type remoteMover struct {
-	ctx    context.Context
-	c      *remote.Client
-	ep     *remote.Endpoint
-	cctx   cuda.Context
-	dev    cuda.DevicePtr
-	stream cuda.Stream
-}
-
-func (m *remoteMover) ReadFile(p []byte, off int64) (int, error) {
-	return m.c.ReadRange(m.ctx, m.ep, p, off)
-}
-
-func (m *remoteMover) WriteFile(p []byte, off int64) (int, error) {
-	return 0, errors.New("kvik: remote objects are written with UploadS3")
-}
-
-func (m *remoteMover) ToDevice(p []byte, devOff int64) error {
-	return cuda.WithContext(m.cctx, func() error {
-		return cuda.MemcpyHtoDAsync(m.dev+cuda.DevicePtr(devOff), p, m.stream)
-	})
-}
-
-func (m *remoteMover) FromDevice(p []byte, devOff int64) error {
-	return cuda.WithContext(m.cctx, func() error {
-		return cuda.MemcpyDtoHAsync(p, m.dev+cuda.DevicePtr(devOff), m.stream)
-	})
-}
-
-func (m *remoteMover) Sync() error {
-	return cuda.WithContext(m.cctx, func() error { return cuda.StreamSynchronize(m.stream) })
 }

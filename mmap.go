@@ -1,0 +1,357 @@
+package kvik
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"runtime/debug"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/sched"
+)
+
+// ErrOutOfRange reports a read of bytes inside the file but outside the
+// region an MmapHandle mapped.
+var ErrOutOfRange = errors.New("kvik: range outside the mapped region")
+
+// MmapHandle is a read-only, memory-mapped file: the counterpart of
+// kvikio::MmapHandle. Reads copy from the mapping in parallel tasks, each
+// prefaulting its pages first (MADV_POPULATE_READ) so that page faults
+// are taken in one call per task instead of one per page; device reads
+// copy through pinned bounce buffers, overlapping the copies out of the
+// mapping with those to the GPU.
+//
+// The mapping covers the region chosen at open (the whole file by
+// default); a read outside it fails with ErrOutOfRange. An MmapHandle is
+// safe for concurrent use; Close waits for operations in flight and
+// unmaps.
+type MmapHandle struct {
+	name     string
+	fileSize int64
+	mapOff   int64  // file offset of the region, as asked
+	mapSize  int64  // bytes in the region
+	mem      []byte // the mapping; starts at the page below mapOff
+	memOff   int64  // file offset of mem[0]
+
+	mu       sync.Mutex
+	idle     sync.Cond
+	inflight int
+	closed   bool
+}
+
+// MmapOption configures OpenMmap.
+type MmapOption func(*mmapOptions)
+
+type mmapOptions struct {
+	size    int64
+	hasSize bool
+	off     int64
+}
+
+// WithMapSize maps size bytes instead of the rest of the file, as KvikIO's
+// initial_map_size. size must be positive.
+func WithMapSize(size int64) MmapOption {
+	return func(o *mmapOptions) { o.size, o.hasSize = size, true }
+}
+
+// WithMapOffset starts the mapped region at file offset off, as KvikIO's
+// initial_map_offset. It need not be page-aligned.
+func WithMapOffset(off int64) MmapOption {
+	return func(o *mmapOptions) { o.off = off }
+}
+
+// OpenMmap maps the file at path read-only. flags are KvikIO's open flags;
+// only "r" (or "rb") is accepted, since an MmapHandle cannot write: other
+// flags fail with ErrNotWritable. The region is the whole file unless
+// WithMapOffset or WithMapSize narrow it; an empty file maps nothing.
+func OpenMmap(path, flags string, opts ...MmapOption) (*MmapHandle, error) {
+	h, err := openMmap(path, flags, opts)
+	if err != nil {
+		return nil, &fs.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	return h, nil
+}
+
+func openMmap(path, flags string, opts []MmapOption) (*MmapHandle, error) {
+	flag, err := ParseOpenFlags(flags)
+	if err != nil {
+		return nil, err
+	}
+	if flag != os.O_RDONLY {
+		return nil, fmt.Errorf("%w: MmapHandle is read-only (flags %q)", ErrNotWritable, flags)
+	}
+	var o mmapOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd) // the mapping outlives the descriptor
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	h := &MmapHandle{name: path, fileSize: st.Size, mapOff: o.off}
+	h.idle.L = &h.mu
+	if err := h.setRegion(o); err != nil {
+		return nil, err
+	}
+	if h.mapSize == 0 {
+		return h, nil
+	}
+	h.memOff = alignDown(h.mapOff, int64(pageSize))
+	h.mem, err = unix.Mmap(fd, h.memOff, int(h.mapOff+h.mapSize-h.memOff), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// setRegion checks the region asked for against the file.
+func (h *MmapHandle) setRegion(o mmapOptions) error {
+	switch {
+	case o.off < 0 || (o.off > 0 && o.off >= h.fileSize):
+		return fmt.Errorf("%w: map offset %d for a %d-byte file", ErrInvalidArgument, o.off, h.fileSize)
+	case !o.hasSize:
+		h.mapSize = h.fileSize - o.off
+	case o.size <= 0 || o.size > h.fileSize-o.off:
+		return fmt.Errorf("%w: map size %d at offset %d for a %d-byte file", ErrInvalidArgument, o.size, o.off, h.fileSize)
+	default:
+		h.mapSize = o.size
+	}
+	return nil
+}
+
+func alignDown(x, a int64) int64 { return x / a * a }
+
+// Name returns the path the file was opened with.
+func (h *MmapHandle) Name() string { return h.name }
+
+// FileSize returns the file's size when it was opened.
+func (h *MmapHandle) FileSize() int64 { return h.fileSize }
+
+// MapOffset returns the file offset where the mapped region starts.
+func (h *MmapHandle) MapOffset() int64 { return h.mapOff }
+
+// MapSize returns the size of the mapped region in bytes.
+func (h *MmapHandle) MapSize() int64 { return h.mapSize }
+
+// Closed reports whether Close has been called.
+func (h *MmapHandle) Closed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
+
+// Close waits for operations in flight and unmaps the file. Operations
+// started once Close has begun fail with ErrClosed. Closing a closed
+// handle does nothing.
+func (h *MmapHandle) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	for h.inflight > 0 {
+		h.idle.Wait()
+	}
+	if h.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(h.mem)
+	h.mem = nil
+	if err != nil {
+		return &fs.PathError{Op: "munmap", Path: h.name, Err: err}
+	}
+	return nil
+}
+
+func (h *MmapHandle) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.inflight--; h.inflight == 0 {
+		h.idle.Broadcast()
+	}
+}
+
+// begin checks a read of size bytes at off, marks it in flight and
+// returns the bytes it will move (clamped at end of file; eof says so).
+func (h *MmapHandle) begin(off int64, size int) (Defaults, int, bool, error) {
+	if err := checkRange(off, size); err != nil {
+		return Defaults{}, 0, false, err
+	}
+	n, eof := size, false
+	if rest := h.fileSize - min(off, h.fileSize); int64(size) > rest {
+		n, eof = int(rest), true
+	}
+	if n > 0 && (off < h.mapOff || off+int64(n) > h.mapOff+h.mapSize) {
+		return Defaults{}, 0, false, fmt.Errorf("%w: %d bytes at offset %d, mapped [%d, %d)",
+			ErrOutOfRange, n, off, h.mapOff, h.mapOff+h.mapSize)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return Defaults{}, 0, false, ErrClosed
+	}
+	h.inflight++
+	d, _ := GetDefaults()
+	return d, n, eof, nil
+}
+
+// ReadAt copies len(p) bytes at file offset off into p, in parallel tasks.
+// It satisfies io.ReaderAt: when n < len(p) the error is non-nil, and
+// io.EOF at end of file.
+func (h *MmapHandle) ReadAt(p []byte, off int64) (int, error) {
+	return h.hostOp(context.Background(), p, off, nil)
+}
+
+// Read reads size bytes at fileOffset into buf[:size] (KvikIO's
+// MmapHandle.read).
+func (h *MmapHandle) Read(buf []byte, size int, fileOffset int64) (int, error) {
+	if size < 0 || size > len(buf) {
+		return 0, h.pathErr(fmt.Errorf("%w: size %d for a %d-byte buffer", ErrInvalidArgument, size, len(buf)))
+	}
+	return h.ReadAt(buf[:size], fileOffset)
+}
+
+// PRead starts ReadAt and returns at once (KvikIO's MmapHandle.pread). p
+// must not be touched until the Future completes.
+func (h *MmapHandle) PRead(ctx context.Context, p []byte, off int64) *Future {
+	fut := newFuture()
+	h.hostOp(ctx, p, off, fut)
+	return fut
+}
+
+// ReadDevice reads size bytes at fileOffset into device memory at
+// buf+devOffset, through pinned bounce buffers, and returns when done. buf
+// may be any address inside a device allocation; the range must lie in it.
+func (h *MmapHandle) ReadDevice(buf cuda.DevicePtr, size int, fileOffset, devOffset int64) (int, error) {
+	return h.deviceOp(context.Background(), buf, size, fileOffset, devOffset, nil)
+}
+
+// PReadDevice starts ReadDevice and returns at once.
+func (h *MmapHandle) PReadDevice(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64) *Future {
+	fut := newFuture()
+	h.deviceOp(ctx, buf, size, fileOffset, devOffset, fut)
+	return fut
+}
+
+func (h *MmapHandle) hostOp(ctx context.Context, p []byte, off int64, fut *Future) (int, error) {
+	d, n, eof, err := h.begin(off, len(p))
+	if err != nil {
+		return h.fail(err, fut)
+	}
+	fn := func(_ context.Context, t sched.Task) (int, error) {
+		return h.copyOut(p[t.BufOff:t.BufOff+t.Len], t.Off)
+	}
+	return h.run(ctx, d, poolFor(d, ""), off, n, eof, fn, fut)
+}
+
+func (h *MmapHandle) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64, fut *Future) (int, error) {
+	d, n, eof, err := h.begin(fileOffset, size)
+	if err != nil {
+		return h.fail(err, fut)
+	}
+	r, err := resolveDevice(buf, size, devOffset)
+	if err == nil {
+		// Work queued on the legacy default stream must finish first, as
+		// for FileHandle.
+		err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
+	}
+	if err != nil {
+		h.release()
+		return h.fail(err, fut)
+	}
+	fn := func(_ context.Context, t sched.Task) (int, error) {
+		return stagedRead(d, r, t, h.copyOut)
+	}
+	pool := poolFor(d, "")
+	if n < d.GDSThreshold {
+		pool = nil
+	}
+	return h.run(ctx, d, pool, fileOffset, n, eof, fn, fut)
+}
+
+// run splits [off, off+n) into tasks and runs them, in the caller when
+// there is one task and the call blocks; eof says the read was clamped at
+// end of file.
+func (h *MmapHandle) run(ctx context.Context, d Defaults, pool *sched.Pool, off int64, n int, eof bool, fn sched.TaskFunc, fut *Future) (int, error) {
+	blocking := fut == nil
+	if blocking {
+		fut = newFuture()
+	}
+	tasks := sched.Split(off, n, d.TaskSize)
+	if blocking && len(tasks) == 1 {
+		pool = nil
+	}
+	if !blocking && pool == nil {
+		pool = poolFor(d, "")
+	}
+	sched.Run(ctx, pool, tasks, fn, func(done int, err error) {
+		h.release()
+		if err == nil && eof {
+			err = io.EOF
+		}
+		if err != nil && err != io.EOF {
+			err = h.pathErr(err)
+		}
+		fut.complete(done, err)
+	})
+	if blocking {
+		return fut.Get()
+	}
+	return 0, nil
+}
+
+func (h *MmapHandle) fail(err error, fut *Future) (int, error) {
+	err = h.pathErr(err)
+	if fut != nil {
+		fut.complete(0, err)
+	}
+	return 0, err
+}
+
+func (h *MmapHandle) pathErr(err error) error {
+	return &fs.PathError{Op: "read", Path: h.name, Err: err}
+}
+
+// copyOut copies the mapped bytes at file offset off into p, prefaulting
+// them first. A page that cannot be read (the file was truncated after it
+// was mapped) is an error, not a crash.
+func (h *MmapHandle) copyOut(p []byte, off int64) (n int, err error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	i := off - h.memOff
+	src := h.mem[i : i+int64(len(p))]
+	if err := populateRead(h.mem[alignDown(i, int64(pageSize)) : i+int64(len(p))]); err != nil {
+		return 0, fmt.Errorf("prefault of %d bytes at offset %d: %w", len(p), off, err)
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			n, err = 0, fmt.Errorf("%w: fault reading the mapping at offset %d (file truncated?): %v", io.ErrUnexpectedEOF, off, r)
+		}
+	}()
+	return copy(p, src), nil
+}
+
+// populateRead asks the kernel to fault in the pages of b (page-aligned)
+// in one call. Kernels before 5.14 lack MADV_POPULATE_READ: the copy then
+// faults the pages in itself.
+func populateRead(b []byte) error {
+	err := unix.Madvise(b, unix.MADV_POPULATE_READ)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		return nil
+	}
+	return err
+}
