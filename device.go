@@ -118,8 +118,10 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 	}
 	// A read of at most one task per worker has no later task to keep
 	// the link busy while it reads: each task overlaps its own reads and
-	// copies, however many workers there are.
-	pipeline := kind == opRead && len(tasks) <= d.NumThreads
+	// copies, however many workers there are. When other operations
+	// already have tasks queued on the pool (many chunk reads at once,
+	// say), those keep the link busy, and one chunk per task is faster.
+	pipeline := kind == opRead && len(tasks) <= d.NumThreads && (pool == nil || pool.Pending() == 0)
 	if pool != nil && len(tasks) > 1 && fut == nil && reserveBounce {
 		// Allocate the bounce buffers the tasks will need at once, as one
 		// slab, rather than one registration per task. (Not for a Future,
