@@ -67,13 +67,15 @@ type expected struct {
 	Files     map[string]expectedFile `json:"files"`
 }
 
-// refDir holds files written by safetensors.torch.save_file and their
-// expected.json (testdata, or KVIK_ST_REF_DIR on the GPU machine).
-func refDir() string {
+// refDirs are the folders of reference files and their expected.json:
+// KVIK_ST_REF_DIR alone on the GPU machine, else the committed testdata
+// (the safetensors project's samples, and files written by
+// safetensors.torch.save_file on the GPU machine).
+func refDirs() []string {
 	if d := os.Getenv("KVIK_ST_REF_DIR"); d != "" {
-		return d
+		return []string{d}
 	}
-	return filepath.Join("testdata", "samples")
+	return []string{filepath.Join("testdata", "samples"), filepath.Join("testdata", "torch")}
 }
 
 func readExpected(t *testing.T, dir string) expected {

@@ -18,7 +18,12 @@ import (
 // the reference library loaded (expected.json, written by
 // bench/loaders_xcheck.py). With a GPU it loads them to device 0 too.
 func TestReferenceFiles(t *testing.T) {
-	dir := refDir()
+	for _, dir := range refDirs() {
+		t.Run(filepath.Base(dir), func(t *testing.T) { referenceFiles(t, dir) })
+	}
+}
+
+func referenceFiles(t *testing.T, dir string) {
 	e := readExpected(t, dir)
 	gpu := false
 	if os.Getenv("KVIK_ST_DEVICE") != "" {
@@ -113,11 +118,19 @@ func TestIndex(t *testing.T) {
 	if _, err := LoadIndexHost(ix, &Options{Names: []string{"x"}}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing name: %v", err)
 	}
-	ref := filepath.Join(refDir(), "model.safetensors.index.json")
+	for _, dir := range refDirs() {
+		referenceIndex(t, dir)
+	}
+}
+
+// referenceIndex loads dir's model.safetensors.index.json, where there is
+// one, and checks its tensors against expected.json.
+func referenceIndex(t *testing.T, dir string) {
+	ref := filepath.Join(dir, "model.safetensors.index.json")
 	if _, err := os.Stat(ref); err != nil {
 		return
 	}
-	e := readExpected(t, refDir())
+	e := readExpected(t, dir)
 	rm, err := LoadIndexHost(ref, nil)
 	if err != nil {
 		t.Fatal(err)
