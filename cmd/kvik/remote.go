@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik"
 )
@@ -91,13 +94,16 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 	return h.Size(), sum, nil
 }
 
-// uploadFile reads the file into memory, uploads it to url (s3:// or an
-// S3 object URL) and reads the object back to compare.
+// uploadFile uploads the file at path to url (s3:// or an S3 object
+// URL) from a read-only mapping of it, so that a file larger than memory
+// goes through the page cache, then reads the object back in chunks and
+// compares sizes and CRC-32C.
 func uploadFile(ctx context.Context, path, url string) (int64, uint32, error) {
-	data, err := os.ReadFile(path)
+	data, unmap, err := mapFile(path)
 	if err != nil {
 		return 0, 0, err
 	}
+	defer unmap()
 	sum := crc32.Checksum(data, castagnoli)
 	if err := kvik.UploadS3(ctx, url, data); err != nil {
 		return 0, 0, err
@@ -107,11 +113,47 @@ func uploadFile(ctx context.Context, path, url string) (int64, uint32, error) {
 		return 0, 0, err
 	}
 	defer h.Close()
-	back := make([]byte, h.Size())
-	if n, err := h.ReadAt(back, 0); err != nil || n != len(data) || crc32.Checksum(back, castagnoli) != sum {
-		return 0, 0, fmt.Errorf("verify: %s reads back %d of %d bytes (%v) or different bytes", url, n, len(data), err)
+	back, err := remoteCRC(ctx, h)
+	if err != nil || h.Size() != int64(len(data)) || back != sum {
+		return 0, 0, fmt.Errorf("verify: %s reads back %d of %d bytes (%v) or different bytes", url, h.Size(), len(data), err)
 	}
 	return int64(len(data)), sum, nil
+}
+
+// mapFile maps the file at path read-only; unmap releases it.
+func mapFile(path string) (data []byte, unmap func() error, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.Size() == 0 {
+		return []byte{}, func() error { return nil }, nil
+	}
+	data, err = unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, &fs.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	return data, func() error { return unix.Munmap(data) }, nil
+}
+
+// remoteCRC reads the whole object in chunks and returns its CRC-32C.
+func remoteCRC(ctx context.Context, h *kvik.RemoteHandle) (uint32, error) {
+	size := h.Size()
+	buf := make([]byte, min(size, defaultChunk))
+	var sum uint32
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		p := buf[:min(int64(len(buf)), size-off)]
+		if _, err := h.PRead(ctx, p, off).Get(); err != nil {
+			return 0, err
+		}
+		sum = crc32.Update(sum, castagnoli, p)
+	}
+	return sum, nil
 }
 
 func fileCRC(path string) (uint32, error) {
