@@ -242,6 +242,12 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 		defer putStream(r, s)
 		p := planStaging(kind, d, t.Len, pipeline)
 		chunk := p.chunk
+		if kind == opRead && f.coldDirectTask(d, t.Off, t.Len) {
+			// One chunk, so that the drive sees the task's direct read
+			// as concurrent requests (directRead); the copy to the
+			// device is a few percent of a read from the drive.
+			chunk = min(alignUp(t.Len, pageSize), p.bufSize)
+		}
 		b, err := p.pool.get(p.bufSize)
 		if err != nil {
 			return err

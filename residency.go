@@ -306,6 +306,28 @@ func (p ReadPlan) String() string {
 	return fmt.Sprintf("policy %s: %.1f%% O_DIRECT, %.1f%% buffered", p.Policy, pct(p.DirectBytes), pct(p.BufferedBytes))
 }
 
+// coldDirectTask reports whether a read task of n bytes at off will go to
+// the drive with O_DIRECT and with fewer workers than directQueueDepth,
+// i.e. whether directRead would split it into concurrent requests if it
+// were read in one piece.
+func (f *FileHandle) coldDirectTask(d Defaults, off int64, n int) bool {
+	if f.fdDirect < 0 || d.NumThreads*2 > directQueueDepth {
+		return false
+	}
+	switch d.ReadPolicy() {
+	case ReadPolicyDirect:
+		return true
+	case ReadPolicyBuffered:
+		return false
+	}
+	start, end := sched.Middle(off, n, pageSize)
+	if end-start < int64(residencyRule.MinDirect)*ps64 || f.inMemoryFS() {
+		return false
+	}
+	v, err := sampleResidency(f.fd, start, int((end-start)/ps64))
+	return err == nil && v == sampleCold
+}
+
 // directQueueDepth is the number of O_DIRECT requests a read keeps in
 // flight, over all workers. With fewer workers than this, a task splits
 // its direct reads into concurrent requests: one synchronous request at a

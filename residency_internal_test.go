@@ -167,3 +167,52 @@ func TestReadWithoutCachestat(t *testing.T) {
 		}
 	}
 }
+
+// TestColdDirectTask checks when the device path reads a task in one
+// chunk: only a cold task, with few workers, under the auto or direct
+// policy, on a file that has an O_DIRECT descriptor.
+func TestColdDirectTask(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cold.bin")
+	data := make([]byte, 8<<20)
+	for i := range data {
+		data[i] = byte(i*7 + 3)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path, "r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.fdDirect < 0 || f.inMemoryFS() {
+		t.Skip("no O_DIRECT, or a memory file system: no cold tasks here")
+	}
+	d, _ := GetDefaults()
+	d.DirectIOReadPolicy, d.AutoDirectIORead = ReadPolicyAuto, false
+	d.NumThreads = 1
+	if f.coldDirectTask(d, 0, 4<<20) {
+		t.Fatal("a cached task is cold")
+	}
+	if err := DropFilePageCache(path, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if res, _, _ := PageCacheInfo(path, 0, 0); res != 0 {
+		t.Skipf("the file system keeps %d pages of a dropped file", res)
+	}
+	if !f.coldDirectTask(d, 4096+17, 4<<20) {
+		t.Fatal("a dropped task is not cold")
+	}
+	if f.coldDirectTask(d, 0, 64<<10) {
+		t.Fatal("a task under the smallest direct request counts as cold")
+	}
+	d.NumThreads = 16
+	if f.coldDirectTask(d, 0, 4<<20) {
+		t.Fatal("cold with 16 workers: other tasks keep the drive busy, no single chunk")
+	}
+	d.NumThreads = 1
+	d.DirectIOReadPolicy = ReadPolicyBuffered
+	if f.coldDirectTask(d, 0, 4<<20) {
+		t.Fatal("the buffered policy never reads direct")
+	}
+}
