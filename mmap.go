@@ -248,18 +248,18 @@ func (h *MmapHandle) PReadDevice(ctx context.Context, buf cuda.DevicePtr, size i
 func (h *MmapHandle) hostOp(ctx context.Context, p []byte, off int64, fut *Future) (int, error) {
 	d, n, eof, err := h.begin(off, len(p))
 	if err != nil {
-		return h.fail(err, fut)
+		return h.op().fail(err, fut)
 	}
 	fn := func(_ context.Context, t sched.Task) (int, error) {
 		return h.copyOut(p[t.BufOff:t.BufOff+t.Len], t.Off)
 	}
-	return h.run(ctx, d, poolFor(d, ""), off, n, eof, fn, fut)
+	return h.op().run(ctx, d, poolFor(d, ""), off, n, eof, fn, fut)
 }
 
 func (h *MmapHandle) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64, fut *Future) (int, error) {
 	d, n, eof, err := h.begin(fileOffset, size)
 	if err != nil {
-		return h.fail(err, fut)
+		return h.op().fail(err, fut)
 	}
 	r, err := resolveDevice(buf, size, devOffset)
 	if err == nil {
@@ -269,7 +269,7 @@ func (h *MmapHandle) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int,
 	}
 	if err != nil {
 		h.release()
-		return h.fail(err, fut)
+		return h.op().fail(err, fut)
 	}
 	fn := func(_ context.Context, t sched.Task) (int, error) {
 		return stagedRead(d, r, t, h.copyOut)
@@ -278,47 +278,11 @@ func (h *MmapHandle) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int,
 	if n < d.GDSThreshold {
 		pool = nil
 	}
-	return h.run(ctx, d, pool, fileOffset, n, eof, fn, fut)
+	return h.op().run(ctx, d, pool, fileOffset, n, eof, fn, fut)
 }
 
-// run splits [off, off+n) into tasks and runs them, in the caller when
-// there is one task and the call blocks; eof says the read was clamped at
-// end of file.
-func (h *MmapHandle) run(ctx context.Context, d Defaults, pool *sched.Pool, off int64, n int, eof bool, fn sched.TaskFunc, fut *Future) (int, error) {
-	blocking := fut == nil
-	if blocking {
-		fut = newFuture()
-	}
-	tasks := sched.Split(off, n, d.TaskSize)
-	if blocking && len(tasks) == 1 {
-		pool = nil
-	}
-	if !blocking && pool == nil {
-		pool = poolFor(d, "")
-	}
-	sched.Run(ctx, pool, tasks, fn, func(done int, err error) {
-		h.release()
-		if err == nil && eof {
-			err = io.EOF
-		}
-		if err != nil && err != io.EOF {
-			err = h.pathErr(err)
-		}
-		fut.complete(done, err)
-	})
-	if blocking {
-		return fut.Get()
-	}
-	return 0, nil
-}
-
-func (h *MmapHandle) fail(err error, fut *Future) (int, error) {
-	err = h.pathErr(err)
-	if fut != nil {
-		fut.complete(0, err)
-	}
-	return 0, err
-}
+// op returns the handle's readOp.
+func (h *MmapHandle) op() readOp { return readOp{release: h.release, wrap: h.pathErr} }
 
 func (h *MmapHandle) pathErr(err error) error {
 	return &fs.PathError{Op: "read", Path: h.name, Err: err}

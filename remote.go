@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -361,13 +360,13 @@ func (h *RemoteHandle) begin(off int64, size int) (Defaults, int, bool, error) {
 func (h *RemoteHandle) hostOp(ctx context.Context, p []byte, off int64, fut *Future) (int, error) {
 	d, n, eof, err := h.begin(off, len(p))
 	if err != nil {
-		return h.fail(err, fut)
+		return h.op().fail(err, fut)
 	}
 	client := h.clientFor(d)
 	fn := func(ctx context.Context, t sched.Task) (int, error) {
 		return client.ReadRange(ctx, h.ep, p[t.BufOff:t.BufOff+t.Len], t.Off)
 	}
-	return h.run(ctx, d, poolFor(d, ""), off, n, eof, fn, fut)
+	return h.op().run(ctx, d, poolFor(d, ""), off, n, eof, fn, fut)
 }
 
 // clientFor applies the current HTTP settings.
@@ -380,7 +379,7 @@ func (h *RemoteHandle) clientFor(d Defaults) *remote.Client {
 func (h *RemoteHandle) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64, fut *Future) (int, error) {
 	d, n, eof, err := h.begin(fileOffset, size)
 	if err != nil {
-		return h.fail(err, fut)
+		return h.op().fail(err, fut)
 	}
 	r, err := resolveDevice(buf, size, devOffset)
 	if err == nil {
@@ -388,7 +387,7 @@ func (h *RemoteHandle) deviceOp(ctx context.Context, buf cuda.DevicePtr, size in
 	}
 	if err != nil {
 		h.release()
-		return h.fail(err, fut)
+		return h.op().fail(err, fut)
 	}
 	client := h.clientFor(d)
 	fn := func(ctx context.Context, t sched.Task) (int, error) {
@@ -398,47 +397,11 @@ func (h *RemoteHandle) deviceOp(ctx context.Context, buf cuda.DevicePtr, size in
 	if n < d.GDSThreshold {
 		pool = nil
 	}
-	return h.run(ctx, d, pool, fileOffset, n, eof, fn, fut)
+	return h.op().run(ctx, d, pool, fileOffset, n, eof, fn, fut)
 }
 
-// run splits [off, off+n) into tasks and runs them (in the caller when
-// pool is nil and the call blocks); eof says the read was clamped at the
-// object's end.
-func (h *RemoteHandle) run(ctx context.Context, d Defaults, pool *sched.Pool, off int64, n int, eof bool, fn sched.TaskFunc, fut *Future) (int, error) {
-	blocking := fut == nil
-	if blocking {
-		fut = newFuture()
-	}
-	tasks := sched.Split(off, n, d.TaskSize)
-	if blocking && len(tasks) == 1 {
-		pool = nil
-	}
-	if !blocking && pool == nil {
-		pool = poolFor(d, "")
-	}
-	sched.Run(ctx, pool, tasks, fn, func(done int, err error) {
-		h.release()
-		if err == nil && eof {
-			err = io.EOF
-		}
-		if err != nil && err != io.EOF {
-			err = h.pathErr(err)
-		}
-		fut.complete(done, err)
-	})
-	if blocking {
-		return fut.Get()
-	}
-	return 0, nil
-}
-
-func (h *RemoteHandle) fail(err error, fut *Future) (int, error) {
-	err = h.pathErr(err)
-	if fut != nil {
-		fut.complete(0, err)
-	}
-	return 0, err
-}
+// op returns the handle's readOp.
+func (h *RemoteHandle) op() readOp { return readOp{release: h.release, wrap: h.pathErr} }
 
 func (h *RemoteHandle) pathErr(err error) error {
 	name := "remote"
