@@ -35,6 +35,9 @@ type Options struct {
 	// 6-bit dtypes, so no element is cut) instead of being placed whole.
 	// Their Parts field lists the pieces.
 	Split func(t *TensorInfo) bool
+	// Filter, Place and Split may be called from several goroutines at
+	// once (LoadIndex loads its shards concurrently): they must be safe
+	// for concurrent use, as pure functions of their argument are.
 }
 
 // Part is the piece of a split tensor held by one device: bytes
