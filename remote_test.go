@@ -195,8 +195,8 @@ func TestRemoteS3UploadAborts(t *testing.T) {
 		t.Fatalf("upload with a failing part: %v", err)
 	}
 	<-mu
-	if aborts != 1 {
-		t.Fatalf("%d aborts, want 1", aborts)
+	if aborts < 1 { // an abort that fails retryably is tried again
+		t.Fatalf("%d aborts, want at least 1", aborts)
 	}
 	mu <- struct{}{}
 	if _, ok := v.object("aborted.bin"); ok {
@@ -235,7 +235,10 @@ func TestRemoteS3UploadCancel(t *testing.T) {
 	want := randomBytes(rand.New(rand.NewPCG(8, 7)), 16<<20)
 	opts := []kvik.RemoteOption{kvik.WithS3Credentials(s3Key, s3Secret, ""), kvik.WithS3Region(s3Region), kvik.WithS3Endpoint(proxy.URL)}
 	err := kvik.UploadS3(ctx, "s3://"+s3Bucket+"/cancelled.bin", want, opts...)
-	if !errors.Is(err, context.Canceled) || aborts.Load() != 1 {
+	// An abort that fails retryably (the server still busy with a part)
+	// is tried again: what matters is that none is missing and nothing is
+	// left behind.
+	if !errors.Is(err, context.Canceled) || aborts.Load() < 1 {
 		t.Fatalf("cancelled upload: %v, %d aborts", err, aborts.Load())
 	}
 	if _, ok := v.object("cancelled.bin"); ok || strings.Contains(listUploads(t, v), "cancelled.bin") {
