@@ -273,6 +273,23 @@ func BenchmarkMmapReadDevice(b *testing.B) {
 		{"file-device", func() (int, error) { return f.ReadDevice(dev.Ptr(), size, 0, 0) }},
 		{"mmap-host", func() (int, error) { return m.ReadAt(host, 0) }},
 		{"mmap-device", func() (int, error) { return m.ReadDevice(dev.Ptr(), size, 0, 0) }},
+		// Zero-copy, registering the mapping for each read and then once.
+		{"mmap-device-register-each", func() (int, error) {
+			if err := m.RegisterDevice(); err != nil {
+				return 0, err
+			}
+			n, err := m.ReadDevice(dev.Ptr(), size, 0, 0)
+			if uerr := m.UnregisterDevice(); err == nil {
+				err = uerr
+			}
+			return n, err
+		}},
+		{"mmap-device-registered", func() (int, error) {
+			if err := m.RegisterDevice(); err != nil {
+				return 0, err
+			}
+			return m.ReadDevice(dev.Ptr(), size, 0, 0)
+		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(size))

@@ -43,6 +43,12 @@ type MmapHandle struct {
 	idle     sync.Cond
 	inflight int
 	closed   bool
+
+	// Zero-copy device reads (mmap_register.go): the mapping registered
+	// with the driver in regCtx, and the reads using it.
+	registered  bool
+	regCtx      cuda.Context
+	regInflight int
 }
 
 // MmapOption configures OpenMmap.
@@ -167,6 +173,9 @@ func (h *MmapHandle) Close() error {
 	if h.mem == nil {
 		return nil
 	}
+	if err := h.unregisterLocked(); err != nil {
+		return err // leave it mapped: unmapping registered memory is undefined
+	}
 	err := unix.Munmap(h.mem)
 	h.mem = nil
 	if err != nil {
@@ -274,11 +283,15 @@ func (h *MmapHandle) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int,
 	fn := func(_ context.Context, t sched.Task) (int, error) {
 		return stagedRead(d, r, t, h.copyOut)
 	}
+	op := h.op()
+	if h.useRegistration() {
+		fn, op.release = h.directRead(r), h.releaseRegistered
+	}
 	pool := poolFor(d, "")
 	if n < d.GDSThreshold {
 		pool = nil
 	}
-	return h.op().run(ctx, d, pool, fileOffset, n, eof, fn, fut)
+	return op.run(ctx, d, pool, fileOffset, n, eof, fn, fut)
 }
 
 // op returns the handle's readOp.
