@@ -106,7 +106,7 @@ func uploadObject(ctx context.Context, url string, size int64, src func(off int6
 		// Abort even when ctx is cancelled, so that no parts linger.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.HTTPTimeout)
 		defer cancel()
-		if aerr := c.AbortMultipart(actx, ep, id); aerr != nil {
+		if aerr := c.AbortMultipartFully(actx, ep, id, 3); aerr != nil {
 			return fmt.Errorf("%w (and aborting the upload failed: %v)", err, aerr)
 		}
 	}

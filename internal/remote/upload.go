@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // Body opens a fresh reader over a request body for each attempt.
@@ -156,6 +158,46 @@ func (c *Client) CompleteMultipart(ctx context.Context, e *Endpoint, id string, 
 func (c *Client) AbortMultipart(ctx context.Context, e *Endpoint, id string) error {
 	_, _, err := c.request(ctx, e, http.MethodDelete, "uploadId="+url.QueryEscape(id), nil, 0)
 	return err
+}
+
+// UploadExists reports whether the multipart upload id is still known to
+// the server (ListParts answers; 404 NoSuchUpload means it is gone).
+func (c *Client) UploadExists(ctx context.Context, e *Endpoint, id string) (bool, error) {
+	_, _, err := c.request(ctx, e, http.MethodGet, "uploadId="+url.QueryEscape(id), nil, 0)
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusNotFound {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// AbortMultipartFully aborts the upload id and checks that it is gone,
+// aborting again (up to tries times, with a short pause) when a part
+// upload that was still in flight on the server brought it back: S3
+// documents that parts being uploaded during an abort may still land.
+func (c *Client) AbortMultipartFully(ctx context.Context, e *Endpoint, id string, tries int) error {
+	for try := 1; ; try++ {
+		err := c.AbortMultipart(ctx, e, id)
+		var se *StatusError
+		if errors.As(err, &se) && se.Code == http.StatusNotFound {
+			err = nil // already gone
+		}
+		if err != nil {
+			return err
+		}
+		exists, err := c.UploadExists(ctx, e, id)
+		if err != nil || !exists {
+			return err
+		}
+		if try == tries {
+			return fmt.Errorf("remote: upload %s still listed after %d aborts", id, tries)
+		}
+		select {
+		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // PartSize returns the part size for an object of size bytes: want, raised
