@@ -3,7 +3,6 @@ package kvik_test
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -209,25 +208,12 @@ func dropCold(b *testing.B, path string) {
 }
 
 // BenchmarkMmapRead compares MmapHandle.ReadAt with FileHandle.ReadAt of
-// the same page-cached file (KVIK_BENCH_SIZE bytes, default 64 MiB).
+// the same page-cached file (benchFile: KVIK_BENCH_SIZE bytes in
+// KVIK_BENCH_DIR).
 func BenchmarkMmapRead(b *testing.B) {
-	size := 64 << 20
-	if s := os.Getenv("KVIK_BENCH_SIZE"); s != "" {
-		fmt.Sscan(s, &size)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	path, _ := mmapFile(b, rng, size)
+	path, size := benchFile(b)
+	f, m := openFileAndMmap(b, path)
 	buf := make([]byte, size)
-	f, err := kvik.Open(path, "r", 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	m, err := kvik.OpenMmap(path, "r")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
 	for _, c := range []struct {
 		name string
 		r    io.ReaderAt
@@ -244,26 +230,13 @@ func BenchmarkMmapRead(b *testing.B) {
 }
 
 // BenchmarkMmapReadDevice compares MmapHandle.ReadDevice with
-// FileHandle.ReadDevice of the same page-cached file (KVIK_BENCH_SIZE
-// bytes, default 64 MiB), and with a host read of it.
+// FileHandle.ReadDevice of the same page-cached file (benchFile), and with
+// host reads of it.
 func BenchmarkMmapReadDevice(b *testing.B) {
 	ctx := needGPU(b)
-	size := 64 << 20
-	if s := os.Getenv("KVIK_BENCH_SIZE"); s != "" {
-		fmt.Sscan(s, &size)
-	}
-	path, _ := mmapFile(b, rand.New(rand.NewPCG(1, 3)), size)
+	path, size := benchFile(b)
+	f, m := openFileAndMmap(b, path)
 	dev := devAlloc(b, ctx, size)
-	f, err := kvik.Open(path, "r", 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	m, err := kvik.OpenMmap(path, "r")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
 	host := make([]byte, size)
 	for _, c := range []struct {
 		name string
@@ -300,4 +273,22 @@ func BenchmarkMmapReadDevice(b *testing.B) {
 			}
 		})
 	}
+}
+
+// openFileAndMmap loads path into the page cache and opens it as a
+// FileHandle and an MmapHandle, both closed when the benchmark ends.
+func openFileAndMmap(b *testing.B, path string) (*kvik.FileHandle, *kvik.MmapHandle) {
+	b.Helper()
+	loadPageCache(b, path)
+	f, err := kvik.Open(path, "r", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	m, err := kvik.OpenMmap(path, "r")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return f, m
 }
