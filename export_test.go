@@ -14,7 +14,8 @@ import (
 // KVIK_BENCH_PARTS sets staging.PipelineParts; KVIK_BENCH_POLLSYNC=1 polls
 // streams instead of cuStreamSynchronize;
 // KVIK_BENCH_RESERVE=0 turns off allocating an operation's bounce buffers
-// as one slab, so benchmarks can compare.
+// as one slab; KVIK_BENCH_QDEPTH and KVIK_BENCH_MINPIECE set
+// directQueueDepth and minDirectPiece; so benchmarks can compare.
 func init() {
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_CHUNK")); err == nil && n > 0 {
 		staging.MinChunk = n
@@ -28,6 +29,12 @@ func init() {
 	spreadDeviceReads = os.Getenv("KVIK_BENCH_SPREAD") == "1"
 	pollSync = os.Getenv("KVIK_BENCH_POLLSYNC") == "1"
 	reserveBounce = os.Getenv("KVIK_BENCH_RESERVE") != "0"
+	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_QDEPTH")); err == nil && n > 0 {
+		directQueueDepth = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_MINPIECE")); err == nil && n > 0 {
+		minDirectPiece = n
+	}
 }
 
 func unsafePointer(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }

@@ -1,0 +1,94 @@
+package kvik_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kvikgo/kvik"
+)
+
+// BenchmarkHostReadVsPread times kvik's ReadAt against the least a Go
+// program can do for the same read: workers goroutines taking 4 MiB pread
+// tasks from a counter, started per read. The two alternate in one
+// process, into the same buffer, with a pause between reads as between a
+// caller's operations; it reports the median of each and their ratio, so
+// that the difference is kvik's per-operation cost. Sizes are 16 and 64
+// MiB (files in KVIK_BENCH_DIR); KVIK_BENCH_THREADS lists worker counts.
+//
+//	KVIK_BENCH_DIR=/dev/shm go test -run '^$' -bench HostReadVsPread -benchtime 200x
+func BenchmarkHostReadVsPread(b *testing.B) {
+	for _, size := range []int{16 << 20, 64 << 20} {
+		b.Run(fmt.Sprintf("size=%dMiB", size>>20), func(b *testing.B) {
+			b.Setenv("KVIK_BENCH_SIZE", fmt.Sprint(size))
+			path, _ := benchFile(b)
+			loadPageCache(b, path)
+			buf := hostBuffer(b, size)
+			benchThreads(b, func(b *testing.B) {
+				f := openBench(b, path, "r")
+				d, _ := kvik.GetDefaults()
+				fd := f.Fd()
+				reads := [2]func() error{
+					func() error { return full(f.ReadAt(buf, 0)) },
+					func() error { return preadTasks(fd, buf, d.NumThreads, d.TaskSize) },
+				}
+				var secs [2][]float64
+				for i := 0; b.Loop(); i++ {
+					for k := range reads {
+						j := (k + i) % 2
+						time.Sleep(time.Millisecond)
+						start := time.Now()
+						if err := reads[j](); err != nil {
+							b.Fatal(err)
+						}
+						secs[j] = append(secs[j], time.Since(start).Seconds())
+					}
+				}
+				kv, pr := gbps(size, secs[0]), gbps(size, secs[1])
+				b.ReportMetric(kv, "kvik-GB/s")
+				b.ReportMetric(pr, "pread-GB/s")
+				b.ReportMetric(kv/pr, "kvik/pread")
+			})
+		})
+	}
+}
+
+func full(n int, err error) error { return err }
+
+// preadTasks reads len(buf) bytes from fd in task-sized preads on
+// workers goroutines.
+func preadTasks(fd int, buf []byte, workers, task int) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for {
+				off := int(next.Add(int64(task))) - task
+				if off >= len(buf) {
+					return
+				}
+				p := buf[off:min(off+task, len(buf))]
+				for len(p) > 0 {
+					n, err := unix.Pread(fd, p, int64(off))
+					if err != nil || n == 0 {
+						errs[w] = fmt.Errorf("pread at %d: %d, %v", off, n, err)
+						return
+					}
+					p, off = p[n:], off+n
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
