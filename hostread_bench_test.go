@@ -2,6 +2,7 @@ package kvik_test
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,10 +19,22 @@ import (
 // process, into the same buffer, with a pause between reads as between a
 // caller's operations; it reports the median of each and their ratio, so
 // that the difference is kvik's per-operation cost. Sizes are 16 and 64
-// MiB (files in KVIK_BENCH_DIR); KVIK_BENCH_THREADS lists worker counts.
+// MiB (files in KVIK_BENCH_DIR); KVIK_BENCH_THREADS lists worker counts;
+// KVIK_BENCH_PAUSE sets the pause (default 1ms); KVIK_BENCH_CUDA=1 makes a
+// CUDA context first, as kvik bench does.
 //
 //	KVIK_BENCH_DIR=/dev/shm go test -run '^$' -bench HostReadVsPread -benchtime 200x
 func BenchmarkHostReadVsPread(b *testing.B) {
+	pause := time.Millisecond
+	if s := os.Getenv("KVIK_BENCH_PAUSE"); s != "" {
+		var err error
+		if pause, err = time.ParseDuration(s); err != nil {
+			b.Fatalf("KVIK_BENCH_PAUSE: %v", err)
+		}
+	}
+	if os.Getenv("KVIK_BENCH_CUDA") == "1" {
+		needGPU(b)
+	}
 	for _, size := range []int{16 << 20, 64 << 20} {
 		b.Run(fmt.Sprintf("size=%dMiB", size>>20), func(b *testing.B) {
 			b.Setenv("KVIK_BENCH_SIZE", fmt.Sprint(size))
@@ -40,7 +53,7 @@ func BenchmarkHostReadVsPread(b *testing.B) {
 				for i := 0; b.Loop(); i++ {
 					for k := range reads {
 						j := (k + i) % 2
-						time.Sleep(time.Millisecond)
+						time.Sleep(pause)
 						start := time.Now()
 						if err := reads[j](); err != nil {
 							b.Fatal(err)

@@ -8,7 +8,7 @@
 // does.
 //
 //   kvikio_bench --file F [--size N] --op read|write --memory host,device
-//                --threads 1,4,16,32 [--repeats 5] [--task-size N]
+//                --threads 1,4,16,32 [--repeats 5] [--warmup 0] [--task-size N]
 //                [--bounce-size N] [--compat on|off|auto]
 //   kvikio_bench --create F --size N     (write N pseudo-random bytes)
 #include <cuda.h>
@@ -104,6 +104,7 @@ struct Options {
   std::vector<unsigned> threads{1};
   std::size_t size{0}, task_size{4 << 20}, bounce_size{16 << 20};
   int repeats{5};
+  int warmup{0};
   std::string compat{"on"};
 };
 
@@ -167,6 +168,8 @@ Options parse(int argc, char** argv)
         o.bounce_size = parse_size(v);
       } else if (a == "--repeats") {
         o.repeats = std::stoi(v);
+      } else if (a == "--warmup") {
+        o.warmup = std::stoi(v);
       } else if (a == "--compat") {
         o.compat = v;
       } else {
@@ -178,6 +181,7 @@ Options parse(int argc, char** argv)
   }
   if (o.op != "read" && o.op != "write") { fail("--op: want read or write"); }
   if (o.repeats < 1) { fail("--repeats: want at least 1"); }
+  if (o.warmup < 0) { fail("--warmup: want 0 or more"); }
   for (auto const& m : o.memories) {
     if (m != "host" && m != "device") { fail("--memory: want host, device or both"); }
   }
@@ -321,6 +325,12 @@ struct Bench {
     void* buf = memory == "device" ? reinterpret_cast<void*>(dev) : (write ? ref->p : dst->p);
     std::string path = "kvikio host";
     if (memory == "device") { path = f.get_compat_mode_manager().is_compat_mode_preferred() ? "kvikio posix+bounce" : "kvikio cufile"; }
+    // Untimed repetitions first, the same as kvik bench --warmup.
+    for (int i = 0; i < o.warmup; ++i) {
+      if (write && ::truncate(o.file.c_str(), 0) != 0) { fail("truncate " + o.file); }
+      std::size_t n = write ? f.pwrite(buf, size).get() : f.pread(buf, size).get();
+      if (n != size) { fail(o.op + ": warm-up moved " + std::to_string(n) + " bytes"); }
+    }
     std::vector<double> secs;
     for (int i = 0; i < o.repeats; ++i) {
       if (write) {

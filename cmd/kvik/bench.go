@@ -51,6 +51,7 @@ type benchOptions struct {
 	cache     cacheFlag
 	noBase    bool
 	repeats   int
+	warmup    int
 	register  bool
 	json      bool
 	opSet     bool     // --op was given
@@ -87,6 +88,7 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.Var(&o.cache, "cache", "page-cache `state` before every read: cold (as --drop-cache), warm (the whole file loaded) or half[:SIZE] (alternate stripes of SIZE, default 64MiB, loaded and dropped)")
 	fs.BoolVar(&o.noBase, "no-baselines", false, "skip the storage and PCIe ceilings and the naive baseline (kvik rows only, for comparing settings)")
 	fs.IntVar(&o.repeats, "repeats", 3, "timed repetitions (`count`) of each configuration")
+	fs.IntVar(&o.warmup, "warmup", 0, "untimed repetitions (`count`) of each configuration before the timed ones (a fresh process reads small files slowly for its first few dozen operations)")
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	fs.StringVar(&o.st, "safetensors", "", "benchmark loading this safetensors `file` to GPU 0 (and balanced over GPUs 0 and 1) against kvik.ReadFileToDevice")
@@ -112,6 +114,8 @@ func (o *benchOptions) validate(nargs int) error {
 		return usagef("unexpected argument (bench takes only flags)")
 	case o.repeats < 1:
 		return usagef("--repeats %d: want at least 1", o.repeats)
+	case o.warmup < 0:
+		return usagef("--warmup %d: want 0 or more", o.warmup)
 	case o.size.set && o.size.n <= 0:
 		return usagef("--size must be positive")
 	case o.taskSize.set && o.taskSize.n <= 0:

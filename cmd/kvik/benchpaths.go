@@ -112,6 +112,14 @@ func (b *bench) runCase(c benchCase) error {
 	}
 	defer t.close()
 	b.prog.add(0, c.label())
+	for range b.o.warmup {
+		if err := b.beforeRun(c, 1); err != nil { // 1: no clearing, which only the verified run needs
+			return fmt.Errorf("%s: %w", c.label(), err)
+		}
+		if err := t.run(); err != nil {
+			return fmt.Errorf("%s: warm-up: %w", c.label(), err)
+		}
+	}
 	secs := make([]float64, 0, b.o.repeats)
 	for i := range b.o.repeats {
 		if err := b.beforeRun(c, i); err != nil {

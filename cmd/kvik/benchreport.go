@@ -34,6 +34,7 @@ type benchReport struct {
 	BlockDevice string        `json:"block_device"`
 	DirectIO    bool          `json:"direct_io"`
 	Repeats     int           `json:"repeats"`
+	Warmup      int           `json:"warmup,omitempty"`
 	TaskSize    int           `json:"task_size"`
 	BounceSize  int           `json:"bounce_buffer_size"`
 	DirectRead  bool          `json:"auto_direct_io_read"`
@@ -70,7 +71,7 @@ func (b *bench) newReport() benchReport {
 		Date: time.Now().UTC().Format(time.RFC3339), KvikVersion: kvikVersion(), GoVersion: runtime.Version(),
 		CPUs: runtime.NumCPU(), MemTotal: total, Device: "none", Memory: "host", MemoryNote: b.mem.note,
 		CuFile: kvik.ProbeCuFile().Reason, File: b.path, Temporary: b.tmp, SizeBytes: b.size,
-		Repeats: b.o.repeats, TaskSize: d.TaskSize, BounceSize: d.BounceBufferSize,
+		Repeats: b.o.repeats, Warmup: b.o.warmup, TaskSize: d.TaskSize, BounceSize: d.BounceBufferSize,
 		DirectRead: d.AutoDirectIORead, DirectWrite: d.AutoDirectIOWrite, ReadPolicy: d.ReadPolicy().String(),
 	}
 	b.applyFlags(&r)
@@ -206,8 +207,12 @@ func (r *benchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "device: %s; %s\n", r.Device, mem)
 	fmt.Fprintf(w, "file:   %s%s, %s, %s on %s, O_DIRECT %s\n", r.File, yesNo(r.Temporary, " (temporary)", ""),
 		formatSize(r.SizeBytes), r.FSType, orNone(r.BlockDevice), yesNo(r.DirectIO, "yes", "no"))
-	fmt.Fprintf(w, "setup:  %d repeats, task %s, bounce %s, kvik read policy %s, O_DIRECT write %v, page cache %s; writes include fsync\n",
-		r.Repeats, formatSize(int64(r.TaskSize)), formatSize(int64(r.BounceSize)), r.ReadPolicy, r.DirectWrite, r.PageCache)
+	warm := ""
+	if r.Warmup > 0 {
+		warm = fmt.Sprintf(" after %d untimed", r.Warmup)
+	}
+	fmt.Fprintf(w, "setup:  %d repeats%s, task %s, bounce %s, kvik read policy %s, O_DIRECT write %v, page cache %s; writes include fsync\n",
+		r.Repeats, warm, formatSize(int64(r.TaskSize)), formatSize(int64(r.BounceSize)), r.ReadPolicy, r.DirectWrite, r.PageCache)
 	if r.Memory == "device" {
 		fmt.Fprintf(w, "cuFile: %s\n", shortenTried(r.CuFile))
 	}

@@ -145,6 +145,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "--memory", "gpu"}, `invalid --memory "gpu"`},
 		{[]string{"bench", "--compat", "maybe"}, `invalid --compat "maybe"`},
 		{[]string{"bench", "--repeats", "0"}, "--repeats 0"},
+		{[]string{"bench", "--warmup", "-2"}, "--warmup -2"},
 		{[]string{"bench", "extra"}, "unexpected argument"},
 		{[]string{"cp", "only-one"}, "want two arguments"},
 		{[]string{"cp", "--chunk", "-1", "a", "b"}, "invalid"},
@@ -224,13 +225,13 @@ func TestBenchTable(t *testing.T) {
 
 func TestBenchJSON(t *testing.T) {
 	dir := t.TempDir()
-	r := runKvik(t, nil, "bench", "--size", "1000001", "--repeats", "2", "--threads", "1,3", "--memory", "host",
+	r := runKvik(t, nil, "bench", "--size", "1000001", "--repeats", "2", "--warmup", "1", "--threads", "1,3", "--memory", "host",
 		"--task-size", "64k", "--direct", "--drop-cache", "--dir", dir, "--json").expect(t, 0)
 	var rep benchReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("invalid JSON: %v\n%s", err, r.stdout)
 	}
-	if rep.SizeBytes != 1000001 || rep.TaskSize != 64<<10 || !rep.DirectRead || rep.Repeats != 2 || rep.Memory != "host" {
+	if rep.SizeBytes != 1000001 || rep.TaskSize != 64<<10 || !rep.DirectRead || rep.Repeats != 2 || rep.Warmup != 1 || rep.Memory != "host" {
 		t.Errorf("header = %+v", rep)
 	}
 	// per op: storage ceiling, naive, kvik host x 2 thread counts
