@@ -60,13 +60,34 @@ func benchFile(b *testing.B) (string, int) {
 	return path, size
 }
 
-// hostBuffer returns page-aligned memory outside the Go heap.
+// hostBuffer returns page-aligned memory outside the Go heap: anonymous
+// pages, or with KVIK_BENCH_HOSTMEM=huge the same asking for transparent
+// huge pages, or with KVIK_BENCH_HOSTMEM=pinned memory from MemHostAlloc
+// (so that host reads can be compared by destination memory).
 func hostBuffer(b *testing.B, n int) []byte {
+	if os.Getenv("KVIK_BENCH_HOSTMEM") == "pinned" {
+		ctx := needGPU(b)
+		var hb *cuda.HostBuffer
+		err := cuda.WithContext(ctx, func() (err error) {
+			hb, err = cuda.MemHostAlloc(n, 0)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { hb.Close() })
+		return hb.Bytes()
+	}
 	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { unix.Munmap(m) })
+	if os.Getenv("KVIK_BENCH_HOSTMEM") == "huge" {
+		if err := unix.Madvise(m, unix.MADV_HUGEPAGE); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for i := 0; i < n; i += 4096 {
 		m[i] = 1 // fault the pages in now, not inside the timed loop
 	}
@@ -103,15 +124,35 @@ func benchThreads(b *testing.B, run func(b *testing.B)) {
 	}
 }
 
+// BenchmarkHostRead reads the file into host memory (see hostBuffer; with
+// KVIK_BENCH_HOSTMEM=reuse it reads it 4 MiB at a time into one 4 MiB
+// buffer instead, and with =unaligned into a buffer 64 bytes off a page).
 func BenchmarkHostRead(b *testing.B) {
 	path, size := benchFile(b)
-	buf := hostBuffer(b, size)
+	buf := hostBuffer(b, size+os.Getpagesize())
+	read := func(f *kvik.FileHandle) (int, error) { return f.ReadAt(buf[:size], 0) }
+	switch os.Getenv("KVIK_BENCH_HOSTMEM") {
+	case "unaligned":
+		read = func(f *kvik.FileHandle) (int, error) { return f.ReadAt(buf[64:64+size], 0) }
+	case "reuse":
+		read = func(f *kvik.FileHandle) (int, error) {
+			done := 0
+			for done < size {
+				n, err := f.ReadAt(buf[:min(4<<20, size-done)], int64(done))
+				done += n
+				if err != nil {
+					return done, err
+				}
+			}
+			return done, nil
+		}
+	}
 	benchThreads(b, func(b *testing.B) {
 		f := openBench(b, path, "r")
 		b.SetBytes(int64(size))
 		for b.Loop() {
 			dropCold(b, path)
-			if n, err := f.ReadAt(buf, 0); n != size || err != nil {
+			if n, err := read(f); n != size || err != nil {
 				b.Fatal(n, err)
 			}
 		}

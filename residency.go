@@ -353,14 +353,18 @@ func (f *FileHandle) directRead(d Defaults, b []byte, off int64) (int, error) {
 		err error
 	}
 	res := make([]result, (len(b)+size-1)/size)
+	// Every piece, the first too, on a goroutine of its own: a worker
+	// that read one piece itself blocked in the system call while the
+	// others might still wait in its processor's run queue (a cold 2 GiB
+	// host read at 1 worker on the H200: 1.69-1.80 GB/s against 1.53-1.73
+	// with the worker reading the first piece, alternating in one call).
 	var wg sync.WaitGroup
-	for i := 1; i < len(res); i++ {
+	for i := range res {
 		p := b[i*size : min((i+1)*size, len(b))]
 		wg.Go(func() {
 			res[i].n, res[i].err = f.directIO(opRead, d, p, off+int64(i*size))
 		})
 	}
-	res[0].n, res[0].err = f.directIO(opRead, d, b[:size], off)
 	wg.Wait()
 	// Report the prefix that is complete, and the first piece's error.
 	done := 0
