@@ -242,11 +242,19 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 		defer putStream(r, s)
 		p := planStaging(kind, d, t.Len, pipeline)
 		chunk := p.chunk
-		if kind == opRead && f.coldDirectTask(d, t.Off, t.Len) {
-			// One chunk, so that the drive sees the task's direct read
-			// as concurrent requests (directRead); the copy to the
-			// device is a few percent of a read from the drive.
-			chunk = min(alignUp(t.Len, pageSize), p.bufSize)
+		md := d
+		if kind == opRead {
+			chk := f.checkDeviceTask(d, t.Off, t.Len)
+			if chk.oneChunk {
+				// One chunk, so that the drive sees the task's direct
+				// read as concurrent requests (directRead); the copy to
+				// the device is a few percent of a read from the drive.
+				chunk = min(alignUp(t.Len, pageSize), p.bufSize)
+			}
+			if chk.buffered {
+				// Cached: the chunks need no check of their own.
+				md.AutoDirectIORead, md.DirectIOReadPolicy = false, ReadPolicyBuffered
+			}
 		}
 		b, err := p.pool.get(p.bufSize)
 		if err != nil {
@@ -266,7 +274,7 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 			defer p.pool.put(b2)
 			bufs = append(bufs, b2.mem)
 		}
-		m := &deviceMover{f: f, d: d, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
+		m := &deviceMover{f: f, d: md, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
 		if kind == opRead {
 			n, err = staging.Read(m, bufs, chunk, t.Off, 0, t.Len)
 		} else {

@@ -306,26 +306,43 @@ func (p ReadPlan) String() string {
 	return fmt.Sprintf("policy %s: %.1f%% O_DIRECT, %.1f%% buffered", p.Policy, pct(p.DirectBytes), pct(p.BufferedBytes))
 }
 
-// coldDirectTask reports whether a read task of n bytes at off will go to
-// the drive with O_DIRECT and with fewer workers than directQueueDepth,
-// i.e. whether directRead would split it into concurrent requests if it
-// were read in one piece.
-func (f *FileHandle) coldDirectTask(d Defaults, off int64, n int) bool {
-	if f.fdDirect < 0 || d.NumThreads*2 > directQueueDepth {
-		return false
-	}
+// deviceTaskCheck is what one residency check of a device read task
+// decides for the whole task.
+type deviceTaskCheck struct {
+	// oneChunk: the task goes to the drive with O_DIRECT and with fewer
+	// workers than directQueueDepth, so it is staged as one chunk, which
+	// directRead splits into concurrent requests.
+	oneChunk bool
+	// buffered: the sampled pages are all cached (or the task is too
+	// small for a direct request), so its chunks are read buffered
+	// without checking each of them again.
+	buffered bool
+}
+
+// checkDeviceTask checks a device read task of n bytes at off once, for
+// all its chunks.
+func (f *FileHandle) checkDeviceTask(d Defaults, off int64, n int) deviceTaskCheck {
+	few := f.fdDirect >= 0 && d.NumThreads*2 <= directQueueDepth
 	switch d.ReadPolicy() {
 	case ReadPolicyDirect:
-		return true
+		return deviceTaskCheck{oneChunk: few}
 	case ReadPolicyBuffered:
-		return false
+		return deviceTaskCheck{}
 	}
 	start, end := sched.Middle(off, n, pageSize)
 	if end-start < int64(residencyRule.MinDirect)*ps64 || f.inMemoryFS() {
-		return false
+		return deviceTaskCheck{buffered: true} // what planAuto would do
 	}
 	v, err := sampleResidency(f.fd, start, int((end-start)/ps64))
-	return err == nil && v == sampleCold
+	switch {
+	case err != nil:
+		return deviceTaskCheck{}
+	case v == sampleResident:
+		return deviceTaskCheck{buffered: true}
+	case v == sampleCold:
+		return deviceTaskCheck{oneChunk: few}
+	}
+	return deviceTaskCheck{}
 }
 
 // directQueueDepth is the number of O_DIRECT requests a read keeps in

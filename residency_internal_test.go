@@ -171,7 +171,7 @@ func TestReadWithoutCachestat(t *testing.T) {
 // TestColdDirectTask checks when the device path reads a task in one
 // chunk: only a cold task, with few workers, under the auto or direct
 // policy, on a file that has an O_DIRECT descriptor.
-func TestColdDirectTask(t *testing.T) {
+func TestCheckDeviceTask(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cold.bin")
 	data := make([]byte, 8<<20)
 	for i := range data {
@@ -191,8 +191,8 @@ func TestColdDirectTask(t *testing.T) {
 	d, _ := GetDefaults()
 	d.DirectIOReadPolicy, d.AutoDirectIORead = ReadPolicyAuto, false
 	d.NumThreads = 1
-	if f.coldDirectTask(d, 0, 4<<20) {
-		t.Fatal("a cached task is cold")
+	if c := f.checkDeviceTask(d, 0, 4<<20); c.oneChunk || !c.buffered {
+		t.Fatalf("a cached task: %+v, want buffered", c)
 	}
 	if err := DropFilePageCache(path, 0, 0); err != nil {
 		t.Fatal(err)
@@ -200,19 +200,23 @@ func TestColdDirectTask(t *testing.T) {
 	if res, _, _ := PageCacheInfo(path, 0, 0); res != 0 {
 		t.Skipf("the file system keeps %d pages of a dropped file", res)
 	}
-	if !f.coldDirectTask(d, 4096+17, 4<<20) {
-		t.Fatal("a dropped task is not cold")
+	if c := f.checkDeviceTask(d, 4096+17, 4<<20); !c.oneChunk || c.buffered {
+		t.Fatalf("a dropped task: %+v, want one chunk", c)
 	}
-	if f.coldDirectTask(d, 0, 64<<10) {
-		t.Fatal("a task under the smallest direct request counts as cold")
+	if c := f.checkDeviceTask(d, 0, 64<<10); c.oneChunk || !c.buffered {
+		t.Fatalf("a task under the smallest direct request: %+v, want buffered", c)
 	}
 	d.NumThreads = 16
-	if f.coldDirectTask(d, 0, 4<<20) {
-		t.Fatal("cold with 16 workers: other tasks keep the drive busy, no single chunk")
+	if c := f.checkDeviceTask(d, 0, 4<<20); c.oneChunk || c.buffered {
+		t.Fatalf("cold with 16 workers: %+v, want neither (other tasks keep the drive busy; chunks read direct)", c)
 	}
 	d.NumThreads = 1
 	d.DirectIOReadPolicy = ReadPolicyBuffered
-	if f.coldDirectTask(d, 0, 4<<20) {
-		t.Fatal("the buffered policy never reads direct")
+	if c := f.checkDeviceTask(d, 0, 4<<20); c.oneChunk {
+		t.Fatalf("the buffered policy: %+v, never one direct chunk", c)
+	}
+	d.DirectIOReadPolicy = ReadPolicyDirect
+	if c := f.checkDeviceTask(d, 0, 4<<20); !c.oneChunk || c.buffered {
+		t.Fatalf("the direct policy at 1 worker: %+v, want one chunk", c)
 	}
 }
