@@ -50,6 +50,7 @@ type benchOptions struct {
 	dropCache bool
 	cache     cacheFlag
 	noBase    bool
+	paired    bool // --paired-ceiling
 	repeats   int
 	warmup    int
 	register  bool
@@ -87,6 +88,7 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.BoolVar(&o.dropCache, "drop-cache", false, "drop the file's page cache before every read")
 	fs.Var(&o.cache, "cache", "page-cache `state` before every read: cold (as --drop-cache), warm (the whole file loaded) or half[:SIZE] (alternate stripes of SIZE, default 64MiB, loaded and dropped)")
 	fs.BoolVar(&o.noBase, "no-baselines", false, "skip the storage and PCIe ceilings and the naive baseline (kvik rows only, for comparing settings)")
+	fs.BoolVar(&o.paired, "paired-ceiling", false, "before every timed repetition of a row, also time one of the storage ceiling, and give the row's ratio against those (for storage whose speed drifts during a run, e.g. cold reads)")
 	fs.IntVar(&o.repeats, "repeats", 3, "timed repetitions (`count`) of each configuration")
 	fs.IntVar(&o.warmup, "warmup", 0, "untimed repetitions (`count`) of each configuration before the timed ones (a fresh process reads small files slowly for its first few dozen operations)")
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
@@ -114,6 +116,8 @@ func (o *benchOptions) validate(nargs int) error {
 		return usagef("unexpected argument (bench takes only flags)")
 	case o.repeats < 1:
 		return usagef("--repeats %d: want at least 1", o.repeats)
+	case o.paired && o.noBase:
+		return usagef("--paired-ceiling needs the ceilings: drop --no-baselines")
 	case o.warmup < 0:
 		return usagef("--warmup %d: want 0 or more", o.warmup)
 	case o.size.set && o.size.n <= 0:

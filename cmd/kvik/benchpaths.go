@@ -92,8 +92,22 @@ func (b *bench) runAll() error {
 			return err
 		}
 	}
+	if b.o.paired {
+		b.report.note("--paired-ceiling: each row's ratio is to the storage ceiling timed before each of its repetitions")
+	}
 	b.report.finish()
 	return nil
+}
+
+// pairedCeiling returns the storage ceiling to time before each repetition
+// of c under --paired-ceiling, or nil.
+func (b *bench) pairedCeiling(c benchCase) (*benchCase, trial, error) {
+	if !b.o.paired || c.ceiling != "" {
+		return nil, trial{}, nil
+	}
+	pc := b.storageCeiling(c.op)
+	t, err := pc.open()
+	return &pc, t, err
 }
 
 // runCase opens c, times its repetitions and records the result.
@@ -111,6 +125,13 @@ func (b *bench) runCase(c benchCase) error {
 		return fmt.Errorf("%s: %w", c.label(), err)
 	}
 	defer t.close()
+	pc, pt, err := b.pairedCeiling(c)
+	if err != nil {
+		return fmt.Errorf("%s: paired ceiling: %w", c.label(), err)
+	}
+	if pc != nil {
+		defer pt.close()
+	}
 	b.prog.add(0, c.label())
 	for range b.o.warmup {
 		if err := b.beforeRun(c, 1); err != nil { // 1: no clearing, which only the verified run needs
@@ -121,7 +142,15 @@ func (b *bench) runCase(c benchCase) error {
 		}
 	}
 	secs := make([]float64, 0, b.o.repeats)
+	var paired []float64
 	for i := range b.o.repeats {
+		if pc != nil {
+			s, err := b.timeOnce(*pc, pt)
+			if err != nil {
+				return fmt.Errorf("%s: paired ceiling: %w", c.label(), err)
+			}
+			paired = append(paired, s)
+		}
 		if err := b.beforeRun(c, i); err != nil {
 			return fmt.Errorf("%s: %w", c.label(), err)
 		}
@@ -137,8 +166,19 @@ func (b *bench) runCase(c benchCase) error {
 		}
 		b.prog.add(1, c.label())
 	}
-	b.report.add(c, b.size, secs, t.verify != nil)
+	b.report.add(c, b.size, secs, paired, t.verify != nil)
 	return nil
+}
+
+// timeOnce times one untimed-setup repetition of c with trial t (the
+// ceiling paired with a row).
+func (b *bench) timeOnce(c benchCase, t trial) (float64, error) {
+	if err := b.beforeRun(c, 1); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	err := t.run()
+	return time.Since(start).Seconds(), err
 }
 
 // beforeRun prepares repetition i, untimed: reads start from a cleared

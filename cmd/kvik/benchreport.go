@@ -59,8 +59,12 @@ type benchResult struct {
 	MaxGBs         float64   `json:"max_gbps"`
 	Ceiling        string    `json:"ceiling,omitempty"`
 	RatioToCeiling *float64  `json:"ratio_to_ceiling,omitempty"`
-	SpeedupNaive   *float64  `json:"speedup_vs_naive,omitempty"`
-	Verified       bool      `json:"verified"`
+	// PairedCeilingGBs is the median of the storage ceiling timed just
+	// before each repetition of this row (--paired-ceiling); the row's
+	// ratio to the storage ceiling uses it instead of the ceiling's row.
+	PairedCeilingGBs float64  `json:"paired_ceiling_gbps,omitempty"`
+	SpeedupNaive     *float64 `json:"speedup_vs_naive,omitempty"`
+	Verified         bool     `json:"verified"`
 }
 
 // newReport fills in the header of a run.
@@ -127,18 +131,29 @@ func (r *benchReport) note(format string, args ...any) {
 	}
 }
 
-// add records the timings of case c, which moved size bytes per run.
-func (r *benchReport) add(c benchCase, size int64, secs []float64, verified bool) {
+// add records the timings of case c, which moved size bytes per run, and
+// those of the storage ceiling paired with them (none without
+// --paired-ceiling).
+func (r *benchReport) add(c benchCase, size int64, secs, paired []float64, verified bool) {
 	sorted := slices.Sorted(slices.Values(secs))
-	med := sorted[len(sorted)/2]
-	if len(sorted)%2 == 0 {
-		med = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
-	}
-	r.Results = append(r.Results, benchResult{
+	row := benchResult{
 		Op: c.op, Path: c.path, Memory: c.memory, Threads: c.threads, Seconds: secs,
-		MedianGBs: gbps(size, med), MinGBs: gbps(size, sorted[len(sorted)-1]), MaxGBs: gbps(size, sorted[0]),
+		MedianGBs: gbps(size, median(secs)), MinGBs: gbps(size, sorted[len(sorted)-1]), MaxGBs: gbps(size, sorted[0]),
 		Ceiling: c.ceiling, Verified: verified,
-	})
+	}
+	if len(paired) > 0 {
+		row.PairedCeilingGBs = gbps(size, median(paired))
+	}
+	r.Results = append(r.Results, row)
+}
+
+// median returns the median of secs (not empty).
+func median(secs []float64) float64 {
+	sorted := slices.Sorted(slices.Values(secs))
+	if n := len(sorted); n%2 == 0 {
+		return (sorted[n/2-1] + sorted[n/2]) / 2
+	}
+	return sorted[len(sorted)/2]
 }
 
 // finish computes each row's ratio to its ceiling (storage for host
@@ -162,9 +177,13 @@ func (r *benchReport) finish() {
 	}
 }
 
-// ceilingFor returns the median of the ceiling that bounds row.
+// ceilingFor returns the median of the ceiling that bounds row: its paired
+// storage ceiling where it has one.
 func (r *benchReport) ceilingFor(row *benchResult) float64 {
 	storage := r.find(row.Op, func(x benchResult) bool { return x.Ceiling == "storage" })
+	if row.PairedCeilingGBs > 0 {
+		storage = row.PairedCeilingGBs
+	}
 	pcie := r.find(row.Op, func(x benchResult) bool { return x.Ceiling == "pcie" })
 	if row.Memory == "device" && pcie > 0 && (storage == 0 || pcie < storage) {
 		return pcie

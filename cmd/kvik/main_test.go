@@ -146,6 +146,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "--compat", "maybe"}, `invalid --compat "maybe"`},
 		{[]string{"bench", "--repeats", "0"}, "--repeats 0"},
 		{[]string{"bench", "--warmup", "-2"}, "--warmup -2"},
+		{[]string{"bench", "--paired-ceiling", "--no-baselines"}, "--paired-ceiling needs the ceilings"},
 		{[]string{"bench", "extra"}, "unexpected argument"},
 		{[]string{"cp", "only-one"}, "want two arguments"},
 		{[]string{"cp", "--chunk", "-1", "a", "b"}, "invalid"},
@@ -226,7 +227,7 @@ func TestBenchTable(t *testing.T) {
 func TestBenchJSON(t *testing.T) {
 	dir := t.TempDir()
 	r := runKvik(t, nil, "bench", "--size", "1000001", "--repeats", "2", "--warmup", "1", "--threads", "1,3", "--memory", "host",
-		"--task-size", "64k", "--direct", "--drop-cache", "--dir", dir, "--json").expect(t, 0)
+		"--task-size", "64k", "--direct", "--drop-cache", "--paired-ceiling", "--dir", dir, "--json").expect(t, 0)
 	var rep benchReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("invalid JSON: %v\n%s", err, r.stdout)
@@ -244,6 +245,9 @@ func TestBenchJSON(t *testing.T) {
 		}
 		if x.Ceiling == "" && x.RatioToCeiling == nil {
 			t.Errorf("result %+v lacks a ratio to its ceiling", x)
+		}
+		if (x.Ceiling == "") != (x.PairedCeilingGBs > 0) {
+			t.Errorf("result %+v: want a paired ceiling on every row but the ceilings'", x)
 		}
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {

@@ -194,11 +194,11 @@ func openBoth(t *testing.T, p string, flags int) (fd, dfd int) {
 func TestReportMedianAndRatios(t *testing.T) {
 	var r benchReport
 	r.PageCache = "dropped before every read"
-	r.add(benchCase{op: "read", path: "storage ceiling", memory: "host", threads: 16, ceiling: "storage"}, 1e9, []float64{0.5}, true)
-	r.add(benchCase{op: "read", path: "pcie ceiling", memory: "device", threads: 1, ceiling: "pcie"}, 1e9, []float64{0.25}, false)
-	r.add(benchCase{op: "read", path: "naive os.File+copy", memory: "device", threads: 1}, 1e9, []float64{2, 1, 4, 3}, true)
-	r.add(benchCase{op: "read", path: "kvik host", memory: "host", threads: 4}, 1e9, []float64{1, 0.5, 0.25}, true)
-	r.add(benchCase{op: "read", path: "kvik posix+bounce", memory: "device", threads: 4}, 1e9, []float64{1}, true)
+	r.add(benchCase{op: "read", path: "storage ceiling", memory: "host", threads: 16, ceiling: "storage"}, 1e9, []float64{0.5}, nil, true)
+	r.add(benchCase{op: "read", path: "pcie ceiling", memory: "device", threads: 1, ceiling: "pcie"}, 1e9, []float64{0.25}, nil, false)
+	r.add(benchCase{op: "read", path: "naive os.File+copy", memory: "device", threads: 1}, 1e9, []float64{2, 1, 4, 3}, nil, true)
+	r.add(benchCase{op: "read", path: "kvik host", memory: "host", threads: 4}, 1e9, []float64{1, 0.5, 0.25}, nil, true)
+	r.add(benchCase{op: "read", path: "kvik posix+bounce", memory: "device", threads: 4}, 1e9, []float64{1}, nil, true)
 	r.finish()
 	naive, host, dev := r.Results[2], r.Results[3], r.Results[4]
 	if naive.MedianGBs != 0.4 || naive.MinGBs != 0.25 || naive.MaxGBs != 1 {
@@ -212,5 +212,23 @@ func TestReportMedianAndRatios(t *testing.T) {
 	}
 	if r.Results[0].RatioToCeiling != nil || len(r.Notes) != 0 {
 		t.Errorf("ceiling row has a ratio or unexpected notes: %+v %v", r.Results[0], r.Notes)
+	}
+}
+
+// TestReportPairedCeiling checks that a row with paired ceiling timings
+// is compared with them, not with the ceiling's own row.
+func TestReportPairedCeiling(t *testing.T) {
+	var r benchReport
+	r.PageCache = "dropped before every read"
+	r.add(benchCase{op: "read", path: "storage ceiling", memory: "host", threads: 16, ceiling: "storage"}, 1e9, []float64{0.5}, nil, true)
+	r.add(benchCase{op: "read", path: "kvik host", memory: "host", threads: 1}, 1e9, []float64{1, 1.25, 1}, []float64{0.8, 1, 1.25}, true)
+	r.add(benchCase{op: "read", path: "kvik host", memory: "host", threads: 16}, 1e9, []float64{1}, nil, true)
+	r.finish()
+	paired, plain := r.Results[1], r.Results[2]
+	if paired.PairedCeilingGBs != 1 || *paired.RatioToCeiling != 1 {
+		t.Errorf("paired row: ceiling %v GB/s, ratio %v; want 1 (median 1 s) and 1", paired.PairedCeilingGBs, *paired.RatioToCeiling)
+	}
+	if plain.PairedCeilingGBs != 0 || *plain.RatioToCeiling != 0.5 {
+		t.Errorf("unpaired row: %v, ratio %v; want none and 0.5 (the ceiling row's 2 GB/s)", plain.PairedCeilingGBs, *plain.RatioToCeiling)
 	}
 }
