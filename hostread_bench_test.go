@@ -3,7 +3,6 @@ package kvik_test
 import (
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,22 +44,11 @@ func BenchmarkHostReadVsPread(b *testing.B) {
 				f := openBench(b, path, "r")
 				d, _ := kvik.GetDefaults()
 				fd := f.Fd()
-				reads := [2]func() error{
+				reads := []func() error{
 					func() error { return full(f.ReadAt(buf, 0)) },
 					func() error { return preadTasks(fd, buf, d.NumThreads, d.TaskSize) },
 				}
-				var secs [2][]float64
-				for i := 0; b.Loop(); i++ {
-					for k := range reads {
-						j := (k + i) % 2
-						time.Sleep(pause)
-						start := time.Now()
-						if err := reads[j](); err != nil {
-							b.Fatal(err)
-						}
-						secs[j] = append(secs[j], time.Since(start).Seconds())
-					}
-				}
+				secs := alternate(b, reads, func(int, int) { time.Sleep(pause) })
 				kv, pr := gbps(size, secs[0]), gbps(size, secs[1])
 				b.ReportMetric(kv, "kvik-GB/s")
 				b.ReportMetric(pr, "pread-GB/s")
@@ -76,32 +64,20 @@ func full(n int, err error) error { return err }
 // workers goroutines.
 func preadTasks(fd int, buf []byte, workers, task int) error {
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, workers)
-	for w := range workers {
-		wg.Go(func() {
-			for {
-				off := int(next.Add(int64(task))) - task
-				if off >= len(buf) {
-					return
-				}
-				p := buf[off:min(off+task, len(buf))]
-				for len(p) > 0 {
-					n, err := unix.Pread(fd, p, int64(off))
-					if err != nil || n == 0 {
-						errs[w] = fmt.Errorf("pread at %d: %d, %v", off, n, err)
-						return
-					}
-					p, off = p[n:], off+n
-				}
+	return runWorkers(workers, func(int) error {
+		for {
+			off := int(next.Add(int64(task))) - task
+			if off >= len(buf) {
+				return nil
 			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
+			p := buf[off:min(off+task, len(buf))]
+			for len(p) > 0 {
+				n, err := unix.Pread(fd, p, int64(off))
+				if err != nil || n == 0 {
+					return fmt.Errorf("pread at %d: %d, %v", off, n, err)
+				}
+				p, off = p[n:], off+n
+			}
 		}
-	}
-	return nil
+	})
 }

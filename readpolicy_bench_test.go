@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,19 +63,17 @@ func BenchmarkReadPolicyWarm(b *testing.B) {
 		for _, n := range threads {
 			b.Run(fmt.Sprintf("%s/threads=%d", mem, n), func(b *testing.B) {
 				setDefaults(b, func(*kvik.Defaults) {}) // restores the settings after
-				secs := make([][]float64, len(policies))
-				for i := 0; b.Loop(); i++ {
-					for k := range policies {
-						p := policies[(k+i)%len(policies)] // alternate which goes first
-						setPolicy(b, n, p)
-						start := time.Now()
+				reads := make([]func() error, len(policies))
+				for j, p := range policies {
+					reads[j] = func() error {
 						if got, err := read(); got != size || err != nil {
-							b.Fatalf("%v: read %d of %d bytes: %v", p, got, size, err)
+							return fmt.Errorf("%v: read %d of %d bytes: %v", p, got, size, err)
 						}
-						secs[p] = append(secs[p], time.Since(start).Seconds())
+						return nil
 					}
 				}
-				auto, buffered := gbps(size, secs[kvik.ReadPolicyAuto]), gbps(size, secs[kvik.ReadPolicyBuffered])
+				secs := alternate(b, reads, func(_, j int) { setPolicy(b, n, policies[j]) })
+				auto, buffered := gbps(size, secs[0]), gbps(size, secs[1])
 				b.ReportMetric(auto, "auto-GB/s")
 				b.ReportMetric(buffered, "buffered-GB/s")
 				b.ReportMetric(auto/buffered, "auto/buffered")
@@ -118,4 +117,43 @@ func gbps(size int, secs []float64) float64 {
 	}
 	s := slices.Sorted(slices.Values(secs))
 	return float64(size) / s[len(s)/2] / 1e9
+}
+
+// alternate times the reads in turn, round after round while b.Loop runs,
+// starting each round with the next read so that none always goes first,
+// and returns the seconds each took, by read. before, when not nil, runs
+// untimed before each read with the round and the read's index.
+func alternate(b *testing.B, reads []func() error, before func(round, j int)) [][]float64 {
+	secs := make([][]float64, len(reads))
+	for i := 0; b.Loop(); i++ {
+		for k := range reads {
+			j := (k + i) % len(reads)
+			if before != nil {
+				before(i, j)
+			}
+			start := time.Now()
+			if err := reads[j](); err != nil {
+				b.Fatal(err)
+			}
+			secs[j] = append(secs[j], time.Since(start).Seconds())
+		}
+	}
+	return secs
+}
+
+// runWorkers runs work(w) on n goroutines, w from 0 to n-1, and returns
+// the error of the lowest-numbered worker that failed.
+func runWorkers(n int, work func(w int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() { errs[w] = work(w) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -168,9 +168,10 @@ func TestReadWithoutCachestat(t *testing.T) {
 	}
 }
 
-// TestColdDirectTask checks when the device path reads a task in one
-// chunk: only a cold task, with few workers, under the auto or direct
-// policy, on a file that has an O_DIRECT descriptor.
+// TestCheckDeviceTask checks what one check decides for a device read
+// task: one chunk only for a cold task, with few workers, under the auto
+// or direct policy, on a file that has an O_DIRECT descriptor; buffered
+// chunks for a cached task or one too small for a direct request.
 func TestCheckDeviceTask(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cold.bin")
 	data := make([]byte, 8<<20)

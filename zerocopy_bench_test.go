@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,21 +44,11 @@ func BenchmarkZeroCopyOneShot(b *testing.B) {
 			_, err := f.ReadDevice(dev.Ptr(), size, 0, 0)
 			return err
 		}
-		var secs [2][]float64
-		reads := [2]func() error{zero, bounce}
-		for i := 0; b.Loop(); i++ {
-			for k := range reads {
-				j := (k + i) % 2
-				start := time.Now()
-				if err := reads[j](); err != nil {
-					b.Fatal(err)
-				}
-				secs[j] = append(secs[j], time.Since(start).Seconds())
-				if i == 0 && j == 0 {
-					checkDeviceWindows(b, ctx, file, dev.Ptr(), size)
-				}
+		secs := alternate(b, []func() error{zero, bounce}, func(round, j int) {
+			if round == 0 && j == 1 { // the first round's zero-copy read just ran
+				checkDeviceWindows(b, ctx, file, dev.Ptr(), size)
 			}
-		}
+		})
 		zc, bb := gbps(size, secs[0]), gbps(size, secs[1])
 		b.ReportMetric(zc, "zerocopy-GB/s")
 		b.ReportMetric(bb, "bounce-GB/s")
@@ -81,53 +70,42 @@ func zeroCopyRead(ctx cuda.Context, fd, size int, dst cuda.DevicePtr, workers in
 	defer unix.Munmap(mem)
 	const chunk = 64 << 20
 	var next atomic.Int64
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			errs[w] = cuda.WithContext(ctx, func() error {
-				s, err := cuda.StreamCreate(1)
+	return runWorkers(workers, func(int) error {
+		return cuda.WithContext(ctx, func() error {
+			s, err := cuda.StreamCreate(1)
+			if err != nil {
+				return err
+			}
+			defer cuda.StreamDestroy(s)
+			for {
+				off := int(next.Add(chunk)) - chunk
+				if off >= size {
+					return nil
+				}
+				p := mem[off:min(off+chunk, size)]
+				if err := unix.Madvise(p, unix.MADV_POPULATE_READ); err != nil {
+					return fmt.Errorf("populate: %w", err)
+				}
+				t0 := time.Now()
+				if err := cuda.MemHostRegister(p, cuda.MemHostRegisterReadOnly); err != nil {
+					return fmt.Errorf("register: %w", err)
+				}
+				regNs.Add(int64(time.Since(t0)))
+				err := cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(off), p, s)
+				if err == nil {
+					err = cuda.StreamSynchronize(s)
+				}
+				t0 = time.Now()
+				if uerr := cuda.MemHostUnregister(p); err == nil {
+					err = uerr
+				}
+				regNs.Add(int64(time.Since(t0)))
 				if err != nil {
 					return err
 				}
-				defer cuda.StreamDestroy(s)
-				for {
-					off := int(next.Add(chunk)) - chunk
-					if off >= size {
-						return nil
-					}
-					p := mem[off:min(off+chunk, size)]
-					if err := unix.Madvise(p, unix.MADV_POPULATE_READ); err != nil {
-						return fmt.Errorf("populate: %w", err)
-					}
-					t0 := time.Now()
-					if err := cuda.MemHostRegister(p, cuda.MemHostRegisterReadOnly); err != nil {
-						return fmt.Errorf("register: %w", err)
-					}
-					regNs.Add(int64(time.Since(t0)))
-					err := cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(off), p, s)
-					if err == nil {
-						err = cuda.StreamSynchronize(s)
-					}
-					t0 = time.Now()
-					if uerr := cuda.MemHostUnregister(p); err == nil {
-						err = uerr
-					}
-					regNs.Add(int64(time.Since(t0)))
-					if err != nil {
-						return err
-					}
-				}
-			})
+			}
 		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 // checkDeviceWindows compares a few 1 MiB windows of the device buffer

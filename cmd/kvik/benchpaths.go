@@ -134,10 +134,7 @@ func (b *bench) runCase(c benchCase) error {
 	}
 	b.prog.add(0, c.label())
 	for range b.o.warmup {
-		if err := b.beforeRun(c, 1); err != nil { // 1: no clearing, which only the verified run needs
-			return fmt.Errorf("%s: %w", c.label(), err)
-		}
-		if err := t.run(); err != nil {
+		if _, err := b.timeOnce(c, t); err != nil {
 			return fmt.Errorf("%s: warm-up: %w", c.label(), err)
 		}
 	}
@@ -170,8 +167,9 @@ func (b *bench) runCase(c benchCase) error {
 	return nil
 }
 
-// timeOnce times one untimed-setup repetition of c with trial t (the
-// ceiling paired with a row).
+// timeOnce prepares and times one repetition of c with trial t that is
+// not verified (a warm-up, or the ceiling paired with a row): its setup
+// is beforeRun's for a repetition after the first, so it clears nothing.
 func (b *bench) timeOnce(c benchCase, t trial) (float64, error) {
 	if err := b.beforeRun(c, 1); err != nil {
 		return 0, err

@@ -135,10 +135,9 @@ func (r *benchReport) note(format string, args ...any) {
 // those of the storage ceiling paired with them (none without
 // --paired-ceiling).
 func (r *benchReport) add(c benchCase, size int64, secs, paired []float64, verified bool) {
-	sorted := slices.Sorted(slices.Values(secs))
 	row := benchResult{
 		Op: c.op, Path: c.path, Memory: c.memory, Threads: c.threads, Seconds: secs,
-		MedianGBs: gbps(size, median(secs)), MinGBs: gbps(size, sorted[len(sorted)-1]), MaxGBs: gbps(size, sorted[0]),
+		MedianGBs: gbps(size, median(secs)), MinGBs: gbps(size, slices.Max(secs)), MaxGBs: gbps(size, slices.Min(secs)),
 		Ceiling: c.ceiling, Verified: verified,
 	}
 	if len(paired) > 0 {
