@@ -94,19 +94,25 @@ func hostBuffer(b *testing.B, n int) []byte {
 	return m
 }
 
-func benchThreads(b *testing.B, run func(b *testing.B)) {
-	threads := []int{1, 4, 16}
-	if s := os.Getenv("KVIK_BENCH_THREADS"); s != "" {
-		threads = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				b.Fatalf("KVIK_BENCH_THREADS: %v", err)
-			}
-			threads = append(threads, n)
-		}
+// threadList returns the worker counts KVIK_BENCH_THREADS lists, or def.
+func threadList(b *testing.B, def []int) []int {
+	s := os.Getenv("KVIK_BENCH_THREADS")
+	if s == "" {
+		return def
 	}
-	for _, n := range threads {
+	var threads []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			b.Fatalf("KVIK_BENCH_THREADS=%q: want positive worker counts", s)
+		}
+		threads = append(threads, n)
+	}
+	return threads
+}
+
+func benchThreads(b *testing.B, run func(b *testing.B)) {
+	for _, n := range threadList(b, []int{1, 4, 16}) {
 		b.Run(fmt.Sprintf("threads=%d", n), func(b *testing.B) {
 			mode := kvik.CompatOn
 			if m := os.Getenv("KVIK_BENCH_COMPAT"); m != "" {

@@ -110,7 +110,7 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 		return f.run(ctx, kind, d, f.pool(d), fileOffset, size, fn, fut)
 	}
 	pool := f.pool(d)
-	tasks := sched.Split(fileOffset, size, d.TaskSize)
+	tasks := splitTasks(fileOffset, size, d)
 	if size < d.GDSThreshold {
 		pool = nil
 	} else if kind == opRead && spreadDeviceReads {
@@ -276,7 +276,7 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 		}
 		m := &deviceMover{f: f, d: md, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
 		if kind == opRead {
-			n, err = staging.Read(m, bufs, chunk, t.Off, 0, t.Len)
+			n, err = staging.Read(m, bufs, chunk, pageSize, t.Off, 0, t.Len)
 		} else {
 			n, err = staging.Write(m, bufs, chunk, t.Off, 0, t.Len)
 		}

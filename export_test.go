@@ -15,7 +15,9 @@ import (
 // streams instead of cuStreamSynchronize;
 // KVIK_BENCH_RESERVE=0 turns off allocating an operation's bounce buffers
 // as one slab; KVIK_BENCH_QDEPTH and KVIK_BENCH_MINPIECE set
-// directQueueDepth and minDirectPiece; so benchmarks can compare.
+// directQueueDepth and minDirectPiece; KVIK_BENCH_ALIGN=0 splits
+// operations at unaligned task boundaries (alignTasks off); so benchmarks
+// can compare.
 func init() {
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_CHUNK")); err == nil && n > 0 {
 		staging.MinChunk = n
@@ -29,6 +31,7 @@ func init() {
 	spreadDeviceReads = os.Getenv("KVIK_BENCH_SPREAD") == "1"
 	pollSync = os.Getenv("KVIK_BENCH_POLLSYNC") == "1"
 	reserveBounce = os.Getenv("KVIK_BENCH_RESERVE") != "0"
+	alignTasks = os.Getenv("KVIK_BENCH_ALIGN") != "0"
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_QDEPTH")); err == nil && n > 0 {
 		directQueueDepth = n
 	}
@@ -38,3 +41,11 @@ func init() {
 }
 
 func unsafePointer(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
+
+// SetAlignTasks turns the page alignment of task boundaries on or off and
+// returns a function that restores it (for benchmarks that compare).
+func SetAlignTasks(on bool) (restore func()) {
+	old := alignTasks
+	alignTasks = on
+	return func() { alignTasks = old }
+}

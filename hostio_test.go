@@ -54,7 +54,7 @@ func (c config) apply(d *kvik.Defaults) {
 func configs() []config {
 	var cs []config
 	for _, th := range []int{1, 3, 4, 16} {
-		for _, ts := range []int{199, 1024, 4 << 20} {
+		for _, ts := range []int{199, 3*4096 + 512, 4 << 20} { // below, above and at whole pages
 			for _, bb := range []int{1, 2 * 4096, 16 << 20} {
 				for _, direct := range []bool{false, true} {
 					cs = append(cs, config{th, ts, bb, direct})

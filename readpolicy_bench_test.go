@@ -5,8 +5,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,17 +27,7 @@ import (
 func BenchmarkReadPolicyWarm(b *testing.B) {
 	path, size := benchFile(b)
 	loadPageCache(b, path)
-	threads := []int{1, 16}
-	if s := os.Getenv("KVIK_BENCH_THREADS"); s != "" {
-		threads = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				b.Fatalf("KVIK_BENCH_THREADS: %v", err)
-			}
-			threads = append(threads, n)
-		}
-	}
+	threads := threadList(b, []int{1, 16})
 	f, err := kvik.Open(path, "r", 0, kvik.WithCompatMode(kvik.CompatOn))
 	if err != nil {
 		b.Fatal(err)

@@ -21,6 +21,8 @@ func TestSplitNearMaxInt64(t *testing.T) {
 		{math.MaxInt64 - (1 << 20), 1 << 20, 0},
 	} {
 		checkSplit(t, c.off, c.size, c.taskSize)
+		checkSplitAligned(t, c.off, c.size, c.taskSize, 512)
+		checkSplitAligned(t, c.off, c.size, c.taskSize, 4096)
 		for _, tk := range Split(c.off, c.size, c.taskSize) {
 			if tk.Off < c.off || tk.Off > math.MaxInt64-int64(tk.Len) {
 				t.Fatalf("Split(%d, %d, %d): task %+v leaves the range", c.off, c.size, c.taskSize, tk)

@@ -31,6 +31,32 @@ func Split(off int64, size, taskSize int) []Task {
 	return tasks
 }
 
+// SplitAligned is Split with the boundaries between tasks moved down to
+// multiples of align in the file, so that every task after the first
+// starts on an aligned offset. An operation at an unaligned offset then
+// has one partial page, at its head, instead of one on each side of every
+// boundary: with O_DIRECT those are buffered reads or writes of single
+// pages, each a round trip to the drive, and two tasks touch the same
+// page. It makes as many tasks as Split; the first is shorter and the
+// last up to align-1 bytes longer than taskSize. With align <= 1 or
+// taskSize < align it is Split.
+func SplitAligned(off int64, size, taskSize, align int) []Task {
+	tasks := Split(off, size, taskSize)
+	if align <= 1 || taskSize < align {
+		return tasks
+	}
+	a := int64(align)
+	for i := 1; i < len(tasks); i++ {
+		// d < align <= taskSize: task i-1 keeps more than taskSize-align bytes.
+		d := int(tasks[i].Off % a)
+		tasks[i].Off -= int64(d)
+		tasks[i].BufOff -= d
+		tasks[i].Len += d
+		tasks[i-1].Len -= d
+	}
+	return tasks
+}
+
 // Spread is Split for an operation that fills fewer than workers tasks of
 // taskSize: it cuts it into tasks of about size/workers bytes instead, at
 // least minTask and rounded up to a multiple of align, so that more

@@ -66,6 +66,60 @@ func TestSplit(t *testing.T) {
 	}
 }
 
+// checkSplitAligned checks SplitAligned against Split: the same number of
+// tasks covering the range in order, every boundary between tasks on a
+// multiple of align, no task empty or longer than taskSize+align-1.
+func checkSplitAligned(t testing.TB, off int64, size, taskSize, align int) {
+	tasks := SplitAligned(off, size, taskSize, align)
+	plain := Split(off, size, taskSize)
+	if len(tasks) != len(plain) {
+		t.Fatalf("SplitAligned(%d, %d, %d, %d): %d tasks, Split makes %d", off, size, taskSize, align, len(tasks), len(plain))
+	}
+	aligned := align > 1 && taskSize >= align
+	next := 0
+	for i, tk := range tasks {
+		if tk.BufOff != next || tk.Off != off+int64(next) {
+			t.Fatalf("SplitAligned(%d, %d, %d, %d): task %d = %+v, want BufOff %d", off, size, taskSize, align, i, tk, next)
+		}
+		if tk.Len < 0 || (tk.Len == 0 && size != 0) || (taskSize > 0 && tk.Len > taskSize+max(align-1, 0)) {
+			t.Fatalf("SplitAligned(%d, %d, %d, %d): task %d has bad length %d", off, size, taskSize, align, i, tk.Len)
+		}
+		if i > 0 && aligned && tk.Off%int64(align) != 0 {
+			t.Fatalf("SplitAligned(%d, %d, %d, %d): task %d starts at unaligned %d", off, size, taskSize, align, i, tk.Off)
+		}
+		if !aligned && tk != plain[i] {
+			t.Fatalf("SplitAligned(%d, %d, %d, %d) = %+v, want Split's %+v", off, size, taskSize, align, tasks, plain)
+		}
+		next += tk.Len
+	}
+	if next != size {
+		t.Fatalf("SplitAligned(%d, %d, %d, %d): tasks cover %d bytes", off, size, taskSize, align, next)
+	}
+}
+
+func TestSplitAligned(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, c := range [][4]int{{0, 0, 10, 4}, {3, 11, 10, 4}, {4095, 3 * 4096, 4096, 4096}, {1, 100, 3, 4}, {7, 4097, 199, 512}, {0, 100, 0, 4096}} {
+		checkSplitAligned(t, int64(c[0]), c[1], c[2], c[3])
+	}
+	for range 2000 {
+		align := 1 << rng.IntN(13)
+		checkSplitAligned(t, rng.Int64N(1<<40), rng.IntN(1<<20), rng.IntN(1<<16), align)
+	}
+	// A read of 10 MiB at offset 100 in 4 MiB tasks: boundaries at 4 MiB
+	// and 8 MiB instead of 4 MiB+100 and 8 MiB+100.
+	got := SplitAligned(100, 10<<20, 4<<20, 4096)
+	want := []Task{{Off: 100, Len: 4<<20 - 100}, {Off: 4 << 20, BufOff: 4<<20 - 100, Len: 4 << 20}, {Off: 8 << 20, BufOff: 8<<20 - 100, Len: 2<<20 + 100}}
+	if len(got) != len(want) {
+		t.Fatalf("SplitAligned(100, 10 MiB, 4 MiB, 4096) = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("SplitAligned(100, 10 MiB, 4 MiB, 4096) = %+v, want %+v", got, want)
+		}
+	}
+}
+
 func TestSegments(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 5000 {
@@ -106,6 +160,7 @@ func FuzzSplit(f *testing.F) {
 			t.Skip()
 		}
 		checkSplit(t, off, size, taskSize)
+		checkSplitAligned(t, off, size, taskSize, 4096)
 	})
 }
 

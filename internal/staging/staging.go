@@ -61,15 +61,26 @@ func PipelineChunk(n, bufSize, align int) int {
 
 // Read moves size bytes from the file at off to the device at devOff,
 // chunk by chunk through bufs (at least one; two or more to overlap). It
-// returns the bytes that reached the device.
-func Read(m Mover, bufs [][]byte, chunk int, off, devOff int64, size int) (int, error) {
+// returns the bytes that reached the device. With align > 1 the first
+// chunk is cut short so that the later ones start at multiples of align
+// in the file (chunk is then a multiple of align): each storage read then
+// has whole pages, and O_DIRECT no partial page at each chunk's edges.
+func Read(m Mover, bufs [][]byte, chunk, align int, off, devOff int64, size int) (int, error) {
 	if err := check(bufs, chunk); err != nil {
 		return 0, err
+	}
+	first := chunk
+	if r := int(off % int64(max(align, 1))); r != 0 && chunk > align {
+		first = chunk - r
 	}
 	done := 0 // bytes whose copy to the device has completed
 	queued := 0
 	for i := 0; queued < size; i++ {
-		b := bufs[i%len(bufs)][:min(chunk, size-queued)]
+		n := chunk
+		if i == 0 {
+			n = first
+		}
+		b := bufs[i%len(bufs)][:min(n, size-queued)]
 		n, rerr := m.ReadFile(b, off+int64(queued))
 		// The copy queued last iteration used another buffer; wait for it
 		// only now, after this read ran alongside it.

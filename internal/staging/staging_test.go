@@ -19,9 +19,11 @@ type fakeMover struct {
 	failRead  int64
 	failAfter int // write fails once this many bytes are written (-1: never)
 	written   int
+	readOffs  []int64 // offsets of the storage reads, in order
 }
 
 func (m *fakeMover) ReadFile(p []byte, off int64) (int, error) {
+	m.readOffs = append(m.readOffs, off)
 	if len(m.queue) > 0 {
 		m.overlaps++
 	}
@@ -93,13 +95,17 @@ func TestReadPipeline(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for range 300 {
 		size := rng.IntN(5000)
+		align := []int{0, 1, 16, 64}[rng.IntN(4)]
 		chunk := rng.IntN(700) + 1
+		if align > 1 && rng.IntN(4) > 0 {
+			chunk = (rng.IntN(10) + 1) * align // as the callers make it
+		}
 		nbuf := rng.IntN(3) + 1
 		fileLen := size + rng.IntN(50) - 25 // sometimes ends inside the range
-		off := int64(rng.IntN(30))
+		off := int64(rng.IntN(200))
 		m := &fakeMover{file: randomBytes(rng, max(fileLen, 0)+int(off)), dev: make([]byte, size+40), failAfter: -1}
 		devOff := int64(rng.IntN(40))
-		n, err := Read(m, buffers(nbuf, chunk), chunk, off, devOff, size)
+		n, err := Read(m, buffers(nbuf, chunk), chunk, align, off, devOff, size)
 		want := min(size, max(len(m.file)-int(off), 0))
 		if n != want || (n < size) != (err == io.EOF) || (n == size && err != nil) {
 			t.Fatalf("size %d chunk %d bufs %d: n=%d err=%v, want n=%d", size, chunk, nbuf, n, err, want)
@@ -109,6 +115,13 @@ func TestReadPipeline(t *testing.T) {
 		}
 		if chunks := (want + chunk - 1) / chunk; nbuf >= 2 && chunks >= 2 && m.overlaps < chunks-1 {
 			t.Fatalf("only %d of %d reads overlapped a copy", m.overlaps, chunks-1)
+		}
+		if align > 1 && chunk > align && chunk%align == 0 {
+			for i, o := range m.readOffs[1:] {
+				if o%int64(align) != 0 {
+					t.Fatalf("size %d chunk %d align %d off %d: read %d at unaligned offset %d", size, chunk, align, off, i+1, o)
+				}
+			}
 		}
 	}
 }
@@ -138,7 +151,7 @@ func TestWritePipeline(t *testing.T) {
 func TestPipelineErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	m := &fakeMover{file: randomBytes(rng, 10000), dev: make([]byte, 10000), failRead: 3000, failAfter: -1}
-	n, err := Read(m, buffers(2, 1000), 1000, 0, 0, 10000)
+	n, err := Read(m, buffers(2, 1000), 1000, 0, 0, 0, 10000)
 	if n != 3000 || !errors.Is(err, syscall.EIO) || !bytes.Equal(m.dev[:3000], m.file[:3000]) {
 		t.Fatalf("read error: n=%d err=%v", n, err)
 	}
@@ -147,7 +160,7 @@ func TestPipelineErrors(t *testing.T) {
 	if n != 4321 || !errors.Is(err, syscall.ENOSPC) || !bytes.Equal(w.file[:n], w.dev[:n]) {
 		t.Fatalf("write error: n=%d err=%v", n, err)
 	}
-	if _, err := Read(m, nil, 10, 0, 0, 10); err == nil {
+	if _, err := Read(m, nil, 10, 0, 0, 0, 10); err == nil {
 		t.Fatal("no buffers accepted")
 	}
 	if _, err := Write(m, buffers(1, 5), 10, 0, 0, 10); err == nil {

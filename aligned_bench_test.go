@@ -1,0 +1,81 @@
+package kvik_test
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
+)
+
+// BenchmarkColdUnaligned reads a file from an unaligned offset to its end
+// with the page cache dropped before every read, as a loader reads the
+// data after a safetensors or .npy header, and compares task boundaries
+// on page boundaries (the default) with boundaries at offset+k*TaskSize,
+// where every task has a partial page at each end. The two alternate read
+// by read in one process, since a virtual disk drifts by more than the
+// difference looked for; it reports the median GB/s of each and their
+// ratio. KVIK_BENCH_OFFSET (default 70008) is the offset; the file is
+// KVIK_BENCH_SIZE bytes in KVIK_BENCH_DIR, which must be on a disk;
+// KVIK_BENCH_THREADS lists the worker counts (default 16). With a GPU it
+// also reads into device memory through the POSIX path.
+//
+//	KVIK_BENCH_DIR=/root KVIK_BENCH_SIZE=2147483648 go test -run '^$' -bench ColdUnaligned -benchtime 4x
+func BenchmarkColdUnaligned(b *testing.B) {
+	path, size := benchFile(b)
+	off := int64(70008)
+	if s := os.Getenv("KVIK_BENCH_OFFSET"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 || n >= int64(size) {
+			b.Fatalf("KVIK_BENCH_OFFSET=%q: want an offset inside the %d-byte file", s, size)
+		}
+		off = n
+	}
+	n := size - int(off)
+	f, err := kvik.Open(path, "r", 0, kvik.WithCompatMode(kvik.CompatOn))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	buf := hostBuffer(b, n)
+	reads := map[string]func() (int, error){"host": func() (int, error) { return f.ReadAt(buf, off) }}
+	if cuda.Init() == nil {
+		if c, err := cuda.DeviceGetCount(); err == nil && c > 0 {
+			dev := devAlloc(b, needGPU(b), n)
+			reads["device"] = func() (int, error) { return f.ReadDevice(dev.Ptr(), n, off, 0) }
+		}
+	}
+	for _, mem := range []string{"host", "device"} {
+		read := reads[mem]
+		if read == nil {
+			continue
+		}
+		for _, threads := range threadList(b, []int{16}) {
+			b.Run(fmt.Sprintf("%s/threads=%d", mem, threads), func(b *testing.B) {
+				setDefaults(b, func(d *kvik.Defaults) { d.NumThreads = threads })
+				b.Cleanup(kvik.SetAlignTasks(true))
+				timed := make([]func() error, 2)
+				for j := range timed {
+					timed[j] = func() error {
+						if got, err := read(); got != n || err != nil {
+							return fmt.Errorf("read %d of %d bytes at %d: %v", got, n, off, err)
+						}
+						return nil
+					}
+				}
+				secs := alternate(b, timed, func(_, j int) {
+					kvik.SetAlignTasks(j == 0)
+					if err := kvik.DropFilePageCache(path, 0, 0); err != nil {
+						b.Fatal(err)
+					}
+				})
+				aligned, unaligned := gbps(n, secs[0]), gbps(n, secs[1])
+				b.ReportMetric(aligned, "aligned-GB/s")
+				b.ReportMetric(unaligned, "unaligned-GB/s")
+				b.ReportMetric(aligned/unaligned, "aligned/unaligned")
+			})
+		}
+	}
+}
