@@ -12,12 +12,14 @@ import (
 
 // BenchmarkColdUnaligned reads a file from an unaligned offset to its end
 // with the page cache dropped before every read, as a loader reads the
-// data after a safetensors or .npy header, and compares task boundaries
-// on page boundaries (the default) with boundaries at offset+k*TaskSize,
-// where every task has a partial page at each end. The two alternate read
-// by read in one process, since a virtual disk drifts by more than the
-// difference looked for; it reports the median GB/s of each and their
-// ratio. KVIK_BENCH_OFFSET (default 70008) is the offset; the file is
+// data after a safetensors or .npy header, and compares device-read task
+// boundaries on page boundaries (the default, deviceTasks) with
+// boundaries at offset+k*TaskSize, where every task has a partial page at
+// each end. The two alternate read by read in one process, since a
+// virtual disk drifts by more than the difference looked for; it reports
+// the median GB/s of each and their ratio. Host reads, which split at
+// offset+k*TaskSize either way, run the same alternation as a control:
+// their ratio shows the noise. KVIK_BENCH_OFFSET (default 70008) is the offset; the file is
 // KVIK_BENCH_SIZE bytes in KVIK_BENCH_DIR, which must be on a disk;
 // KVIK_BENCH_THREADS lists the worker counts (default 16). With a GPU it
 // also reads into device memory through the POSIX path.

@@ -110,7 +110,7 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 		return f.run(ctx, kind, d, f.pool(d), fileOffset, size, fn, fut)
 	}
 	pool := f.pool(d)
-	tasks := splitTasks(fileOffset, size, d)
+	tasks := deviceTasks(fileOffset, size, d)
 	if size < d.GDSThreshold {
 		pool = nil
 	} else if kind == opRead && spreadDeviceReads {
@@ -136,6 +136,28 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 	fn := func(_ context.Context, t sched.Task) (int, error) { return f.posixDeviceTask(kind, d, r, t, pipeline) }
 	return f.runTasks(ctx, kind, d, pool, tasks, fn, fut)
 }
+
+// deviceTasks cuts a POSIX device operation into tasks of d.TaskSize
+// whose boundaries fall on page boundaries of the file. Each task is
+// staged in a page-aligned pinned buffer, so an aligned task's O_DIRECT
+// reads land in it directly; a task starting mid-page would read its
+// partial head page buffered and its direct middle through a second,
+// host bounce buffer (an unaligned destination), then copy. File formats
+// put their data at unaligned offsets (after a safetensors header, say):
+// on the H200, a cold 2 GiB read at offset 70008 ran 1.18-1.36x faster
+// with aligned tasks. Host reads keep KvikIO's split: their destination's
+// alignment against the file is the caller's, and aligned tasks measured
+// no faster there (0.91-0.99x).
+func deviceTasks(off int64, size int, d Defaults) []sched.Task {
+	if !alignTasks {
+		return sched.Split(off, size, d.TaskSize)
+	}
+	return sched.SplitAligned(off, size, d.TaskSize, pageSize)
+}
+
+// alignTasks turns deviceTasks' page alignment, and that of the staging
+// chunks inside a task, on; benchmarks compare.
+var alignTasks = true
 
 // Tuning of small device reads, variables so that benchmarks can compare.
 var (
@@ -276,7 +298,11 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 		}
 		m := &deviceMover{f: f, d: md, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
 		if kind == opRead {
-			n, err = staging.Read(m, bufs, chunk, pageSize, t.Off, 0, t.Len)
+			align := 0
+			if alignTasks {
+				align = pageSize // chunks on page boundaries, as the tasks
+			}
+			n, err = staging.Read(m, bufs, chunk, align, t.Off, 0, t.Len)
 		} else {
 			n, err = staging.Write(m, bufs, chunk, t.Off, 0, t.Len)
 		}

@@ -119,23 +119,8 @@ func (f *FileHandle) hostOp(ctx context.Context, kind opKind, p []byte, off int6
 // the calling goroutine when pool is nil) and releases the handle when
 // they finish. With fut nil it blocks.
 func (f *FileHandle) run(ctx context.Context, kind opKind, d Defaults, pool *sched.Pool, off int64, size int, fn sched.TaskFunc, fut *Future) (int, error) {
-	return f.runTasks(ctx, kind, d, pool, splitTasks(off, size, d), fn, fut)
+	return f.runTasks(ctx, kind, d, pool, sched.Split(off, size, d.TaskSize), fn, fut)
 }
-
-// splitTasks cuts a FileHandle operation into tasks of d.TaskSize whose
-// boundaries fall on page boundaries of the file, so that only the
-// operation's own unaligned head and tail, not every task's, need
-// buffered I/O beside O_DIRECT (file formats put their data at unaligned
-// offsets: after a safetensors header, say).
-func splitTasks(off int64, size int, d Defaults) []sched.Task {
-	if !alignTasks {
-		return sched.Split(off, size, d.TaskSize)
-	}
-	return sched.SplitAligned(off, size, d.TaskSize, pageSize)
-}
-
-// alignTasks turns splitTasks' page alignment on; benchmarks compare.
-var alignTasks = true
 
 // runTasks is run with the tasks given.
 func (f *FileHandle) runTasks(ctx context.Context, kind opKind, d Defaults, pool *sched.Pool, tasks []sched.Task, fn sched.TaskFunc, fut *Future) (int, error) {

@@ -262,17 +262,15 @@ func (f *FileHandle) ReadPlan(offset, length int64) (ReadPlan, error) {
 	if length > 0 && length < st.Size-offset {
 		end = offset + length
 	}
-	if end <= offset {
-		return p, nil
-	}
-	for _, t := range splitTasks(offset, int(end-offset), d) {
+	for off := offset; off < end; off += int64(d.TaskSize) {
+		n := int(min(int64(d.TaskSize), end-off))
 		var segs []sched.Segment
 		if p.Policy == ReadPolicyAuto {
 			var verdict int
-			segs, verdict = f.planAuto(t.Off, t.Len, false)
+			segs, verdict = f.planAuto(off, n, false)
 			p.countTask(verdict)
 		} else {
-			segs = f.planRead(d, t.Off, t.Len)
+			segs = f.planRead(d, off, n)
 		}
 		for _, s := range segs {
 			if s.Direct {

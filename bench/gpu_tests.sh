@@ -1,0 +1,45 @@
+#!/bin/bash
+# Every package's tests on the GPU machine, two ways: without the udev shim
+# (no /run/udev: cuFile refuses file handles and Auto picks the POSIX
+# path) and with it (cuFile, in its compatibility mode, serves files on the
+# root ext4 disk). Logs and a summary go under $OUT.
+#
+# Build here, from the repository root, into the git-ignored folder G:
+#   for p in . cmd/kvik cuda cufile zarr safetensors npy; do
+#     CGO_ENABLED=0 go test -c -ldflags=-s -o G/NAME.test ./$p; done   # NAME: kvik, cmdkvik, cuda, ...
+#   CGO_ENABLED=0 go build -ldflags=-s -o G/ ./cmd/kvik
+#   GOBIN=$PWD/G CGO_ENABLED=0 go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+#   cp -r ../shared/gpu G/gpu
+# then carry G and run, there: bash bench/gpu_tests.sh G [WAYS]
+# WAYS is "noshim shim" (the default) or one of them.
+set -u
+G=$(cd "$1" && pwd)
+WAYS=${2:-noshim shim}
+R=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export KVIK_TEST_BIN=$G/kvik KVIK_TEST_VERSITYGW=$G/versitygw CI=true
+pkgs="kvik:. cmdkvik:cmd/kvik cuda:cuda cufile:cufile zarr:zarr safetensors:safetensors npy:npy"
+summary=$OUT/summary.txt
+for way in $WAYS; do
+  if [ "$way" = shim ]; then
+    bash "$G/gpu/udev-shim.sh" > "$OUT/shim.txt" 2>&1
+  else
+    rm -rf /run/udev
+  fi
+  export KVIK_TEST_DIR=/root/kt-$way
+  mkdir -p "$KVIK_TEST_DIR"
+  for p in $pkgs; do
+    n=${p%%:*} dir=${p#*:}
+    log=$OUT/$way-$n.txt
+    start=$(date +%s)
+    (cd "$R/$dir" && TMPDIR=$KVIK_TEST_DIR timeout 420 "$G/$n.test" -test.v -test.count=1 > "$log" 2>&1)
+    rc=$?
+    printf '%-7s %-12s rc=%-3s pass %3d  fail %2d  skip %2d  %3ds\n' "$way" "$n" "$rc" \
+      "$(grep -c -- '--- PASS' "$log")" "$(grep -c -- '--- FAIL' "$log")" \
+      "$(grep -c -- '--- SKIP' "$log")" $(($(date +%s) - start)) | tee -a "$summary"
+    grep -E -- '--- FAIL|^panic|^FAIL' "$log" | head -20 | sed 's/^/    /' | tee -a "$summary"
+  done
+done
+# The skips, with their reasons, once per test.
+grep -h -A1 -- '--- SKIP' "$OUT"/*-*.txt | grep -v -- '^--$' | paste - - | sed 's/  */ /g' | sort -u > "$OUT/skips.txt"
