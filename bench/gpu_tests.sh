@@ -41,5 +41,8 @@ for way in $WAYS; do
     grep -E -- '--- FAIL|^panic|^FAIL' "$log" | head -20 | sed 's/^/    /' | tee -a "$summary"
   done
 done
-# The skips, with their reasons, once per test.
-grep -h -A1 -- '--- SKIP' "$OUT"/*-*.txt | grep -v -- '^--$' | paste - - | sed 's/  */ /g' | sort -u > "$OUT/skips.txt"
+# The skips, each with its reason (the log line just above it in -v output).
+for log in "$OUT"/noshim-*.txt "$OUT"/shim-*.txt; do
+  [ -f "$log" ] || continue
+  grep -B1 -- '--- SKIP' "$log" | grep -v -- '^--$' | paste - - | sed "s|^|$(basename "$log" .txt) |; s/  */ /g"
+done | sort -u > "$OUT/skips.txt"

@@ -7,7 +7,8 @@
 #   go test -c -o G/safetensors.test ./safetensors; go test -c -o G/npy.test ./npy
 #   go build -o G/ ./cmd/kvik; cp bench/*.py bench/loaders_gpu.sh G/
 #   cp -r npy/testdata G/npytd; cp -r shared/gpu G/gpu   (the udev shim)
-# then on the GPU machine: bash G/loaders_gpu.sh (logs under $OUT).
+# then on the GPU machine: bash G/loaders_gpu.sh (logs under $OUT); BENCH=0
+# runs the checks only.
 G=$(cd "$(dirname "$0")" && pwd)
 export PYTHONUNBUFFERED=1
 W=/root/xc; mkdir -p $W/st $W/stsmall $W/npy $W/kst $W/knpy $W/tmp
@@ -34,6 +35,9 @@ step cufile; bash $G/gpu/udev-shim.sh >>$L 2>&1; rm -rf $W/kst/* $W/knpy/*
 run_go cufile KVIKIO_COMPAT_MODE=off 2>&1 | tee -a $L
 (XCHECK_CUDA=1 timeout 60 python3 $G/loaders_xcheck.py check $W/kst; timeout 60 python3 $G/loaders_xcheck.py check $W/knpy) > $W/xcheck-cufile.txt 2>&1; grep -E '^xcheck' $W/xcheck-cufile.txt | tee -a $L
 tar czf $OUT/stsmall.tgz -C $W stsmall
+# BENCH=0 stops here: the checks without the 8 GB load benchmarks
+# (bench/safetensors_gpu.sh times those, warm and cold, in turns).
+[ "${BENCH:-1}" = 0 ] && { step done; exit 0; }
 step make 8GB checkpoint
 timeout 120 python3 $G/safetensors_peers.py /dev/shm/ckpt.safetensors --make --gb 8 2>&1 | tee -a $L
 $G/kvik info /dev/shm/ckpt.safetensors | head -6 | tee -a $L
