@@ -149,15 +149,21 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 // alignment against the file is the caller's, and aligned tasks measured
 // no faster there (0.91-0.99x).
 func deviceTasks(off int64, size int, d Defaults) []sched.Task {
-	if !alignTasks {
-		return sched.Split(off, size, d.TaskSize)
-	}
-	return sched.SplitAligned(off, size, d.TaskSize, pageSize)
+	return sched.SplitAligned(off, size, d.TaskSize, taskAlign())
 }
 
 // alignTasks turns deviceTasks' page alignment, and that of the staging
 // chunks inside a task, on; benchmarks compare.
 var alignTasks = true
+
+// taskAlign is the alignment of device tasks and their staging chunks in
+// the file: the page size, or 0 (none) with alignTasks off.
+func taskAlign() int {
+	if alignTasks {
+		return pageSize
+	}
+	return 0
+}
 
 // Tuning of small device reads, variables so that benchmarks can compare.
 var (
@@ -298,11 +304,7 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 		}
 		m := &deviceMover{f: f, d: md, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
 		if kind == opRead {
-			align := 0
-			if alignTasks {
-				align = pageSize // chunks on page boundaries, as the tasks
-			}
-			n, err = staging.Read(m, bufs, chunk, align, t.Off, 0, t.Len)
+			n, err = staging.Read(m, bufs, chunk, taskAlign(), t.Off, 0, t.Len)
 		} else {
 			n, err = staging.Write(m, bufs, chunk, t.Off, 0, t.Len)
 		}

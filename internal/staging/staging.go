@@ -76,11 +76,11 @@ func Read(m Mover, bufs [][]byte, chunk, align int, off, devOff int64, size int)
 	done := 0 // bytes whose copy to the device has completed
 	queued := 0
 	for i := 0; queued < size; i++ {
-		n := chunk
+		want := chunk
 		if i == 0 {
-			n = first
+			want = first
 		}
-		b := bufs[i%len(bufs)][:min(n, size-queued)]
+		b := bufs[i%len(bufs)][:min(want, size-queued)]
 		n, rerr := m.ReadFile(b, off+int64(queued))
 		// The copy queued last iteration used another buffer; wait for it
 		// only now, after this read ran alongside it.
