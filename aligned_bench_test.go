@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/cuda"
 )
 
 // BenchmarkColdUnaligned reads a file from an unaligned offset to its end
@@ -41,14 +40,7 @@ func BenchmarkColdUnaligned(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { f.Close() })
-	buf := hostBuffer(b, n)
-	reads := map[string]func() (int, error){"host": func() (int, error) { return f.ReadAt(buf, off) }}
-	if cuda.Init() == nil {
-		if c, err := cuda.DeviceGetCount(); err == nil && c > 0 {
-			dev := devAlloc(b, needGPU(b), n)
-			reads["device"] = func() (int, error) { return f.ReadDevice(dev.Ptr(), n, off, 0) }
-		}
-	}
+	reads := hostAndDeviceReads(b, f, off, n)
 	for _, mem := range []string{"host", "device"} {
 		read := reads[mem]
 		if read == nil {
@@ -58,16 +50,14 @@ func BenchmarkColdUnaligned(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/threads=%d", mem, threads), func(b *testing.B) {
 				setDefaults(b, func(d *kvik.Defaults) { d.NumThreads = threads })
 				b.Cleanup(kvik.SetAlignTasks(true))
-				timed := make([]func() error, 2)
-				for j := range timed {
-					timed[j] = func() error {
-						if got, err := read(); got != n || err != nil {
-							return fmt.Errorf("read %d of %d bytes at %d: %v", got, n, off, err)
-						}
-						return nil
+				// The same read twice: before sets which alignment it runs with.
+				check := func() error {
+					if got, err := read(); got != n || err != nil {
+						return fmt.Errorf("read %d of %d bytes at %d: %v", got, n, off, err)
 					}
+					return nil
 				}
-				secs := alternate(b, timed, func(_, j int) {
+				secs := alternate(b, []func() error{check, check}, func(_, j int) {
 					kvik.SetAlignTasks(j == 0)
 					if err := kvik.DropFilePageCache(path, 0, 0); err != nil {
 						b.Fatal(err)

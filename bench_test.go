@@ -66,17 +66,7 @@ func benchFile(b *testing.B) (string, int) {
 // (so that host reads can be compared by destination memory).
 func hostBuffer(b *testing.B, n int) []byte {
 	if os.Getenv("KVIK_BENCH_HOSTMEM") == "pinned" {
-		ctx := needGPU(b)
-		var hb *cuda.HostBuffer
-		err := cuda.WithContext(ctx, func() (err error) {
-			hb, err = cuda.MemHostAlloc(n, 0)
-			return err
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { hb.Close() })
-		return hb.Bytes()
+		return pinnedHost(b, needGPU(b), n, 0)
 	}
 	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -92,6 +82,32 @@ func hostBuffer(b *testing.B, n int) []byte {
 		m[i] = 1 // fault the pages in now, not inside the timed loop
 	}
 	return m
+}
+
+// pinnedHost returns n bytes of page-locked memory from MemHostAlloc with
+// flags, freed when the benchmark ends.
+func pinnedHost(b *testing.B, ctx cuda.Context, n int, flags uint32) []byte {
+	var hb *cuda.HostBuffer
+	if err := cuda.WithContext(ctx, func() (err error) { hb, err = cuda.MemHostAlloc(n, flags); return err }); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { hb.Close() })
+	return hb.Bytes()
+}
+
+// hostAndDeviceReads returns reads of n bytes of f at off into host memory
+// (hostBuffer) and, where a GPU is usable, into device memory, by "host"
+// and "device", for benchmarks that compare both.
+func hostAndDeviceReads(b *testing.B, f *kvik.FileHandle, off int64, n int) map[string]func() (int, error) {
+	buf := hostBuffer(b, n)
+	reads := map[string]func() (int, error){"host": func() (int, error) { return f.ReadAt(buf, off) }}
+	if cuda.Init() == nil {
+		if c, err := cuda.DeviceGetCount(); err == nil && c > 0 {
+			dev := devAlloc(b, needGPU(b), n)
+			reads["device"] = func() (int, error) { return f.ReadDevice(dev.Ptr(), n, off, 0) }
+		}
+	}
+	return reads
 }
 
 // threadList returns the worker counts KVIK_BENCH_THREADS lists, or def.

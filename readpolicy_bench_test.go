@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/cuda"
 )
 
 // BenchmarkReadPolicyWarm compares the auto read policy with today's
@@ -33,15 +32,7 @@ func BenchmarkReadPolicyWarm(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { f.Close() })
-	buf := hostBuffer(b, size)
-	reads := map[string]func() (int, error){"host": func() (int, error) { return f.ReadAt(buf, 0) }}
-	if cuda.Init() == nil {
-		if n, err := cuda.DeviceGetCount(); err == nil && n > 0 {
-			ctx := needGPU(b)
-			dev := devAlloc(b, ctx, size)
-			reads["device"] = func() (int, error) { return f.ReadDevice(dev.Ptr(), size, 0, 0) }
-		}
-	}
+	reads := hostAndDeviceReads(b, f, 0, size)
 	policies := []kvik.ReadPolicy{kvik.ReadPolicyAuto, kvik.ReadPolicyBuffered}
 	for _, mem := range []string{"host", "device"} {
 		read := reads[mem]
