@@ -29,6 +29,7 @@ func ExampleOpenRemote() {
 	if _, err := f.ReadAt(buf, 7); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(f.EndpointType(), f.Size(), string(buf))
+	size, _ := f.Size()
+	fmt.Println(f.EndpointType(), size, string(buf))
 	// Output: HTTP 19 remote
 }

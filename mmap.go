@@ -141,8 +141,14 @@ func alignDown(x, a int64) int64 { return x / a * a }
 // Name returns the path the file was opened with.
 func (h *MmapHandle) Name() string { return h.name }
 
-// FileSize returns the file's size when it was opened.
-func (h *MmapHandle) FileSize() int64 { return h.fileSize }
+// Size returns the file's size when it was opened; it fails with
+// ErrClosed once the handle is closed.
+func (h *MmapHandle) Size() (int64, error) {
+	if h.Closed() {
+		return 0, &fs.PathError{Op: "stat", Path: h.name, Err: ErrClosed}
+	}
+	return h.fileSize, nil
+}
 
 // MapOffset returns the file offset where the mapped region starts.
 func (h *MmapHandle) MapOffset() int64 { return h.mapOff }

@@ -27,11 +27,12 @@ func ExampleMmapHandle_RegisterDevice() {
 	if err := h.RegisterDevice(); err != nil {
 		log.Print("zero-copy refused, reads use bounce buffers: ", err)
 	}
-	dev, err := cuda.MemAlloc(int(h.FileSize())) // a CUDA context must be current
+	size, _ := h.Size()
+	dev, err := cuda.MemAlloc(int(size)) // a CUDA context must be current
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer dev.Close()
-	n, err := h.ReadDevice(dev.Ptr(), int(h.FileSize()), 0, 0)
+	n, err := h.ReadDevice(dev.Ptr(), int(size), 0, 0)
 	fmt.Println(n, err, h.DeviceRegistered())
 }

@@ -53,8 +53,8 @@ func TestMmapPropertyRandom(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.FileSize() != int64(size) || h.MapOffset() != lo || h.MapSize() != hi-lo {
-			t.Fatalf("sizes: file %d map [%d,+%d), want %d [%d,+%d)", h.FileSize(), h.MapOffset(), h.MapSize(), size, lo, hi-lo)
+		if fs, err := h.Size(); err != nil || fs != int64(size) || h.MapOffset() != lo || h.MapSize() != hi-lo {
+			t.Fatalf("sizes: file %d map [%d,+%d), want %d [%d,+%d)", fs, h.MapOffset(), h.MapSize(), size, lo, hi-lo)
 		}
 		for op := range 60 {
 			c := relRandomConfig(rng)

@@ -1,6 +1,7 @@
 package kvik
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -111,21 +112,11 @@ func ReadFileToDevice(path string) (*cuda.DeviceBuffer, error) {
 	return buf, nil
 }
 
-// WriteFileFromDevice writes the contents of buf to the file at path,
-// creating or truncating it, and syncs it to storage before returning.
+// WriteFileFromDevice writes the contents of buf as the file at path
+// through SaveFile: atomically, synced to storage before it returns, and
+// leaving any old file at path intact if it fails.
 func WriteFileFromDevice(path string, buf *cuda.DeviceBuffer) error {
-	f, err := Open(path, "w", 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteDevice(buf.Ptr(), buf.Size(), 0, 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return SaveFile(context.Background(), path, []Piece{{Ptr: buf.Ptr(), Size: int64(buf.Size())}})
 }
 
 func currentOrPrimary() (cuda.Context, error) {

@@ -247,8 +247,19 @@ func redactURL(u string) string {
 	return u
 }
 
-// Size returns the object's size in bytes (KvikIO's nbytes).
-func (h *RemoteHandle) Size() int64 { return h.size }
+// Size returns the object's size in bytes (KvikIO's nbytes); it fails
+// with ErrClosed once the handle is closed.
+func (h *RemoteHandle) Size() (int64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return 0, &fs.PathError{Op: "stat", Path: h.Name(), Err: ErrClosed}
+	}
+	return h.size, nil
+}
+
+// Name returns the object's URL without its query string, as URL does.
+func (h *RemoteHandle) Name() string { return h.URL() }
 
 // URL returns the object's http(s) URL, without any query (presigned
 // signatures stay out of logs).

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/s3test"
 )
 
 // benchRemoteSize is the object size of the remote benchmarks:
@@ -26,14 +27,14 @@ func benchRemoteSize(b *testing.B) int {
 //
 //	go test -run '^$' -bench RemoteS3 -benchtime 3x .
 func BenchmarkRemoteS3(b *testing.B) {
-	v := startVersity(b)
+	v := s3test.Start(b)
 	size := benchRemoteSize(b)
 	want := randomBytes(rand.New(rand.NewPCG(42, 42)), size)
-	u := v.put(b, "bench.bin", want)
+	u := v.Put(b, "bench.bin", want)
 	want = nil // the file is the reference from here on
-	ref, _ := v.object("bench.bin")
+	ref, _ := v.Object("bench.bin")
 	ctx := context.Background()
-	h, err := kvik.OpenRemote(ctx, u, v.opts()...)
+	h, err := kvik.OpenRemote(ctx, u, v.Opts()...)
 	if err != nil {
 		b.Fatal(err)
 	}

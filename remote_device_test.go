@@ -10,19 +10,20 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/s3test"
 )
 
 // TestRemoteDevice reads S3 objects into device memory at random,
 // unaligned offsets and compares the device bytes with the object.
 func TestRemoteDevice(t *testing.T) {
 	cctx := needGPU(t)
-	v := startVersity(t)
+	v := s3test.Start(t)
 	smallTasks(t, 1<<20)
 	rng := rand.New(rand.NewPCG(30, 3))
 	for _, size := range []int{5000, 3<<20 + 4321, 17<<20 + rng.IntN(1<<20)} {
 		want := randomBytes(rng, size)
-		u := v.put(t, fmt.Sprintf("dev/%d.bin", size), want)
-		h, err := kvik.OpenRemote(context.Background(), u, v.opts()...)
+		u := v.Put(t, fmt.Sprintf("dev/%d.bin", size), want)
+		h, err := kvik.OpenRemote(context.Background(), u, v.Opts()...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +54,7 @@ func TestRemoteDevice(t *testing.T) {
 // object.
 func TestRemoteDeviceUpload(t *testing.T) {
 	cctx := needGPU(t)
-	v := startVersity(t)
+	v := s3test.Start(t)
 	smallTasks(t, 5<<20)
 	rng := rand.New(rand.NewPCG(31, 3))
 	for _, size := range []int{777, 12<<20 + 99} {
@@ -61,10 +62,10 @@ func TestRemoteDeviceUpload(t *testing.T) {
 		d := devAlloc(t, cctx, size+100)
 		toDevice(t, cctx, d.Ptr()+100, want)
 		key := fmt.Sprintf("devup/%d.bin", size)
-		if err := kvik.UploadS3Device(context.Background(), "s3://"+s3Bucket+"/"+key, d.Ptr(), size, 100, v.opts()...); err != nil {
+		if err := kvik.UploadS3Device(context.Background(), "s3://"+s3test.Bucket+"/"+key, d.Ptr(), size, 100, v.Opts()...); err != nil {
 			t.Fatal(err)
 		}
-		if got, ok := v.object(key); !ok || !bytes.Equal(got, want) {
+		if got, ok := v.Object(key); !ok || !bytes.Equal(got, want) {
 			t.Fatalf("uploaded %d device bytes: stored %d", size, len(got))
 		}
 	}

@@ -22,14 +22,15 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/s3test"
 )
 
 // checkReads compares random ranges of h, unaligned and past the end,
 // with want, through ReadAt and PRead.
 func checkReads(t *testing.T, rng *rand.Rand, h *kvik.RemoteHandle, want []byte) {
 	t.Helper()
-	if h.Size() != int64(len(want)) {
-		t.Fatalf("Size = %d, want %d", h.Size(), len(want))
+	if size, err := h.Size(); err != nil || size != int64(len(want)) {
+		t.Fatalf("Size = %d, %v, want %d", size, err, len(want))
 	}
 	all := make([]byte, len(want))
 	if n, err := h.ReadAt(all, 0); n != len(want) || (err != nil && err != io.EOF) || !bytes.Equal(all, want) {
@@ -58,19 +59,19 @@ func checkReads(t *testing.T, rng *rand.Rand, h *kvik.RemoteHandle, want []byte)
 }
 
 func TestRemoteS3Read(t *testing.T) {
-	v := startVersity(t)
+	v := s3test.Start(t)
 	smallTasks(t, 256<<10)
 	rng := rand.New(rand.NewPCG(10, 1))
 	ctx := context.Background()
 	for _, size := range []int{1, 4097, 1<<20 + 13, 3<<20 + rng.IntN(1<<20)} {
 		want := randomBytes(rng, size)
 		key := fmt.Sprintf("read/obj-%d.bin", size)
-		u := v.put(t, key, want)
+		u := v.Put(t, key, want)
 		for _, open := range []func() (*kvik.RemoteHandle, error){
-			func() (*kvik.RemoteHandle, error) { return kvik.OpenRemote(ctx, u, v.opts()...) },
-			func() (*kvik.RemoteHandle, error) { return kvik.OpenS3(ctx, s3Bucket, key, v.opts()...) },
+			func() (*kvik.RemoteHandle, error) { return kvik.OpenRemote(ctx, u, v.Opts()...) },
+			func() (*kvik.RemoteHandle, error) { return kvik.OpenS3(ctx, s3test.Bucket, key, v.Opts()...) },
 			func() (*kvik.RemoteHandle, error) {
-				return kvik.OpenS3URL(ctx, v.url+"/"+s3Bucket+"/"+key, v.opts()...)
+				return kvik.OpenS3URL(ctx, v.URL+"/"+s3test.Bucket+"/"+key, v.Opts()...)
 			},
 		} {
 			h, err := open()
@@ -87,13 +88,13 @@ func TestRemoteS3Read(t *testing.T) {
 }
 
 func TestRemoteS3FromEnv(t *testing.T) {
-	v := startVersity(t)
+	v := s3test.Start(t)
 	want := randomBytes(rand.New(rand.NewPCG(2, 2)), 100_003)
-	u := v.put(t, "env/a b+c.bin", want) // needs escaping in the signed path
-	t.Setenv("AWS_ACCESS_KEY_ID", s3Key)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3Secret)
-	t.Setenv("AWS_DEFAULT_REGION", s3Region)
-	t.Setenv("AWS_ENDPOINT_URL", v.url)
+	u := v.Put(t, "env/a b+c.bin", want) // needs escaping in the signed path
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.Key)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.Secret)
+	t.Setenv("AWS_DEFAULT_REGION", s3test.Region)
+	t.Setenv("AWS_ENDPOINT_URL", v.URL)
 	h, err := kvik.OpenRemote(context.Background(), strings.Replace(u, " ", "%20", 1))
 	if err != nil {
 		t.Fatal(err)
@@ -110,12 +111,12 @@ func TestRemoteS3FromEnv(t *testing.T) {
 }
 
 func TestRemoteS3Presigned(t *testing.T) {
-	v := startVersity(t)
+	v := s3test.Start(t)
 	want := randomBytes(rand.New(rand.NewPCG(4, 4)), 777_777)
-	v.put(t, "presigned.bin", want)
-	req, _ := http.NewRequest(http.MethodGet, v.url+"/"+s3Bucket+"/presigned.bin?X-Amz-Expires=600", nil)
+	v.Put(t, "presigned.bin", want)
+	req, _ := http.NewRequest(http.MethodGet, v.URL+"/"+s3test.Bucket+"/presigned.bin?X-Amz-Expires=600", nil)
 	signed, _, err := v4.NewSigner().PresignHTTP(context.Background(),
-		aws.Credentials{AccessKeyID: s3Key, SecretAccessKey: s3Secret}, req, "UNSIGNED-PAYLOAD", "s3", s3Region, time.Now())
+		aws.Credentials{AccessKeyID: s3test.Key, SecretAccessKey: s3test.Secret}, req, "UNSIGNED-PAYLOAD", "s3", s3test.Region, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,29 +132,29 @@ func TestRemoteS3Presigned(t *testing.T) {
 }
 
 func TestRemoteS3Missing(t *testing.T) {
-	v := startVersity(t)
-	_, err := kvik.OpenS3(context.Background(), s3Bucket, "no/such/key", v.opts()...)
+	v := s3test.Start(t)
+	_, err := kvik.OpenS3(context.Background(), s3test.Bucket, "no/such/key", v.Opts()...)
 	var se *kvik.HTTPStatusError
 	if !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &se) || se.Code != 404 {
 		t.Fatalf("missing key: %v", err)
 	}
-	_, err = kvik.OpenS3(context.Background(), s3Bucket, "k", kvik.WithS3Endpoint(v.url), kvik.WithS3Region(s3Region), kvik.WithS3Credentials("", "", ""))
+	_, err = kvik.OpenS3(context.Background(), s3test.Bucket, "k", kvik.WithS3Endpoint(v.URL), kvik.WithS3Region(s3test.Region), kvik.WithS3Credentials("", "", ""))
 	if os.Getenv("AWS_ACCESS_KEY_ID") == "" && !errors.Is(err, kvik.ErrNoCredentials) {
 		t.Fatalf("no credentials: %v", err)
 	}
 }
 
 func TestRemoteS3Upload(t *testing.T) {
-	v := startVersity(t)
+	v := s3test.Start(t)
 	smallTasks(t, 5<<20)
 	rng := rand.New(rand.NewPCG(6, 6))
 	for _, size := range []int{0, 1, 5<<20 - 1, 17<<20 + rng.IntN(1<<20)} {
 		want := randomBytes(rng, size)
 		key := fmt.Sprintf("up/obj-%d.bin", size)
-		if err := kvik.UploadS3(context.Background(), "s3://"+s3Bucket+"/"+key, want, v.opts()...); err != nil {
+		if err := kvik.UploadS3(context.Background(), "s3://"+s3test.Bucket+"/"+key, want, v.Opts()...); err != nil {
 			t.Fatal(err)
 		}
-		got, ok := v.object(key)
+		got, ok := v.Object(key)
 		if !ok || !bytes.Equal(got, want) {
 			t.Fatalf("uploaded %d bytes: stored %d, present %v", size, len(got), ok)
 		}
@@ -163,9 +164,9 @@ func TestRemoteS3Upload(t *testing.T) {
 // TestRemoteS3UploadAborts fails one part through a proxy and checks that
 // no object and no multipart upload remain.
 func TestRemoteS3UploadAborts(t *testing.T) {
-	v := startVersity(t)
+	v := s3test.Start(t)
 	smallTasks(t, 5<<20)
-	target, _ := url.Parse(v.url)
+	target, _ := url.Parse(v.URL)
 	var aborts, parts int32
 	var mu = make(chan struct{}, 1)
 	mu <- struct{}{}
@@ -188,8 +189,8 @@ func TestRemoteS3UploadAborts(t *testing.T) {
 	}))
 	defer proxy.Close()
 	want := randomBytes(rand.New(rand.NewPCG(7, 7)), 23<<20)
-	opts := []kvik.RemoteOption{kvik.WithS3Credentials(s3Key, s3Secret, ""), kvik.WithS3Region(s3Region), kvik.WithS3Endpoint(proxy.URL)}
-	err := kvik.UploadS3(context.Background(), "s3://"+s3Bucket+"/aborted.bin", want, opts...)
+	opts := []kvik.RemoteOption{kvik.WithS3Credentials(s3test.Key, s3test.Secret, ""), kvik.WithS3Region(s3test.Region), kvik.WithS3Endpoint(proxy.URL)}
+	err := kvik.UploadS3(context.Background(), "s3://"+s3test.Bucket+"/aborted.bin", want, opts...)
 	var se *kvik.HTTPStatusError
 	if !errors.As(err, &se) || se.Code != http.StatusBadRequest {
 		t.Fatalf("upload with a failing part: %v", err)
@@ -199,7 +200,7 @@ func TestRemoteS3UploadAborts(t *testing.T) {
 		t.Fatalf("%d aborts, want at least 1", aborts)
 	}
 	mu <- struct{}{}
-	if _, ok := v.object("aborted.bin"); ok {
+	if _, ok := v.Object("aborted.bin"); ok {
 		t.Fatal("a partial object was left")
 	}
 	// No upload is left in progress.
@@ -212,9 +213,9 @@ func TestRemoteS3UploadAborts(t *testing.T) {
 // TestRemoteS3UploadCancel cancels an upload while a part is in flight:
 // the upload is aborted anyway and no object is left.
 func TestRemoteS3UploadCancel(t *testing.T) {
-	v := startVersity(t)
+	v := s3test.Start(t)
 	smallTasks(t, 5<<20)
-	target, _ := url.Parse(v.url)
+	target, _ := url.Parse(v.URL)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var aborts atomic.Int32
@@ -233,15 +234,15 @@ func TestRemoteS3UploadCancel(t *testing.T) {
 	}))
 	defer proxy.Close()
 	want := randomBytes(rand.New(rand.NewPCG(8, 7)), 16<<20)
-	opts := []kvik.RemoteOption{kvik.WithS3Credentials(s3Key, s3Secret, ""), kvik.WithS3Region(s3Region), kvik.WithS3Endpoint(proxy.URL)}
-	err := kvik.UploadS3(ctx, "s3://"+s3Bucket+"/cancelled.bin", want, opts...)
+	opts := []kvik.RemoteOption{kvik.WithS3Credentials(s3test.Key, s3test.Secret, ""), kvik.WithS3Region(s3test.Region), kvik.WithS3Endpoint(proxy.URL)}
+	err := kvik.UploadS3(ctx, "s3://"+s3test.Bucket+"/cancelled.bin", want, opts...)
 	// An abort that fails retryably (the server still busy with a part)
 	// is tried again: what matters is that none is missing and nothing is
 	// left behind.
 	if !errors.Is(err, context.Canceled) || aborts.Load() < 1 {
 		t.Fatalf("cancelled upload: %v, %d aborts", err, aborts.Load())
 	}
-	_, obj := v.object("cancelled.bin")
+	_, obj := v.Object("cancelled.bin")
 	if ups := listUploads(t, v); obj || strings.Contains(ups, "cancelled.bin") {
 		t.Fatalf("a cancelled upload left behind: object %v, uploads %s (%d aborts)", obj, ups, aborts.Load())
 	}
@@ -267,11 +268,11 @@ func forward(t *testing.T, target *url.URL, w http.ResponseWriter, r *http.Reque
 }
 
 // listUploads returns the bucket's ListMultipartUploads document.
-func listUploads(t *testing.T, v *versity) string {
-	req, _ := http.NewRequest(http.MethodGet, v.url+"/"+s3Bucket+"?uploads=", nil)
+func listUploads(t *testing.T, v *s3test.Server) string {
+	req, _ := http.NewRequest(http.MethodGet, v.URL+"/"+s3test.Bucket+"?uploads=", nil)
 	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
-	if err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: s3Key, SecretAccessKey: s3Secret},
-		req, "UNSIGNED-PAYLOAD", "s3", s3Region, time.Now()); err != nil {
+	if err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: s3test.Key, SecretAccessKey: s3test.Secret},
+		req, "UNSIGNED-PAYLOAD", "s3", s3test.Region, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -309,10 +310,16 @@ func TestRemoteHTTP(t *testing.T) {
 	}
 	// A given size skips the HEAD request.
 	h, err = kvik.OpenHTTP(context.Background(), srv.URL+"/f.bin", kvik.WithRemoteSize(1000))
-	if err != nil || h.Size() != 1000 {
+	if err != nil {
 		t.Fatalf("given size: %v", err)
 	}
+	if size, err := h.Size(); err != nil || size != 1000 {
+		t.Fatalf("given size: Size = %d, %v", size, err)
+	}
 	h.Close()
+	if _, err := h.Size(); !errors.Is(err, kvik.ErrClosed) {
+		t.Fatalf("Size after Close: %v, want ErrClosed", err)
+	}
 	if _, err := kvik.OpenRemote(context.Background(), "ftp://x/y"); !errors.Is(err, kvik.ErrUnsupportedURL) || !errors.Is(err, kvik.ErrInvalidArgument) {
 		t.Fatalf("ftp URL: %v", err)
 	}

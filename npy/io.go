@@ -1,6 +1,7 @@
 package npy
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -131,9 +132,12 @@ func checkShape(d Dtype, shape []int64) (int64, error) {
 	return n, nil
 }
 
-// Save writes data, an array of the given dtype and shape, to a new .npy
-// file at path (version 1.0, or 2.0 for a very long header).
-func Save(path string, d Dtype, shape []int64, fortran bool, data []byte) error {
+// Save writes data, an array of the given dtype and shape, as a .npy file
+// at path (version 1.0, or 2.0 for a very long header) through
+// kvik.SaveFile: atomically, so that a failed save leaves no partial file
+// and any old file at path intact. path may also be an s3:// URL,
+// uploaded with opts.
+func Save(path string, d Dtype, shape []int64, fortran bool, data []byte, opts ...kvik.RemoteOption) error {
 	n, err := checkShape(d, shape)
 	if err == nil && n != int64(len(data)) {
 		err = fmt.Errorf("%w: %d bytes of data for shape %v of %s", ErrInvalidArgument, len(data), shape, d)
@@ -141,40 +145,24 @@ func Save(path string, d Dtype, shape []int64, fortran bool, data []byte) error 
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: path, Err: err}
 	}
-	return save(path, d, shape, fortran, func(f *kvik.FileHandle, off int64) (int, error) { return f.WriteAt(data, off) }, n)
+	return save(path, d, shape, fortran, kvik.Piece{Data: data}, opts)
 }
 
-// SaveDevice writes the array at src in device memory to a new .npy file
-// at path, reading it with kvik's parallel device path.
-func SaveDevice(path string, d Dtype, shape []int64, fortran bool, src cuda.DevicePtr) error {
+// SaveDevice writes the array at src in device memory as a .npy file at
+// path, as Save does, reading it with kvik's parallel device path.
+func SaveDevice(path string, d Dtype, shape []int64, fortran bool, src cuda.DevicePtr, opts ...kvik.RemoteOption) error {
 	n, err := checkShape(d, shape)
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: path, Err: err}
 	}
-	return save(path, d, shape, fortran, func(f *kvik.FileHandle, off int64) (int, error) {
-		return f.WriteDevice(src, int(n), off, 0)
-	}, n)
+	body := kvik.Piece{Ptr: src, Size: n}
+	if n == 0 {
+		body = kvik.Piece{}
+	}
+	return save(path, d, shape, fortran, body, opts)
 }
 
-func save(path string, d Dtype, shape []int64, fortran bool, write func(*kvik.FileHandle, int64) (int, error), n int64) error {
+func save(path string, d Dtype, shape []int64, fortran bool, body kvik.Piece, opts []kvik.RemoteOption) error {
 	hdr := encodeHeader(d, shape, fortran)
-	f, err := kvik.Open(path, "w", 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteAt(hdr, 0)
-	if err == nil && n > 0 {
-		var w int
-		w, err = write(f, int64(len(hdr)))
-		if err == nil && int64(w) != n {
-			err = &fs.PathError{Op: "write", Path: path, Err: io.ErrShortWrite}
-		}
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return kvik.SaveFile(context.Background(), path, []kvik.Piece{{Data: hdr}, body}, opts...)
 }

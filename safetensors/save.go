@@ -49,27 +49,40 @@ func (t *SaveTensor) bytes() (int64, error) {
 	return nbits / 8, nil
 }
 
-// Save writes tensors (and metadata, if not nil) to a new safetensors file
-// at path, in parallel, and syncs it. Tensors are stored by descending
-// element size, then by name, as the reference library does; the header
-// is padded with spaces to a multiple of 8 bytes.
-func Save(path string, tensors []SaveTensor, metadata map[string]string) error {
+// Save writes tensors (and metadata, if not nil) as a safetensors file at
+// path, in parallel, through kvik.SaveFile: atomically, so that a failed
+// save leaves no partial file and any old file at path intact. path may
+// also be an s3:// URL, uploaded with opts. Tensors are stored by
+// descending element size, then by name, as the reference library does;
+// the header is padded with spaces to a multiple of 8 bytes.
+func Save(path string, tensors []SaveTensor, metadata map[string]string, opts ...kvik.RemoteOption) error {
 	hdr, offs, err := encodeHeader(tensors, metadata)
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: path, Err: err}
 	}
-	f, err := kvik.Open(path, "w", 0o644)
-	if err != nil {
-		return err
+	return kvik.SaveFile(context.Background(), path, pieces(hdr, tensors, offs), opts...)
+}
+
+// pieces lays out the file: the header, then each tensor at its offset
+// (offsets are contiguous, so the order of offs is the file's order).
+func pieces(hdr []byte, ts []SaveTensor, offs []int64) []kvik.Piece {
+	order := make([]int, len(ts))
+	for i := range order {
+		order[i] = i
 	}
-	err = writeAll(f, hdr, tensors, offs)
-	if err == nil {
-		err = f.Sync()
+	slices.SortFunc(order, func(a, b int) int { return cmpInt(offs[a], offs[b]) })
+	ps := make([]kvik.Piece, 0, len(ts)+1)
+	ps = append(ps, kvik.Piece{Data: hdr})
+	for _, i := range order {
+		t := &ts[i]
+		n, _ := t.size()
+		if t.Ptr != 0 {
+			ps = append(ps, kvik.Piece{Ptr: t.Ptr, Size: n})
+		} else {
+			ps = append(ps, kvik.Piece{Data: t.Data})
+		}
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return ps
 }
 
 func encodeHeader(ts []SaveTensor, meta map[string]string) ([]byte, []int64, error) {
@@ -128,37 +141,6 @@ func encodeHeader(ts []SaveTensor, meta map[string]string) ([]byte, []int64, err
 	out := make([]byte, 8, 8+buf.Len())
 	binary.LittleEndian.PutUint64(out, uint64(buf.Len()))
 	return append(out, buf.Bytes()...), offs, nil
-}
-
-func writeAll(f *kvik.FileHandle, hdr []byte, ts []SaveTensor, offs []int64) error {
-	ctx := context.Background()
-	futs := []*kvik.Future{f.PWrite(ctx, hdr, 0)}
-	want := []int{len(hdr)}
-	base := int64(len(hdr))
-	for i := range ts {
-		t := &ts[i]
-		n, _ := t.size()
-		if n == 0 {
-			continue
-		}
-		if t.Ptr != 0 {
-			futs = append(futs, f.PWriteDevice(ctx, t.Ptr, int(n), base+offs[i], 0))
-		} else {
-			futs = append(futs, f.PWrite(ctx, t.Data, base+offs[i]))
-		}
-		want = append(want, int(n))
-	}
-	var first error
-	for i, fu := range futs {
-		n, err := fu.Get()
-		if err == nil && n != want[i] {
-			err = fmt.Errorf("short write: %d of %d bytes", n, want[i])
-		}
-		if err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
 }
 
 func cmpString(a, b string) int {

@@ -8,9 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
@@ -202,15 +200,6 @@ func readDeviceFull(f *kvik.FileHandle, key string, off int64, buf cuda.DevicePt
 	return &fs.PathError{Op: "read", Path: key, Err: fmt.Errorf("%d of %d bytes at offset %d: %w", n, size, off, err)}
 }
 
-var tmpSeq atomic.Uint64
-
-// tempFor returns a temporary name next to path, unique in this process
-// and marked with the process id so that names never collide across
-// processes.
-func tempFor(path string) string {
-	return path + ".tmp." + strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(tmpSeq.Add(1), 10)
-}
-
 // Set stores value under key: written whole to a temporary file, synced,
 // then renamed over the key, so a crash leaves the old value or the new
 // one and never a torn value.
@@ -239,7 +228,7 @@ func (s *DirStore) SetDevice(key string, buf cuda.DevicePtr, size int, devOff in
 	})
 }
 
-func (s *DirStore) setWith(key string, write func(*kvik.FileHandle) error) (err error) {
+func (s *DirStore) setWith(key string, write func(*kvik.FileHandle) error) error {
 	p, err := s.path(key)
 	if err != nil {
 		return err
@@ -247,27 +236,15 @@ func (s *DirStore) setWith(key string, write func(*kvik.FileHandle) error) (err 
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	tmp := tempFor(p)
-	f, err := kvik.Open(tmp, "w", 0o644)
+	f, err := kvik.CreatePending(p, 0o644)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	err = write(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	defer f.Abort()
+	if err := write(f.FileHandle); err != nil {
 		return &fs.PathError{Op: "write", Path: key, Err: err}
 	}
-	return os.Rename(tmp, p)
+	return f.Commit()
 }
 
 // Delete removes key; deleting a missing key is not an error.
@@ -293,7 +270,7 @@ func (s *DirStore) List(prefix string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() || strings.Contains(d.Name(), ".tmp.") {
+		if d.IsDir() || kvik.IsPendingName(d.Name()) {
 			return nil
 		}
 		rel, err := filepath.Rel(s.root, p)

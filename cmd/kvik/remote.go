@@ -58,19 +58,23 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 		return 0, 0, err
 	}
 	defer h.Close()
+	size, err := h.Size()
+	if err != nil {
+		return 0, 0, err
+	}
 	chunk := int64(defaultChunk)
 	if o.chunk.set {
 		chunk = o.chunk.n
 	}
-	buf := make([]byte, min(chunk, max(h.Size(), 1)))
+	buf := make([]byte, min(chunk, max(size, 1)))
 	out, err := kvik.Open(path, "w", 0)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer out.Close()
 	var sum uint32
-	for off := int64(0); off < h.Size(); off += int64(len(buf)) {
-		p := buf[:min(int64(len(buf)), h.Size()-off)]
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		p := buf[:min(int64(len(buf)), size-off)]
 		if _, err := h.ReadAt(p, off); err != nil {
 			return 0, 0, err
 		}
@@ -91,7 +95,7 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 			return 0, 0, fmt.Errorf("verify: %s has CRC-32C %08x, the object %08x", path, got, sum)
 		}
 	}
-	return h.Size(), sum, nil
+	return size, sum, nil
 }
 
 // uploadFile uploads the file at path to url (s3:// or an S3 object
@@ -114,8 +118,9 @@ func uploadFile(ctx context.Context, path, url string) (int64, uint32, error) {
 	}
 	defer h.Close()
 	back, err := remoteCRC(ctx, h)
-	if err != nil || h.Size() != int64(len(data)) || back != sum {
-		return 0, 0, fmt.Errorf("verify: %s reads back %d of %d bytes (%v) or different bytes", url, h.Size(), len(data), err)
+	size, _ := h.Size()
+	if err != nil || size != int64(len(data)) || back != sum {
+		return 0, 0, fmt.Errorf("verify: %s reads back %d of %d bytes (%v) or different bytes", url, size, len(data), err)
 	}
 	return int64(len(data)), sum, nil
 }
@@ -143,7 +148,10 @@ func mapFile(path string) (data []byte, unmap func() error, err error) {
 
 // remoteCRC reads the whole object in chunks and returns its CRC-32C.
 func remoteCRC(ctx context.Context, h *kvik.RemoteHandle) (uint32, error) {
-	size := h.Size()
+	size, err := h.Size()
+	if err != nil {
+		return 0, err
+	}
 	buf := make([]byte, min(size, defaultChunk))
 	var sum uint32
 	for off := int64(0); off < size; off += int64(len(buf)) {
@@ -186,6 +194,10 @@ func remoteInfo(e *env, url string, asJSON bool) error {
 		return err
 	}
 	defer h.Close()
+	size, err := h.Size()
+	if err != nil {
+		return err
+	}
 	d, _ := kvik.GetDefaults()
 	r := struct {
 		URL          string `json:"url"`
@@ -197,8 +209,8 @@ func remoteInfo(e *env, url string, asJSON bool) error {
 		Threads      int    `json:"threads"`
 		TaskSize     int    `json:"task_size"`
 		ParallelGETs int64  `json:"parallel_gets"`
-	}{h.URL(), h.EndpointType().String(), h.Size(), d.HTTPMaxAttempts, int64(d.HTTPTimeout / time.Second),
-		d.HTTPStatusCodes.String(), d.NumThreads, d.TaskSize, (h.Size() + int64(d.TaskSize) - 1) / int64(d.TaskSize)}
+	}{h.URL(), h.EndpointType().String(), size, d.HTTPMaxAttempts, int64(d.HTTPTimeout / time.Second),
+		d.HTTPStatusCodes.String(), d.NumThreads, d.TaskSize, (size + int64(d.TaskSize) - 1) / int64(d.TaskSize)}
 	if asJSON {
 		return writeJSON(e.stdout, r)
 	}
@@ -219,7 +231,10 @@ func benchRemote(e *env, o *benchOptions) error {
 		return err
 	}
 	defer h.Close()
-	size := h.Size()
+	size, err := h.Size()
+	if err != nil {
+		return err
+	}
 	if o.size.set {
 		size = min(size, o.size.n)
 	}

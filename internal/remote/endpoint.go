@@ -315,3 +315,17 @@ func (e *Endpoint) query(op string) string {
 	}
 	return q + "op=" + op
 }
+
+// IsURL reports whether name starts with a scheme this package reaches
+// (s3://, http://, https://); anything else is taken for a local path.
+func IsURL(name string) bool {
+	scheme, _, ok := strings.Cut(name, "://")
+	if !ok {
+		return false
+	}
+	switch strings.ToLower(scheme) {
+	case "s3", "http", "https":
+		return true
+	}
+	return false
+}

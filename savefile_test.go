@@ -1,0 +1,334 @@
+package kvik_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/posix"
+	"github.com/kvikgo/kvik/internal/s3test"
+)
+
+// randomPieces returns host pieces of random sizes (some empty) and
+// their concatenation.
+func randomPieces(rng *rand.Rand, n, maxLen int) ([]kvik.Piece, []byte) {
+	var all []byte
+	ps := make([]kvik.Piece, n)
+	for i := range ps {
+		b := make([]byte, rng.IntN(maxLen+1))
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		ps[i] = kvik.Piece{Data: b}
+		all = append(all, b...)
+	}
+	return ps, all
+}
+
+// noPending fails the test if dir holds a CreatePending temporary file.
+func noPending(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if kvik.IsPendingName(e.Name()) {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+}
+
+func TestSaveFileLocal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(relTestSeed(t), 1))
+	smallTasks(t, 64<<10)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.bin")
+	for round := range 4 { // the first creates, the others replace
+		ps, want := randomPieces(rng, 1+rng.IntN(20), 300<<10)
+		if err := kvik.SaveFile(context.Background(), path, ps); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("round %d: read back %d bytes (%v), want %d", round, len(got), err, len(want))
+		}
+	}
+	noPending(t, dir)
+}
+
+func TestPendingFileAbortAndCommit(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.bin")
+	if err := os.WriteFile(path, []byte("old contents"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := kvik.CreatePending(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WriteAt([]byte("new"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !kvik.IsPendingName(p.Name()) || filepath.Dir(p.Name()) != dir || p.Target() != path {
+		t.Fatalf("temporary %q for %q", p.Name(), p.Target())
+	}
+	if err := p.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Commit(); !errors.Is(err, kvik.ErrClosed) {
+		t.Fatalf("Commit after Abort: %v, want ErrClosed", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old contents" {
+		t.Fatalf("target after Abort: %q", b)
+	}
+	noPending(t, dir)
+
+	p, err = kvik.CreatePending(path, 0o640)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Abort() // does nothing after Commit
+	if _, err := p.WriteAt([]byte("new contents"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if b, _ := os.ReadFile(path); string(b) != "new contents" || err != nil || st.Mode().Perm() != 0o640&^umask() {
+		t.Fatalf("target after Commit: %q, mode %v (%v)", b, st.Mode(), err)
+	}
+	noPending(t, dir)
+	if _, err := kvik.CreatePending(filepath.Join(dir, "missing", "f"), 0); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("CreatePending in a missing directory: %v, want ErrNotExist", err)
+	}
+}
+
+func umask() os.FileMode {
+	m := unix.Umask(0)
+	unix.Umask(m)
+	return os.FileMode(m)
+}
+
+// TestSaveFileWriteErrorKeepsOld injects EIO into the writes of a save
+// over an existing file, at a random point: the save must fail with EIO,
+// the old file must be intact and no temporary file left.
+func TestSaveFileWriteErrorKeepsOld(t *testing.T) {
+	rng := rand.New(rand.NewPCG(relTestSeed(t), 2))
+	smallTasks(t, 32<<10)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "model.bin")
+	oldPs, old := randomPieces(rng, 3, 100<<10)
+	if err := kvik.SaveFile(context.Background(), path, oldPs); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 10 {
+		ps, want := randomPieces(rng, 2+rng.IntN(10), 200<<10)
+		budget := int64(rng.IntN(len(want) + 1)) // bytes written before the failure
+		var written atomic.Int64
+		saved := posix.Sys
+		fail := func(real func(int, []byte, int64) (int, error)) func(int, []byte, int64) (int, error) {
+			return func(fd int, p []byte, off int64) (int, error) {
+				if written.Add(int64(len(p))) > budget {
+					return 0, syscall.EIO
+				}
+				return real(fd, p, off)
+			}
+		}
+		posix.Sys = posix.Syscalls{Pread: saved.Pread, Pwrite: fail(saved.Pwrite)}
+		err := kvik.SaveFile(context.Background(), path, ps)
+		posix.Sys = saved
+		if len(want) == 0 || budget >= int64(len(want)) {
+			continue // nothing to fail
+		}
+		if !errors.Is(err, syscall.EIO) {
+			t.Fatalf("round %d: save of %d bytes failing after %d: %v, want EIO", round, len(want), budget, err)
+		}
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, old) {
+			t.Fatalf("round %d: the old file changed (%d bytes, want %d)", round, len(got), len(old))
+		}
+		noPending(t, dir)
+	}
+}
+
+// TestSaveFileFullFilesystem saves over a good file on a 1 MiB tmpfs with
+// more than fits: ENOSPC, the old file intact, nothing left behind, and a
+// save that fits still works afterwards.
+func TestSaveFileFullFilesystem(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v): TestSaveFileWriteErrorKeepsOld covers the logic", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	rng := rand.New(rand.NewPCG(relTestSeed(t), 3))
+	path := filepath.Join(dir, "ckpt.bin")
+	oldPs, old := randomPieces(rng, 2, 200<<10)
+	if err := kvik.SaveFile(context.Background(), path, oldPs); err != nil {
+		t.Fatal(err)
+	}
+	big, _ := randomPieces(rng, 3, 1<<20)
+	big = append(big, kvik.Piece{Data: make([]byte, 1<<20)})
+	err := kvik.SaveFile(context.Background(), path, big)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("save of more than fits: %v, want ENOSPC", err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, old) {
+		t.Fatalf("the old file changed (%d bytes, want %d)", len(got), len(old))
+	}
+	noPending(t, dir)
+	small, want := randomPieces(rng, 2, 100<<10)
+	if err := kvik.SaveFile(context.Background(), path, small); err != nil {
+		t.Fatalf("save that fits after ENOSPC: %v", err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, want) {
+		t.Fatal("save after ENOSPC reads back different bytes")
+	}
+}
+
+// TestSaveFileConcurrent saves different contents to one path from many
+// goroutines: the file must end up whole, equal to one of them.
+func TestSaveFileConcurrent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(relTestSeed(t), 4))
+	smallTasks(t, 16<<10)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "shared.bin")
+	const writers = 8
+	contents := make([][]byte, writers)
+	pieces := make([][]kvik.Piece, writers)
+	for i := range writers {
+		pieces[i], contents[i] = randomPieces(rng, 1+rng.IntN(6), 150<<10)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for i := range writers {
+		wg.Go(func() { errs[i] = kvik.SaveFile(context.Background(), path, pieces[i]) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range contents {
+		found = found || bytes.Equal(got, c)
+	}
+	if !found {
+		t.Fatalf("the file (%d bytes) is none of the %d saves: torn", len(got), writers)
+	}
+	noPending(t, dir)
+}
+
+// TestSaveFileS3 uploads pieces as one object, in one PUT and in a
+// multipart upload, and compares the stored bytes.
+func TestSaveFileS3(t *testing.T) {
+	v := s3test.Start(t)
+	rng := rand.New(rand.NewPCG(relTestSeed(t), 5))
+	for _, max := range []int{64 << 10, 3 << 20} { // one PUT; several 5 MiB parts
+		ps, want := randomPieces(rng, 2+rng.IntN(8), max)
+		if max > 1<<20 { // at least two parts
+			big, b := randomPieces(rng, 1, 0)
+			big[0].Data = make([]byte, 6<<20+rng.IntN(1000))
+			for i := range big[0].Data {
+				big[0].Data[i] = byte(i * 7)
+			}
+			ps, want, _ = append(ps, big[0]), append(want, big[0].Data...), b
+		}
+		key := fmt.Sprintf("dir/obj-%d.bin", max)
+		if err := kvik.SaveFile(context.Background(), v.URLOf(key), ps, v.Opts()...); err != nil {
+			t.Fatalf("%d bytes: %v", len(want), err)
+		}
+		if got, ok := v.Object(key); !ok || !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes: stored %d bytes (present %v)", len(want), len(got), ok)
+		}
+	}
+	// A cancelled save leaves no object.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ps, _ := randomPieces(rng, 4, 4<<20)
+	if err := kvik.SaveFile(ctx, v.URLOf("cancelled.bin"), ps, v.Opts()...); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled save: %v, want context.Canceled", err)
+	}
+	if _, ok := v.Object("cancelled.bin"); ok {
+		t.Fatal("a cancelled save left an object")
+	}
+}
+
+func TestSaveFileBadPiece(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	err := kvik.SaveFile(context.Background(), path, []kvik.Piece{{Ptr: 1, Size: -1}})
+	if !errors.Is(err, kvik.ErrInvalidArgument) {
+		t.Fatalf("negative device size: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused save created the file: %v", err)
+	}
+}
+
+// TestSaveFileDevicePieces saves host and device pieces mixed, to a local
+// file in each compat mode and to S3 when versitygw is there.
+func TestSaveFileDevicePieces(t *testing.T) {
+	ctx := needGPU(t)
+	rng := rand.New(rand.NewPCG(relTestSeed(t), 6))
+	smallTasks(t, 1<<20)
+	ps, want := randomPieces(rng, 7, 3<<20)
+	var off int
+	for i := range ps {
+		n := len(ps[i].Data)
+		if i%2 == 1 && n > 0 { // every other piece from device memory
+			dev := devAlloc(t, ctx, n+100)
+			toDevice(t, ctx, dev.Ptr()+50, ps[i].Data)
+			ps[i] = kvik.Piece{Ptr: dev.Ptr() + 50, Size: int64(n)}
+		}
+		off += n
+	}
+	dir := testDir(t)
+	for _, mode := range gpuCompatModes(t, dir) {
+		restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.CompatMode = mode })
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "mixed-"+mode.String())
+		err = kvik.SaveFile(context.Background(), path, ps)
+		restore()
+		if err != nil {
+			t.Fatalf("%v: %v", mode, err)
+		}
+		if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%v: read back %d of %d bytes (%v) or different bytes", mode, len(got), len(want), err)
+		}
+	}
+	if os.Getenv("KVIK_TEST_VERSITYGW") == "" {
+		return
+	}
+	v := s3test.Start(t)
+	if err := kvik.SaveFile(context.Background(), v.URLOf("mixed.bin"), ps, v.Opts()...); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := v.Object("mixed.bin"); !bytes.Equal(got, want) {
+		t.Fatalf("S3 object of %d bytes differs from the %d saved", len(got), len(want))
+	}
+}
