@@ -80,17 +80,17 @@ func TestWhitespacePadding(t *testing.T) {
 // TestSplitSixBit checks a split 6-bit tensor is cut on element boundaries.
 func TestSplitSixBit(t *testing.T) {
 	ts := []Tensor{{TensorInfo: TensorInfo{Name: "w", Dtype: F6E2M3, End: 30000}}}
-	ps, err := plan(ts, &Options{Split: func(*TensorInfo) bool { return true }}, 3, false)
+	p, err := plan(ts, 0, &Options{Split: func(*TensorInfo) bool { return true }}, 3, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range ts[0].Parts {
-		if p.Offset%3 != 0 || p.Offset%Alignment != 0 {
-			t.Fatalf("part at byte %d cuts a 6-bit element or breaks alignment", p.Offset)
+	for _, pc := range p.Pieces {
+		if pc.PartOff%3 != 0 || pc.PartOff%Alignment != 0 {
+			t.Fatalf("part at byte %d cuts a 6-bit element or breaks alignment", pc.PartOff)
 		}
 	}
-	if len(ps) != 3 {
-		t.Fatalf("%d parts", len(ps))
+	if len(p.Pieces) != 3 {
+		t.Fatalf("%d parts", len(p.Pieces))
 	}
 }
 

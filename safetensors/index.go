@@ -122,8 +122,7 @@ func loadIndex(path string, o *Options, host bool) (*Model, error) {
 			all.byName[t.Name] = len(all.Tensors)
 			all.Tensors = append(all.Tensors, t)
 		}
-		all.bufs = append(all.bufs, m.bufs...)
-		all.devs = append(all.devs, m.devs...)
+		all.mems = append(all.mems, m.mems...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		all.Close()

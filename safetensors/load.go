@@ -1,20 +1,18 @@
 package safetensors
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"unsafe"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/tensorload"
 )
 
 // Alignment is the alignment of every tensor's address in memory that
 // Load and LoadHost return (cudaMalloc's guarantee for a fresh allocation).
-const Alignment = 256
+const Alignment = tensorload.Alignment
 
 // Options selects and places the tensors that Load reads. The zero value
 // loads every tensor onto device 0.
@@ -70,8 +68,7 @@ type Model struct {
 	// Metadata is the __metadata__ map (for an index, its "metadata").
 	Metadata map[string]string
 	byName   map[string]int
-	bufs     []*cuda.DeviceBuffer
-	devs     []cuda.Device
+	mems     []*tensorload.Memory
 }
 
 // Tensor returns the loaded tensor called name, or nil.
@@ -87,28 +84,11 @@ func (m *Model) Tensor(name string) *Tensor {
 // retained. Pointers into it are invalid afterwards.
 func (m *Model) Close() error {
 	var errs []error
-	for _, b := range m.bufs {
-		errs = append(errs, b.Close())
+	for _, mem := range m.mems {
+		errs = append(errs, mem.Close())
 	}
-	for _, d := range m.devs {
-		errs = append(errs, d.PrimaryCtxRelease())
-	}
-	m.bufs, m.devs = nil, nil
+	m.mems = nil
 	return errors.Join(errs...)
-}
-
-// piece is one contiguous byte range to read into one memory slot.
-type piece struct {
-	tensor, part int   // index into the model's Tensors and the tensor's Parts (-1: whole)
-	slot         int   // index into Devices (or 0 for host)
-	off, size    int64 // file offset relative to the data area
-	memOff       int64 // offset in the slot's allocation
-}
-
-// run is a contiguous file range read into contiguous memory.
-type run struct {
-	slot                int
-	fileOff, memOff, sz int64
 }
 
 // Load reads the selected tensors of the safetensors file at path into
@@ -182,165 +162,61 @@ func loadFrom(f *kvik.FileHandle, h *Header, o *Options, host bool) (*Model, err
 		m.byName[t.Name] = len(m.Tensors)
 		m.Tensors = append(m.Tensors, Tensor{TensorInfo: t, Device: -1})
 	}
-	pieces, err := plan(m.Tensors, o, len(devices), host)
+	p, err := plan(m.Tensors, h.DataOffset, o, len(devices), host)
 	if err != nil {
 		return nil, err
 	}
-	runs, totals := layout(pieces, len(devices))
 	if host {
-		return m, readHost(f, h, m, pieces, runs, totals[0])
+		mem, err := p.ReadHost(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, pc := range p.Pieces {
+			m.Tensors[pc.Tensor].Data = mem[pc.MemOff : pc.MemOff+pc.Size : pc.MemOff+pc.Size]
+		}
+		return m, nil
 	}
-	if err := readDevices(f, h, m, devices, pieces, runs, totals); err != nil {
-		m.Close()
+	mem, err := p.ReadDevices(f, devices)
+	if err != nil {
 		return nil, err
+	}
+	m.mems = append(m.mems, mem)
+	for _, pc := range p.Pieces {
+		t := &m.Tensors[pc.Tensor]
+		ptr := mem.Bases[pc.Slot] + cuda.DevicePtr(pc.MemOff)
+		if pc.Part < 0 {
+			t.Device, t.Ptr = devices[pc.Slot], ptr
+		} else {
+			t.Parts = append(t.Parts, Part{Device: devices[pc.Slot], Ptr: ptr, Offset: pc.PartOff, Size: pc.Size})
+		}
 	}
 	return m, nil
 }
 
-// plan assigns each tensor (or each part of a split tensor) to a slot.
-func plan(ts []Tensor, o *Options, ndev int, host bool) ([]piece, error) {
-	var total int64
-	for _, t := range ts {
-		total += t.Size()
-	}
-	var ps []piece
-	var cum int64
+// plan places each tensor (or each part of a split tensor) in a slot; the
+// data area starts at file offset base.
+func plan(ts []Tensor, base int64, o *Options, ndev int, host bool) (*tensorload.Plan, error) {
+	specs := make([]tensorload.Tensor, len(ts))
 	for i := range ts {
 		t := &ts[i].TensorInfo
+		s := tensorload.Tensor{Off: base + t.Begin, Size: t.Size(), Slot: tensorload.Balanced}
 		switch {
 		case host:
-			ps = append(ps, piece{tensor: i, part: -1, off: t.Begin, size: t.Size()})
+			s.Slot = 0
 		case o.Split != nil && o.Split(t) && ndev > 1:
 			// Cut at multiples of Alignment, and of 3 bytes (4 elements)
 			// for 6-bit types, so no element straddles two parts.
-			unit := int64(Alignment)
+			s.SplitUnit = Alignment
 			if t.Dtype.Bits()%4 != 0 {
-				unit *= 3
+				s.SplitUnit *= 3
 			}
-			share := alignUp((t.Size()+int64(ndev)-1)/int64(ndev), unit)
-			for d, at := 0, int64(0); d < ndev && at < t.Size(); d, at = d+1, at+share {
-				n := min(share, t.Size()-at)
-				ts[i].Parts = append(ts[i].Parts, Part{Offset: at, Size: n})
-				ps = append(ps, piece{tensor: i, part: len(ts[i].Parts) - 1, slot: d, off: t.Begin + at, size: n})
+		case o.Place != nil:
+			s.Slot = o.Place(t)
+			if s.Slot < 0 || s.Slot >= ndev {
+				return nil, fmt.Errorf("%w: Place put %q on device index %d of %d", ErrInvalidArgument, t.Name, s.Slot, ndev)
 			}
-		default:
-			slot := 0
-			if o.Place != nil {
-				slot = o.Place(t)
-				if slot < 0 || slot >= ndev {
-					return nil, fmt.Errorf("%w: Place put %q on device index %d of %d", ErrInvalidArgument, t.Name, slot, ndev)
-				}
-			} else if ndev > 1 && total > 0 {
-				// Contiguous balanced shares keep each device's reads long.
-				slot = int(min((cum+t.Size()/2)*int64(ndev)/total, int64(ndev-1)))
-			}
-			ps = append(ps, piece{tensor: i, part: -1, slot: slot, off: t.Begin, size: t.Size()})
 		}
-		cum += t.Size()
+		specs[i] = s
 	}
-	return ps, nil
-}
-
-// layout gives each piece an aligned offset in its slot and merges
-// pieces that are adjacent in the file and stay aligned into runs.
-func layout(ps []piece, nslot int) ([]run, []int64) {
-	totals := make([]int64, nslot)
-	last := make([]int, nslot) // index+1 of each slot's open run
-	var runs []run
-	for i := range ps {
-		p := &ps[i]
-		if p.size == 0 {
-			continue // an empty tensor points at its slot's (aligned) base
-		}
-		cur := totals[p.slot]
-		if r := last[p.slot]; r > 0 && runs[r-1].fileOff+runs[r-1].sz == p.off && runs[r-1].memOff+runs[r-1].sz == cur && cur%Alignment == 0 {
-			p.memOff = cur
-			runs[r-1].sz += p.size
-		} else {
-			p.memOff = alignUp(cur, Alignment)
-			runs = append(runs, run{slot: p.slot, fileOff: p.off, memOff: p.memOff, sz: p.size})
-			last[p.slot] = len(runs)
-		}
-		totals[p.slot] = p.memOff + p.size
-	}
-	return runs, totals
-}
-
-func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
-
-func readHost(f *kvik.FileHandle, h *Header, m *Model, ps []piece, runs []run, total int64) error {
-	raw := make([]byte, total+Alignment)
-	pad := int64((Alignment - uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%Alignment) % Alignment)
-	mem := raw[pad : pad+total]
-	futs := make([]*kvik.Future, len(runs))
-	for i, r := range runs {
-		futs[i] = f.PRead(context.Background(), mem[r.memOff:r.memOff+r.sz], h.DataOffset+r.fileOff)
-	}
-	if err := wait(futs, runs); err != nil {
-		return err
-	}
-	for _, p := range ps {
-		m.Tensors[p.tensor].Data = mem[p.memOff : p.memOff+p.size : p.memOff+p.size]
-	}
-	return nil
-}
-
-func readDevices(f *kvik.FileHandle, h *Header, m *Model, devices []int, ps []piece, runs []run, totals []int64) error {
-	if err := cuda.Init(); err != nil {
-		return err
-	}
-	bases := make([]cuda.DevicePtr, len(devices))
-	for s, ord := range devices {
-		dev, err := cuda.DeviceGet(ord)
-		if err != nil {
-			return err
-		}
-		ctx, err := dev.PrimaryCtxRetain()
-		if err != nil {
-			return err
-		}
-		m.devs = append(m.devs, dev)
-		if totals[s] == 0 {
-			continue
-		}
-		var b *cuda.DeviceBuffer
-		if err := cuda.WithContext(ctx, func() (err error) { b, err = cuda.MemAlloc(int(totals[s])); return err }); err != nil {
-			return fmt.Errorf("allocating %d bytes on device %d: %w", totals[s], ord, err)
-		}
-		m.bufs = append(m.bufs, b)
-		bases[s] = b.Ptr()
-	}
-	futs := make([]*kvik.Future, len(runs))
-	for i, r := range runs {
-		futs[i] = f.PReadDevice(context.Background(), bases[r.slot], int(r.sz), h.DataOffset+r.fileOff, r.memOff)
-	}
-	if err := wait(futs, runs); err != nil {
-		return err
-	}
-	for _, p := range ps {
-		t := &m.Tensors[p.tensor]
-		ptr := bases[p.slot] + cuda.DevicePtr(p.memOff)
-		if p.part < 0 {
-			t.Device, t.Ptr = devices[p.slot], ptr
-		} else {
-			t.Parts[p.part].Device, t.Parts[p.part].Ptr = devices[p.slot], ptr
-		}
-	}
-	return nil
-}
-
-// wait collects every future, so none is left running, and reports the
-// first failure or short read.
-func wait(futs []*kvik.Future, runs []run) error {
-	var first error
-	for i, fu := range futs {
-		n, err := fu.Get()
-		if err == nil && int64(n) != runs[i].sz {
-			err = io.ErrUnexpectedEOF
-		}
-		if err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return tensorload.New(specs, ndev), nil
 }

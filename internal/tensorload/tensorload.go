@@ -1,0 +1,235 @@
+// Package tensorload places the tensors of one file in memory and reads
+// them there with kvik's parallel reads: one allocation per device (or one
+// host allocation), each tensor at an aligned offset, tensors that are
+// adjacent in the file read as one range. The format packages (safetensors,
+// gguf) decide which tensors go where; this package lays them out and
+// reads them.
+package tensorload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"unsafe"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
+)
+
+// Alignment is the alignment of every tensor's offset in its allocation
+// (cudaMalloc's guarantee for a fresh allocation, so addresses too).
+const Alignment = 256
+
+// Balanced as a Tensor's Slot places it by size: each slot gets a
+// contiguous share of the file of about the same number of bytes.
+const Balanced = -1
+
+// maxGap is the most file bytes between two tensors (a format's padding)
+// that a run reads through, into memory it leaves unused, rather than
+// starting another read: fewer, longer reads.
+const maxGap = 4096
+
+// Tensor is what the plan needs of one tensor.
+type Tensor struct {
+	Off, Size int64 // byte range in the file
+	// Slot is the index of the device for a whole tensor, or Balanced.
+	Slot int
+	// SplitUnit, if positive and there are several slots, cuts the tensor
+	// by byte range into one part per slot, at multiples of SplitUnit (a
+	// multiple of Alignment that cuts no element).
+	SplitUnit int64
+}
+
+// Piece is one contiguous byte range of a tensor in one slot: the whole
+// tensor, or one part of a split one.
+type Piece struct {
+	Tensor  int   // index into the planned tensors
+	Part    int   // index among the tensor's parts; -1 for a whole tensor
+	Slot    int   // index of the device (0 for host memory)
+	Off     int64 // file offset
+	Size    int64
+	PartOff int64 // offset of a part in its tensor
+	MemOff  int64 // offset in the slot's allocation, a multiple of Alignment
+}
+
+// Run is a contiguous file range read into contiguous memory of one slot.
+type Run struct {
+	Slot                int
+	FileOff, MemOff, Sz int64
+}
+
+// Plan is where every piece goes and which reads fill the allocations.
+type Plan struct {
+	Pieces []Piece // tensor by tensor, parts in order
+	Runs   []Run
+	Totals []int64 // bytes of each slot's allocation
+}
+
+// New places ts in nslot slots (at least 1) and merges into runs the
+// pieces that follow each other in the file and in memory.
+func New(ts []Tensor, nslot int) *Plan {
+	nslot = max(nslot, 1)
+	var total int64
+	for _, t := range ts {
+		total += t.Size
+	}
+	p := &Plan{}
+	var cum int64
+	for i, t := range ts {
+		switch {
+		case t.SplitUnit > 0 && nslot > 1:
+			share := alignUp((t.Size+int64(nslot)-1)/int64(nslot), t.SplitUnit)
+			for s, at := 0, int64(0); s < nslot && at < t.Size; s, at = s+1, at+share {
+				n := min(share, t.Size-at)
+				p.Pieces = append(p.Pieces, Piece{Tensor: i, Part: s, Slot: s, Off: t.Off + at, Size: n, PartOff: at})
+			}
+		default:
+			slot := t.Slot
+			if slot == Balanced {
+				slot = 0
+				if nslot > 1 && total > 0 {
+					// Contiguous balanced shares keep each device's reads long.
+					slot = int(min((cum+t.Size/2)*int64(nslot)/total, int64(nslot-1)))
+				}
+			}
+			p.Pieces = append(p.Pieces, Piece{Tensor: i, Part: -1, Slot: slot, Off: t.Off, Size: t.Size})
+		}
+		cum += t.Size
+	}
+	p.layout(nslot)
+	return p
+}
+
+// layout gives each piece an aligned offset in its slot, and extends the
+// slot's open run over it when the piece follows the run in the file
+// (after at most maxGap bytes of padding) and that keeps it aligned.
+func (p *Plan) layout(nslot int) {
+	p.Totals = make([]int64, nslot)
+	last := make([]int, nslot) // index+1 of each slot's open run
+	for i := range p.Pieces {
+		pc := &p.Pieces[i]
+		if pc.Size == 0 {
+			continue // an empty tensor points at its slot's (aligned) base
+		}
+		cur := p.Totals[pc.Slot]
+		if r := last[pc.Slot]; r > 0 {
+			run := &p.Runs[r-1]
+			gap := pc.Off - (run.FileOff + run.Sz)
+			if gap >= 0 && gap <= maxGap && run.MemOff+run.Sz == cur && (cur+gap)%Alignment == 0 {
+				pc.MemOff = cur + gap
+				run.Sz += gap + pc.Size
+				p.Totals[pc.Slot] = pc.MemOff + pc.Size
+				continue
+			}
+		}
+		pc.MemOff = alignUp(cur, Alignment)
+		p.Runs = append(p.Runs, Run{Slot: pc.Slot, FileOff: pc.Off, MemOff: pc.MemOff, Sz: pc.Size})
+		last[pc.Slot] = len(p.Runs)
+		p.Totals[pc.Slot] = pc.MemOff + pc.Size
+	}
+}
+
+func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
+
+// ReadHost reads a one-slot plan into one host allocation aligned to
+// Alignment, and returns it: piece i's bytes are at mem[Pieces[i].MemOff:].
+func (p *Plan) ReadHost(r kvik.Reader) ([]byte, error) {
+	total := p.Totals[0]
+	raw := make([]byte, total+Alignment)
+	pad := int64((Alignment - uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%Alignment) % Alignment)
+	mem := raw[pad : pad+total : pad+total]
+	futs := make([]*kvik.Future, len(p.Runs))
+	for i, run := range p.Runs {
+		futs[i] = r.PRead(context.Background(), mem[run.MemOff:run.MemOff+run.Sz], run.FileOff)
+	}
+	if err := wait(futs, p.Runs); err != nil {
+		return nil, err
+	}
+	return mem, nil
+}
+
+// Memory is the device memory of a loaded plan: one allocation per slot.
+type Memory struct {
+	// Bases are the slots' base addresses (0 for a slot with no bytes).
+	Bases []cuda.DevicePtr
+	bufs  []*cuda.DeviceBuffer
+	devs  []cuda.Device
+}
+
+// Close frees the allocations and releases the primary contexts that
+// ReadDevices retained.
+func (m *Memory) Close() error {
+	var errs []error
+	for _, b := range m.bufs {
+		errs = append(errs, b.Close())
+	}
+	for _, d := range m.devs {
+		errs = append(errs, d.PrimaryCtxRelease())
+	}
+	m.bufs, m.devs = nil, nil
+	return errors.Join(errs...)
+}
+
+// ReadDevices allocates each slot's bytes on the device of that index in
+// devices and reads every run into it, all at once. On error it frees
+// what it allocated.
+func (p *Plan) ReadDevices(r kvik.Reader, devices []int) (*Memory, error) {
+	if err := cuda.Init(); err != nil {
+		return nil, err
+	}
+	m := &Memory{Bases: make([]cuda.DevicePtr, len(devices))}
+	if err := m.alloc(devices, p.Totals); err != nil {
+		m.Close()
+		return nil, err
+	}
+	futs := make([]*kvik.Future, len(p.Runs))
+	for i, run := range p.Runs {
+		futs[i] = r.PReadDevice(context.Background(), m.Bases[run.Slot], int(run.Sz), run.FileOff, run.MemOff)
+	}
+	if err := wait(futs, p.Runs); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Memory) alloc(devices []int, totals []int64) error {
+	for s, ord := range devices {
+		dev, err := cuda.DeviceGet(ord)
+		if err != nil {
+			return err
+		}
+		ctx, err := dev.PrimaryCtxRetain()
+		if err != nil {
+			return err
+		}
+		m.devs = append(m.devs, dev)
+		if totals[s] == 0 {
+			continue
+		}
+		var b *cuda.DeviceBuffer
+		if err := cuda.WithContext(ctx, func() (err error) { b, err = cuda.MemAlloc(int(totals[s])); return err }); err != nil {
+			return fmt.Errorf("allocating %d bytes on device %d: %w", totals[s], ord, err)
+		}
+		m.bufs = append(m.bufs, b)
+		m.Bases[s] = b.Ptr()
+	}
+	return nil
+}
+
+// wait collects every future, so none is left running, and reports the
+// first failure or short read.
+func wait(futs []*kvik.Future, runs []Run) error {
+	var first error
+	for i, fu := range futs {
+		n, err := fu.Get()
+		if err == nil && int64(n) != runs[i].Sz {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

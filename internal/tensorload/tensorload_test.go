@@ -1,0 +1,220 @@
+package tensorload
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// randomTensors lays out up to 80 tensors of random sizes from file
+// offset base, with random padding (0 to 63 bytes, sometimes more than
+// maxGap) between them, and returns them with the end of the last.
+func randomTensors(rng *rand.Rand, base int64) ([]Tensor, int64) {
+	var ts []Tensor
+	at := base
+	for range 1 + rng.IntN(80) {
+		sz := int64(rng.IntN(5000))
+		if rng.IntN(2) == 0 {
+			sz = sz / 256 * 256
+		}
+		ts = append(ts, Tensor{Off: at, Size: sz, Slot: Balanced})
+		at += sz
+		switch rng.IntN(4) {
+		case 0:
+			at += int64(rng.IntN(64))
+		case 1:
+			at += maxGap + 1
+		}
+	}
+	return ts, at
+}
+
+// TestPlanLayout checks placement: balanced shares are contiguous and
+// near equal, split tensors cover their bytes, every memory offset is
+// aligned, no two pieces share memory, and every run is one contiguous
+// file range holding its pieces at the matching memory offsets.
+func TestPlanLayout(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for trial := range 80 {
+		ts, _ := randomTensors(rng, int64(rng.IntN(100)))
+		var sum, maxT int64
+		for i := range ts {
+			sum += ts[i].Size
+			maxT = max(maxT, ts[i].Size)
+			if trial%3 == 0 && ts[i].Size > 3000 {
+				ts[i].SplitUnit = Alignment * int64(1+rng.IntN(3))
+			}
+		}
+		nslot := 1 + rng.IntN(4)
+		p := New(ts, nslot)
+		covered := make([]int64, nslot)
+		for i, pc := range p.Pieces {
+			if pc.MemOff%Alignment != 0 || pc.MemOff+pc.Size > p.Totals[pc.Slot] || pc.Slot < 0 || pc.Slot >= nslot {
+				t.Fatalf("piece %+v misplaced (totals %v)", pc, p.Totals)
+			}
+			for _, q := range p.Pieces[:i] {
+				if q.Slot == pc.Slot && q.Size > 0 && pc.Size > 0 && q.MemOff < pc.MemOff+pc.Size && pc.MemOff < q.MemOff+q.Size {
+					t.Fatalf("pieces %+v and %+v share memory", q, pc)
+				}
+			}
+			covered[pc.Slot] += pc.Size
+		}
+		var inRuns int64
+		for _, r := range p.Runs {
+			var held int64
+			for _, pc := range p.Pieces {
+				if pc.Slot == r.Slot && pc.Size > 0 && pc.Off >= r.FileOff && pc.Off+pc.Size <= r.FileOff+r.Sz {
+					if pc.MemOff-r.MemOff != pc.Off-r.FileOff {
+						t.Fatalf("piece %+v not where run %+v puts it", pc, r)
+					}
+					held += pc.Size
+				}
+			}
+			if r.Sz-held > maxGap*int64(len(p.Pieces)) || held == 0 {
+				t.Fatalf("run %+v holds %d bytes of pieces", r, held)
+			}
+			inRuns += held
+		}
+		if inRuns != sum {
+			t.Fatalf("runs hold %d bytes of %d", inRuns, sum)
+		}
+		for i := range ts {
+			var s int64
+			nparts := 0
+			for _, pc := range p.Pieces {
+				if pc.Tensor == i {
+					if pc.PartOff != s || (pc.Part >= 0 && pc.PartOff%ts[i].SplitUnit != 0) {
+						t.Fatalf("parts of %d not contiguous or cut off a unit: %+v", i, pc)
+					}
+					s += pc.Size
+					nparts++
+				}
+			}
+			if s != ts[i].Size || (ts[i].SplitUnit == 0 && nparts != 1) || nparts > nslot {
+				t.Fatalf("tensor %d: %d pieces cover %d of %d", i, nparts, s, ts[i].Size)
+			}
+		}
+		if trial%3 != 0 && nslot > 1 {
+			for _, c := range covered {
+				if d := c - sum/int64(nslot); d > maxT || -d > maxT {
+					t.Fatalf("unbalanced: %v of %d (largest tensor %d)", covered, sum, maxT)
+				}
+			}
+		}
+	}
+}
+
+// TestGapMerge checks padding between tensors is read through when that
+// keeps the next tensor aligned, and starts a new run when it would not.
+func TestGapMerge(t *testing.T) {
+	p := New([]Tensor{{Off: 100, Size: 224}, {Off: 356, Size: 512}, {Off: 868, Size: 10}, {Off: 900, Size: 7}}, 1)
+	// 100..324 then 32 bytes of padding: 356-100 = 256 keeps the second
+	// aligned; the third follows directly at memory 768 (aligned); the
+	// fourth would land at 800, not aligned: a new run.
+	if len(p.Runs) != 2 || p.Runs[0] != (Run{FileOff: 100, MemOff: 0, Sz: 778}) || p.Pieces[3].MemOff != 1024 {
+		t.Fatalf("runs %+v pieces %+v", p.Runs, p.Pieces)
+	}
+}
+
+// TestReadHost reads random plans of a real file through a FileHandle and
+// compares every piece with os.ReadFile.
+func TestReadHost(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	ts, end := randomTensors(rng, 37)
+	data := make([]byte, end)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := kvik.Open(path, "r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := New(ts, 1)
+	mem, err := p.ReadHost(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mem) > 0 && uintptr(unsafe.Pointer(&mem[0]))%Alignment != 0 {
+		t.Fatal("host memory not aligned")
+	}
+	for _, pc := range p.Pieces {
+		if !bytes.Equal(mem[pc.MemOff:pc.MemOff+pc.Size], data[pc.Off:pc.Off+pc.Size]) {
+			t.Fatalf("piece %+v differs", pc)
+		}
+	}
+	// A run past the end of the file is a short read, reported.
+	short := New([]Tensor{{Off: end - 10, Size: 20}}, 1)
+	if _, err := short.ReadHost(f); err == nil {
+		t.Fatal("read past the end succeeded")
+	}
+}
+
+// TestReadDevices reads a plan split over every GPU (up to 4) and
+// compares each piece with the file. Skips without a GPU.
+func TestReadDevices(t *testing.T) {
+	if err := cuda.Init(); err != nil {
+		t.Skipf("no CUDA driver: %v", err)
+	}
+	n, err := cuda.DeviceGetCount()
+	if err != nil || n == 0 {
+		t.Skipf("no CUDA device (count %d, %v)", n, err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	ts, end := randomTensors(rng, 11)
+	ts[len(ts)/2].SplitUnit = Alignment
+	data := make([]byte, end)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := kvik.Open(path, "r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	devices := make([]int, min(n, 4))
+	for i := range devices {
+		devices[i] = i
+	}
+	p := New(ts, len(devices))
+	m, err := p.ReadDevices(f, devices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, pc := range p.Pieces {
+		got := make([]byte, pc.Size)
+		if pc.Size > 0 {
+			dev, _ := cuda.DeviceGet(devices[pc.Slot])
+			ctx, err := dev.PrimaryCtxRetain()
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cuda.WithContext(ctx, func() error { return cuda.MemcpyDtoH(got, m.Bases[pc.Slot]+cuda.DevicePtr(pc.MemOff)) })
+			dev.PrimaryCtxRelease()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, data[pc.Off:pc.Off+pc.Size]) {
+			t.Fatalf("piece %+v differs on device %d", pc, devices[pc.Slot])
+		}
+	}
+}
