@@ -1,0 +1,207 @@
+package gguf
+
+import (
+	"context"
+	"io/fs"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/tensorload"
+)
+
+// Alignment is the alignment of every tensor's address in memory that
+// Load and LoadHost return (cudaMalloc's guarantee for a fresh allocation).
+const Alignment = tensorload.Alignment
+
+// Options selects and places the tensors that Load reads, as
+// safetensors.Options does. The zero value loads every tensor onto
+// device 0.
+type Options struct {
+	// Names, if set, are the only tensors loaded; a missing one is an
+	// error matching ErrNotFound.
+	Names []string
+	// Filter, if set, loads only the tensors it returns true for.
+	Filter func(t *TensorInfo) bool
+	// Devices are the CUDA device ordinals to load onto (default [0]).
+	Devices []int
+	// Place maps a tensor to an index into Devices. When nil and there are
+	// several devices, tensors are balanced by size: each device gets a
+	// contiguous share of about the same number of bytes.
+	Place func(t *TensorInfo) int
+	// Split, if set, selects tensors that are cut by byte range into one
+	// part per device (at multiples of Alignment that are whole blocks of
+	// the tensor's type, so no block is cut) instead of being placed
+	// whole. Their Parts field lists the pieces.
+	Split func(t *TensorInfo) bool
+	// AllowUnknownTypes loads tensors of a type this package does not
+	// know as raw bytes, from their offset to the next tensor's data (or
+	// the end of the file), instead of failing with ErrUnknownType.
+	AllowUnknownTypes bool
+}
+
+// Part is the piece of a split tensor held by one device: bytes
+// [Offset, Offset+Size) of the tensor at Ptr.
+type Part struct {
+	Device       int
+	Ptr          cuda.DevicePtr
+	Offset, Size int64
+}
+
+// Tensor is a loaded tensor.
+type Tensor struct {
+	TensorInfo
+	// Device is the CUDA ordinal holding the tensor, or -1 for host memory
+	// or a split tensor.
+	Device int
+	// Ptr is the tensor's device address (aligned to Alignment) for a
+	// whole tensor on a device; 0 otherwise.
+	Ptr cuda.DevicePtr
+	// Data is the tensor's bytes for a host load; nil otherwise.
+	Data []byte
+	// Parts lists the pieces of a split tensor, in order.
+	Parts []Part
+}
+
+// Model is a set of loaded tensors with the file's metadata. Close frees
+// their memory.
+type Model struct {
+	// Tensors in file order.
+	Tensors  []Tensor
+	Metadata Metadata
+	// Version and Alignment are the file's.
+	Version   uint32
+	Alignment int64
+	byName    map[string]int
+	mem       *tensorload.Memory
+}
+
+// Tensor returns the loaded tensor called name, or nil.
+func (m *Model) Tensor(name string) *Tensor {
+	i, ok := m.byName[name]
+	if !ok {
+		return nil
+	}
+	return &m.Tensors[i]
+}
+
+// Close frees the model's device memory and releases the contexts it
+// retained. Pointers into it are invalid afterwards.
+func (m *Model) Close() error {
+	if m.mem == nil {
+		return nil
+	}
+	err := m.mem.Close()
+	m.mem = nil
+	return err
+}
+
+// Load reads the selected tensors of the GGUF file name (a path, or a
+// URL as kvik.OpenReader takes, opened with opts) into device memory:
+// one allocation per device and one parallel read per contiguous range.
+// The header is read and validated before any allocation.
+func Load(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return loadName(name, o, false, opts)
+}
+
+// LoadHost is Load into host memory: each Tensor's Data holds its bytes
+// (aligned to Alignment); placement options are ignored.
+func LoadHost(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return loadName(name, o, true, opts)
+}
+
+// LoadReader is Load from an open kvik.Reader (a FileHandle, MmapHandle
+// or RemoteHandle), which it leaves open.
+func LoadReader(r kvik.Reader, o *Options) (*Model, error) { return loadReader(r, o, false) }
+
+// LoadReaderHost is LoadHost from an open kvik.Reader.
+func LoadReaderHost(r kvik.Reader, o *Options) (*Model, error) { return loadReader(r, o, true) }
+
+// ReadFileHeader reads and validates the header of the GGUF file name (a
+// path, or a URL opened with opts); o may be nil, only its
+// AllowUnknownTypes counts.
+func ReadFileHeader(name string, o *Options, opts ...kvik.RemoteOption) (*Header, error) {
+	r, err := kvik.OpenReader(context.Background(), name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	h, err := readerHeader(r, o)
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: r.Name(), Err: err}
+	}
+	return h, nil
+}
+
+func readerHeader(r kvik.Reader, o *Options) (*Header, error) {
+	size, err := r.Size()
+	if err != nil {
+		return nil, err
+	}
+	return readHeader(r, size, o != nil && o.AllowUnknownTypes)
+}
+
+func loadName(name string, o *Options, host bool, opts []kvik.RemoteOption) (*Model, error) {
+	r, err := kvik.OpenReader(context.Background(), name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return loadReader(r, o, host)
+}
+
+func loadReader(r kvik.Reader, o *Options, host bool) (*Model, error) {
+	if o == nil {
+		o = &Options{}
+	}
+	h, err := readerHeader(r, o)
+	if err == nil {
+		var m *Model
+		if m, err = load(r, h, o, host); err == nil {
+			return m, nil
+		}
+	}
+	return nil, &fs.PathError{Op: "read", Path: r.Name(), Err: err}
+}
+
+func load(r kvik.Reader, h *Header, o *Options, host bool) (*Model, error) {
+	res, err := tensorload.Load(r, &tensorload.Request[TensorInfo]{
+		Tensors: h.Tensors,
+		Name:    func(t *TensorInfo) string { return t.Name },
+		Range:   func(t *TensorInfo) (int64, int64) { return h.DataOffset + t.Offset, t.Size },
+		Unit:    func(t *TensorInfo) int64 { return splitUnit(t.Type) },
+		Names:   o.Names, Filter: o.Filter, Devices: o.Devices, Place: o.Place, Split: o.Split,
+		Host:     host,
+		NotFound: ErrNotFound, InvalidArgument: ErrInvalidArgument,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Metadata: h.Metadata, Version: h.Version, Alignment: h.Alignment, mem: res.Mem,
+		byName: make(map[string]int, len(res.Tensors))}
+	for i, t := range res.Tensors {
+		l := &res.Loaded[i]
+		m.byName[t.Name] = i
+		m.Tensors = append(m.Tensors, Tensor{TensorInfo: t, Device: l.Device, Ptr: l.Ptr, Data: l.Data})
+		for _, p := range l.Parts {
+			m.Tensors[i].Parts = append(m.Tensors[i].Parts, Part(p))
+		}
+	}
+	return m, nil
+}
+
+// splitUnit is the smallest multiple of Alignment that is whole blocks of
+// t (Alignment for an unknown type, whose bytes are raw).
+func splitUnit(t Type) int64 {
+	b := t.TypeSize()
+	if b == 0 {
+		return Alignment
+	}
+	return Alignment / gcd(Alignment, b) * b
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
