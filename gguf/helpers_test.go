@@ -96,6 +96,18 @@ func randomMetadata(rng *rand.Rand, align uint32) Metadata {
 	return m
 }
 
+// deviceCount returns the number of CUDA devices, 0 without a driver.
+func deviceCount() int {
+	if cuda.Init() != nil {
+		return 0
+	}
+	n, err := cuda.DeviceGetCount()
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
 // needGPU skips where no CUDA device is usable and returns the count.
 func needGPU(t testing.TB) int {
 	t.Helper()
