@@ -39,3 +39,36 @@ func TestInfoTensorFiles(t *testing.T) {
 		t.Errorf("object array: %s", r.stderr)
 	}
 }
+
+// TestInfoGGUF lists a GGUF file gguf-py wrote, as text and JSON, and
+// refuses a big-endian one.
+func TestInfoGGUF(t *testing.T) {
+	p := filepath.Join("..", "..", "gguf", "testdata", "all_types.gguf")
+	r := runKvik(t, nil, "info", p).expect(t, exitOK)
+	for _, want := range []string{"GGUF v3, 34 tensors", "architecture llama, alignment 32", "Q8_K         1 tensors  876 B",
+		"metadata llama.context_length = 4096", `tokenizer.ggml.tokens = [6 STRING] "<s>"`, "blk.10.q4_k.weight     Q4_K     [512 1 2]    576"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("kvik info %s lacks %q:\n%s", p, want, r.stdout)
+		}
+	}
+	var rep tensorFileInfo
+	r = runKvik(t, nil, "info", "--json", p).expect(t, exitOK)
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var sum, byType int64
+	for _, x := range rep.Tensors {
+		sum += x.Bytes
+	}
+	for _, x := range rep.Types {
+		byType += x.Bytes
+	}
+	if len(rep.Tensors) != 34 || rep.Bytes != 5464 || sum != 5464 || byType != 5464 || rep.Architecture != "llama" ||
+		rep.DataOffset != 4128 || rep.Metadata["general.name"] != "kvik fixture" || rep.Types[0].Type != "Q8_K" {
+		t.Errorf("JSON report %+v", rep)
+	}
+	r = runKvik(t, nil, "info", filepath.Join("..", "..", "gguf", "testdata", "bigendian.gguf")).expect(t, exitFailure)
+	if !strings.Contains(r.stderr, "big-endian") {
+		t.Errorf("big-endian file: %s", r.stderr)
+	}
+}
