@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"math/rand/v2"
 	"path/filepath"
@@ -17,11 +18,11 @@ func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:
 
 // randomBytes returns n random bytes.
 func randomBytes(rng *rand.Rand, n int64) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(rng.Uint32())
+	b := make([]byte, n+8)
+	for i := int64(0); i < n; i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], rng.Uint64())
 	}
-	return b
+	return b[:n:n]
 }
 
 // randomTensors makes n tensors of random known types and shapes (1 to 4

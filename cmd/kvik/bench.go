@@ -15,7 +15,9 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/gguf"
 	"github.com/kvikgo/kvik/internal/benchplot"
+	"github.com/kvikgo/kvik/safetensors"
 )
 
 const benchDesc = `
@@ -60,6 +62,7 @@ type benchOptions struct {
 	plotFrom  []string // --plot-from: draw these reports instead of running
 	url       string   // --url: benchmark a remote object instead
 	st        string   // --safetensors: benchmark loading this file
+	gguf      string   // --gguf: benchmark loading this file
 }
 
 // benchFlags returns kvik bench's flag set bound to a new benchOptions.
@@ -94,6 +97,7 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	fs.StringVar(&o.st, "safetensors", "", "benchmark loading this safetensors `file` to GPU 0 (and balanced over GPUs 0 and 1) against kvik.ReadFileToDevice")
+	fs.StringVar(&o.gguf, "gguf", "", "benchmark loading this GGUF `file` to GPU 0 (and balanced over GPUs 0 and 1) against kvik.ReadFileToDevice")
 	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS) instead of a file")
 	fs.StringVar(&o.plot, "plot", "", "also draw GB/s against workers for every path and ceiling into this `file` (.svg or .png)")
 	fs.Func("plot-from", "with --plot, draw these kvik bench --json outputs (comma-separated `files`, e.g. one per file size) instead of running", func(s string) error {
@@ -195,7 +199,22 @@ func runBench(e *env, args []string) error {
 		return benchRemote(e, o)
 	}
 	if o.st != "" {
-		return benchSafetensors(e, o)
+		return benchModel(e, o, o.st, "safetensors", func(devs []int) error {
+			m, err := safetensors.Load(o.st, &safetensors.Options{Devices: devs})
+			if err == nil {
+				err = m.Close()
+			}
+			return err
+		})
+	}
+	if o.gguf != "" {
+		return benchModel(e, o, o.gguf, "gguf", func(devs []int) error {
+			m, err := gguf.Load(o.gguf, &gguf.Options{Devices: devs})
+			if err == nil {
+				err = m.Close()
+			}
+			return err
+		})
 	}
 	b := &bench{e: e, o: o}
 	if b.mem, err = chooseMemory(o.memory); err != nil {

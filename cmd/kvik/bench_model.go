@@ -8,10 +8,9 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
-	"github.com/kvikgo/kvik/safetensors"
 )
 
-// stResult is one configuration of kvik bench --safetensors.
+// stResult is one configuration of kvik bench --safetensors or --gguf.
 type stResult struct {
 	Name    string    `json:"name"`
 	Seconds []float64 `json:"seconds"`
@@ -22,17 +21,18 @@ type stResult struct {
 	MedianGBps float64 `json:"median_gb_per_s"`
 }
 
-// benchSafetensors times kvik.ReadFileToDevice of the whole file, the
-// safetensors load onto GPU 0 and, with two GPUs, the balanced load onto
-// GPUs 0 and 1, each --repeats times (the page cache dropped first with
-// --drop-cache), and prints the best times and the ratios.
-func benchSafetensors(e *env, o *benchOptions) error {
-	st, err := os.Stat(o.st)
+// benchModel times kvik.ReadFileToDevice of the whole model file at
+// path, its load (of format kind) onto GPU 0 and, with two GPUs, the
+// balanced load onto GPUs 0 and 1, each --repeats times (the page cache
+// dropped first with --drop-cache), and prints the best times and the
+// ratios.
+func benchModel(e *env, o *benchOptions, path, kind string, load func(devs []int) error) error {
+	st, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
 	if err := cuda.Init(); err != nil {
-		return fmt.Errorf("--safetensors needs a GPU: %w", err)
+		return fmt.Errorf("--%s needs a GPU: %w", kind, err)
 	}
 	ngpu, err := cuda.DeviceGetCount()
 	if err != nil {
@@ -44,16 +44,16 @@ func benchSafetensors(e *env, o *benchOptions) error {
 	}
 	configs := []config{
 		{"kvik.ReadFileToDevice", func() error {
-			b, err := kvik.ReadFileToDevice(o.st)
+			b, err := kvik.ReadFileToDevice(path)
 			if err == nil {
 				err = b.Close()
 			}
 			return err
 		}},
-		{"safetensors.Load gpu0", func() error { return loadClose(o.st, []int{0}) }},
+		{kind + ".Load gpu0", func() error { return load([]int{0}) }},
 	}
 	if ngpu >= 2 {
-		configs = append(configs, config{"safetensors.Load gpu0+1 balanced", func() error { return loadClose(o.st, []int{0, 1}) }})
+		configs = append(configs, config{kind + ".Load gpu0+1 balanced", func() error { return load([]int{0, 1}) }})
 	}
 	// The configurations take turns, repetition by repetition, each round
 	// starting with the next one: a disk drifts by more within a run than
@@ -66,7 +66,7 @@ func benchSafetensors(e *env, o *benchOptions) error {
 		for k := range configs {
 			i := (k + rep) % len(configs)
 			if o.dropCache {
-				if err := kvik.DropFilePageCache(o.st, 0, 0); err != nil {
+				if err := kvik.DropFilePageCache(path, 0, 0); err != nil {
 					return err
 				}
 			}
@@ -90,7 +90,7 @@ func benchSafetensors(e *env, o *benchOptions) error {
 	if o.dropCache {
 		cache = "cold (page cache dropped)"
 	}
-	fmt.Fprintf(e.stdout, "safetensors %s: %.2f GB, %s, %d repetitions taking turns; best (median)\n", o.st, float64(st.Size())/1e9, cache, o.repeats)
+	fmt.Fprintf(e.stdout, "%s %s: %.2f GB, %s, %d repetitions taking turns; best (median)\n", kind, path, float64(st.Size())/1e9, cache, o.repeats)
 	for _, r := range results {
 		fmt.Fprintf(e.stdout, "  %-34s %8.3f s  %7.2f GB/s (%.2f)  %.2fx (%.2fx) ReadFileToDevice\n",
 			r.Name, r.Best, r.GBps, r.MedianGBps, results[0].Best/r.Best, results[0].Median/r.Median)
@@ -99,12 +99,4 @@ func benchSafetensors(e *env, o *benchOptions) error {
 		fmt.Fprintf(e.stdout, "  two GPUs / one GPU: %.2fx (%.2fx)\n", results[1].Best/results[2].Best, results[1].Median/results[2].Median)
 	}
 	return nil
-}
-
-func loadClose(path string, devs []int) error {
-	m, err := safetensors.Load(path, &safetensors.Options{Devices: devs})
-	if err != nil {
-		return err
-	}
-	return m.Close()
 }
