@@ -151,9 +151,11 @@ func TestSaveRejects(t *testing.T) {
 	}
 }
 
+// TestPlaceOutOfRange checks a Place outside Devices is refused before
+// any device is touched (so without a GPU too).
 func TestPlaceOutOfRange(t *testing.T) {
-	ts := []Tensor{{TensorInfo: TensorInfo{Name: "a", End: 4}}}
-	if _, err := plan(ts, 0, &Options{Place: func(*TensorInfo) int { return 2 }}, 2, false); !errors.Is(err, ErrInvalidArgument) {
+	p, _ := writeRandom(t, rand.New(rand.NewPCG(8, 8)), 3, nil)
+	if _, err := Load(p, &Options{Devices: []int{0, 1}, Place: func(*TensorInfo) int { return 2 }}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package safetensors
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 
 	"github.com/kvikgo/kvik"
@@ -128,95 +127,39 @@ func load(path string, o *Options, host bool) (*Model, error) {
 	return m, nil
 }
 
-// selected returns the header's tensors that o selects, in file order.
-func selected(h *Header, o *Options) ([]TensorInfo, error) {
-	want := map[string]bool{}
-	for _, n := range o.Names {
-		if _, ok := h.Lookup(n); !ok {
-			return nil, fmt.Errorf("%w: %q", ErrNotFound, n)
-		}
-		want[n] = true
-	}
-	var out []TensorInfo
-	for i := range h.Tensors {
-		t := &h.Tensors[i]
-		if (len(o.Names) > 0 && !want[t.Name]) || (o.Filter != nil && !o.Filter(t)) {
-			continue
-		}
-		out = append(out, *t)
-	}
-	return out, nil
-}
-
 func loadFrom(f *kvik.FileHandle, h *Header, o *Options, host bool) (*Model, error) {
-	ts, err := selected(h, o)
+	res, err := tensorload.Load(f, &tensorload.Request[TensorInfo]{
+		Tensors: h.Tensors,
+		Name:    func(t *TensorInfo) string { return t.Name },
+		Range:   func(t *TensorInfo) (int64, int64) { return h.DataOffset + t.Begin, t.Size() },
+		Unit:    splitUnit,
+		Names:   o.Names, Filter: o.Filter, Devices: o.Devices, Place: o.Place, Split: o.Split,
+		Host:     host,
+		NotFound: ErrNotFound, InvalidArgument: ErrInvalidArgument,
+	})
 	if err != nil {
 		return nil, err
 	}
-	devices := o.Devices
-	if len(devices) == 0 || host {
-		devices = []int{0}
+	m := &Model{Metadata: h.Metadata, byName: make(map[string]int, len(res.Tensors))}
+	if res.Mem != nil {
+		m.mems = append(m.mems, res.Mem)
 	}
-	m := &Model{Metadata: h.Metadata, byName: make(map[string]int, len(ts))}
-	for _, t := range ts {
-		m.byName[t.Name] = len(m.Tensors)
-		m.Tensors = append(m.Tensors, Tensor{TensorInfo: t, Device: -1})
-	}
-	p, err := plan(m.Tensors, h.DataOffset, o, len(devices), host)
-	if err != nil {
-		return nil, err
-	}
-	if host {
-		mem, err := p.ReadHost(f)
-		if err != nil {
-			return nil, err
-		}
-		for _, pc := range p.Pieces {
-			m.Tensors[pc.Tensor].Data = mem[pc.MemOff : pc.MemOff+pc.Size : pc.MemOff+pc.Size]
-		}
-		return m, nil
-	}
-	mem, err := p.ReadDevices(f, devices)
-	if err != nil {
-		return nil, err
-	}
-	m.mems = append(m.mems, mem)
-	for _, pc := range p.Pieces {
-		t := &m.Tensors[pc.Tensor]
-		ptr := mem.Bases[pc.Slot] + cuda.DevicePtr(pc.MemOff)
-		if pc.Part < 0 {
-			t.Device, t.Ptr = devices[pc.Slot], ptr
-		} else {
-			t.Parts = append(t.Parts, Part{Device: devices[pc.Slot], Ptr: ptr, Offset: pc.PartOff, Size: pc.Size})
+	for i, t := range res.Tensors {
+		l := &res.Loaded[i]
+		m.byName[t.Name] = i
+		m.Tensors = append(m.Tensors, Tensor{TensorInfo: t, Device: l.Device, Ptr: l.Ptr, Data: l.Data})
+		for _, p := range l.Parts {
+			m.Tensors[i].Parts = append(m.Tensors[i].Parts, Part(p))
 		}
 	}
 	return m, nil
 }
 
-// plan places each tensor (or each part of a split tensor) in a slot; the
-// data area starts at file offset base.
-func plan(ts []Tensor, base int64, o *Options, ndev int, host bool) (*tensorload.Plan, error) {
-	specs := make([]tensorload.Tensor, len(ts))
-	for i := range ts {
-		t := &ts[i].TensorInfo
-		s := tensorload.Tensor{Off: base + t.Begin, Size: t.Size(), Slot: tensorload.Balanced}
-		switch {
-		case host:
-			s.Slot = 0
-		case o.Split != nil && o.Split(t) && ndev > 1:
-			// Cut at multiples of Alignment, and of 3 bytes (4 elements)
-			// for 6-bit types, so no element straddles two parts.
-			s.SplitUnit = Alignment
-			if t.Dtype.Bits()%4 != 0 {
-				s.SplitUnit *= 3
-			}
-		case o.Place != nil:
-			s.Slot = o.Place(t)
-			if s.Slot < 0 || s.Slot >= ndev {
-				return nil, fmt.Errorf("%w: Place put %q on device index %d of %d", ErrInvalidArgument, t.Name, s.Slot, ndev)
-			}
-		}
-		specs[i] = s
+// splitUnit cuts a split tensor at multiples of Alignment, and of 3 bytes
+// (4 elements) for 6-bit types, so no element straddles two parts.
+func splitUnit(t *TensorInfo) int64 {
+	if t.Dtype.Bits()%4 != 0 {
+		return 3 * Alignment
 	}
-	return tensorload.New(specs, ndev), nil
+	return Alignment
 }

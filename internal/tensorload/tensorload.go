@@ -233,3 +233,149 @@ func wait(futs []*kvik.Future, runs []Run) error {
 	}
 	return first
 }
+
+// Request is one load of a file's tensors, described by T (a format's
+// tensor description): which to load, where, and how to read them.
+type Request[T any] struct {
+	// Tensors are every tensor of the file, in file order.
+	Tensors []T
+	// Name returns a tensor's name; Range its byte range in the file;
+	// Unit the granularity at which a split cuts it (a multiple of
+	// Alignment that cuts no element).
+	Name  func(*T) string
+	Range func(*T) (off, size int64)
+	Unit  func(*T) int64
+	// Names, Filter, Devices, Place and Split are the format's Options.
+	Names   []string
+	Filter  func(*T) bool
+	Devices []int
+	Place   func(*T) int
+	Split   func(*T) bool
+	// Host loads into host memory, ignoring placement.
+	Host bool
+	// NotFound and InvalidArgument are the format's errors for a missing
+	// name and a Place out of range.
+	NotFound, InvalidArgument error
+}
+
+// Part is the piece of a split tensor held by one device.
+type Part struct {
+	Device       int
+	Ptr          cuda.DevicePtr
+	Offset, Size int64
+}
+
+// Loaded is where one loaded tensor is: Device and Ptr for a whole tensor
+// on a device (Device -1 otherwise), Data for a host load, Parts for a
+// split tensor.
+type Loaded struct {
+	Device int
+	Ptr    cuda.DevicePtr
+	Data   []byte
+	Parts  []Part
+}
+
+// Result is a load's selected tensors (in file order), where each is,
+// and the device memory holding them (nil for a host load).
+type Result[T any] struct {
+	Tensors []T
+	Loaded  []Loaded
+	Mem     *Memory
+}
+
+// Load selects, places and reads the tensors of q from r: one allocation
+// per device (or one host allocation) and one parallel read per run.
+// Selection and placement are checked before anything is allocated.
+func Load[T any](r kvik.Reader, q *Request[T]) (*Result[T], error) {
+	ts, err := q.selected()
+	if err != nil {
+		return nil, err
+	}
+	devices := q.Devices
+	if len(devices) == 0 || q.Host {
+		devices = []int{0}
+	}
+	specs, err := q.specs(ts, len(devices))
+	if err != nil {
+		return nil, err
+	}
+	p := New(specs, len(devices))
+	res := &Result[T]{Tensors: ts, Loaded: make([]Loaded, len(ts))}
+	for i := range res.Loaded {
+		res.Loaded[i].Device = -1
+	}
+	if q.Host {
+		mem, err := p.ReadHost(r)
+		if err != nil {
+			return nil, err
+		}
+		for _, pc := range p.Pieces {
+			res.Loaded[pc.Tensor].Data = mem[pc.MemOff : pc.MemOff+pc.Size : pc.MemOff+pc.Size]
+		}
+		return res, nil
+	}
+	if res.Mem, err = p.ReadDevices(r, devices); err != nil {
+		return nil, err
+	}
+	for _, pc := range p.Pieces {
+		l := &res.Loaded[pc.Tensor]
+		ptr := res.Mem.Bases[pc.Slot] + cuda.DevicePtr(pc.MemOff)
+		if pc.Part < 0 {
+			l.Device, l.Ptr = devices[pc.Slot], ptr
+		} else {
+			l.Parts = append(l.Parts, Part{Device: devices[pc.Slot], Ptr: ptr, Offset: pc.PartOff, Size: pc.Size})
+		}
+	}
+	return res, nil
+}
+
+// selected returns the tensors that Names and Filter select, in file order.
+func (q *Request[T]) selected() ([]T, error) {
+	var want map[string]bool
+	if len(q.Names) > 0 {
+		have := make(map[string]bool, len(q.Tensors))
+		for i := range q.Tensors {
+			have[q.Name(&q.Tensors[i])] = true
+		}
+		want = make(map[string]bool, len(q.Names))
+		for _, n := range q.Names {
+			if !have[n] {
+				return nil, fmt.Errorf("%w: %q", q.NotFound, n)
+			}
+			want[n] = true
+		}
+	}
+	var out []T
+	for i := range q.Tensors {
+		t := &q.Tensors[i]
+		if (want != nil && !want[q.Name(t)]) || (q.Filter != nil && !q.Filter(t)) {
+			continue
+		}
+		out = append(out, *t)
+	}
+	return out, nil
+}
+
+// specs places each tensor: whole in slot 0 for a host load, split, by
+// Place, or balanced.
+func (q *Request[T]) specs(ts []T, ndev int) ([]Tensor, error) {
+	specs := make([]Tensor, len(ts))
+	for i := range ts {
+		t := &ts[i]
+		s := Tensor{Slot: Balanced}
+		s.Off, s.Size = q.Range(t)
+		switch {
+		case q.Host:
+			s.Slot = 0
+		case q.Split != nil && q.Split(t) && ndev > 1:
+			s.SplitUnit = q.Unit(t)
+		case q.Place != nil:
+			s.Slot = q.Place(t)
+			if s.Slot < 0 || s.Slot >= ndev {
+				return nil, fmt.Errorf("%w: Place put %q on device index %d of %d", q.InvalidArgument, q.Name(t), s.Slot, ndev)
+			}
+		}
+		specs[i] = s
+	}
+	return specs, nil
+}
