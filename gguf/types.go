@@ -67,7 +67,7 @@ var types = map[Type]typeInfo{
 	Q5_0:    {"Q5_0", 32, 2 + 4 + 16},
 	Q5_1:    {"Q5_1", 32, 2 + 2 + 4 + 16},
 	Q8_0:    {"Q8_0", 32, 2 + 32},
-	Q8_1:    {"Q8_1", 32, 4 + 4 + 32},
+	Q8_1:    {"Q8_1", 32, 2 + 2 + 32}, // ggml's block_q8_1 (gguf-py's table still has the old 4 + 4 + 32)
 	Q2_K:    {"Q2_K", qk, 2 + 2 + qk/16 + qk/4},
 	Q3_K:    {"Q3_K", qk, 2 + qk/4 + qk/8 + 12},
 	Q4_K:    {"Q4_K", qk, 2 + 2 + qk/2 + 12},

@@ -45,7 +45,7 @@ func TestInfoTensorFiles(t *testing.T) {
 func TestInfoGGUF(t *testing.T) {
 	p := filepath.Join("..", "..", "gguf", "testdata", "all_types.gguf")
 	r := runKvik(t, nil, "info", p).expect(t, exitOK)
-	for _, want := range []string{"GGUF v3, 34 tensors", "architecture llama, alignment 32", "Q8_K         1 tensors  876 B",
+	for _, want := range []string{"GGUF v3, 33 tensors", "architecture llama, alignment 32", "Q8_K         1 tensors  876 B",
 		"metadata llama.context_length = 4096", `tokenizer.ggml.tokens = [6 STRING] "<s>"`, "blk.10.q4_k.weight     Q4_K     [512 1 2]    576"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("kvik info %s lacks %q:\n%s", p, want, r.stdout)
@@ -63,8 +63,8 @@ func TestInfoGGUF(t *testing.T) {
 	for _, x := range rep.Types {
 		byType += x.Bytes
 	}
-	if len(rep.Tensors) != 34 || rep.Bytes != 5464 || sum != 5464 || byType != 5464 || rep.Architecture != "llama" ||
-		rep.DataOffset != 4128 || rep.Metadata["general.name"] != "kvik fixture" || rep.Types[0].Type != "Q8_K" {
+	if len(rep.Tensors) != 33 || rep.Bytes != 5384 || sum != 5384 || byType != 5384 || rep.Architecture != "llama" ||
+		rep.DataOffset != 4064 || rep.Metadata["general.name"] != "kvik fixture" || rep.Types[0].Type != "Q8_K" {
 		t.Errorf("JSON report %+v", rep)
 	}
 	r = runKvik(t, nil, "info", filepath.Join("..", "..", "gguf", "testdata", "bigendian.gguf")).expect(t, exitFailure)
