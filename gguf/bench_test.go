@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/kvikgo/kvik/internal/gputest"
+
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/tensorload"
 )
@@ -210,7 +212,7 @@ func BenchmarkLoadHost(b *testing.B) {
 // BenchmarkLoadDevice loads a synthetic model onto GPU 0, and reads the
 // same file with kvik.ReadFileToDevice, the ceiling Load should meet.
 func BenchmarkLoadDevice(b *testing.B) {
-	needGPU(b)
+	gputest.Need(b)
 	p := benchFile(b)
 	st, _ := os.Stat(p)
 	b.Run("gguf.Load", func(b *testing.B) {

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kvikgo/kvik/internal/gputest"
+
 	"github.com/kvikgo/kvik/internal/s3test"
 )
 
@@ -32,7 +34,7 @@ func deviceCopies(m *Model) []SaveTensor {
 // gguf-py fixtures to device 0, compares every tensor's bytes, saves them
 // back from device memory and expects the original file byte for byte.
 func TestDeviceRoundTrip(t *testing.T) {
-	needGPU(t)
+	gputest.Need(t)
 	rng := rand.New(rand.NewPCG(21, 22))
 	var files []string
 	for _, align := range []uint32{0, 8, 256, 64} {
@@ -56,7 +58,7 @@ func TestDeviceRoundTrip(t *testing.T) {
 			if g == nil || g.Device != 0 || (g.Size > 0 && g.Ptr%Alignment != 0) {
 				t.Fatalf("%s: %s: %+v", p, w.Name, g)
 			}
-			if got := fromDevice(t, 0, g.Ptr, g.Size); !bytes.Equal(got, w.Data) {
+			if got := gputest.FromDevice(t, 0, g.Ptr, g.Size); !bytes.Equal(got, w.Data) {
 				t.Fatalf("%s: %s: device bytes differ", p, w.Name)
 			}
 		}
@@ -78,7 +80,7 @@ func TestDeviceRoundTrip(t *testing.T) {
 // TestMultiDevice loads onto two GPUs balanced, by a mapping function, and
 // with the largest tensor split by byte range at whole blocks.
 func TestMultiDevice(t *testing.T) {
-	if n := needGPU(t); n < 2 {
+	if n := gputest.Need(t); n < 2 {
 		t.Skipf("needs two GPUs, found %d", n)
 	}
 	devs := []int{0, 1}
@@ -107,11 +109,11 @@ func TestMultiDevice(t *testing.T) {
 					if part.Offset%splitUnit(g.Type) != 0 {
 						t.Fatalf("%s: part at %d cuts a block", g.Name, part.Offset)
 					}
-					got = append(got, fromDevice(t, part.Device, part.Ptr, part.Size)...)
+					got = append(got, gputest.FromDevice(t, part.Device, part.Ptr, part.Size)...)
 					used[part.Device] += part.Size
 				}
 			} else {
-				got = fromDevice(t, g.Device, g.Ptr, g.Size)
+				got = gputest.FromDevice(t, g.Device, g.Ptr, g.Size)
 				used[g.Device] += g.Size
 			}
 			if !bytes.Equal(got, w.Data) {
@@ -130,7 +132,7 @@ func TestMultiDevice(t *testing.T) {
 
 // TestS3Device loads a fixture from S3 (versitygw) into device memory.
 func TestS3Device(t *testing.T) {
-	needGPU(t)
+	gputest.Need(t)
 	srv := s3test.Start(t)
 	b, err := os.ReadFile(filepath.Join("testdata", "all_types.gguf"))
 	if err != nil {
@@ -147,7 +149,7 @@ func TestS3Device(t *testing.T) {
 	defer m.Close()
 	for _, w := range want.Tensors {
 		g := m.Tensor(w.Name)
-		if got := fromDevice(t, 0, g.Ptr, g.Size); !bytes.Equal(got, w.Data) {
+		if got := gputest.FromDevice(t, 0, g.Ptr, g.Size); !bytes.Equal(got, w.Data) {
 			t.Fatalf("%s differs", w.Name)
 		}
 	}
@@ -162,7 +164,7 @@ func TestWriteForPython(t *testing.T) {
 	if out == "" {
 		t.Skip("KVIK_GGUF_XCHECK_OUT not set")
 	}
-	fromDev := deviceCount() > 0
+	fromDev := gputest.Count() > 0
 	gen := "kvik gguf.Save from host memory"
 	if fromDev {
 		gen = "kvik gguf.Save from device memory"

@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -78,20 +79,17 @@ func (h *Header) Lookup(name string) (*TensorInfo, bool) {
 }
 
 // ReadHeader reads and validates the header of a GGUF file of the given
-// size from r, a tensor of unknown type included (ErrUnknownType). It
-// reads only the header: first 1 MiB (or the whole file, if smaller),
-// then, for a longer header, reads that double what it has.
+// size from r; a tensor of a type this package does not know is
+// ErrUnknownType. It reads the header only: first 1 MiB (or the whole
+// file, if smaller), then, for a longer header, reads that double what it
+// has.
 func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
 	return readHeader(r, size, false)
 }
 
 func readHeader(r io.ReaderAt, size int64, allowUnknown bool) (*Header, error) {
 	c := &cursor{r: r, size: size, end: min(size, MaxHeaderSize)}
-	h, err := c.header(allowUnknown)
-	if err != nil {
-		return nil, err
-	}
-	return h, nil
+	return c.header(allowUnknown)
 }
 
 // cursor reads a header front to back. buf holds the file's first
@@ -484,7 +482,7 @@ func checkData(h *Header, size int64, allowUnknown bool) error {
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmpInt(h.Tensors[a].Offset, h.Tensors[b].Offset) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(h.Tensors[a].Offset, h.Tensors[b].Offset) })
 	for k, i := range order {
 		t := &h.Tensors[i]
 		if t.Offset%h.Alignment != 0 {
@@ -519,14 +517,4 @@ func checkData(h *Header, size int64, allowUnknown bool) error {
 		}
 	}
 	return nil
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

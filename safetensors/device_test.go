@@ -7,13 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/kvikgo/kvik/internal/gputest"
 )
 
 // TestDeviceRoundTrip loads random tensors to device 0, compares every
 // tensor's bytes with the host copy, saves them back from device memory
 // and checks the file is byte-identical to the original.
 func TestDeviceRoundTrip(t *testing.T) {
-	needGPU(t)
+	gputest.Need(t)
 	rng := rand.New(rand.NewPCG(21, 22))
 	for range 4 {
 		p, ts := writeRandom(t, rng, 1+rng.IntN(80), map[string]string{"k": "v"})
@@ -27,7 +29,7 @@ func TestDeviceRoundTrip(t *testing.T) {
 			if g == nil || g.Device != 0 || (g.Size() > 0 && g.Ptr%Alignment != 0) {
 				t.Fatalf("%s: %+v", w.Name, g)
 			}
-			if got := fromDevice(t, 0, g.Ptr, g.Size()); !bytes.Equal(got, w.Data) {
+			if got := gputest.FromDevice(t, 0, g.Ptr, g.Size()); !bytes.Equal(got, w.Data) {
 				t.Fatalf("%s: device bytes differ", w.Name)
 			}
 			back = append(back, SaveTensor{Name: w.Name, Dtype: w.Dtype, Shape: w.Shape, Ptr: g.Ptr, Data: nilIfDev(g)})
@@ -59,7 +61,7 @@ func nilIfDev(g *Tensor) []byte {
 // TestMultiDevice loads onto every GPU (at least two) balanced, by a
 // mapping function, and with the largest tensor split by byte range.
 func TestMultiDevice(t *testing.T) {
-	n := needGPU(t)
+	n := gputest.Need(t)
 	if n < 2 {
 		t.Skipf("needs two GPUs, found %d", n)
 	}
@@ -87,11 +89,11 @@ func TestMultiDevice(t *testing.T) {
 			var got []byte
 			if len(g.Parts) > 0 {
 				for _, part := range g.Parts {
-					got = append(got, fromDevice(t, part.Device, part.Ptr, part.Size)...)
+					got = append(got, gputest.FromDevice(t, part.Device, part.Ptr, part.Size)...)
 					used[part.Device] += part.Size
 				}
 			} else {
-				got = fromDevice(t, g.Device, g.Ptr, g.Size())
+				got = gputest.FromDevice(t, g.Device, g.Ptr, g.Size())
 				used[g.Device] += g.Size()
 			}
 			if !bytes.Equal(got, w.Data) {
@@ -116,7 +118,7 @@ func TestWriteForPython(t *testing.T) {
 	if out == "" {
 		t.Skip("KVIK_ST_XCHECK_OUT not set")
 	}
-	needGPU(t)
+	gputest.Need(t)
 	rng := rand.New(rand.NewPCG(41, 42))
 	e := expected{Generator: "kvik safetensors.Save from device memory", Files: map[string]expectedFile{}}
 	for i := range 3 {

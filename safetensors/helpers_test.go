@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kvikgo/kvik/cuda"
 	"go.uber.org/goleak"
 )
 
@@ -92,39 +91,4 @@ func readExpected(t *testing.T, dir string) expected {
 		t.Fatal("expected.json lists no files")
 	}
 	return e
-}
-
-// needGPU skips where no CUDA device is usable and returns the count.
-func needGPU(t testing.TB) int {
-	t.Helper()
-	if err := cuda.Init(); err != nil {
-		t.Skipf("no CUDA driver: %v", err)
-	}
-	n, err := cuda.DeviceGetCount()
-	if err != nil || n == 0 {
-		t.Skipf("no CUDA device (count %d, %v)", n, err)
-	}
-	return n
-}
-
-// fromDevice copies n bytes at p on device ord to the host.
-func fromDevice(t testing.TB, ord int, p cuda.DevicePtr, n int64) []byte {
-	t.Helper()
-	out := make([]byte, n)
-	if n == 0 {
-		return out
-	}
-	dev, err := cuda.DeviceGet(ord)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, err := dev.PrimaryCtxRetain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.PrimaryCtxRelease()
-	if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyDtoH(out, p) }); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

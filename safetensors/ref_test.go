@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/kvikgo/kvik/internal/gputest"
 )
 
 // TestReferenceFiles loads files written by safetensors.torch.save_file
@@ -27,7 +29,7 @@ func referenceFiles(t *testing.T, dir string) {
 	e := readExpected(t, dir)
 	gpu := false
 	if os.Getenv("KVIK_ST_DEVICE") != "" {
-		needGPU(t)
+		gputest.Need(t)
 		gpu = true
 	}
 	for name, want := range e.Files {
@@ -69,7 +71,7 @@ func checkExpected(t *testing.T, file string, m *Model, want expectedFile, dev b
 			if g.Size() > 0 && (g.Ptr == 0 || g.Ptr%Alignment != 0) {
 				t.Errorf("%s: %s at %#x, not aligned", file, name, g.Ptr)
 			}
-			data = fromDevice(t, g.Device, g.Ptr, g.Size())
+			data = gputest.FromDevice(t, g.Device, g.Ptr, g.Size())
 		}
 		if string(g.Dtype) != w.Dtype || !slices.Equal(g.Shape, w.Shape) || sum(data) != w.Sha256 {
 			t.Errorf("%s: %s is %s %v %s, want %+v", file, name, g.Dtype, g.Shape, sum(data)[:8], w)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/gputest"
 	"go.uber.org/goleak"
 )
 
@@ -125,11 +126,10 @@ func TestGapMerge(t *testing.T) {
 	}
 }
 
-// TestReadHost reads random plans of a real file through a FileHandle and
-// compares every piece with os.ReadFile.
-func TestReadHost(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	ts, end := randomTensors(rng, 37)
+// randomFile writes random tensors from file offset base into a file of
+// random bytes, and returns them, the bytes and the open file.
+func randomFile(t *testing.T, rng *rand.Rand, base int64) ([]Tensor, []byte, *kvik.FileHandle) {
+	ts, end := randomTensors(rng, base)
 	data := make([]byte, end)
 	for i := range data {
 		data[i] = byte(rng.Uint32())
@@ -142,7 +142,15 @@ func TestReadHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
+	return ts, data, f
+}
+
+// TestReadHost reads random plans of a real file through a FileHandle and
+// compares every piece with the file's bytes.
+func TestReadHost(t *testing.T) {
+	ts, data, f := randomFile(t, rand.New(rand.NewPCG(3, 4)), 37)
+	end := int64(len(data))
 	p := New(ts, 1)
 	mem, err := p.ReadHost(f)
 	if err != nil {
@@ -166,29 +174,9 @@ func TestReadHost(t *testing.T) {
 // TestReadDevices reads a plan split over every GPU (up to 4) and
 // compares each piece with the file. Skips without a GPU.
 func TestReadDevices(t *testing.T) {
-	if err := cuda.Init(); err != nil {
-		t.Skipf("no CUDA driver: %v", err)
-	}
-	n, err := cuda.DeviceGetCount()
-	if err != nil || n == 0 {
-		t.Skipf("no CUDA device (count %d, %v)", n, err)
-	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	ts, end := randomTensors(rng, 11)
+	n := gputest.Need(t)
+	ts, data, f := randomFile(t, rand.New(rand.NewPCG(5, 6)), 11)
 	ts[len(ts)/2].SplitUnit = Alignment
-	data := make([]byte, end)
-	for i := range data {
-		data[i] = byte(rng.Uint32())
-	}
-	path := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := kvik.Open(path, "r", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	devices := make([]int, min(n, 4))
 	for i := range devices {
 		devices[i] = i
@@ -200,19 +188,7 @@ func TestReadDevices(t *testing.T) {
 	}
 	defer m.Close()
 	for _, pc := range p.Pieces {
-		got := make([]byte, pc.Size)
-		if pc.Size > 0 {
-			dev, _ := cuda.DeviceGet(devices[pc.Slot])
-			ctx, err := dev.PrimaryCtxRetain()
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = cuda.WithContext(ctx, func() error { return cuda.MemcpyDtoH(got, m.Bases[pc.Slot]+cuda.DevicePtr(pc.MemOff)) })
-			dev.PrimaryCtxRelease()
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		got := gputest.FromDevice(t, devices[pc.Slot], m.Bases[pc.Slot]+cuda.DevicePtr(pc.MemOff), pc.Size)
 		if !bytes.Equal(got, data[pc.Off:pc.Off+pc.Size]) {
 			t.Fatalf("piece %+v differs on device %d", pc, devices[pc.Slot])
 		}
