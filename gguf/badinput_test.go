@@ -86,6 +86,7 @@ func TestBadHeaders(t *testing.T) {
 		{"offset past the file", newRaw(3, 1, 0).tensor("t", F32, 1<<40, 1).data(4), ErrInvalidTensor},
 		{"misaligned", newRaw(3, 1, 0).tensor("t", I8, 4, 1).data(8), ErrInvalidTensor},
 		{"overlap", newRaw(3, 2, 0).tensor("a", F32, 0, 16).tensor("b", I8, 32, 4).data(64), ErrInvalidTensor},
+		{"overlap after an empty one", newRaw(3, 3, 0).tensor("a", F32, 0, 16).tensor("e", F32, 32, 0).tensor("b", I8, 32, 4).data(64), ErrInvalidTensor},
 		{"duplicate tensor", newRaw(3, 2, 0).tensor("a", I8, 0, 1).tensor("a", I8, 32, 1).data(64), ErrInvalidHeader},
 		{"data area past the end", newRaw(3, 1, 0).tensor("a", I8, 0, 0).b, ErrInvalidHeader},
 	}
@@ -221,7 +222,7 @@ func FuzzReadHeader(f *testing.F) {
 				t.Fatalf("accepted %q at %d+%d in a %d-byte file", ti.Name, ti.Offset, ti.Size, len(b))
 			}
 			for _, o := range h.Tensors {
-				if o.Name != ti.Name && o.Offset < ti.Offset+ti.Size && ti.Offset < o.Offset+o.Size {
+				if o.Name != ti.Name && o.Size > 0 && ti.Size > 0 && o.Offset < ti.Offset+ti.Size && ti.Offset < o.Offset+o.Size {
 					t.Fatalf("accepted overlapping %q and %q", o.Name, ti.Name)
 				}
 			}
@@ -245,4 +246,21 @@ func FuzzReadHeader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEmptyTensors checks empty tensors overlap nothing: one at the offset
+// of another, or inside another's data, loads (as ggml would read it).
+func TestEmptyTensors(t *testing.T) {
+	b := newRaw(3, 3, 0).tensor("w", I8, 0, 64).tensor("e", F32, 32, 0).tensor("z", Q4_K, 0, 256, 0).data(64)
+	p := filepath.Join(t.TempDir(), "e.gguf")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadHost(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := m.Tensor("w"); len(w.Data) != 64 || !bytes.Equal(w.Data, b[len(b)-64:]) || len(m.Tensor("e").Data) != 0 || m.Tensor("z").Size != 0 {
+		t.Fatalf("tensors %+v", m.Tensors)
+	}
 }

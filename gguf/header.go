@@ -473,9 +473,9 @@ func (c *cursor) tensorInfos(h *Header, n int64) error {
 }
 
 // checkData computes each tensor's size and checks its data is aligned,
-// inside the file and overlaps no other tensor's. A tensor of unknown
-// type is ErrUnknownType, or with allowUnknown spans to the next
-// tensor's data (or the end of the file).
+// inside the file and overlaps no other tensor's (an empty tensor
+// overlaps nothing). A tensor of unknown type is ErrUnknownType, or with
+// allowUnknown spans to the next tensor's data (or the end of the file).
 func checkData(h *Header, size int64, allowUnknown bool) error {
 	dataSize := size - h.DataOffset
 	order := make([]int, len(h.Tensors))
@@ -483,6 +483,8 @@ func checkData(h *Header, size int64, allowUnknown bool) error {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(h.Tensors[a].Offset, h.Tensors[b].Offset) })
+	var end int64        // of the data of the tensors checked so far
+	var last *TensorInfo // the one that ends there
 	for k, i := range order {
 		t := &h.Tensors[i]
 		if t.Offset%h.Alignment != 0 {
@@ -509,12 +511,13 @@ func checkData(h *Header, size int64, allowUnknown bool) error {
 		if t.Size > dataSize-t.Offset {
 			return fmt.Errorf("%w: tensor %q: %d bytes at offset %d run past the %d-byte data area", ErrInvalidTensor, t.Name, t.Size, t.Offset, dataSize)
 		}
-		if k > 0 {
-			p := &h.Tensors[order[k-1]]
-			if p.Offset+p.Size > t.Offset {
-				return fmt.Errorf("%w: tensors %q and %q overlap", ErrInvalidTensor, p.Name, t.Name)
-			}
+		if t.Size == 0 {
+			continue
 		}
+		if t.Offset < end {
+			return fmt.Errorf("%w: tensors %q and %q overlap", ErrInvalidTensor, last.Name, t.Name)
+		}
+		end, last = t.Offset+t.Size, t
 	}
 	return nil
 }
