@@ -7,11 +7,8 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"sync"
 
-	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/remote"
-	"github.com/kvikgo/kvik/internal/sched"
 )
 
 // RemoteEndpointType selects how a remote URL is reached, as KvikIO's
@@ -102,10 +99,8 @@ type RemoteHandle struct {
 	owned  *http.Transport // closed by Close; nil with WithHTTPClient
 	size   int64
 
-	mu       sync.Mutex
-	idle     sync.Cond
-	inflight int
-	closed   bool
+	opGate
+	readMethods // ReadAt, Read, PRead, ReadDevice, PReadDevice
 }
 
 // remoteBaseDelay is the first retry's backoff (KvikIO's 500 ms); tests
@@ -171,7 +166,8 @@ func openRemote(ctx context.Context, url string, o remoteOptions) (*RemoteHandle
 	}
 	o.s3 = o.s3.FromEnv(os.Getenv)
 	h := &RemoteHandle{size: o.size}
-	h.idle.L = &h.mu
+	h.initGate()
+	h.readMethods = readMethods{h}
 	hc := o.client
 	if hc == nil {
 		h.owned = remote.NewTransport(d.NumThreads)
@@ -272,16 +268,11 @@ func (h *RemoteHandle) EndpointType() RemoteEndpointType { return h.ep.Type }
 // started after Close fail with ErrClosed.
 func (h *RemoteHandle) Close() error {
 	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return nil
-	}
-	h.closed = true
-	for h.inflight > 0 {
-		h.idle.Wait()
-	}
+	closing := h.closeLocked()
 	h.mu.Unlock()
-	h.closeIdle()
+	if closing {
+		h.closeIdle()
+	}
 	return nil
 }
 
@@ -291,64 +282,6 @@ func (h *RemoteHandle) closeIdle() {
 	}
 }
 
-func (h *RemoteHandle) acquire() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return ErrClosed
-	}
-	h.inflight++
-	return nil
-}
-
-func (h *RemoteHandle) release() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.inflight--; h.inflight == 0 {
-		h.idle.Broadcast()
-	}
-}
-
-// ReadAt reads len(p) bytes at off in parallel ranged requests. It
-// satisfies io.ReaderAt: n < len(p) comes with an error, io.EOF when the
-// object ends first.
-func (h *RemoteHandle) ReadAt(p []byte, off int64) (int, error) {
-	return h.hostOp(context.Background(), p, off, nil)
-}
-
-// Read reads size bytes at fileOffset into buf[:size] (KvikIO's
-// RemoteHandle::read).
-func (h *RemoteHandle) Read(buf []byte, size int, fileOffset int64) (int, error) {
-	if size < 0 || size > len(buf) {
-		return 0, h.pathErr(fmt.Errorf("%w: size %d for a %d-byte buffer", ErrInvalidArgument, size, len(buf)))
-	}
-	return h.ReadAt(buf[:size], fileOffset)
-}
-
-// PRead starts ReadAt and returns at once; p must not be touched until
-// the Future completes. Cancelling ctx aborts requests in flight.
-func (h *RemoteHandle) PRead(ctx context.Context, p []byte, off int64) *Future {
-	fut := newFuture()
-	h.hostOp(ctx, p, off, fut)
-	return fut
-}
-
-// ReadDevice reads size bytes at fileOffset into device memory at
-// buf+devOffset: each task downloads into pinned bounce buffers and
-// copies to the device, overlapping the download of one chunk with the
-// copy of the previous one. A read past the end returns the bytes read
-// and io.EOF.
-func (h *RemoteHandle) ReadDevice(buf cuda.DevicePtr, size int, fileOffset, devOffset int64) (int, error) {
-	return h.deviceOp(context.Background(), buf, size, fileOffset, devOffset, nil)
-}
-
-// PReadDevice starts ReadDevice and returns at once.
-func (h *RemoteHandle) PReadDevice(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64) *Future {
-	fut := newFuture()
-	h.deviceOp(ctx, buf, size, fileOffset, devOffset, fut)
-	return fut
-}
-
 // begin checks a read and clamps it to the object: it returns the bytes
 // to fetch and whether the read ends at the object's end.
 func (h *RemoteHandle) begin(off int64, size int) (Defaults, int, bool, error) {
@@ -356,28 +289,17 @@ func (h *RemoteHandle) begin(off int64, size int) (Defaults, int, bool, error) {
 		return Defaults{}, 0, false, err
 	}
 	d, _ := GetDefaults()
-	if err := h.acquire(); err != nil {
+	if err := h.enter(); err != nil {
 		return d, 0, false, err
 	}
-	n := size
-	if off >= h.size {
-		n = 0
-	} else if int64(n) > h.size-off {
-		n = int(h.size - off)
-	}
-	return d, n, n < size, nil
+	n, eof := clampRead(off, size, h.size)
+	return d, n, eof, nil
 }
 
-func (h *RemoteHandle) hostOp(ctx context.Context, p []byte, off int64, fut *Future) (int, error) {
-	d, n, eof, err := h.begin(off, len(p))
-	if err != nil {
-		return h.op().fail(err, fut)
-	}
-	client := h.clientFor(d)
-	fn := func(ctx context.Context, t sched.Task) (int, error) {
-		return client.ReadRange(ctx, h.ep, p[t.BufOff:t.BufOff+t.Len], t.Off)
-	}
-	return h.op().run(ctx, d, poolFor(d, ""), off, n, eof, fn, fut)
+// fetcher downloads one task's range with the current HTTP settings.
+func (h *RemoteHandle) fetcher(d Defaults) fetchFunc {
+	c := h.clientFor(d)
+	return func(ctx context.Context, p []byte, off int64) (int, error) { return c.ReadRange(ctx, h.ep, p, off) }
 }
 
 // clientFor applies the current HTTP settings.
@@ -387,46 +309,10 @@ func (h *RemoteHandle) clientFor(d Defaults) *remote.Client {
 	return &c
 }
 
-func (h *RemoteHandle) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64, fut *Future) (int, error) {
-	d, n, eof, err := h.begin(fileOffset, size)
-	if err != nil {
-		return h.op().fail(err, fut)
-	}
-	r, err := resolveDevice(buf, size, devOffset)
-	if err == nil {
-		err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
-	}
-	if err != nil {
-		h.release()
-		return h.op().fail(err, fut)
-	}
-	client := h.clientFor(d)
-	fn := func(ctx context.Context, t sched.Task) (int, error) {
-		return h.deviceTask(ctx, client, d, r, t)
-	}
-	pool := poolFor(d, "")
-	if n < d.GDSThreshold {
-		pool = nil
-	}
-	return h.op().run(ctx, d, pool, fileOffset, n, eof, fn, fut)
-}
-
-// op returns the handle's readOp.
-func (h *RemoteHandle) op() readOp { return readOp{release: h.release, wrap: h.pathErr} }
-
 func (h *RemoteHandle) pathErr(err error) error {
 	name := "remote"
 	if h.ep != nil {
 		name = h.ep.String()
 	}
 	return &fs.PathError{Op: "read", Path: name, Err: err}
-}
-
-// deviceTask downloads one task into the device through pinned bounce
-// buffers (stagedRead). The downloads run without a CUDA context current,
-// so the network poller wakes them as any goroutine.
-func (h *RemoteHandle) deviceTask(ctx context.Context, c *remote.Client, d Defaults, r deviceRange, t sched.Task) (int, error) {
-	return stagedRead(d, r, t, func(p []byte, off int64) (int, error) {
-		return c.ReadRange(ctx, h.ep, p, off)
-	})
 }
