@@ -2,6 +2,7 @@ package kvik
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -39,6 +40,10 @@ var (
 	ErrHTTPTimeout = remote.ErrTimeout
 	// ErrUnsupportedURL reports a URL that no endpoint type accepts.
 	ErrUnsupportedURL = remote.ErrUnsupportedURL
+	// ErrCertificate reports an https server whose certificate is not
+	// trusted; the *tls.CertificateVerificationError (and the x509 error
+	// in it) is wrapped too.
+	ErrCertificate = remote.ErrCertificate
 	// ErrNoCredentials reports a signed S3 endpoint without credentials
 	// or region.
 	ErrNoCredentials = remote.ErrNoCredentials
@@ -55,6 +60,7 @@ type remoteOptions struct {
 	size   int64
 	s3     remote.S3Config
 	client *http.Client
+	tls    *tls.Config
 }
 
 // WithEndpointType forces an endpoint type instead of detecting it.
@@ -85,8 +91,35 @@ func WithS3Endpoint(endpointURL string) RemoteOption {
 }
 
 // WithHTTPClient sends requests with c instead of the handle's own
-// keep-alive client (one idle connection per worker).
+// keep-alive client (one idle connection per worker). c's transport then
+// decides TLS: WithTLSConfig and AWS_CA_BUNDLE do not apply.
 func WithHTTPClient(c *http.Client) RemoteOption { return func(o *remoteOptions) { o.client = c } }
+
+// WithTLSConfig makes https requests with c (a clone of it): its RootCAs
+// to trust a private CA, client certificates, and so on. Without it the
+// system's roots are trusted (on Linux SSL_CERT_FILE and SSL_CERT_DIR
+// replace the system's files, as for any Go program), except that S3
+// endpoints trust the PEM bundle named by AWS_CA_BUNDLE instead when that
+// is set, as the AWS tools do.
+func WithTLSConfig(c *tls.Config) RemoteOption { return func(o *remoteOptions) { o.tls = c } }
+
+// httpClient returns the client that o gives, or a new keep-alive one of
+// conns connections, with its transport to close; s3 says the endpoint is
+// S3 (AWS_CA_BUNDLE applies).
+func (o *remoteOptions) httpClient(conns int, s3 bool) (*http.Client, *http.Transport, error) {
+	if o.client != nil {
+		return o.client, nil, nil
+	}
+	cfg := o.tls
+	if cfg == nil && s3 {
+		var err error
+		if cfg, err = remote.CABundleConfig(os.Getenv("AWS_CA_BUNDLE")); err != nil {
+			return nil, nil, err
+		}
+	}
+	t := remote.NewTransport(conns, cfg)
+	return &http.Client{Transport: t}, t, nil
+}
 
 // RemoteHandle is a remote object open for parallel reads into host or
 // device memory: the counterpart of kvikio::RemoteHandle. Reads are split
@@ -168,12 +201,11 @@ func openRemote(ctx context.Context, url string, o remoteOptions) (*RemoteHandle
 	h := &RemoteHandle{size: o.size}
 	h.initGate()
 	h.readMethods = readMethods{h}
-	hc := o.client
-	if hc == nil {
-		h.owned = remote.NewTransport(d.NumThreads)
-		hc = &http.Client{Transport: h.owned}
+	hc, owned, err := o.httpClient(d.NumThreads, remote.IsS3(o.typ, url))
+	if err != nil {
+		return nil, err
 	}
-	h.client = remote.Client{HTTP: hc}
+	h.client, h.owned = remote.Client{HTTP: hc}, owned
 	h.client.Policy = policyOf(d)
 	if err := h.pickEndpoint(ctx, url, o); err != nil {
 		h.closeIdle()

@@ -2,12 +2,15 @@ package remote
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -44,9 +47,13 @@ type Client struct {
 // NewTransport returns a keep-alive HTTP/1.1 transport that keeps up to
 // conns idle connections per host, one per worker: parallel ranged GETs
 // each use their own connection. Compression is off so that bodies are
-// the object's bytes.
-func NewTransport(conns int) *http.Transport {
+// the object's bytes. tlsConfig, if not nil, is cloned for https.
+func NewTransport(conns int, tlsConfig *tls.Config) *http.Transport {
+	if tlsConfig != nil {
+		tlsConfig = tlsConfig.Clone()
+	}
 	return &http.Transport{
+		TLSClientConfig:       tlsConfig,
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:          0,
@@ -111,6 +118,9 @@ func (c *Client) send(e *Endpoint, req *http.Request, want ...int) (*http.Respon
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
+		if untrusted(err) {
+			return nil, fmt.Errorf("%w (trust its CA with SSL_CERT_FILE, kvik.WithTLSConfig, or AWS_CA_BUNDLE for S3): %w", ErrCertificate, err)
+		}
 		return nil, retryable{err}
 	}
 	for _, w := range want {
@@ -303,4 +313,28 @@ func (c *Client) webhdfsSize(ctx context.Context, e *Endpoint) (int64, error) {
 		return 0, fmt.Errorf("remote: WebHDFS %s is a %s, not a file", e, st.FileStatus.Type)
 	}
 	return *st.FileStatus.Length, nil
+}
+
+// untrusted reports a TLS handshake that failed on the server's
+// certificate: no retry can fix it.
+func untrusted(err error) bool {
+	var ve *tls.CertificateVerificationError
+	return errors.As(err, &ve)
+}
+
+// CABundleConfig returns a TLS config trusting only the PEM certificates
+// in the file at path, or nil for an empty path.
+func CABundleConfig(path string) (*tls.Config, error) {
+	if path == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("AWS_CA_BUNDLE: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%w: AWS_CA_BUNDLE %s holds no PEM certificate", ErrCertificate, path)
+	}
+	return &tls.Config{RootCAs: pool}, nil
 }

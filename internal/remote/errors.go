@@ -20,6 +20,10 @@ var (
 	ErrTimeout = errors.New("remote: request timed out")
 	// ErrUnsupportedURL reports a URL no endpoint accepts.
 	ErrUnsupportedURL = errors.New("remote: unsupported URL")
+	// ErrCertificate reports a server certificate that is not trusted
+	// (an unknown CA, a wrong host name, an expired certificate) or a CA
+	// bundle that holds none.
+	ErrCertificate = errors.New("remote: TLS certificate not trusted")
 	// ErrNoCredentials reports an S3 endpoint without credentials or region.
 	ErrNoCredentials = errors.New("remote: missing S3 credentials or region")
 )
