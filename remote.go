@@ -30,8 +30,9 @@ const (
 // unexpected status is an *HTTPStatusError, which also matches
 // fs.ErrNotExist (404) and fs.ErrPermission (401, 403).
 var (
-	// ErrShortBody reports a response body that ended before the bytes
-	// it announced (retried, then returned).
+	// ErrShortBody reports a response body that ended, or whose
+	// connection broke, before the bytes it announced (retried, then
+	// returned).
 	ErrShortBody = remote.ErrShortBody
 	// ErrBadContentRange reports a response that does not hold the bytes
 	// asked for (a wrong Content-Range, a server ignoring Range).

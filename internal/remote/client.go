@@ -166,11 +166,11 @@ func (c *Client) readOnce(ctx context.Context, e *Endpoint, p []byte, off int64)
 		return 0, err
 	}
 	n, err := io.ReadFull(resp.Body, p)
-	switch {
-	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		return n, retryable{fmt.Errorf("%w: %d of %d bytes at offset %d", ErrShortBody, n, len(p), off)}
-	case err != nil:
-		return n, retryable{err}
+	if err != nil {
+		// The body ended, or the connection broke, before the bytes
+		// announced: the cause (io.ErrUnexpectedEOF, ECONNRESET…) stays
+		// inside.
+		return n, retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, n, len(p), off, err)}
 	}
 	// Reading the end of the body lets the connection be reused, and
 	// catches a server that sends more than it announced.

@@ -9,8 +9,9 @@ import (
 
 // Errors of remote transfers; the root package re-exports them.
 var (
-	// ErrShortBody reports a response body that ended before the bytes its
-	// Content-Range or Content-Length announced.
+	// ErrShortBody reports a response body that ended, or whose
+	// connection broke, before the bytes its Content-Range or
+	// Content-Length announced.
 	ErrShortBody = errors.New("remote: response body shorter than announced")
 	// ErrBadContentRange reports a response that does not hold the bytes
 	// asked for: a wrong or missing Content-Range, or a body longer than
