@@ -56,7 +56,7 @@ func readerHeader(r kvik.Reader) (*Header, error) {
 			return h, nil
 		}
 	}
-	return nil, &fs.PathError{Op: "read", Path: r.Name(), Err: err}
+	return nil, readErr(r, err)
 }
 
 // ReadFileHeader reads and validates the header of the .npy file at name,
@@ -95,7 +95,7 @@ func LoadReader(r kvik.Reader) (*Array, error) {
 func loadHost(r kvik.Reader, h *Header) (*Array, error) {
 	a := &Array{Header: *h, Data: make([]byte, h.Size()), Device: -1}
 	if err := readFull(r, a.Data, h.DataOffset); err != nil {
-		return nil, &fs.PathError{Op: "read", Path: r.Name(), Err: err}
+		return nil, readErr(r, err)
 	}
 	return a, nil
 }
@@ -143,7 +143,7 @@ func loadDevice(r kvik.Reader, h *Header, device int) (*Array, error) {
 	}
 	if err := cuda.WithContext(ctx, func() (err error) { a.buf, err = cuda.MemAlloc(size); return err }); err != nil {
 		a.dev.PrimaryCtxRelease()
-		return nil, &fs.PathError{Op: "read", Path: r.Name(), Err: err}
+		return nil, readErr(r, err)
 	}
 	a.Ptr = a.buf.Ptr()
 	n, err := r.ReadDevice(a.Ptr, size, h.DataOffset, 0)
@@ -204,4 +204,12 @@ func SaveDevice(path string, d Dtype, shape []int64, fortran bool, src cuda.Devi
 func save(path string, d Dtype, shape []int64, fortran bool, body kvik.Piece, opts []kvik.RemoteOption) error {
 	hdr := encodeHeader(d, shape, fortran)
 	return kvik.SaveFile(context.Background(), path, []kvik.Piece{{Data: hdr}, body}, opts...)
+}
+
+// readErr names r's file in err, unless a kvik handle already did.
+func readErr(r kvik.Reader, err error) error {
+	if _, ok := err.(*fs.PathError); ok {
+		return err
+	}
+	return &fs.PathError{Op: "read", Path: r.Name(), Err: err}
 }

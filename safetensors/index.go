@@ -67,7 +67,7 @@ func readSmall(name string, opts []kvik.RemoteOption) ([]byte, error) {
 	}
 	b := make([]byte, size)
 	if err := readFull(r, b, 0); err != nil {
-		return nil, &fs.PathError{Op: "read", Path: r.Name(), Err: err}
+		return nil, readErr(r, err)
 	}
 	return b, nil
 }
@@ -96,6 +96,20 @@ func ShardName(index, file string) (string, error) {
 		return "", fmt.Errorf("%w: file %q resolves to %s, outside the index's directory", ErrInvalidIndex, file, u.Redacted())
 	}
 	return u.String(), nil
+}
+
+// StringMetadata returns the index's metadata with each value as a
+// string: JSON strings unquoted, other values (numbers…) as written.
+func (ix *Index) StringMetadata() map[string]string {
+	m := make(map[string]string, len(ix.Metadata))
+	for k, v := range ix.Metadata {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			s = string(v)
+		}
+		m[k] = s
+	}
+	return m
 }
 
 // Files returns the index's shard files, sorted.
@@ -143,14 +157,7 @@ func loadIndex(name string, o *Options, host bool, opts []kvik.RemoteOption) (*M
 	for _, n := range o.Names {
 		want[n] = true
 	}
-	all := &Model{byName: map[string]int{}, Metadata: map[string]string{}}
-	for k, v := range ix.Metadata {
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			s = string(v) // a number or other JSON value, as written
-		}
-		all.Metadata[k] = s
-	}
+	all := &Model{byName: map[string]int{}, Metadata: ix.StringMetadata()}
 	files := ix.Files()
 	models := make([]*Model, len(files))
 	errs := make([]error, len(files))

@@ -162,7 +162,7 @@ func loadReader(r kvik.Reader, o *Options, host bool) (*Model, error) {
 			return m, nil
 		}
 	}
-	return nil, &fs.PathError{Op: "read", Path: r.Name(), Err: err}
+	return nil, readErr(r, err)
 }
 
 // selected returns the header's tensors that o selects, in file order.
@@ -366,4 +366,12 @@ func readRuns(runs []run, start func(context.Context, run) *kvik.Future) error {
 		}
 	}
 	return first
+}
+
+// readErr names r's file in err, unless a kvik handle already did.
+func readErr(r kvik.Reader, err error) error {
+	if _, ok := err.(*fs.PathError); ok {
+		return err
+	}
+	return &fs.PathError{Op: "read", Path: r.Name(), Err: err}
 }

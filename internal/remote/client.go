@@ -183,19 +183,19 @@ func (c *Client) readOnce(ctx context.Context, e *Endpoint, p []byte, off int64)
 
 // checkRange verifies that a response carries exactly n bytes at off.
 func checkRange(e *Endpoint, resp *http.Response, off int64, n int) error {
-	if resp.ContentLength > int64(n) {
-		return fmt.Errorf("%w: Content-Length %d for %d bytes at offset %d", ErrBadContentRange, resp.ContentLength, n, off)
-	}
-	if e.Type == WebHDFS {
-		return nil // WebHDFS answers 200 with just the bytes asked for
-	}
-	if resp.StatusCode == http.StatusOK {
+	if resp.StatusCode == http.StatusOK && e.Type != WebHDFS {
 		// The server ignored Range and sent the whole object: usable only
 		// when that is exactly the range.
 		if off == 0 && resp.ContentLength == int64(n) {
 			return nil
 		}
 		return fmt.Errorf("%w: server ignored the Range header (HTTP 200 for %d bytes at offset %d)", ErrBadContentRange, n, off)
+	}
+	if resp.ContentLength > int64(n) {
+		return fmt.Errorf("%w: Content-Length %d for %d bytes at offset %d", ErrBadContentRange, resp.ContentLength, n, off)
+	}
+	if e.Type == WebHDFS {
+		return nil // WebHDFS answers 200 with just the bytes asked for
 	}
 	first, last, _, err := parseContentRange(resp.Header.Get("Content-Range"))
 	if err != nil || first != off || last != off+int64(n)-1 {
