@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/npy"
 	"github.com/kvikgo/kvik/safetensors"
 )
@@ -21,8 +23,9 @@ import (
 // names a missing shard), between a URL and a local path. Each file's
 // header is checked before its bytes move. A download is loaded by the
 // format's loader into GPU memory (or host memory) and written from
-// there atomically; an upload goes up from a mapping of the file. Every
-// copy is read back and compared by CRC-32C unless --verify=false.
+// there atomically, and is read back and compared with the bytes
+// received by CRC-32C unless --verify=false; an upload goes up from a
+// mapping of the file and is read back and compared.
 func tensorCopy(e *env, o *cpOptions, src, dst string) error {
 	ctx := context.Background()
 	files, err := tensorFiles(src, dst)
@@ -82,7 +85,7 @@ func (f tensorFile) via(mem memoryChoice, verify bool) string {
 	default:
 		s = "loaded through host memory"
 	}
-	if verify {
+	if verify || !isURL(f.src) { // uploads are always read back
 		return s + ", verified"
 	}
 	return s + ", not verified"
@@ -160,10 +163,34 @@ func downloadTensors(ctx context.Context, mem memoryChoice, f tensorFile, verify
 	if err != nil || !verify {
 		return size, sum, err
 	}
-	if back, err := readerCRC(ctx, r); err != nil || back != sum {
-		return 0, 0, fmt.Errorf("verify: %s has CRC-32C %08x, the object %08x (%v)", f.dst, sum, back, err)
+	if got, err := piecesCRC(pieces, mem.gpu); err != nil || got != sum {
+		return 0, 0, fmt.Errorf("verify: %s has CRC-32C %08x, the bytes received %08x (%v)", f.dst, sum, got, err)
 	}
 	return size, sum, nil
+}
+
+// piecesCRC returns the CRC-32C of the pieces one after another, copying
+// those in device memory to the host in chunks.
+func piecesCRC(pieces []kvik.Piece, g *gpuDevice) (uint32, error) {
+	var sum uint32
+	var buf []byte
+	for _, p := range pieces {
+		if p.Ptr == 0 {
+			sum = crc32.Update(sum, castagnoli, p.Data)
+			continue
+		}
+		if buf == nil {
+			buf = make([]byte, 64*miB)
+		}
+		for off := int64(0); off < p.Size; off += int64(len(buf)) {
+			b := buf[:min(int64(len(buf)), p.Size-off)]
+			if err := g.dtoh(b, p.Ptr+cuda.DevicePtr(off)); err != nil {
+				return 0, err
+			}
+			sum = crc32.Update(sum, castagnoli, b)
+		}
+	}
+	return sum, nil
 }
 
 // loadPieces loads the file r holds with its format's loader, into

@@ -42,8 +42,12 @@ func remoteCopy(e *env, o *cpOptions, src, dst string) error {
 		return err
 	}
 	elapsed := time.Since(start)
-	fmt.Fprintf(e.stdout, "copied %s (%d bytes) %s -> %s in %.2f s, %.2f GB/s, verified, CRC-32C %08x\n",
-		formatSize(size), size, src, dst, elapsed.Seconds(), gbps(size, elapsed.Seconds()), sum)
+	verified := "verified"
+	if isURL(src) && !o.verify {
+		verified = "not verified"
+	}
+	fmt.Fprintf(e.stdout, "copied %s (%d bytes) %s -> %s in %.2f s, %.2f GB/s, %s, CRC-32C %08x\n",
+		formatSize(size), size, src, dst, elapsed.Seconds(), gbps(size, elapsed.Seconds()), verified, sum)
 	return nil
 }
 
