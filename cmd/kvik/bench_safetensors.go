@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -33,10 +32,11 @@ func benchSafetensors(e *env, o *benchOptions) error {
 	if remote && o.dropCache {
 		return usagef("--drop-cache applies to local files, not %s", redact(o.st))
 	}
-	size, err := readerSize(o.st)
+	r, size, err := openSized(o.st)
 	if err != nil {
 		return err
 	}
+	r.Close()
 	g, err := openGPU() // holds GPU 0's context for every run
 	if err != nil {
 		return fmt.Errorf("--safetensors needs a GPU: %w", err)
@@ -121,29 +121,15 @@ func loadClose(path string, devs []int) error {
 	return m.Close()
 }
 
-// readerSize returns the size of the file or object at name.
-func readerSize(name string) (int64, error) {
-	r, err := kvik.OpenReader(context.Background(), name)
-	if err != nil {
-		return 0, err
-	}
-	defer r.Close()
-	return r.Size()
-}
-
 // readObjectToDevice reads the whole object at url into a new allocation
 // on g, as kvik.ReadFileToDevice does for a file: open, allocate, read,
 // free.
 func readObjectToDevice(g *gpuDevice, url string) error {
-	h, err := kvik.OpenRemote(context.Background(), url)
+	h, size, err := openSized(url)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	size, err := h.Size()
-	if err != nil {
-		return err
-	}
 	buf, err := g.alloc(int(max(size, 1)))
 	if err != nil {
 		return err

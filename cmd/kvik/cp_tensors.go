@@ -133,15 +133,11 @@ func tensorFiles(src, dst string) ([]tensorFile, error) {
 // (mem.device) or host memory, then written from there as one atomic
 // kvik.SaveFile, byte for byte the object.
 func downloadTensors(ctx context.Context, mem memoryChoice, f tensorFile, verify bool) (int64, uint32, error) {
-	r, err := kvik.OpenReader(ctx, f.src)
+	r, size, err := openSized(f.src)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer r.Close()
-	size, err := r.Size()
-	if err != nil {
-		return 0, 0, err
-	}
 	pieces, release, err := loadPieces(r, size, f.format, mem.device)
 	if err != nil {
 		return 0, 0, err

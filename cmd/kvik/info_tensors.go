@@ -154,20 +154,30 @@ func rows(h *safetensors.Header, ix *safetensors.Index, file string) []tensorRow
 // safetensorsHeader reads the header of the safetensors file at a path
 // or URL.
 func safetensorsHeader(name string) (*safetensors.Header, error) {
-	f, err := kvik.OpenReader(context.Background(), name)
+	f, size, err := openSized(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
 	h, err := safetensors.ReadHeader(f, size)
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: f.Name(), Err: err}
 	}
 	return h, nil
+}
+
+// openSized opens the file or object at name and returns its size.
+func openSized(name string) (kvik.Reader, int64, error) {
+	r, err := kvik.OpenReader(context.Background(), name)
+	if err != nil {
+		return nil, 0, err
+	}
+	size, err := r.Size()
+	if err != nil {
+		r.Close()
+		return nil, 0, err
+	}
+	return r, size, nil
 }
 
 // redact drops a URL's query, which may hold a signature.
