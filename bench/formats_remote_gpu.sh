@@ -55,7 +55,8 @@ unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_DEFAULT_REGION AWS_ENDPOINT_UR
 step "3. GPU tests of loads from S3 and HTTP"
 run() { # NAME PKGDIR PATTERN
   (cd "$R/$2" && timeout 240 "$G/$1.test" -test.v -test.count=1 -test.run "$3" > "$OUT/$1-remote.txt" 2>&1)
-  printf '%-12s rc=%-3s pass %3d  fail %2d  skip %2d\n' "$1" "$?" "$(grep -c -- '--- PASS' "$OUT/$1-remote.txt")" \
+  local rc=$?
+  printf '%-12s rc=%-3s pass %3d  fail %2d  skip %2d\n' "$1" "$rc" "$(grep -c -- '--- PASS' "$OUT/$1-remote.txt")" \
     "$(grep -c -- '--- FAIL' "$OUT/$1-remote.txt")" "$(grep -c -- '--- SKIP' "$OUT/$1-remote.txt")" | tee -a "$L"
   grep -E -A3 -- '--- (FAIL|SKIP)|^panic' "$OUT/$1-remote.txt" | head -20 | tee -a "$L"
 }

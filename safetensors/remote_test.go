@@ -283,8 +283,12 @@ func TestHTTPFaults(t *testing.T) {
 	defer restore()
 	p, ts := writeRandom(t, rand.New(rand.NewPCG(71, 72)), 40, nil)
 	b, _ := os.ReadFile(p)
-	srv := httpfault.New(t, map[string][]byte{"/m.safetensors": b}, nil)
-	url := srv.URL + "/m.safetensors"
+	// A server per case: requests that a failed load cancelled may still
+	// reach it after the load returns.
+	serve := func(f httpfault.Fault) (*httpfault.Server, string) {
+		srv := httpfault.New(t, map[string][]byte{"/m.safetensors": b}, f)
+		return srv, srv.URL + "/m.safetensors"
+	}
 	for _, c := range []struct {
 		name  string
 		fault httpfault.Fault
@@ -292,7 +296,7 @@ func TestHTTPFaults(t *testing.T) {
 		{"503 on the header", httpfault.Status(503, 1, 2)},
 		{"429 on a tensor run", httpfault.Status(429, 2, 3)},
 	} {
-		srv.SetFault(c.fault)
+		_, url := serve(c.fault)
 		m, err := LoadHost(url, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
@@ -302,16 +306,16 @@ func TestHTTPFaults(t *testing.T) {
 		}
 	}
 	var se *kvik.HTTPStatusError
-	srv.SetFault(httpfault.Status(403, 2, 0))
+	_, url := serve(httpfault.Status(403, 2, 0))
 	if _, err := LoadHost(url, nil); !errors.Is(err, fs.ErrPermission) || !errors.As(err, &se) || se.Code != 403 {
 		t.Fatalf("403: %v", err)
 	}
-	srv.SetFault(httpfault.Status(500, 1, 0))
+	srv, url := serve(httpfault.Status(500, 1, 0))
 	if _, err := LoadHost(url, nil); !errors.As(err, &se) || se.Code != 500 || srv.GETs.Load() != 2 {
 		t.Fatalf("500 twice: %v after %d GETs", err, srv.GETs.Load())
 	}
 	for name, f := range map[string]func(http.ResponseWriter, *http.Request, []byte){"reset": httpfault.Reset, "short": httpfault.Short} {
-		srv.SetFault(func(n int32, w http.ResponseWriter, r *http.Request, data []byte) bool {
+		_, url := serve(func(n int32, w http.ResponseWriter, r *http.Request, data []byte) bool {
 			if n >= 2 {
 				f(w, r, data)
 			}
