@@ -34,7 +34,7 @@ type Server struct {
 }
 
 // New starts a server for objects, keyed by path ("/dir/name"); fault
-// may be nil.
+// (which may be nil) sees the GETs of objects that exist.
 func New(t testing.TB, objects map[string][]byte, fault Fault) *Server {
 	s := &Server{objects: objects, fault: fault}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -58,7 +58,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	fault := s.fault
 	s.mu.Unlock()
 	if r.Method == http.MethodGet {
-		if n := s.GETs.Add(1); fault != nil && fault(n, w, r, data) {
+		if n := s.GETs.Add(1); ok && fault != nil && fault(n, w, r, data) {
 			return
 		}
 	}
