@@ -11,17 +11,28 @@
 #  3. The GPU tests of loads from S3 and HTTP (safetensors, npy, kvik cp
 #     and bench --url of the CLI).
 #
-# Build here, from the repository root, into the git-ignored folder G:
-#   CGO_ENABLED=0 go test -c -ldflags=-s -o G/safetensors.test ./safetensors
-#   CGO_ENABLED=0 go test -c -ldflags=-s -o G/npy.test ./npy
-#   CGO_ENABLED=0 go test -c -ldflags=-s -o G/cmdkvik.test ./cmd/kvik
-#   CGO_ENABLED=0 go build -ldflags=-s -o G/ ./cmd/kvik
-#   cp "$KVIK_TEST_VERSITYGW" G/versitygw
+# Build here, from the repository root, into the git-ignored folder G
+# (.gpu-fmt, say), gzipped so that G fits the 64 MiB a call carries
+# (about 35 MiB; versitygw alone is 43 MiB stripped):
+#   G=.gpu-fmt; mkdir -p $G
+#   for p in safetensors npy; do CGO_ENABLED=0 go test -c -ldflags='-s -w' -o $G/$p.test ./$p; done
+#   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o $G/cmdkvik.test ./cmd/kvik
+#   CGO_ENABLED=0 go build -ldflags='-s -w' -o $G/ ./cmd/kvik
+#   GOBIN=/tmp/vgw CGO_ENABLED=0 go install -ldflags='-s -w' github.com/versity/versitygw/cmd/versitygw@v1.8.0
+#   cp /tmp/vgw/versitygw $G/ && gzip -f $G/*
 # then carry G and run, there: bash bench/formats_remote_gpu.sh G
-# GB (default 2) sets the checkpoint's size in GiB.
+# (plain binaries in G work too). GB (default 2) sets the checkpoint's
+# size in GiB.
 set -u
-G=$(cd "$1" && pwd)
 R=$(cd "$(dirname "$0")/.." && pwd)
+G=$(mktemp -d /tmp/kvik-bin.XXXX) # the binaries, unpacked
+for f in "$1"/*; do
+  case $f in
+  *.gz) gunzip -c "$f" > "$G/$(basename "$f" .gz)" ;;
+  *) cp "$f" "$G/" ;;
+  esac
+done
+chmod +x "$G"/*
 OUT=${OUT:-/tmp/out}
 GB=${GB:-2}
 mkdir -p "$OUT"
@@ -43,7 +54,7 @@ mkdir -p "$S3/bkt"
 PORT=$((20000 + RANDOM % 20000))
 ROOT_ACCESS_KEY=k ROOT_SECRET_KEY=s "$G/versitygw" --port 127.0.0.1:$PORT posix "$S3" > "$OUT/versitygw.txt" 2>&1 &
 VGW=$!
-trap 'kill $VGW 2>/dev/null; rm -rf "$S3" /dev/shm/kvik-copy.safetensors' EXIT
+trap 'kill $VGW 2>/dev/null; rm -rf "$S3" "$G" /dev/shm/kvik-copy.safetensors' EXIT
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
 export AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s AWS_DEFAULT_REGION=us-east-1 AWS_ENDPOINT_URL=http://127.0.0.1:$PORT
 timeout 60 "$G/kvik" info s3://bkt/model.safetensors 2>&1 | head -6 | tee -a "$L"
@@ -58,7 +69,8 @@ run() { # NAME PKGDIR PATTERN
   local rc=$?
   printf '%-12s rc=%-3s pass %3d  fail %2d  skip %2d\n' "$1" "$rc" "$(grep -c -- '--- PASS' "$OUT/$1-remote.txt")" \
     "$(grep -c -- '--- FAIL' "$OUT/$1-remote.txt")" "$(grep -c -- '--- SKIP' "$OUT/$1-remote.txt")" | tee -a "$L"
-  grep -E -A3 -- '--- (FAIL|SKIP)|^panic' "$OUT/$1-remote.txt" | head -20 | tee -a "$L"
+  grep -E -B4 -- '--- FAIL|^panic' "$OUT/$1-remote.txt" | head -30 | tee -a "$L"
+  grep -- '--- SKIP' "$OUT/$1-remote.txt" | tee -a "$L"
 }
 run safetensors safetensors '^(TestRemoteDevice|TestRemoteIndexDevice|TestS3Fixtures|TestHTTPFaults|TestDeviceRoundTrip)$'
 run npy npy '^(TestRemoteDevice|TestS3Fixtures|TestDeviceNumpyFiles)$'
