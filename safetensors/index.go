@@ -38,14 +38,14 @@ func ReadIndex(name string, opts ...kvik.RemoteOption) (*Index, error) {
 	}
 	var ix Index
 	if err := json.Unmarshal(b, &ix); err != nil {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %v", ErrInvalidIndex, err)}
+		return nil, &fs.PathError{Op: "read", Path: redact(name), Err: fmt.Errorf("%w: %v", ErrInvalidIndex, err)}
 	}
 	if ix.WeightMap == nil {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: no weight_map", ErrInvalidIndex)}
+		return nil, &fs.PathError{Op: "read", Path: redact(name), Err: fmt.Errorf("%w: no weight_map", ErrInvalidIndex)}
 	}
 	for tensor, file := range ix.WeightMap {
 		if _, err := ShardName(name, file); err != nil {
-			return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("tensor %q: %w", tensor, err)}
+			return nil, &fs.PathError{Op: "read", Path: redact(name), Err: fmt.Errorf("tensor %q: %w", tensor, err)}
 		}
 	}
 	return &ix, nil
@@ -96,6 +96,15 @@ func ShardName(index, file string) (string, error) {
 		return "", fmt.Errorf("%w: file %q resolves to %s, outside the index's directory", ErrInvalidIndex, file, u.Redacted())
 	}
 	return u.String(), nil
+}
+
+// redact drops a URL's query, which may hold a signature, so that it
+// stays out of errors.
+func redact(name string) string {
+	if kvik.IsURL(name) {
+		name, _, _ = strings.Cut(name, "?")
+	}
+	return name
 }
 
 // StringMetadata returns the index's metadata with each value as a
@@ -150,7 +159,7 @@ func loadIndex(name string, o *Options, host bool, opts []kvik.RemoteOption) (*M
 	}
 	for _, n := range o.Names {
 		if _, ok := ix.WeightMap[n]; !ok {
-			return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %q", ErrNotFound, n)}
+			return nil, &fs.PathError{Op: "read", Path: redact(name), Err: fmt.Errorf("%w: %q", ErrNotFound, n)}
 		}
 	}
 	want := map[string]bool{}
