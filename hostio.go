@@ -99,7 +99,7 @@ func (f *FileHandle) begin(kind opKind, off int64, size int) (Defaults, error) {
 		return Defaults{}, ErrNotWritable
 	}
 	d, _ := GetDefaults() // the handle opened, so the settings are valid
-	return d, f.acquire()
+	return d, f.enter()
 }
 
 // hostOp runs a host-memory operation. With fut nil it blocks and returns

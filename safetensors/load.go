@@ -111,41 +111,58 @@ type run struct {
 	fileOff, memOff, sz int64
 }
 
-// Load reads the selected tensors of the safetensors file at path into
+// Load reads the selected tensors of the safetensors file at name into
 // device memory: one allocation per device and one parallel read per
-// contiguous range. The header is validated before any allocation.
-func Load(path string, o *Options) (*Model, error) {
-	return load(path, o, false)
+// contiguous range. The header is validated before any allocation. name
+// is a local path or a URL (s3://, http(s)://; see kvik.OpenReader),
+// opened with opts: a remote file's header comes in one ranged GET and
+// its tensors in parallel ranged GETs into device memory.
+func Load(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return load(name, o, false, opts)
 }
 
 // LoadHost is Load into host memory: each Tensor's Data holds its bytes
 // (aligned to Alignment); placement options are ignored.
-func LoadHost(path string, o *Options) (*Model, error) {
-	return load(path, o, true)
+func LoadHost(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return load(name, o, true, opts)
 }
 
-func load(path string, o *Options, host bool) (*Model, error) {
+// LoadReader is Load from a file the caller opened (any kvik handle); r
+// stays open.
+func LoadReader(r kvik.Reader, o *Options) (*Model, error) {
+	return loadReader(r, o, false)
+}
+
+// LoadHostReader is LoadHost from a file the caller opened; r stays open.
+func LoadHostReader(r kvik.Reader, o *Options) (*Model, error) {
+	return loadReader(r, o, true)
+}
+
+func load(name string, o *Options, host bool, opts []kvik.RemoteOption) (*Model, error) {
+	r, err := kvik.OpenReader(context.Background(), name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return loadReader(r, o, host)
+}
+
+func loadReader(r kvik.Reader, o *Options, host bool) (*Model, error) {
 	if o == nil {
 		o = &Options{}
 	}
-	f, err := kvik.Open(path, "r", 0)
+	size, err := r.Size()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
+	h, err := ReadHeader(r, size)
+	if err == nil {
+		var m *Model
+		if m, err = loadFrom(r, h, o, host); err == nil {
+			return m, nil
+		}
 	}
-	h, err := ReadHeader(f, size)
-	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-	}
-	m, err := loadFrom(f, h, o, host)
-	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-	}
-	return m, nil
+	return nil, readErr(r, err)
 }
 
 // selected returns the header's tensors that o selects, in file order.
@@ -168,7 +185,7 @@ func selected(h *Header, o *Options) ([]TensorInfo, error) {
 	return out, nil
 }
 
-func loadFrom(f *kvik.FileHandle, h *Header, o *Options, host bool) (*Model, error) {
+func loadFrom(f kvik.Reader, h *Header, o *Options, host bool) (*Model, error) {
 	ts, err := selected(h, o)
 	if err != nil {
 		return nil, err
@@ -268,15 +285,14 @@ func layout(ps []piece, nslot int) ([]run, []int64) {
 
 func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
 
-func readHost(f *kvik.FileHandle, h *Header, m *Model, ps []piece, runs []run, total int64) error {
+func readHost(f kvik.Reader, h *Header, m *Model, ps []piece, runs []run, total int64) error {
 	raw := make([]byte, total+Alignment)
 	pad := int64((Alignment - uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%Alignment) % Alignment)
 	mem := raw[pad : pad+total]
-	futs := make([]*kvik.Future, len(runs))
-	for i, r := range runs {
-		futs[i] = f.PRead(context.Background(), mem[r.memOff:r.memOff+r.sz], h.DataOffset+r.fileOff)
-	}
-	if err := wait(futs, runs); err != nil {
+	err := readRuns(runs, func(ctx context.Context, r run) *kvik.Future {
+		return f.PRead(ctx, mem[r.memOff:r.memOff+r.sz], h.DataOffset+r.fileOff)
+	})
+	if err != nil {
 		return err
 	}
 	for _, p := range ps {
@@ -285,7 +301,7 @@ func readHost(f *kvik.FileHandle, h *Header, m *Model, ps []piece, runs []run, t
 	return nil
 }
 
-func readDevices(f *kvik.FileHandle, h *Header, m *Model, devices []int, ps []piece, runs []run, totals []int64) error {
+func readDevices(f kvik.Reader, h *Header, m *Model, devices []int, ps []piece, runs []run, totals []int64) error {
 	if err := cuda.Init(); err != nil {
 		return err
 	}
@@ -310,11 +326,10 @@ func readDevices(f *kvik.FileHandle, h *Header, m *Model, devices []int, ps []pi
 		m.bufs = append(m.bufs, b)
 		bases[s] = b.Ptr()
 	}
-	futs := make([]*kvik.Future, len(runs))
-	for i, r := range runs {
-		futs[i] = f.PReadDevice(context.Background(), bases[r.slot], int(r.sz), h.DataOffset+r.fileOff, r.memOff)
-	}
-	if err := wait(futs, runs); err != nil {
+	err := readRuns(runs, func(ctx context.Context, r run) *kvik.Future {
+		return f.PReadDevice(ctx, bases[r.slot], int(r.sz), h.DataOffset+r.fileOff, r.memOff)
+	})
+	if err != nil {
 		return err
 	}
 	for _, p := range ps {
@@ -329,9 +344,16 @@ func readDevices(f *kvik.FileHandle, h *Header, m *Model, devices []int, ps []pi
 	return nil
 }
 
-// wait collects every future, so none is left running, and reports the
-// first failure or short read.
-func wait(futs []*kvik.Future, runs []run) error {
+// readRuns starts every run's read at once and collects them all, so
+// none is left running. It reports the first failure or short read (by
+// position) and cancels the reads still running once it has one.
+func readRuns(runs []run, start func(context.Context, run) *kvik.Future) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	futs := make([]*kvik.Future, len(runs))
+	for i, r := range runs {
+		futs[i] = start(ctx, r)
+	}
 	var first error
 	for i, fu := range futs {
 		n, err := fu.Get()
@@ -340,7 +362,16 @@ func wait(futs []*kvik.Future, runs []run) error {
 		}
 		if err != nil && first == nil {
 			first = err
+			cancel()
 		}
 	}
 	return first
+}
+
+// readErr names r's file in err, unless a kvik handle already did.
+func readErr(r kvik.Reader, err error) error {
+	if _, ok := err.(*fs.PathError); ok {
+		return err
+	}
+	return &fs.PathError{Op: "read", Path: r.Name(), Err: err}
 }

@@ -47,11 +47,11 @@ func runInfo(e *env, args []string) error {
 	if len(pos) == 1 {
 		path = pos[0]
 	}
+	if tensorFormat(path) != "" {
+		return tensorInfo(e, path, fs.Lookup("json").Value.(flag.Getter).Get().(bool))
+	}
 	if isURL(path) {
 		return remoteInfo(e, path, fs.Lookup("json").Value.(flag.Getter).Get().(bool))
-	}
-	if isTensorFile(path) {
-		return tensorInfo(e, path, fs.Lookup("json").Value.(flag.Getter).Get().(bool))
 	}
 	if _, err := os.Stat(path); err != nil {
 		return err

@@ -1,15 +1,45 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
+	"net/url"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
+	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/npy"
 	"github.com/kvikgo/kvik/safetensors"
 )
+
+// Tensor file formats that kvik info lists and kvik cp copies by format.
+const (
+	formatSafetensors = "safetensors"
+	formatIndex       = "safetensors index"
+	formatNpy         = "npy"
+)
+
+// tensorFormat names the format of the file at a path or URL by its name
+// (a URL's query aside), or returns "" for any other file.
+func tensorFormat(name string) string {
+	if isURL(name) {
+		if u, err := url.Parse(name); err == nil {
+			name = u.Path
+		}
+	}
+	switch {
+	case strings.HasSuffix(name, ".safetensors.index.json"):
+		return formatIndex
+	case strings.HasSuffix(name, ".safetensors"):
+		return formatSafetensors
+	case strings.HasSuffix(name, ".npy"):
+		return formatNpy
+	}
+	return ""
+}
 
 // tensorRow is one tensor that kvik info FILE lists.
 type tensorRow struct {
@@ -17,9 +47,12 @@ type tensorRow struct {
 	Dtype string  `json:"dtype"`
 	Shape []int64 `json:"shape"`
 	Bytes int64   `json:"bytes"`
+	// File is the shard holding the tensor, for an index.
+	File string `json:"file,omitempty"`
 }
 
-// tensorFileInfo is kvik info's report for a .safetensors or .npy file.
+// tensorFileInfo is kvik info's report for a .safetensors, sharded
+// .safetensors.index.json or .npy file.
 type tensorFileInfo struct {
 	Path     string            `json:"path"`
 	Format   string            `json:"format"`
@@ -28,44 +61,26 @@ type tensorFileInfo struct {
 	Bytes    int64             `json:"bytes"`
 }
 
-// isTensorFile reports whether kvik info lists path's tensors instead of
-// probing the path.
-func isTensorFile(path string) bool {
-	return strings.HasSuffix(path, ".safetensors") || strings.HasSuffix(path, ".npy")
-}
-
-// tensorInfo implements kvik info FILE.safetensors|FILE.npy.
-func tensorInfo(e *env, path string, asJSON bool) error {
-	r := tensorFileInfo{Path: path}
-	if strings.HasSuffix(path, ".npy") {
-		h, err := npy.ReadFileHeader(path)
-		if err != nil {
-			return err
+// tensorInfo implements kvik info FILE for tensor files, local or at a
+// URL: only headers are read (one ranged GET each for a URL).
+func tensorInfo(e *env, name string, asJSON bool) error {
+	r := tensorFileInfo{Path: redact(name)}
+	var err error
+	switch tensorFormat(name) {
+	case formatNpy:
+		err = r.npy(name)
+	case formatIndex:
+		err = r.index(name)
+	default:
+		r.Format = formatSafetensors
+		var h *safetensors.Header
+		if h, err = safetensorsHeader(name); err == nil {
+			r.Metadata = h.Metadata
+			r.Tensors = rows(h, nil, "")
 		}
-		r.Format = fmt.Sprintf("npy %d.%d", h.Major, h.Minor)
-		dt := h.Dtype.String()
-		if h.FortranOrder {
-			dt += " (fortran order)"
-		}
-		r.Tensors = []tensorRow{{Name: "(array)", Dtype: dt, Shape: h.Shape, Bytes: h.Size()}}
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		st, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		h, err := safetensors.ReadHeader(f, st.Size())
-		if err != nil {
-			return &os.PathError{Op: "read", Path: path, Err: err}
-		}
-		r.Format, r.Metadata = "safetensors", h.Metadata
-		for _, t := range h.Tensors {
-			r.Tensors = append(r.Tensors, tensorRow{Name: t.Name, Dtype: string(t.Dtype), Shape: t.Shape, Bytes: t.Size()})
-		}
+	}
+	if err != nil {
+		return err
 	}
 	for _, t := range r.Tensors {
 		r.Bytes += t.Bytes
@@ -77,15 +92,119 @@ func tensorInfo(e *env, path string, asJSON bool) error {
 	return nil
 }
 
+func (r *tensorFileInfo) npy(name string) error {
+	h, err := npy.ReadFileHeader(name)
+	if err != nil {
+		return err
+	}
+	r.Format = fmt.Sprintf("npy %d.%d", h.Major, h.Minor)
+	dt := h.Dtype.String()
+	if h.FortranOrder {
+		dt += " (fortran order)"
+	}
+	r.Tensors = []tensorRow{{Name: "(array)", Dtype: dt, Shape: h.Shape, Bytes: h.Size()}}
+	return nil
+}
+
+// index lists the tensors of every shard of an index, reading the
+// shards' headers at once.
+func (r *tensorFileInfo) index(name string) error {
+	ix, err := safetensors.ReadIndex(name)
+	if err != nil {
+		return err
+	}
+	files := ix.Files()
+	r.Format = fmt.Sprintf("%s, %d shards", formatIndex, len(files))
+	r.Metadata = ix.StringMetadata()
+	shards := make([][]tensorRow, len(files))
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Go(func() {
+			shard, _ := safetensors.ShardName(name, f) // checked by ReadIndex
+			h, err := safetensorsHeader(shard)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			shards[i] = rows(h, ix, f)
+		})
+	}
+	wg.Wait()
+	for i := range files {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		r.Tensors = append(r.Tensors, shards[i]...)
+	}
+	return nil
+}
+
+// rows lists h's tensors; with an index, those it places in file.
+func rows(h *safetensors.Header, ix *safetensors.Index, file string) []tensorRow {
+	var out []tensorRow
+	for _, t := range h.Tensors {
+		if ix == nil || ix.WeightMap[t.Name] == file {
+			out = append(out, tensorRow{Name: t.Name, Dtype: string(t.Dtype), Shape: t.Shape, Bytes: t.Size(), File: file})
+		}
+	}
+	return out
+}
+
+// safetensorsHeader reads the header of the safetensors file at a path
+// or URL.
+func safetensorsHeader(name string) (*safetensors.Header, error) {
+	f, size, err := openSized(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h, err := safetensors.ReadHeader(f, size)
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: f.Name(), Err: err}
+	}
+	return h, nil
+}
+
+// openSized opens the file or object at name and returns its size.
+func openSized(name string) (kvik.Reader, int64, error) {
+	r, err := kvik.OpenReader(context.Background(), name)
+	if err != nil {
+		return nil, 0, err
+	}
+	size, err := r.Size()
+	if err != nil {
+		r.Close()
+		return nil, 0, err
+	}
+	return r, size, nil
+}
+
+// redact drops a URL's query, which may hold a signature.
+func redact(name string) string {
+	if i := strings.IndexByte(name, '?'); i >= 0 && isURL(name) {
+		return name[:i] + "?…"
+	}
+	return name
+}
+
 func (r *tensorFileInfo) print(w io.Writer) {
 	fmt.Fprintf(w, "%s: %s, %d tensors, %d bytes\n", r.Path, r.Format, len(r.Tensors), r.Bytes)
 	for k, v := range r.Metadata {
 		fmt.Fprintf(w, "  metadata %s = %s\n", k, v)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tDTYPE\tSHAPE\tBYTES")
-	for _, t := range r.Tensors {
-		fmt.Fprintf(tw, "  %s\t%s\t%v\t%d\n", t.Name, t.Dtype, t.Shape, t.Bytes)
+	index := len(r.Tensors) > 0 && r.Tensors[0].File != ""
+	fmt.Fprint(tw, "  NAME\tDTYPE\tSHAPE\tBYTES")
+	if index {
+		fmt.Fprint(tw, "\tFILE")
 	}
+	for _, t := range r.Tensors {
+		fmt.Fprintf(tw, "\n  %s\t%s\t%v\t%d", t.Name, t.Dtype, t.Shape, t.Bytes)
+		if index {
+			fmt.Fprintf(tw, "\t%s", t.File)
+		}
+	}
+	fmt.Fprintln(tw)
 	tw.Flush()
 }
