@@ -105,9 +105,10 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 	if err != nil {
 		return f.fail(kind, err, fut)
 	}
+	leave := enterDevice(r.ctx) // before f.pool, so that it is sized for every device in use
 	if f.compat == CompatOff && size >= d.GDSThreshold {
 		fn := func(_ context.Context, t sched.Task) (int, error) { return f.cufileTask(kind, r, t) }
-		return f.run(ctx, kind, d, f.pool(d), fileOffset, size, fn, fut)
+		return f.run(ctx, kind, d, f.pool(d), fileOffset, size, fn, fut, leave)
 	}
 	pool := f.pool(d)
 	tasks := deviceTasks(fileOffset, size, d)
@@ -129,12 +130,16 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 		p := planStaging(kind, d, tasks[0].Len, pipeline)
 		need := min(len(tasks), d.NumThreads)
 		if err := cuda.WithContext(r.ctx, func() error { return p.pool.reserve(need, p.bufSize) }); err != nil {
+			leave()
 			f.release()
 			return f.fail(kind, err, fut)
 		}
 	}
 	fn := func(_ context.Context, t sched.Task) (int, error) { return f.posixDeviceTask(kind, d, r, t, pipeline) }
-	return f.runTasks(ctx, kind, d, pool, tasks, fn, fut)
+	if kind == opRead && pool != nil {
+		tasks, fn = f.withLane(d, r, tasks, fn)
+	}
+	return f.runTasks(ctx, kind, d, pool, tasks, fn, fut, leave)
 }
 
 // deviceTasks cuts a POSIX device operation into tasks of d.TaskSize
@@ -284,6 +289,10 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 				md.AutoDirectIORead, md.DirectIOReadPolicy = false, ReadPolicyBuffered
 			}
 		}
+		if kind == opRead && readStaging.serial {
+			chunk = min(alignUp(t.Len, pageSize), bounceSize(d))
+			p = stagingPlan{chunk: chunk, pool: pinnedBounce, bufSize: bounceSize(d)}
+		}
 		b, err := p.pool.get(p.bufSize)
 		if err != nil {
 			return err
@@ -291,7 +300,7 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 		defer p.pool.put(b)
 		bufs := [][]byte{b.mem}
 		switch {
-		case t.Len <= chunk:
+		case t.Len <= chunk || readStaging.serial && kind == opRead:
 		case 2*chunk <= len(b.mem):
 			bufs = [][]byte{b.mem[:chunk], b.mem[chunk : 2*chunk]}
 		default:
@@ -311,6 +320,14 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 		return err
 	})
 	return n, err
+}
+
+// readStaging is how the POSIX path stages device read tasks; benchmarks
+// compare (docs/performance.md).
+var readStaging struct {
+	// serial reads each task whole into one buffer, copies it and waits,
+	// as KvikIO does, instead of overlapping chunks.
+	serial bool
 }
 
 // deviceMover connects the staging pipeline to a file and a device range.

@@ -2,6 +2,8 @@ package kvik_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log"
 	"net/http"
@@ -32,4 +34,25 @@ func ExampleOpenRemote() {
 	size, _ := f.Size()
 	fmt.Println(f.EndpointType(), size, string(buf))
 	// Output: HTTP 19 remote
+}
+
+// ExampleWithTLSConfig trusts a private CA for one handle; SSL_CERT_FILE
+// does so for the whole process, and AWS_CA_BUNDLE for S3 endpoints.
+func ExampleWithTLSConfig() {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "data.txt", time.Time{}, strings.NewReader("over TLS"))
+	}))
+	defer srv.Close()
+	ca := x509.NewCertPool()
+	ca.AddCert(srv.Certificate()) // in practice: ca.AppendCertsFromPEM(pemBytes)
+
+	f, err := kvik.OpenRemote(context.Background(), srv.URL+"/data.txt", kvik.WithTLSConfig(&tls.Config{RootCAs: ca}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 8)
+	_, err = f.ReadAt(buf, 0)
+	fmt.Println(string(buf), err)
+	// Output: over TLS <nil>
 }

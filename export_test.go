@@ -1,8 +1,10 @@
 package kvik
 
 import (
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/kvikgo/kvik/internal/staging"
@@ -49,3 +51,79 @@ func SetAlignTasks(on bool) (restore func()) {
 	alignTasks = on
 	return func() { alignTasks = old }
 }
+
+// SetStagingVariant switches how device reads are staged and returns a
+// function that restores the previous choice, so that a benchmark can
+// alternate variants in one process. A variant is one or more of these,
+// joined by "+": "pipeline" (the built-in choice), "serial" (KvikIO's:
+// each task read whole into one buffer, copied, waited for), "spread" (reads of fewer tasks than workers spread over all of them),
+// "partsN" (PipelineParts = N), "nozc" (no zero-copy lane), "zcS" (lane
+// pieces of S bytes, with an optional k or m suffix), "zcminS" (lanes for
+// reads of S bytes or more), "zcall" (lanes whatever the worker count).
+// (Task sizes are compared across processes, KVIKIO_TASK_SIZE: changing
+// it re-pins the bounce buffers.)
+func SetStagingVariant(v string) (restore func(), err error) {
+	oldStaging, oldSpread, oldParts := readStaging, spreadDeviceReads, staging.PipelineParts
+	oldOn, oldAll, oldPiece, oldMin := zc.on, zc.all, zc.piece, zc.minBytes
+	restore = func() {
+		readStaging, spreadDeviceReads, staging.PipelineParts = oldStaging, oldSpread, oldParts
+		zc.on, zc.all, zc.piece, zc.minBytes = oldOn, oldAll, oldPiece, oldMin
+	}
+	for _, part := range strings.Split(v, "+") {
+		if err := setVariant(part); err != nil {
+			return restore, err
+		}
+	}
+	return restore, nil
+}
+
+func setVariant(v string) error {
+	switch {
+	case v == "pipeline":
+	case v == "serial":
+		readStaging.serial = true
+	case v == "spread":
+		spreadDeviceReads = true
+	case v == "nozc":
+		zc.on = false
+	case v == "zcall":
+		zc.all = true
+	case strings.HasPrefix(v, "zcmin"):
+		n, err := parseSize(v[5:])
+		if err != nil || n <= 0 {
+			return fmt.Errorf("variant %q: bad size", v)
+		}
+		zc.minBytes = n
+	case strings.HasPrefix(v, "zc"):
+		n, err := parseSize(v[2:])
+		if err != nil || n <= 0 {
+			return fmt.Errorf("variant %q: bad piece size", v)
+		}
+		zc.piece = n
+	case strings.HasPrefix(v, "parts"):
+		n, err := strconv.Atoi(v[5:])
+		if err != nil || n <= 0 {
+			return fmt.Errorf("variant %q: bad part count", v)
+		}
+		staging.PipelineParts = n
+	default:
+		return fmt.Errorf("unknown staging variant %q", v)
+	}
+	return nil
+}
+
+func parseSize(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "k"):
+		mult, s = 1<<10, s[:len(s)-1]
+	case strings.HasSuffix(s, "m"):
+		mult, s = 1<<20, s[:len(s)-1]
+	}
+	n, err := strconv.Atoi(s)
+	return n * mult, err
+}
+
+// ZeroCopyLane reports the bytes zero-copy lanes have moved (mapped, so
+// whole pages) and whether the driver refused them.
+func ZeroCopyLane() (moved int64, refused bool) { return zc.moved.Load(), zc.broken.Load() }

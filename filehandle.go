@@ -34,10 +34,7 @@ type FileHandle struct {
 	devKey func() string
 	res    residencyState // for the read policy; see residency.go
 
-	mu       sync.Mutex
-	idle     sync.Cond // signalled when inflight drops to zero
-	inflight int       // operations in flight
-	closed   bool      // set when Close begins: new operations fail
+	opGate // operations in flight; Close waits for them
 }
 
 // Option configures Open and OpenFile.
@@ -131,7 +128,7 @@ func openFile(path string, flag int, perm fs.FileMode, o openOptions) (*FileHand
 		return nil, err
 	}
 	f := &FileHandle{name: path, flags: flag, fd: fd, fdDirect: -1, compat: compat, reason: reason}
-	f.idle.L = &f.mu
+	f.initGate()
 	f.devKey = sync.OnceValue(func() string {
 		dev, err := blockdev.ForFd(f.fd)
 		if err != nil {
@@ -189,12 +186,8 @@ func (f *FileHandle) closeFds() error {
 func (f *FileHandle) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	if !f.closeLocked() {
 		return nil
-	}
-	f.closed = true
-	for f.inflight > 0 {
-		f.idle.Wait()
 	}
 	if f.cuHandle != 0 {
 		cufile.HandleDeregister(f.cuHandle)
@@ -204,25 +197,6 @@ func (f *FileHandle) Close() error {
 		return &fs.PathError{Op: "close", Path: f.name, Err: err}
 	}
 	return nil
-}
-
-// acquire marks an operation in flight; release must follow.
-func (f *FileHandle) acquire() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return ErrClosed
-	}
-	f.inflight++
-	return nil
-}
-
-func (f *FileHandle) release() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.inflight--; f.inflight == 0 {
-		f.idle.Broadcast()
-	}
 }
 
 // Name returns the path the file was opened with.
@@ -256,7 +230,7 @@ func (f *FileHandle) CompatReason() string { return f.reason }
 
 // Size returns the file's current size in bytes.
 func (f *FileHandle) Size() (int64, error) {
-	if err := f.acquire(); err != nil {
+	if err := f.enter(); err != nil {
 		return 0, &fs.PathError{Op: "stat", Path: f.name, Err: err}
 	}
 	defer f.release()
@@ -270,7 +244,7 @@ func (f *FileHandle) Size() (int64, error) {
 // Sync commits the file's data and metadata to storage (fsync). Data
 // written is durable only after Sync.
 func (f *FileHandle) Sync() error {
-	if err := f.acquire(); err != nil {
+	if err := f.enter(); err != nil {
 		return &fs.PathError{Op: "sync", Path: f.name, Err: err}
 	}
 	defer f.release()

@@ -99,7 +99,7 @@ func (f *FileHandle) begin(kind opKind, off int64, size int) (Defaults, error) {
 		return Defaults{}, ErrNotWritable
 	}
 	d, _ := GetDefaults() // the handle opened, so the settings are valid
-	return d, f.acquire()
+	return d, f.enter()
 }
 
 // hostOp runs a host-memory operation. With fut nil it blocks and returns
@@ -112,18 +112,19 @@ func (f *FileHandle) hostOp(ctx context.Context, kind opKind, p []byte, off int6
 	fn := func(ctx context.Context, t sched.Task) (int, error) {
 		return f.hostTask(kind, d, p[t.BufOff:t.BufOff+t.Len], t.Off)
 	}
-	return f.run(ctx, kind, d, f.pool(d), off, len(p), fn, fut)
+	return f.run(ctx, kind, d, f.pool(d), off, len(p), fn, fut, nil)
 }
 
 // run splits [off, off+size) into tasks, runs fn on them in pool (or in
 // the calling goroutine when pool is nil) and releases the handle when
-// they finish. With fut nil it blocks.
-func (f *FileHandle) run(ctx context.Context, kind opKind, d Defaults, pool *sched.Pool, off int64, size int, fn sched.TaskFunc, fut *Future) (int, error) {
-	return f.runTasks(ctx, kind, d, pool, sched.Split(off, size, d.TaskSize), fn, fut)
+// they finish, calling after first if it is not nil. With fut nil it
+// blocks.
+func (f *FileHandle) run(ctx context.Context, kind opKind, d Defaults, pool *sched.Pool, off int64, size int, fn sched.TaskFunc, fut *Future, after func()) (int, error) {
+	return f.runTasks(ctx, kind, d, pool, sched.Split(off, size, d.TaskSize), fn, fut, after)
 }
 
 // runTasks is run with the tasks given.
-func (f *FileHandle) runTasks(ctx context.Context, kind opKind, d Defaults, pool *sched.Pool, tasks []sched.Task, fn sched.TaskFunc, fut *Future) (int, error) {
+func (f *FileHandle) runTasks(ctx context.Context, kind opKind, d Defaults, pool *sched.Pool, tasks []sched.Task, fn sched.TaskFunc, fut *Future, after func()) (int, error) {
 	blocking := fut == nil
 	if blocking {
 		fut = newFuture()
@@ -135,6 +136,9 @@ func (f *FileHandle) runTasks(ctx context.Context, kind opKind, d Defaults, pool
 		pool = f.pool(d) // a Future must not make its caller wait
 	}
 	sched.Run(ctx, pool, tasks, fn, func(n int, err error) {
+		if after != nil {
+			after()
+		}
 		f.release()
 		fut.complete(n, f.wrapErr(kind, err))
 	})

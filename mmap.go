@@ -8,12 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"runtime/debug"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik/cuda"
-	"github.com/kvikgo/kvik/internal/sched"
 )
 
 // ErrOutOfRange reports a read of bytes inside the file but outside the
@@ -39,10 +37,8 @@ type MmapHandle struct {
 	mem      []byte // the mapping; starts at the page below mapOff
 	memOff   int64  // file offset of mem[0]
 
-	mu       sync.Mutex
-	idle     sync.Cond
-	inflight int
-	closed   bool
+	opGate      // mu also guards the registration fields
+	readMethods // ReadAt, Read, PRead, ReadDevice, PReadDevice
 
 	// Zero-copy device reads (mmap_register.go): the mapping registered
 	// with the driver in regCtx, and the reads using it.
@@ -106,7 +102,8 @@ func openMmap(path, flags string, opts []MmapOption) (*MmapHandle, error) {
 		return nil, err
 	}
 	h := &MmapHandle{name: path, fileSize: st.Size, mapOff: o.off}
-	h.idle.L = &h.mu
+	h.initGate()
+	h.readMethods = readMethods{h}
 	if err := h.setRegion(o); err != nil {
 		return nil, err
 	}
@@ -156,27 +153,13 @@ func (h *MmapHandle) MapOffset() int64 { return h.mapOff }
 // MapSize returns the size of the mapped region in bytes.
 func (h *MmapHandle) MapSize() int64 { return h.mapSize }
 
-// Closed reports whether Close has been called.
-func (h *MmapHandle) Closed() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.closed
-}
-
 // Close waits for operations in flight and unmaps the file. Operations
 // started once Close has begun fail with ErrClosed. Closing a closed
 // handle does nothing.
 func (h *MmapHandle) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
-		return nil
-	}
-	h.closed = true
-	for h.inflight > 0 {
-		h.idle.Wait()
-	}
-	if h.mem == nil {
+	if !h.closeLocked() || h.mem == nil {
 		return nil
 	}
 	if err := h.unregisterLocked(); err != nil {
@@ -190,118 +173,27 @@ func (h *MmapHandle) Close() error {
 	return nil
 }
 
-func (h *MmapHandle) release() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.inflight--; h.inflight == 0 {
-		h.idle.Broadcast()
-	}
-}
-
 // begin checks a read of size bytes at off, marks it in flight and
 // returns the bytes it will move (clamped at end of file; eof says so).
 func (h *MmapHandle) begin(off int64, size int) (Defaults, int, bool, error) {
 	if err := checkRange(off, size); err != nil {
 		return Defaults{}, 0, false, err
 	}
-	n, eof := size, false
-	if rest := h.fileSize - min(off, h.fileSize); int64(size) > rest {
-		n, eof = int(rest), true
-	}
+	n, eof := clampRead(off, size, h.fileSize)
 	if n > 0 && (off < h.mapOff || off+int64(n) > h.mapOff+h.mapSize) {
 		return Defaults{}, 0, false, fmt.Errorf("%w: %d bytes at offset %d, mapped [%d, %d)",
 			ErrOutOfRange, n, off, h.mapOff, h.mapOff+h.mapSize)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return Defaults{}, 0, false, ErrClosed
+	if err := h.enter(); err != nil {
+		return Defaults{}, 0, false, err
 	}
-	h.inflight++
 	d, _ := GetDefaults()
 	return d, n, eof, nil
 }
 
-// ReadAt copies len(p) bytes at file offset off into p, in parallel tasks.
-// It satisfies io.ReaderAt: when n < len(p) the error is non-nil, and
-// io.EOF at end of file.
-func (h *MmapHandle) ReadAt(p []byte, off int64) (int, error) {
-	return h.hostOp(context.Background(), p, off, nil)
+func (h *MmapHandle) fetcher(Defaults) fetchFunc {
+	return func(_ context.Context, p []byte, off int64) (int, error) { return h.copyOut(p, off) }
 }
-
-// Read reads size bytes at fileOffset into buf[:size] (KvikIO's
-// MmapHandle.read).
-func (h *MmapHandle) Read(buf []byte, size int, fileOffset int64) (int, error) {
-	if size < 0 || size > len(buf) {
-		return 0, h.pathErr(fmt.Errorf("%w: size %d for a %d-byte buffer", ErrInvalidArgument, size, len(buf)))
-	}
-	return h.ReadAt(buf[:size], fileOffset)
-}
-
-// PRead starts ReadAt and returns at once (KvikIO's MmapHandle.pread). p
-// must not be touched until the Future completes.
-func (h *MmapHandle) PRead(ctx context.Context, p []byte, off int64) *Future {
-	fut := newFuture()
-	h.hostOp(ctx, p, off, fut)
-	return fut
-}
-
-// ReadDevice reads size bytes at fileOffset into device memory at
-// buf+devOffset, through pinned bounce buffers, and returns when done. buf
-// may be any address inside a device allocation; the range must lie in it.
-func (h *MmapHandle) ReadDevice(buf cuda.DevicePtr, size int, fileOffset, devOffset int64) (int, error) {
-	return h.deviceOp(context.Background(), buf, size, fileOffset, devOffset, nil)
-}
-
-// PReadDevice starts ReadDevice and returns at once.
-func (h *MmapHandle) PReadDevice(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64) *Future {
-	fut := newFuture()
-	h.deviceOp(ctx, buf, size, fileOffset, devOffset, fut)
-	return fut
-}
-
-func (h *MmapHandle) hostOp(ctx context.Context, p []byte, off int64, fut *Future) (int, error) {
-	d, n, eof, err := h.begin(off, len(p))
-	if err != nil {
-		return h.op().fail(err, fut)
-	}
-	fn := func(_ context.Context, t sched.Task) (int, error) {
-		return h.copyOut(p[t.BufOff:t.BufOff+t.Len], t.Off)
-	}
-	return h.op().run(ctx, d, poolFor(d, ""), off, n, eof, fn, fut)
-}
-
-func (h *MmapHandle) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64, fut *Future) (int, error) {
-	d, n, eof, err := h.begin(fileOffset, size)
-	if err != nil {
-		return h.op().fail(err, fut)
-	}
-	r, err := resolveDevice(buf, size, devOffset)
-	if err == nil {
-		// Work queued on the legacy default stream must finish first, as
-		// for FileHandle.
-		err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
-	}
-	if err != nil {
-		h.release()
-		return h.op().fail(err, fut)
-	}
-	fn := func(_ context.Context, t sched.Task) (int, error) {
-		return stagedRead(d, r, t, h.copyOut)
-	}
-	op := h.op()
-	if h.useRegistration() {
-		fn, op.release = h.directRead(r), h.releaseRegistered
-	}
-	pool := poolFor(d, "")
-	if n < d.GDSThreshold {
-		pool = nil
-	}
-	return op.run(ctx, d, pool, fileOffset, n, eof, fn, fut)
-}
-
-// op returns the handle's readOp.
-func (h *MmapHandle) op() readOp { return readOp{release: h.release, wrap: h.pathErr} }
 
 func (h *MmapHandle) pathErr(err error) error {
 	return &fs.PathError{Op: "read", Path: h.name, Err: err}

@@ -79,15 +79,17 @@ func (h *MmapHandle) unregisterLocked() error {
 	return nil
 }
 
-// useRegistration marks a device read as zero-copy when the mapping is
-// registered; the read then ends with releaseRegistered.
-func (h *MmapHandle) useRegistration() bool {
+// zeroCopy makes a device read into r zero-copy when the mapping is
+// registered: its tasks are directRead and it ends with
+// releaseRegistered.
+func (h *MmapHandle) zeroCopy(r deviceRange) (sched.TaskFunc, func(), bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.registered {
-		h.regInflight++
+	if !h.registered {
+		return nil, nil, false
 	}
-	return h.registered
+	h.regInflight++
+	return h.directRead(r), h.releaseRegistered, true
 }
 
 func (h *MmapHandle) releaseRegistered() {

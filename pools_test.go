@@ -2,8 +2,10 @@ package kvik
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 
+	"github.com/kvikgo/kvik/cuda"
 	"golang.org/x/sys/unix"
 )
 
@@ -188,5 +190,57 @@ func TestBouncePoolUnmaps(t *testing.T) {
 				t.Fatalf("pinned %v: buffer %d still mapped after drop (mincore: %v)", pinned, i, err)
 			}
 		}
+	}
+}
+
+func TestPoolLimit(t *testing.T) {
+	for _, c := range []struct{ threads, ndev, cpus, want int }{
+		{16, 0, 64, 16}, // no device operation: NumThreads
+		{16, 1, 64, 16}, // one GPU: never more than NumThreads
+		{16, 2, 64, 32}, // two GPUs: NumThreads each
+		{16, 2, 24, 24}, // capped by the CPUs
+		{16, 4, 8, 16},  // never below NumThreads
+		{1, 3, 2, 2},
+	} {
+		if got := poolLimit(c.threads, c.ndev, c.cpus); got != c.want {
+			t.Errorf("poolLimit(%d threads, %d devices, %d CPUs) = %d, want %d", c.threads, c.ndev, c.cpus, got, c.want)
+		}
+	}
+}
+
+// TestEnterDeviceResizesPools feeds operations on two (fake) contexts: the
+// shared pool grows while both are in flight and shrinks back when the
+// second one's last operation ends.
+func TestEnterDeviceResizesPools(t *testing.T) {
+	d := BuiltinDefaults()
+	d.NumThreads = 1 // so that two devices need more workers on any machine
+	restore, err := SetDefaults(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(restore)
+	pool := poolFor(d, "")
+	want := func(ndev int) int { return poolLimit(d.NumThreads, ndev, runtime.NumCPU()) }
+	a1 := enterDevice(cuda.Context(0x1001))
+	a2 := enterDevice(cuda.Context(0x1001))
+	if got := pool.Limit(); got != want(1) {
+		t.Fatalf("one context: limit %d, want %d", got, want(1))
+	}
+	b := enterDevice(cuda.Context(0x2002))
+	if got := pool.Limit(); got != want(2) || got != 2 {
+		t.Fatalf("two contexts: limit %d, want %d", got, want(2))
+	}
+	b()
+	b() // leave is idempotent
+	if got := pool.Limit(); got != want(1) {
+		t.Fatalf("back to one context: limit %d, want %d", got, want(1))
+	}
+	a1()
+	if activeDevices() != 1 {
+		t.Fatalf("%d contexts in flight, want 1", activeDevices())
+	}
+	a2()
+	if activeDevices() != 0 || pool.Limit() != d.NumThreads {
+		t.Fatalf("after all: %d contexts, limit %d", activeDevices(), pool.Limit())
 	}
 }

@@ -2,16 +2,14 @@ package kvik
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
-	"sync"
 
-	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/remote"
-	"github.com/kvikgo/kvik/internal/sched"
 )
 
 // RemoteEndpointType selects how a remote URL is reached, as KvikIO's
@@ -32,8 +30,9 @@ const (
 // unexpected status is an *HTTPStatusError, which also matches
 // fs.ErrNotExist (404) and fs.ErrPermission (401, 403).
 var (
-	// ErrShortBody reports a response body that ended before the bytes
-	// it announced (retried, then returned).
+	// ErrShortBody reports a response body that ended, or whose
+	// connection broke, before the bytes it announced (retried, then
+	// returned).
 	ErrShortBody = remote.ErrShortBody
 	// ErrBadContentRange reports a response that does not hold the bytes
 	// asked for (a wrong Content-Range, a server ignoring Range).
@@ -42,6 +41,10 @@ var (
 	ErrHTTPTimeout = remote.ErrTimeout
 	// ErrUnsupportedURL reports a URL that no endpoint type accepts.
 	ErrUnsupportedURL = remote.ErrUnsupportedURL
+	// ErrCertificate reports an https server whose certificate is not
+	// trusted; the *tls.CertificateVerificationError (and the x509 error
+	// in it) is wrapped too.
+	ErrCertificate = remote.ErrCertificate
 	// ErrNoCredentials reports a signed S3 endpoint without credentials
 	// or region.
 	ErrNoCredentials = remote.ErrNoCredentials
@@ -58,6 +61,7 @@ type remoteOptions struct {
 	size   int64
 	s3     remote.S3Config
 	client *http.Client
+	tls    *tls.Config
 }
 
 // WithEndpointType forces an endpoint type instead of detecting it.
@@ -88,8 +92,35 @@ func WithS3Endpoint(endpointURL string) RemoteOption {
 }
 
 // WithHTTPClient sends requests with c instead of the handle's own
-// keep-alive client (one idle connection per worker).
+// keep-alive client (one idle connection per worker). c's transport then
+// decides TLS: WithTLSConfig and AWS_CA_BUNDLE do not apply.
 func WithHTTPClient(c *http.Client) RemoteOption { return func(o *remoteOptions) { o.client = c } }
+
+// WithTLSConfig makes https requests with c (a clone of it): its RootCAs
+// to trust a private CA, client certificates, and so on. Without it the
+// system's roots are trusted (on Linux SSL_CERT_FILE and SSL_CERT_DIR
+// replace the system's files, as for any Go program), except that S3
+// endpoints trust the PEM bundle named by AWS_CA_BUNDLE instead when that
+// is set, as the AWS tools do.
+func WithTLSConfig(c *tls.Config) RemoteOption { return func(o *remoteOptions) { o.tls = c } }
+
+// httpClient returns the client that o gives, or a new keep-alive one of
+// conns connections, with its transport to close; s3 says the endpoint is
+// S3 (AWS_CA_BUNDLE applies).
+func (o *remoteOptions) httpClient(conns int, s3 bool) (*http.Client, *http.Transport, error) {
+	if o.client != nil {
+		return o.client, nil, nil
+	}
+	cfg := o.tls
+	if cfg == nil && s3 {
+		var err error
+		if cfg, err = remote.CABundleConfig(os.Getenv("AWS_CA_BUNDLE")); err != nil {
+			return nil, nil, err
+		}
+	}
+	t := remote.NewTransport(conns, cfg)
+	return &http.Client{Transport: t}, t, nil
+}
 
 // RemoteHandle is a remote object open for parallel reads into host or
 // device memory: the counterpart of kvikio::RemoteHandle. Reads are split
@@ -102,10 +133,8 @@ type RemoteHandle struct {
 	owned  *http.Transport // closed by Close; nil with WithHTTPClient
 	size   int64
 
-	mu       sync.Mutex
-	idle     sync.Cond
-	inflight int
-	closed   bool
+	opGate
+	readMethods // ReadAt, Read, PRead, ReadDevice, PReadDevice
 }
 
 // remoteBaseDelay is the first retry's backoff (KvikIO's 500 ms); tests
@@ -171,13 +200,13 @@ func openRemote(ctx context.Context, url string, o remoteOptions) (*RemoteHandle
 	}
 	o.s3 = o.s3.FromEnv(os.Getenv)
 	h := &RemoteHandle{size: o.size}
-	h.idle.L = &h.mu
-	hc := o.client
-	if hc == nil {
-		h.owned = remote.NewTransport(d.NumThreads)
-		hc = &http.Client{Transport: h.owned}
+	h.initGate()
+	h.readMethods = readMethods{h}
+	hc, owned, err := o.httpClient(d.NumThreads, remote.IsS3(o.typ, url))
+	if err != nil {
+		return nil, err
 	}
-	h.client = remote.Client{HTTP: hc}
+	h.client, h.owned = remote.Client{HTTP: hc}, owned
 	h.client.Policy = policyOf(d)
 	if err := h.pickEndpoint(ctx, url, o); err != nil {
 		h.closeIdle()
@@ -272,16 +301,11 @@ func (h *RemoteHandle) EndpointType() RemoteEndpointType { return h.ep.Type }
 // started after Close fail with ErrClosed.
 func (h *RemoteHandle) Close() error {
 	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return nil
-	}
-	h.closed = true
-	for h.inflight > 0 {
-		h.idle.Wait()
-	}
+	closing := h.closeLocked()
 	h.mu.Unlock()
-	h.closeIdle()
+	if closing {
+		h.closeIdle()
+	}
 	return nil
 }
 
@@ -291,64 +315,6 @@ func (h *RemoteHandle) closeIdle() {
 	}
 }
 
-func (h *RemoteHandle) acquire() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return ErrClosed
-	}
-	h.inflight++
-	return nil
-}
-
-func (h *RemoteHandle) release() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.inflight--; h.inflight == 0 {
-		h.idle.Broadcast()
-	}
-}
-
-// ReadAt reads len(p) bytes at off in parallel ranged requests. It
-// satisfies io.ReaderAt: n < len(p) comes with an error, io.EOF when the
-// object ends first.
-func (h *RemoteHandle) ReadAt(p []byte, off int64) (int, error) {
-	return h.hostOp(context.Background(), p, off, nil)
-}
-
-// Read reads size bytes at fileOffset into buf[:size] (KvikIO's
-// RemoteHandle::read).
-func (h *RemoteHandle) Read(buf []byte, size int, fileOffset int64) (int, error) {
-	if size < 0 || size > len(buf) {
-		return 0, h.pathErr(fmt.Errorf("%w: size %d for a %d-byte buffer", ErrInvalidArgument, size, len(buf)))
-	}
-	return h.ReadAt(buf[:size], fileOffset)
-}
-
-// PRead starts ReadAt and returns at once; p must not be touched until
-// the Future completes. Cancelling ctx aborts requests in flight.
-func (h *RemoteHandle) PRead(ctx context.Context, p []byte, off int64) *Future {
-	fut := newFuture()
-	h.hostOp(ctx, p, off, fut)
-	return fut
-}
-
-// ReadDevice reads size bytes at fileOffset into device memory at
-// buf+devOffset: each task downloads into pinned bounce buffers and
-// copies to the device, overlapping the download of one chunk with the
-// copy of the previous one. A read past the end returns the bytes read
-// and io.EOF.
-func (h *RemoteHandle) ReadDevice(buf cuda.DevicePtr, size int, fileOffset, devOffset int64) (int, error) {
-	return h.deviceOp(context.Background(), buf, size, fileOffset, devOffset, nil)
-}
-
-// PReadDevice starts ReadDevice and returns at once.
-func (h *RemoteHandle) PReadDevice(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64) *Future {
-	fut := newFuture()
-	h.deviceOp(ctx, buf, size, fileOffset, devOffset, fut)
-	return fut
-}
-
 // begin checks a read and clamps it to the object: it returns the bytes
 // to fetch and whether the read ends at the object's end.
 func (h *RemoteHandle) begin(off int64, size int) (Defaults, int, bool, error) {
@@ -356,28 +322,17 @@ func (h *RemoteHandle) begin(off int64, size int) (Defaults, int, bool, error) {
 		return Defaults{}, 0, false, err
 	}
 	d, _ := GetDefaults()
-	if err := h.acquire(); err != nil {
+	if err := h.enter(); err != nil {
 		return d, 0, false, err
 	}
-	n := size
-	if off >= h.size {
-		n = 0
-	} else if int64(n) > h.size-off {
-		n = int(h.size - off)
-	}
-	return d, n, n < size, nil
+	n, eof := clampRead(off, size, h.size)
+	return d, n, eof, nil
 }
 
-func (h *RemoteHandle) hostOp(ctx context.Context, p []byte, off int64, fut *Future) (int, error) {
-	d, n, eof, err := h.begin(off, len(p))
-	if err != nil {
-		return h.op().fail(err, fut)
-	}
-	client := h.clientFor(d)
-	fn := func(ctx context.Context, t sched.Task) (int, error) {
-		return client.ReadRange(ctx, h.ep, p[t.BufOff:t.BufOff+t.Len], t.Off)
-	}
-	return h.op().run(ctx, d, poolFor(d, ""), off, n, eof, fn, fut)
+// fetcher downloads one task's range with the current HTTP settings.
+func (h *RemoteHandle) fetcher(d Defaults) fetchFunc {
+	c := h.clientFor(d)
+	return func(ctx context.Context, p []byte, off int64) (int, error) { return c.ReadRange(ctx, h.ep, p, off) }
 }
 
 // clientFor applies the current HTTP settings.
@@ -387,46 +342,10 @@ func (h *RemoteHandle) clientFor(d Defaults) *remote.Client {
 	return &c
 }
 
-func (h *RemoteHandle) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64, fut *Future) (int, error) {
-	d, n, eof, err := h.begin(fileOffset, size)
-	if err != nil {
-		return h.op().fail(err, fut)
-	}
-	r, err := resolveDevice(buf, size, devOffset)
-	if err == nil {
-		err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
-	}
-	if err != nil {
-		h.release()
-		return h.op().fail(err, fut)
-	}
-	client := h.clientFor(d)
-	fn := func(ctx context.Context, t sched.Task) (int, error) {
-		return h.deviceTask(ctx, client, d, r, t)
-	}
-	pool := poolFor(d, "")
-	if n < d.GDSThreshold {
-		pool = nil
-	}
-	return h.op().run(ctx, d, pool, fileOffset, n, eof, fn, fut)
-}
-
-// op returns the handle's readOp.
-func (h *RemoteHandle) op() readOp { return readOp{release: h.release, wrap: h.pathErr} }
-
 func (h *RemoteHandle) pathErr(err error) error {
 	name := "remote"
 	if h.ep != nil {
 		name = h.ep.String()
 	}
 	return &fs.PathError{Op: "read", Path: name, Err: err}
-}
-
-// deviceTask downloads one task into the device through pinned bounce
-// buffers (stagedRead). The downloads run without a CUDA context current,
-// so the network poller wakes them as any goroutine.
-func (h *RemoteHandle) deviceTask(ctx context.Context, c *remote.Client, d Defaults, r deviceRange, t sched.Task) (int, error) {
-	return stagedRead(d, r, t, func(p []byte, off int64) (int, error) {
-		return c.ReadRange(ctx, h.ep, p, off)
-	})
 }

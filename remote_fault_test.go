@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -18,22 +17,19 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/httpfault"
 )
 
-// faultServer serves data with Range support, letting fault decide, per
-// request number (from 1), to misbehave instead; fault returns false to
-// serve normally.
+// faultServer serves data at /obj with Range support, letting fault
+// decide, per GET number (from 1), to misbehave instead; fault returns
+// false to serve normally. The count is of every request.
 func faultServer(t *testing.T, data []byte, fault func(n int32, w http.ResponseWriter, r *http.Request) bool) (*httptest.Server, *atomic.Int32) {
-	var count atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := count.Add(1)
-		if r.Method == http.MethodGet && fault(n, w, r) {
-			return
-		}
-		http.ServeContent(w, r, "obj", time.Time{}, bytes.NewReader(data))
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &count
+	var f httpfault.Fault
+	if fault != nil {
+		f = func(n int32, w http.ResponseWriter, r *http.Request, _ []byte) bool { return fault(n, w, r) }
+	}
+	s := httpfault.New(t, map[string][]byte{"/obj": data}, f)
+	return s.Server, &s.Requests
 }
 
 // quickRetries shortens backoff and timeout for fault tests.
@@ -133,31 +129,13 @@ func TestRemoteNoRetry(t *testing.T) {
 	srv.Close()
 }
 
-// hijackPartial sends headers announcing the whole range and half the
-// body, then resets the connection.
-func hijackPartial(w http.ResponseWriter, r *http.Request, data []byte) {
-	var first, last int64
-	fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &first, &last)
-	conn, bw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		return
-	}
-	fmt.Fprintf(bw, "HTTP/1.1 206 Partial Content\r\nContent-Length: %d\r\nContent-Range: bytes %d-%d/%d\r\n\r\n", last-first+1, first, last, len(data))
-	bw.Write(data[first : first+(last-first+1)/2])
-	bw.Flush()
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetLinger(0) // RST instead of FIN
-	}
-	conn.Close()
-}
-
 func TestRemoteResetMidBody(t *testing.T) {
 	noLeaks(t)
 	quickRetries(t, 10*time.Second)
 	data := randomBytes(rand.New(rand.NewPCG(21, 1)), 300_000)
 	srv, count := faultServer(t, data, func(n int32, w http.ResponseWriter, r *http.Request) bool {
 		if n == 1 {
-			hijackPartial(w, r, data)
+			httpfault.Reset(w, r, data)
 			return true
 		}
 		return false
@@ -178,13 +156,7 @@ func TestRemoteShortBody(t *testing.T) {
 	quickRetries(t, 10*time.Second)
 	data := randomBytes(rand.New(rand.NewPCG(22, 1)), 50_000)
 	srv, _ := faultServer(t, data, func(n int32, w http.ResponseWriter, r *http.Request) bool {
-		// Content-Range claims the whole range; the body is shorter and
-		// ends cleanly (no Content-Length).
-		var first, last int64
-		fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &first, &last)
-		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", first, last, len(data)))
-		w.WriteHeader(http.StatusPartialContent)
-		w.Write(data[first : first+(last-first)/2])
+		httpfault.Short(w, r, data)
 		return true
 	})
 	h := openFault(t, srv, len(data))
@@ -195,12 +167,12 @@ func TestRemoteShortBody(t *testing.T) {
 	}
 	// Always cut by a reset: also a short body, never silent short data.
 	srv2, _ := faultServer(t, data, func(n int32, w http.ResponseWriter, r *http.Request) bool {
-		hijackPartial(w, r, data)
+		httpfault.Reset(w, r, data)
 		return true
 	})
 	h2 := openFault(t, srv2, len(data))
 	defer h2.Close()
-	if n, err := h2.ReadAt(make([]byte, len(data)), 0); err == nil || n == len(data) {
+	if n, err := h2.ReadAt(make([]byte, len(data)), 0); !errors.Is(err, kvik.ErrShortBody) || n == len(data) {
 		t.Fatalf("always reset: %d, %v", n, err)
 	}
 }

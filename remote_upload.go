@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"sync"
 
@@ -73,12 +72,14 @@ func uploadObject(ctx context.Context, url string, size int64, src func(off int6
 	if err != nil {
 		return err
 	}
-	c := remote.Client{HTTP: o.client, Policy: policyOf(d)}
-	if c.HTTP == nil {
-		t := remote.NewTransport(d.NumThreads)
-		defer t.CloseIdleConnections()
-		c.HTTP = &http.Client{Transport: t}
+	hc, owned, err := o.httpClient(d.NumThreads, true)
+	if err != nil {
+		return err
 	}
+	if owned != nil {
+		defer owned.CloseIdleConnections()
+	}
+	c := remote.Client{HTTP: hc, Policy: policyOf(d)}
 	part := remote.PartSize(size, d.TaskSize)
 	if size <= part {
 		return c.PutObject(ctx, ep, size, src(0, int(size)))

@@ -244,7 +244,7 @@ type ReadPlan struct {
 // are those a read makes. A length of zero or less means "to the end of
 // the file".
 func (f *FileHandle) ReadPlan(offset, length int64) (ReadPlan, error) {
-	if err := f.acquire(); err != nil {
+	if err := f.enter(); err != nil {
 		return ReadPlan{}, f.pathErr(opRead, err)
 	}
 	defer f.release()

@@ -1,9 +1,6 @@
 package gguf
 
 import (
-	"context"
-	"io/fs"
-
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/tensorload"
@@ -113,23 +110,20 @@ func LoadHost(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error
 // or RemoteHandle), which it leaves open.
 func LoadReader(r kvik.Reader, o *Options) (*Model, error) { return loadReader(r, o, false) }
 
-// LoadReaderHost is LoadHost from an open kvik.Reader.
-func LoadReaderHost(r kvik.Reader, o *Options) (*Model, error) { return loadReader(r, o, true) }
+// LoadHostReader is LoadHost from an open kvik.Reader.
+func LoadHostReader(r kvik.Reader, o *Options) (*Model, error) { return loadReader(r, o, true) }
 
 // ReadFileHeader reads and validates the header of the GGUF file name (a
 // path, or a URL opened with opts); o may be nil, only its
 // AllowUnknownTypes counts.
 func ReadFileHeader(name string, o *Options, opts ...kvik.RemoteOption) (*Header, error) {
-	r, err := kvik.OpenReader(context.Background(), name, opts...)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	h, err := readerHeader(r, o)
-	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: r.Name(), Err: err}
-	}
-	return h, nil
+	return tensorload.Open(name, opts, func(r kvik.Reader) (*Header, error) {
+		h, err := readerHeader(r, o)
+		if err != nil {
+			return nil, tensorload.PathError(r, err)
+		}
+		return h, nil
+	})
 }
 
 func readerHeader(r kvik.Reader, o *Options) (*Header, error) {
@@ -141,12 +135,7 @@ func readerHeader(r kvik.Reader, o *Options) (*Header, error) {
 }
 
 func loadName(name string, o *Options, host bool, opts []kvik.RemoteOption) (*Model, error) {
-	r, err := kvik.OpenReader(context.Background(), name, opts...)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return loadReader(r, o, host)
+	return tensorload.Open(name, opts, func(r kvik.Reader) (*Model, error) { return loadReader(r, o, host) })
 }
 
 func loadReader(r kvik.Reader, o *Options, host bool) (*Model, error) {
@@ -160,7 +149,7 @@ func loadReader(r kvik.Reader, o *Options, host bool) (*Model, error) {
 			return m, nil
 		}
 	}
-	return nil, &fs.PathError{Op: "read", Path: r.Name(), Err: err}
+	return nil, tensorload.PathError(r, err)
 }
 
 func load(r kvik.Reader, h *Header, o *Options, host bool) (*Model, error) {

@@ -43,9 +43,9 @@ func TestS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	sub, err := LoadReaderHost(r, &Options{Filter: func(ti *TensorInfo) bool { return ti.Type == Q4_K }})
+	sub, err := LoadHostReader(r, &Options{Filter: func(ti *TensorInfo) bool { return ti.Type == Q4_K }})
 	if err != nil || len(sub.Tensors) != 1 || !bytes.Equal(sub.Tensors[0].Data, want.Tensor(sub.Tensors[0].Name).Data) {
-		t.Fatalf("LoadReaderHost: %v", err)
+		t.Fatalf("LoadHostReader: %v", err)
 	}
 
 	rng := rand.New(rand.NewPCG(11, 12))

@@ -39,39 +39,48 @@ func (h *Header) NumElements() int64 {
 // Size returns the array's size in bytes.
 func (h *Header) Size() int64 { return h.NumElements() * int64(h.Dtype.Size) }
 
+// headerProbe is how much ReadHeader reads at first: the whole header of
+// any usual file, in one request to a remote file.
+const headerProbe = 64 << 10
+
 // ReadHeader reads and validates the header of a .npy file of the given
-// size; the data must fill the rest of the file exactly.
+// size; the data must fill the rest of the file exactly. It reads the
+// first 64 KiB (or the whole file, if smaller), and the rest of the
+// header only when it is longer.
 func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
-	var pre [12]byte
 	if size < 10 {
 		return nil, fmt.Errorf("%w: %d-byte file is too short", ErrInvalidHeader, size)
 	}
-	if _, err := r.ReadAt(pre[:min(12, size)], 0); err != nil && err != io.EOF {
+	buf := make([]byte, min(size, headerProbe))
+	if err := readFull(r, buf, 0); err != nil {
 		return nil, err
 	}
-	if !bytes.Equal(pre[:6], magic) {
+	if !bytes.Equal(buf[:6], magic) {
 		return nil, fmt.Errorf("%w: bad magic", ErrInvalidHeader)
 	}
-	h := &Header{Major: int(pre[6]), Minor: int(pre[7])}
+	h := &Header{Major: int(buf[6]), Minor: int(buf[7])}
 	var n, start int64
 	switch {
 	case h.Major == 1 && h.Minor == 0:
-		n, start = int64(binary.LittleEndian.Uint16(pre[8:10])), 10
+		n, start = int64(binary.LittleEndian.Uint16(buf[8:10])), 10
 	case (h.Major == 2 || h.Major == 3) && h.Minor == 0:
 		if size < 12 {
 			return nil, fmt.Errorf("%w: truncated", ErrInvalidHeader)
 		}
-		n, start = int64(binary.LittleEndian.Uint32(pre[8:12])), 12
+		n, start = int64(binary.LittleEndian.Uint32(buf[8:12])), 12
 	default:
 		return nil, fmt.Errorf("%w: version %d.%d", ErrInvalidHeader, h.Major, h.Minor)
 	}
 	if n > MaxHeaderSize || n > size-start {
 		return nil, fmt.Errorf("%w: header length %d does not fit a %d-byte file", ErrInvalidHeader, n, size)
 	}
-	buf := make([]byte, n)
-	if _, err := r.ReadAt(buf, start); err != nil && !(err == io.EOF && n == 0) {
-		return nil, err
+	if probed := int64(len(buf)); start+n > probed {
+		buf = append(buf, make([]byte, start+n-probed)...)
+		if err := readFull(r, buf[probed:], probed); err != nil {
+			return nil, err
+		}
 	}
+	buf = buf[start : start+n]
 	if err := h.parseDict(buf); err != nil {
 		return nil, err
 	}
@@ -89,6 +98,13 @@ func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
 		return nil, fmt.Errorf("%w: shape %v of %s needs %d bytes, the file holds %d", ErrInvalidHeader, h.Shape, h.Dtype, total, size-h.DataOffset)
 	}
 	return h, nil
+}
+
+// readFull fills p from r at off: a file that ends first is
+// io.ErrUnexpectedEOF.
+func readFull(r io.ReaderAt, p []byte, off int64) error {
+	_, err := io.ReadFull(io.NewSectionReader(r, off, int64(len(p))), p)
+	return err
 }
 
 // parseDict parses the header's Python dict literal, e.g.

@@ -34,62 +34,101 @@ func (a *Array) Close() error {
 	return err
 }
 
-func open(path string) (*kvik.FileHandle, *Header, error) {
-	f, err := kvik.Open(path, "r", 0)
+// open opens name (a path or URL) and reads its header.
+func open(name string, opts []kvik.RemoteOption) (kvik.Reader, *Header, error) {
+	r, err := kvik.OpenReader(context.Background(), name, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	size, err := f.Size()
-	if err == nil {
-		var h *Header
-		if h, err = ReadHeader(f, size); err == nil {
-			return f, h, nil
-		}
+	h, err := readerHeader(r)
+	if err != nil {
+		r.Close()
+		return nil, nil, err
 	}
-	f.Close()
-	return nil, nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	return r, h, nil
 }
 
-// ReadFileHeader reads and validates the header of the .npy file at path.
-func ReadFileHeader(path string) (*Header, error) {
-	f, h, err := open(path)
+func readerHeader(r kvik.Reader) (*Header, error) {
+	size, err := r.Size()
+	if err == nil {
+		var h *Header
+		if h, err = ReadHeader(r, size); err == nil {
+			return h, nil
+		}
+	}
+	return nil, readErr(r, err)
+}
+
+// ReadFileHeader reads and validates the header of the .npy file at name,
+// a local path or a URL (s3://, http(s)://; see kvik.OpenReader) opened
+// with opts. A remote file's header comes in one ranged GET.
+func ReadFileHeader(name string, opts ...kvik.RemoteOption) (*Header, error) {
+	r, h, err := open(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	f.Close()
+	r.Close()
 	return h, nil
 }
 
-// Load reads the .npy file at path into host memory.
-func Load(path string) (*Array, error) {
-	f, h, err := open(path)
+// Load reads the .npy file at name, a path or URL as for ReadFileHeader,
+// into host memory.
+func Load(name string, opts ...kvik.RemoteOption) (*Array, error) {
+	r, h, err := open(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer r.Close()
+	return loadHost(r, h)
+}
+
+// LoadReader is Load from a file the caller opened (any kvik handle); r
+// stays open.
+func LoadReader(r kvik.Reader) (*Array, error) {
+	h, err := readerHeader(r)
+	if err != nil {
+		return nil, err
+	}
+	return loadHost(r, h)
+}
+
+func loadHost(r kvik.Reader, h *Header) (*Array, error) {
 	a := &Array{Header: *h, Data: make([]byte, h.Size()), Device: -1}
-	n, err := f.ReadAt(a.Data, h.DataOffset)
-	if err == nil && n != len(a.Data) {
-		err = io.ErrUnexpectedEOF
-	}
-	if err != nil {
-		return nil, err
+	if err := readFull(r, a.Data, h.DataOffset); err != nil {
+		return nil, readErr(r, err)
 	}
 	return a, nil
 }
 
-// LoadDevice reads the .npy file at path into new memory on the CUDA
-// device with the given ordinal. An empty array gets no memory (Ptr 0).
-func LoadDevice(path string, device int) (*Array, error) {
-	f, h, err := open(path)
+// LoadDevice reads the .npy file at name, a path or URL as for
+// ReadFileHeader, into new memory on the CUDA device with the given
+// ordinal, in parallel reads (ranged GETs for a URL). An empty array gets
+// no memory (Ptr 0).
+func LoadDevice(name string, device int, opts ...kvik.RemoteOption) (*Array, error) {
+	r, h, err := open(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer r.Close()
+	return loadDevice(r, h, device)
+}
+
+// LoadDeviceReader is LoadDevice from a file the caller opened; r stays
+// open.
+func LoadDeviceReader(r kvik.Reader, device int) (*Array, error) {
+	h, err := readerHeader(r)
+	if err != nil {
+		return nil, err
+	}
+	return loadDevice(r, h, device)
+}
+
+func loadDevice(r kvik.Reader, h *Header, device int) (*Array, error) {
 	a := &Array{Header: *h, Device: device}
 	if err := cuda.Init(); err != nil {
 		return nil, err
 	}
+	var err error
 	if a.dev, err = cuda.DeviceGet(device); err != nil {
 		return nil, err
 	}
@@ -104,12 +143,12 @@ func LoadDevice(path string, device int) (*Array, error) {
 	}
 	if err := cuda.WithContext(ctx, func() (err error) { a.buf, err = cuda.MemAlloc(size); return err }); err != nil {
 		a.dev.PrimaryCtxRelease()
-		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		return nil, readErr(r, err)
 	}
 	a.Ptr = a.buf.Ptr()
-	n, err := f.ReadDevice(a.Ptr, size, h.DataOffset, 0)
+	n, err := r.ReadDevice(a.Ptr, size, h.DataOffset, 0)
 	if err == nil && n != size {
-		err = &fs.PathError{Op: "read", Path: path, Err: io.ErrUnexpectedEOF}
+		err = &fs.PathError{Op: "read", Path: r.Name(), Err: io.ErrUnexpectedEOF}
 	}
 	if err != nil {
 		a.Close()
@@ -165,4 +204,12 @@ func SaveDevice(path string, d Dtype, shape []int64, fortran bool, src cuda.Devi
 func save(path string, d Dtype, shape []int64, fortran bool, body kvik.Piece, opts []kvik.RemoteOption) error {
 	hdr := encodeHeader(d, shape, fortran)
 	return kvik.SaveFile(context.Background(), path, []kvik.Piece{{Data: hdr}, body}, opts...)
+}
+
+// readErr names r's file in err, unless a kvik handle already did.
+func readErr(r kvik.Reader, err error) error {
+	if _, ok := err.(*fs.PathError); ok {
+		return err
+	}
+	return &fs.PathError{Op: "read", Path: r.Name(), Err: err}
 }

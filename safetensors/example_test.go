@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"log"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 
+	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/safetensors"
 )
 
@@ -46,4 +49,45 @@ func f32bytes(v []float32) []byte {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
 	}
 	return b
+}
+
+// Load a checkpoint from an HTTP server: the header comes in one ranged
+// GET, the tensors in parallel ranged GETs. s3:// URLs work the same way
+// (see ExampleLoadIndex_s3).
+func ExampleLoadHost_url() {
+	dir, _ := os.MkdirTemp("", "st")
+	defer os.RemoveAll(dir)
+	err := safetensors.Save(filepath.Join(dir, "model.safetensors"), []safetensors.SaveTensor{
+		{Name: "embed", Dtype: safetensors.F32, Shape: []int64{2, 2}, Data: f32bytes([]float32{1, 2, 3, 4})},
+	}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer srv.Close()
+
+	m, err := safetensors.LoadHost(srv.URL+"/model.safetensors", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	t := m.Tensor("embed")
+	fmt.Println(t.Dtype, t.Shape, t.Size())
+	// Output: F32 [2 2] 16
+}
+
+// Load a sharded checkpoint from S3 onto two GPUs, split by size: the
+// shards named in the index are read from beside it. Credentials, region
+// and endpoint come from AWS_* variables or, as here, options.
+func ExampleLoadIndex_s3() {
+	m, err := safetensors.LoadIndex("s3://my-bucket/llama/model.safetensors.index.json",
+		&safetensors.Options{Devices: []int{0, 1}},
+		kvik.WithS3Region("us-east-1"), kvik.WithS3Endpoint("http://127.0.0.1:7070"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	for _, t := range m.Tensors[:3] {
+		fmt.Println(t.Name, t.Device, t.Ptr)
+	}
 }

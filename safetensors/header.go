@@ -57,31 +57,42 @@ func (h *Header) Lookup(name string) (*TensorInfo, bool) {
 	return &h.Tensors[i], true
 }
 
+// headerProbe is how much ReadHeader reads at first: the length and the
+// JSON of all but the largest headers, in one request to a remote file.
+const headerProbe = 1 << 20
+
 // ReadHeader reads and validates the header of a safetensors file of the
-// given size from r. It reads only the header.
+// given size from r. It reads the first MiB (or the whole file, if
+// smaller), and the rest of the header only when it is longer.
 func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
 	if size < 8 {
 		return nil, fmt.Errorf("%w: file of %d bytes is shorter than the 8-byte length", ErrInvalidHeader, size)
 	}
-	var lb [8]byte
-	if _, err := r.ReadAt(lb[:], 0); err != nil {
+	buf := make([]byte, min(size, headerProbe))
+	if err := readFull(r, buf, 0); err != nil {
 		return nil, err
 	}
-	n := binary.LittleEndian.Uint64(lb[:])
+	n := binary.LittleEndian.Uint64(buf)
 	if n < 2 || n > MaxHeaderSize {
 		return nil, fmt.Errorf("%w: header length %d not in [2, %d]", ErrInvalidHeader, n, MaxHeaderSize)
 	}
 	if int64(n) > size-8 {
 		return nil, fmt.Errorf("%w: header length %d runs past the end of a %d-byte file", ErrInvalidHeader, n, size)
 	}
-	buf := make([]byte, n)
-	if _, err := r.ReadAt(buf, 8); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	if probed := len(buf); 8+int(n) > probed {
+		buf = append(buf, make([]byte, 8+int(n)-probed)...)
+		if err := readFull(r, buf[probed:], int64(probed)); err != nil {
+			return nil, err
 		}
-		return nil, err
 	}
-	return ParseHeader(buf, size-8-int64(n))
+	return ParseHeader(buf[8:8+n], size-8-int64(n))
+}
+
+// readFull fills p from r at off: a file that ends first is
+// io.ErrUnexpectedEOF.
+func readFull(r io.ReaderAt, p []byte, off int64) error {
+	_, err := io.ReadFull(io.NewSectionReader(r, off, int64(len(p))), p)
+	return err
 }
 
 // ParseHeader validates the JSON header b of a file whose data area holds

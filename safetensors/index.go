@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"net/url"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/tensorload"
 )
 
 // Index is a sharded checkpoint's *.safetensors.index.json: which file
@@ -19,26 +23,99 @@ type Index struct {
 	WeightMap map[string]string          `json:"weight_map"`
 }
 
-// ReadIndex reads and checks an index file: every file it names must be a
-// plain relative path in the index's directory tree.
-func ReadIndex(path string) (*Index, error) {
-	b, err := os.ReadFile(path)
+// MaxIndexSize bounds an index file, so a hostile one never causes a
+// huge allocation.
+const MaxIndexSize = 64 << 20
+
+// ReadIndex reads and checks the index file at name, a local path or a
+// URL opened with opts: every file it names must be a plain relative path
+// in the index's directory tree, and shard names resolve against the
+// index's own path or URL (see ShardName).
+func ReadIndex(name string, opts ...kvik.RemoteOption) (*Index, error) {
+	b, err := readSmall(name, opts)
 	if err != nil {
 		return nil, err
 	}
 	var ix Index
 	if err := json.Unmarshal(b, &ix); err != nil {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: %v", ErrInvalidIndex, err)}
+		return nil, &fs.PathError{Op: "read", Path: redact(name), Err: fmt.Errorf("%w: %v", ErrInvalidIndex, err)}
 	}
 	if ix.WeightMap == nil {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: no weight_map", ErrInvalidIndex)}
+		return nil, &fs.PathError{Op: "read", Path: redact(name), Err: fmt.Errorf("%w: no weight_map", ErrInvalidIndex)}
 	}
-	for name, file := range ix.WeightMap {
-		if !filepath.IsLocal(file) || strings.ContainsRune(file, '\\') {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: tensor %q names file %q outside the index's directory", ErrInvalidIndex, name, file)}
+	for tensor, file := range ix.WeightMap {
+		if _, err := ShardName(name, file); err != nil {
+			return nil, &fs.PathError{Op: "read", Path: redact(name), Err: fmt.Errorf("tensor %q: %w", tensor, err)}
 		}
 	}
 	return &ix, nil
+}
+
+// readSmall reads the whole file at name, of at most MaxIndexSize bytes.
+func readSmall(name string, opts []kvik.RemoteOption) ([]byte, error) {
+	return tensorload.Open(name, opts, func(r kvik.Reader) ([]byte, error) {
+		size, err := r.Size()
+		if err != nil {
+			return nil, err
+		}
+		if size > MaxIndexSize {
+			return nil, tensorload.PathError(r, fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidIndex, size, MaxIndexSize))
+		}
+		b := make([]byte, size)
+		if err := readFull(r, b, 0); err != nil {
+			return nil, tensorload.PathError(r, err)
+		}
+		return b, nil
+	})
+}
+
+// ShardName returns where the shard file named in the index at index
+// lies: beside the index, in its directory or the URL's. file must be a
+// plain relative path below that directory (no "..", no absolute path,
+// no URL of its own): a hostile index cannot make a load read anything
+// else. Other names fail with ErrInvalidIndex.
+func ShardName(index, file string) (string, error) {
+	if !filepath.IsLocal(file) || strings.ContainsRune(file, '\\') || kvik.IsURL(file) {
+		return "", fmt.Errorf("%w: file %q is outside the index's directory", ErrInvalidIndex, file)
+	}
+	if !kvik.IsURL(index) {
+		return filepath.Join(filepath.Dir(index), file), nil
+	}
+	base, err := url.Parse(index)
+	if err != nil {
+		return "", fmt.Errorf("%w: index URL: %v", ErrInvalidIndex, err)
+	}
+	// As a path, file cannot carry a scheme, host, query or fragment.
+	u := base.ResolveReference(&url.URL{Path: path.Clean(file)})
+	dir := path.Dir(base.Path)
+	if u.Scheme != base.Scheme || u.Host != base.Host || u.User.String() != base.User.String() ||
+		!strings.HasPrefix(u.Path, strings.TrimSuffix(dir, "/")+"/") {
+		return "", fmt.Errorf("%w: file %q resolves to %s, outside the index's directory", ErrInvalidIndex, file, u.Redacted())
+	}
+	return u.String(), nil
+}
+
+// redact drops a URL's query, which may hold a signature, so that it
+// stays out of errors.
+func redact(name string) string {
+	if kvik.IsURL(name) {
+		name, _, _ = strings.Cut(name, "?")
+	}
+	return name
+}
+
+// StringMetadata returns the index's metadata with each value as a
+// string: JSON strings unquoted, other values (numbers…) as written.
+func (ix *Index) StringMetadata() map[string]string {
+	m := make(map[string]string, len(ix.Metadata))
+	for k, v := range ix.Metadata {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			s = string(v)
+		}
+		m[k] = s
+	}
+	return m
 }
 
 // Files returns the index's shard files, sorted.
@@ -57,18 +134,20 @@ func (ix *Index) Files() []string {
 // tensors (those its weight_map entry names, filtered by o) are read as by
 // Load, all shards at once. Each shard has its own allocation per device;
 // o.Place and balanced placement apply per shard. A tensor the index names
-// that its shard lacks is an error matching ErrNotFound.
-func LoadIndex(path string, o *Options) (*Model, error) {
-	return loadIndex(path, o, false)
+// that its shard lacks is an error matching ErrNotFound. name is a local
+// path or a URL, opened with opts as the shards are; shard files lie
+// beside the index (ShardName).
+func LoadIndex(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return loadIndex(name, o, false, opts)
 }
 
 // LoadIndexHost is LoadIndex into host memory.
-func LoadIndexHost(path string, o *Options) (*Model, error) {
-	return loadIndex(path, o, true)
+func LoadIndexHost(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return loadIndex(name, o, true, opts)
 }
 
-func loadIndex(path string, o *Options, host bool) (*Model, error) {
-	ix, err := ReadIndex(path)
+func loadIndex(name string, o *Options, host bool, opts []kvik.RemoteOption) (*Model, error) {
+	ix, err := ReadIndex(name, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -77,22 +156,14 @@ func loadIndex(path string, o *Options, host bool) (*Model, error) {
 	}
 	for _, n := range o.Names {
 		if _, ok := ix.WeightMap[n]; !ok {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: %q", ErrNotFound, n)}
+			return nil, &fs.PathError{Op: "read", Path: redact(name), Err: fmt.Errorf("%w: %q", ErrNotFound, n)}
 		}
 	}
 	want := map[string]bool{}
 	for _, n := range o.Names {
 		want[n] = true
 	}
-	all := &Model{byName: map[string]int{}, Metadata: map[string]string{}}
-	for k, v := range ix.Metadata {
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			s = string(v) // a number or other JSON value, as written
-		}
-		all.Metadata[k] = s
-	}
-	dir := filepath.Dir(path)
+	all := &Model{byName: map[string]int{}, Metadata: ix.StringMetadata()}
 	files := ix.Files()
 	models := make([]*Model, len(files))
 	errs := make([]error, len(files))
@@ -111,7 +182,8 @@ func loadIndex(path string, o *Options, host bool) (*Model, error) {
 		so := *o
 		so.Names = names
 		// Shards load concurrently; each is one parallel read per device.
-		wg.Go(func() { models[i], errs[i] = load(filepath.Join(dir, file), &so, host) })
+		shard, _ := ShardName(name, file) // checked by ReadIndex
+		wg.Go(func() { models[i], errs[i] = load(shard, &so, host, opts) })
 	}
 	wg.Wait()
 	for _, m := range models {

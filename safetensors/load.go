@@ -2,7 +2,6 @@ package safetensors
 
 import (
 	"errors"
-	"io/fs"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
@@ -90,44 +89,56 @@ func (m *Model) Close() error {
 	return errors.Join(errs...)
 }
 
-// Load reads the selected tensors of the safetensors file at path into
+// Load reads the selected tensors of the safetensors file at name into
 // device memory: one allocation per device and one parallel read per
-// contiguous range. The header is validated before any allocation.
-func Load(path string, o *Options) (*Model, error) {
-	return load(path, o, false)
+// contiguous range. The header is validated before any allocation. name
+// is a local path or a URL (s3://, http(s)://; see kvik.OpenReader),
+// opened with opts: a remote file's header comes in one ranged GET and
+// its tensors in parallel ranged GETs into device memory.
+func Load(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return load(name, o, false, opts)
 }
 
 // LoadHost is Load into host memory: each Tensor's Data holds its bytes
 // (aligned to Alignment); placement options are ignored.
-func LoadHost(path string, o *Options) (*Model, error) {
-	return load(path, o, true)
+func LoadHost(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return load(name, o, true, opts)
 }
 
-func load(path string, o *Options, host bool) (*Model, error) {
+// LoadReader is Load from a file the caller opened (any kvik handle); r
+// stays open.
+func LoadReader(r kvik.Reader, o *Options) (*Model, error) {
+	return loadReader(r, o, false)
+}
+
+// LoadHostReader is LoadHost from a file the caller opened; r stays open.
+func LoadHostReader(r kvik.Reader, o *Options) (*Model, error) {
+	return loadReader(r, o, true)
+}
+
+func load(name string, o *Options, host bool, opts []kvik.RemoteOption) (*Model, error) {
+	return tensorload.Open(name, opts, func(r kvik.Reader) (*Model, error) { return loadReader(r, o, host) })
+}
+
+func loadReader(r kvik.Reader, o *Options, host bool) (*Model, error) {
 	if o == nil {
 		o = &Options{}
 	}
-	f, err := kvik.Open(path, "r", 0)
+	size, err := r.Size()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
+	h, err := ReadHeader(r, size)
+	if err == nil {
+		var m *Model
+		if m, err = loadFrom(r, h, o, host); err == nil {
+			return m, nil
+		}
 	}
-	h, err := ReadHeader(f, size)
-	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-	}
-	m, err := loadFrom(f, h, o, host)
-	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-	}
-	return m, nil
+	return nil, tensorload.PathError(r, err)
 }
 
-func loadFrom(f *kvik.FileHandle, h *Header, o *Options, host bool) (*Model, error) {
+func loadFrom(f kvik.Reader, h *Header, o *Options, host bool) (*Model, error) {
 	res, err := tensorload.Load(f, &tensorload.Request[TensorInfo]{
 		Tensors: h.Tensors,
 		Name:    func(t *TensorInfo) string { return t.Name },

@@ -96,9 +96,9 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.IntVar(&o.warmup, "warmup", 0, "untimed repetitions (`count`) of each configuration before the timed ones (a fresh process reads small files slowly for its first few dozen operations)")
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
-	fs.StringVar(&o.st, "safetensors", "", "benchmark loading this safetensors `file` to GPU 0 (and balanced over GPUs 0 and 1) against kvik.ReadFileToDevice")
-	fs.StringVar(&o.gguf, "gguf", "", "benchmark loading this GGUF `file` to GPU 0 (and balanced over GPUs 0 and 1) against kvik.ReadFileToDevice")
-	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS) instead of a file")
+	fs.StringVar(&o.st, "safetensors", "", "benchmark loading this safetensors `file` (or URL) to GPU 0 (and balanced over GPUs 0 and 1) against reading it whole into GPU memory")
+	fs.StringVar(&o.gguf, "gguf", "", "benchmark loading this GGUF `file` (or URL) to GPU 0 (and balanced over GPUs 0 and 1) against reading it whole into GPU memory")
+	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS) instead of a file; a .safetensors or .gguf URL is benchmarked as --safetensors or --gguf")
 	fs.StringVar(&o.plot, "plot", "", "also draw GB/s against workers for every path and ceiling into this `file` (.svg or .png)")
 	fs.Func("plot-from", "with --plot, draw these kvik bench --json outputs (comma-separated `files`, e.g. one per file size) instead of running", func(s string) error {
 		o.plotFrom = strings.Split(s, ",")
@@ -195,25 +195,23 @@ func runBench(e *env, args []string) error {
 	if _, err := kvik.GetDefaults(); err != nil {
 		return err
 	}
-	if o.url != "" {
+	switch tensorFormat(o.url) { // a model's load against the object's read
+	case formatSafetensors:
+		o.st = o.url
+	case formatGGUF:
+		o.gguf = o.url
+	}
+	if o.url != "" && o.st == "" && o.gguf == "" {
 		return benchRemote(e, o)
 	}
 	if o.st != "" {
 		return benchModel(e, o, o.st, "safetensors", func(devs []int) error {
-			m, err := safetensors.Load(o.st, &safetensors.Options{Devices: devs})
-			if err == nil {
-				err = m.Close()
-			}
-			return err
+			return closeLoaded(safetensors.Load(o.st, &safetensors.Options{Devices: devs}))
 		})
 	}
 	if o.gguf != "" {
 		return benchModel(e, o, o.gguf, "gguf", func(devs []int) error {
-			m, err := gguf.Load(o.gguf, &gguf.Options{Devices: devs})
-			if err == nil {
-				err = m.Close()
-			}
-			return err
+			return closeLoaded(gguf.Load(o.gguf, &gguf.Options{Devices: devs}))
 		})
 	}
 	b := &bench{e: e, o: o}

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"io"
 	"slices"
 	"time"
 
@@ -21,19 +21,27 @@ type stResult struct {
 	MedianGBps float64 `json:"median_gb_per_s"`
 }
 
-// benchModel times kvik.ReadFileToDevice of the whole model file at
-// path, its load (of format kind) onto GPU 0 and, with two GPUs, the
-// balanced load onto GPUs 0 and 1, each --repeats times (the page cache
-// dropped first with --drop-cache), and prints the best times and the
-// ratios.
-func benchModel(e *env, o *benchOptions, path, kind string, load func(devs []int) error) error {
-	st, err := os.Stat(path)
+// benchModel times the whole model file at name read into device memory
+// (kvik.ReadFileToDevice, or for a URL a RemoteHandle.ReadDevice into a
+// new allocation), its load (of format kind) onto GPU 0 and, with two
+// GPUs, the balanced load onto GPUs 0 and 1, each --repeats times (the
+// page cache dropped first with --drop-cache), and prints the best and
+// median times and their ratios.
+func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int) error) error {
+	remote := isURL(name)
+	if remote && o.dropCache {
+		return usagef("--drop-cache applies to local files, not %s", redact(name))
+	}
+	r, size, err := openSized(name)
 	if err != nil {
 		return err
 	}
-	if err := cuda.Init(); err != nil {
+	r.Close()
+	g, err := openGPU() // holds GPU 0's context for every run
+	if err != nil {
 		return fmt.Errorf("--%s needs a GPU: %w", kind, err)
 	}
+	defer g.close()
 	ngpu, err := cuda.DeviceGetCount()
 	if err != nil {
 		return err
@@ -42,16 +50,17 @@ func benchModel(e *env, o *benchOptions, path, kind string, load func(devs []int
 		name string
 		run  func() error
 	}
-	configs := []config{
-		{"kvik.ReadFileToDevice", func() error {
-			b, err := kvik.ReadFileToDevice(path)
-			if err == nil {
-				err = b.Close()
-			}
-			return err
-		}},
-		{kind + ".Load gpu0", func() error { return load([]int{0}) }},
+	base := config{"kvik.ReadFileToDevice", func() error {
+		b, err := kvik.ReadFileToDevice(name)
+		if err == nil {
+			err = b.Close()
+		}
+		return err
+	}}
+	if remote {
+		base = config{"RemoteHandle.ReadDevice", func() error { return readObjectToDevice(g, name) }}
 	}
+	configs := []config{base, {kind + ".Load gpu0", func() error { return load([]int{0}) }}}
 	if ngpu >= 2 {
 		configs = append(configs, config{kind + ".Load gpu0+1 balanced", func() error { return load([]int{0, 1}) }})
 	}
@@ -66,7 +75,7 @@ func benchModel(e *env, o *benchOptions, path, kind string, load func(devs []int
 		for k := range configs {
 			i := (k + rep) % len(configs)
 			if o.dropCache {
-				if err := kvik.DropFilePageCache(path, 0, 0); err != nil {
+				if err := kvik.DropFilePageCache(name, 0, 0); err != nil {
 					return err
 				}
 			}
@@ -80,23 +89,56 @@ func benchModel(e *env, o *benchOptions, path, kind string, load func(devs []int
 	for i := range results {
 		r := &results[i]
 		r.Best, r.Median = slices.Min(r.Seconds), median(r.Seconds)
-		r.GBps = float64(st.Size()) / r.Best / 1e9
-		r.MedianGBps = float64(st.Size()) / r.Median / 1e9
+		r.GBps = float64(size) / r.Best / 1e9
+		r.MedianGBps = float64(size) / r.Median / 1e9
 	}
 	if o.json {
 		return writeJSON(e.stdout, results)
 	}
 	cache := "warm"
-	if o.dropCache {
+	switch {
+	case remote:
+		cache = "remote"
+	case o.dropCache:
 		cache = "cold (page cache dropped)"
 	}
-	fmt.Fprintf(e.stdout, "%s %s: %.2f GB, %s, %d repetitions taking turns; best (median)\n", kind, path, float64(st.Size())/1e9, cache, o.repeats)
+	fmt.Fprintf(e.stdout, "%s %s: %.2f GB, %s, %d repetitions taking turns; best (median)\n", kind, redact(name), float64(size)/1e9, cache, o.repeats)
 	for _, r := range results {
-		fmt.Fprintf(e.stdout, "  %-34s %8.3f s  %7.2f GB/s (%.2f)  %.2fx (%.2fx) ReadFileToDevice\n",
-			r.Name, r.Best, r.GBps, r.MedianGBps, results[0].Best/r.Best, results[0].Median/r.Median)
+		fmt.Fprintf(e.stdout, "  %-34s %8.3f s  %7.2f GB/s (%.2f)  %.2fx (%.2fx) %s\n",
+			r.Name, r.Best, r.GBps, r.MedianGBps, results[0].Best/r.Best, results[0].Median/r.Median, results[0].Name)
 	}
 	if len(results) == 3 {
 		fmt.Fprintf(e.stdout, "  two GPUs / one GPU: %.2fx (%.2fx)\n", results[1].Best/results[2].Best, results[1].Median/results[2].Median)
 	}
 	return nil
+}
+
+// closeLoaded frees what a load returned, for a benchmark that times
+// the load alone.
+func closeLoaded[M io.Closer](m M, err error) error {
+	if err != nil {
+		return err
+	}
+	return m.Close()
+}
+
+// readObjectToDevice reads the whole object at url into a new allocation
+// on g, as kvik.ReadFileToDevice does for a file: open, allocate, read,
+// free.
+func readObjectToDevice(g *gpuDevice, url string) error {
+	h, size, err := openSized(url)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	buf, err := g.alloc(int(max(size, 1)))
+	if err != nil {
+		return err
+	}
+	defer buf.Close()
+	n, err := h.ReadDevice(buf.Ptr(), int(size), 0, 0)
+	if err == nil && int64(n) != size {
+		err = fmt.Errorf("read %d of %d bytes", n, size)
+	}
+	return err
 }

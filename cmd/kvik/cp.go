@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -18,10 +19,21 @@ import (
 const cpDesc = `
 Copy SRC to DST through GPU memory (file -> device -> file) with kvik's
 device I/O, or through host memory (--memory host), in chunks, reading the
-next chunk while the previous one is written. DST is created or truncated
-with SRC's permissions; a directory DST receives SRC's base name. After
-the copy both files are read back and compared, and the CRC-32C of the
-data is printed.`
+next chunk while the previous one is written. DST is replaced atomically:
+the data goes to a temporary file beside it that is renamed over DST
+only once complete and verified, so an interrupted or failed copy leaves
+DST as it was. DST gets SRC's permissions; a directory DST receives SRC's
+base name. After the copy both files are read back and compared, and the
+CRC-32C of the data is printed.
+
+Either side may be a URL (s3://, http(s)://; credentials and endpoint
+from the AWS_* variables): a download goes through parallel ranged GETs,
+an upload to S3 through a parallel multipart upload, and the copy is
+read back and compared by CRC-32C. Tensor files move by format: a
+.safetensors or .npy file is checked and loaded from its URL into GPU
+memory (host memory with --memory host or without a GPU) by kvik's
+loader and written from there; a .safetensors.index.json brings every
+shard it names, beside it, and comes last.`
 
 // cpOptions holds kvik cp's flags.
 type cpOptions struct {
@@ -59,6 +71,7 @@ type copyJob struct {
 	o        *cpOptions
 	src, dst string
 	in, out  *kvik.FileHandle
+	pending  *kvik.PendingFile // out, until committed over dst
 	size     int64
 	chunk    int64
 	mem      memoryChoice
@@ -85,6 +98,14 @@ func runCp(e *env, args []string) error {
 	}
 	defer restore()
 	if isURL(pos[0]) || isURL(pos[1]) {
+		if isURL(pos[0]) && isURL(pos[1]) {
+			return usagef("copying from one URL to another is not supported; copy through a local file")
+		}
+		// A GGUF file is copied as bytes: its tensors need not tile the
+		// data area, so a load would not give the file back.
+		if f := tensorFormat(pos[0]); f != "" && f != formatGGUF {
+			return tensorCopy(e, o, pos[0], pos[1])
+		}
 		return remoteCopy(e, o, pos[0], pos[1])
 	}
 	j := &copyJob{e: e, o: o, src: pos[0], dst: pos[1]}
@@ -117,7 +138,7 @@ func (j *copyJob) run() error {
 		return err
 	}
 	defer j.in.Close()
-	defer j.out.Close()
+	defer j.pending.Abort()
 	start := time.Now()
 	if err := j.copy(); err != nil {
 		return err
@@ -128,6 +149,9 @@ func (j *copyJob) run() error {
 	elapsed := time.Since(start)
 	sum, err := j.verify()
 	if err != nil {
+		return err
+	}
+	if err := j.pending.Commit(); err != nil {
 		return err
 	}
 	fmt.Fprintf(j.e.stdout, "copied %s (%d bytes) %s -> %s in %.2f s, %.2f GB/s, through %s%s\n",
@@ -160,8 +184,23 @@ func (j *copyJob) open() error {
 	if di, err := os.Stat(j.dst); err == nil && os.SameFile(fi, di) {
 		return fmt.Errorf("%s and %s are the same file", j.src, j.dst)
 	}
-	j.out, err = kvik.Open(j.dst, "w", fi.Mode().Perm(), opts...)
-	return err
+	if j.pending, err = createPending(j.dst, fi.Mode().Perm(), opts...); err != nil {
+		return err
+	}
+	j.out = j.pending.FileHandle
+	return nil
+}
+
+// createPending starts the atomic replacement of path and removes its
+// temporary file if kvik is interrupted before Commit.
+func createPending(path string, perm fs.FileMode, opts ...kvik.Option) (*kvik.PendingFile, error) {
+	p, err := kvik.CreatePending(path, perm, opts...)
+	if err != nil {
+		return nil, err
+	}
+	tmp := p.Name()
+	atExit(func() { os.Remove(tmp) }) // nothing left to remove after Commit
+	return p, nil
 }
 
 // copy moves the data through device or host memory.
@@ -276,8 +315,9 @@ func pipeline(size, chunk int64, read, write func(slot int, off int64, n int) er
 	return errors.Join(readErr, writeErr)
 }
 
-// verify reads SRC and DST back with plain os.File reads, independent of
-// kvik, compares them and returns the summary's checksum text.
+// verify reads SRC and the copy (still under its temporary name) back
+// with plain os.File reads, independent of kvik, compares them and
+// returns the summary's checksum text.
 func (j *copyJob) verify() (string, error) {
 	if !j.o.verify {
 		return "; not verified", nil
@@ -287,7 +327,7 @@ func (j *copyJob) verify() (string, error) {
 		return "", err
 	}
 	defer a.Close()
-	b, err := os.Open(j.dst)
+	b, err := os.Open(j.out.Name())
 	if err != nil {
 		return "", err
 	}

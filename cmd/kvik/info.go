@@ -47,7 +47,7 @@ func runInfo(e *env, args []string) error {
 	if len(pos) == 1 {
 		path = pos[0]
 	}
-	if isTensorFile(path) {
+	if tensorFormat(path) != "" {
 		return tensorInfo(e, path, fs.Lookup("json").Value.(flag.Getter).Get().(bool))
 	}
 	if isURL(path) {

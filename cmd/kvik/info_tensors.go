@@ -2,19 +2,52 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
-	"os"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
+	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/gguf"
 	"github.com/kvikgo/kvik/npy"
 	"github.com/kvikgo/kvik/safetensors"
 )
+
+// Tensor file formats that kvik info lists and kvik cp copies by format.
+const (
+	formatSafetensors = "safetensors"
+	formatIndex       = "safetensors index"
+	formatNpy         = "npy"
+	formatGGUF        = "gguf"
+)
+
+// tensorFormat names the format of the file at a path or URL by its name
+// (a URL's query aside), or returns "" for any other file.
+func tensorFormat(name string) string {
+	if isURL(name) {
+		if u, err := url.Parse(name); err == nil {
+			name = u.Path
+		}
+	}
+	switch {
+	case strings.HasSuffix(name, ".safetensors.index.json"):
+		return formatIndex
+	case strings.HasSuffix(name, ".safetensors"):
+		return formatSafetensors
+	case strings.HasSuffix(name, ".npy"):
+		return formatNpy
+	case strings.HasSuffix(name, ".gguf"):
+		return formatGGUF
+	}
+	return ""
+}
 
 // tensorRow is one tensor that kvik info FILE lists.
 type tensorRow struct {
@@ -22,6 +55,8 @@ type tensorRow struct {
 	Dtype string  `json:"dtype"`
 	Shape []int64 `json:"shape"`
 	Bytes int64   `json:"bytes"`
+	// File is the shard holding the tensor, for an index.
+	File string `json:"file,omitempty"`
 }
 
 // typeRow is one tensor type of a GGUF file: how many tensors, how many
@@ -32,8 +67,8 @@ type typeRow struct {
 	Bytes   int64  `json:"bytes"`
 }
 
-// tensorFileInfo is kvik info's report for a .safetensors, .npy or .gguf
-// file.
+// tensorFileInfo is kvik info's report for a .safetensors, sharded
+// .safetensors.index.json, .npy or .gguf file.
 type tensorFileInfo struct {
 	Path     string            `json:"path"`
 	Format   string            `json:"format"`
@@ -48,48 +83,28 @@ type tensorFileInfo struct {
 	Bytes        int64       `json:"bytes"`
 }
 
-// isTensorFile reports whether kvik info lists path's tensors instead of
-// probing the path (a .gguf may be a URL too).
-func isTensorFile(path string) bool {
-	return strings.HasSuffix(path, ".gguf") || !isURL(path) && (strings.HasSuffix(path, ".safetensors") || strings.HasSuffix(path, ".npy"))
-}
-
-// tensorInfo implements kvik info FILE.safetensors|FILE.npy|FILE.gguf.
-func tensorInfo(e *env, path string, asJSON bool) error {
-	r := tensorFileInfo{Path: path}
-	if strings.HasSuffix(path, ".gguf") {
-		if err := r.readGGUF(path); err != nil {
-			return err
+// tensorInfo implements kvik info FILE for tensor files, local or at a
+// URL: only headers are read (one ranged GET each for a URL).
+func tensorInfo(e *env, name string, asJSON bool) error {
+	r := tensorFileInfo{Path: redact(name)}
+	var err error
+	switch tensorFormat(name) {
+	case formatNpy:
+		err = r.npy(name)
+	case formatIndex:
+		err = r.index(name)
+	case formatGGUF:
+		err = r.gguf(name)
+	default:
+		r.Format = formatSafetensors
+		var h *safetensors.Header
+		if h, err = safetensorsHeader(name); err == nil {
+			r.Metadata = h.Metadata
+			r.Tensors = rows(h, nil, "")
 		}
-	} else if strings.HasSuffix(path, ".npy") {
-		h, err := npy.ReadFileHeader(path)
-		if err != nil {
-			return err
-		}
-		r.Format = fmt.Sprintf("npy %d.%d", h.Major, h.Minor)
-		dt := h.Dtype.String()
-		if h.FortranOrder {
-			dt += " (fortran order)"
-		}
-		r.Tensors = []tensorRow{{Name: "(array)", Dtype: dt, Shape: h.Shape, Bytes: h.Size()}}
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		st, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		h, err := safetensors.ReadHeader(f, st.Size())
-		if err != nil {
-			return &os.PathError{Op: "read", Path: path, Err: err}
-		}
-		r.Format, r.Metadata = "safetensors", h.Metadata
-		for _, t := range h.Tensors {
-			r.Tensors = append(r.Tensors, tensorRow{Name: t.Name, Dtype: string(t.Dtype), Shape: t.Shape, Bytes: t.Size()})
-		}
+	}
+	if err != nil {
+		return err
 	}
 	for _, t := range r.Tensors {
 		r.Bytes += t.Bytes
@@ -101,10 +116,24 @@ func tensorInfo(e *env, path string, asJSON bool) error {
 	return nil
 }
 
-// readGGUF fills r from a GGUF file's header (a tensor of unknown type
+func (r *tensorFileInfo) npy(name string) error {
+	h, err := npy.ReadFileHeader(name)
+	if err != nil {
+		return err
+	}
+	r.Format = fmt.Sprintf("npy %d.%d", h.Major, h.Minor)
+	dt := h.Dtype.String()
+	if h.FortranOrder {
+		dt += " (fortran order)"
+	}
+	r.Tensors = []tensorRow{{Name: "(array)", Dtype: dt, Shape: h.Shape, Bytes: h.Size()}}
+	return nil
+}
+
+// gguf fills r from a GGUF file's header (a tensor of unknown type
 // is listed, its size spanning to the next tensor's data).
-func (r *tensorFileInfo) readGGUF(path string) error {
-	h, err := gguf.ReadFileHeader(path, &gguf.Options{AllowUnknownTypes: true})
+func (r *tensorFileInfo) gguf(name string) error {
+	h, err := gguf.ReadFileHeader(name, &gguf.Options{AllowUnknownTypes: true})
 	if err != nil {
 		return err
 	}
@@ -135,6 +164,88 @@ func (r *tensorFileInfo) readGGUF(path string) error {
 	return nil
 }
 
+// index lists the tensors of every shard of an index, reading the
+// shards' headers at once.
+func (r *tensorFileInfo) index(name string) error {
+	ix, err := safetensors.ReadIndex(name)
+	if err != nil {
+		return err
+	}
+	files := ix.Files()
+	r.Format = fmt.Sprintf("%s, %d shards", formatIndex, len(files))
+	r.Metadata = ix.StringMetadata()
+	shards := make([][]tensorRow, len(files))
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Go(func() {
+			shard, _ := safetensors.ShardName(name, f) // checked by ReadIndex
+			h, err := safetensorsHeader(shard)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			shards[i] = rows(h, ix, f)
+		})
+	}
+	wg.Wait()
+	for i := range files {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		r.Tensors = append(r.Tensors, shards[i]...)
+	}
+	return nil
+}
+
+// rows lists h's tensors; with an index, those it places in file.
+func rows(h *safetensors.Header, ix *safetensors.Index, file string) []tensorRow {
+	var out []tensorRow
+	for _, t := range h.Tensors {
+		if ix == nil || ix.WeightMap[t.Name] == file {
+			out = append(out, tensorRow{Name: t.Name, Dtype: string(t.Dtype), Shape: t.Shape, Bytes: t.Size(), File: file})
+		}
+	}
+	return out
+}
+
+// safetensorsHeader reads the header of the safetensors file at a path
+// or URL.
+func safetensorsHeader(name string) (*safetensors.Header, error) {
+	f, size, err := openSized(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h, err := safetensors.ReadHeader(f, size)
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: f.Name(), Err: err}
+	}
+	return h, nil
+}
+
+// openSized opens the file or object at name and returns its size.
+func openSized(name string) (kvik.Reader, int64, error) {
+	r, err := kvik.OpenReader(context.Background(), name)
+	if err != nil {
+		return nil, 0, err
+	}
+	size, err := r.Size()
+	if err != nil {
+		r.Close()
+		return nil, 0, err
+	}
+	return r, size, nil
+}
+
+// redact drops a URL's query, which may hold a signature.
+func redact(name string) string {
+	if i := strings.IndexByte(name, '?'); i >= 0 && isURL(name) {
+		return name[:i] + "?…"
+	}
+	return name
+}
+
 func (r *tensorFileInfo) print(w io.Writer) {
 	fmt.Fprintf(w, "%s: %s, %d tensors, %s (%d bytes)\n", r.Path, r.Format, len(r.Tensors), formatSize(r.Bytes), r.Bytes)
 	if r.Architecture != "" || r.Types != nil {
@@ -147,10 +258,18 @@ func (r *tensorFileInfo) print(w io.Writer) {
 		fmt.Fprintf(w, "  metadata %s = %s\n", k, displayValue(r.Metadata[k]))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tDTYPE\tSHAPE\tBYTES")
-	for _, t := range r.Tensors {
-		fmt.Fprintf(tw, "  %s\t%s\t%v\t%d\n", t.Name, t.Dtype, t.Shape, t.Bytes)
+	index := len(r.Tensors) > 0 && r.Tensors[0].File != ""
+	fmt.Fprint(tw, "  NAME\tDTYPE\tSHAPE\tBYTES")
+	if index {
+		fmt.Fprint(tw, "\tFILE")
 	}
+	for _, t := range r.Tensors {
+		fmt.Fprintf(tw, "\n  %s\t%s\t%v\t%d", t.Name, t.Dtype, t.Shape, t.Bytes)
+		if index {
+			fmt.Fprintf(tw, "\t%s", t.File)
+		}
+	}
+	fmt.Fprintln(tw)
 	tw.Flush()
 }
 

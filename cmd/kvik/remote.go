@@ -29,9 +29,6 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // multipart upload. The destination is read back and compared by CRC-32C.
 func remoteCopy(e *env, o *cpOptions, src, dst string) error {
 	ctx := context.Background()
-	if isURL(src) && isURL(dst) {
-		return usagef("copying from one URL to another is not supported; copy through a local file")
-	}
 	start := time.Now()
 	var size int64
 	var sum uint32
@@ -45,13 +42,18 @@ func remoteCopy(e *env, o *cpOptions, src, dst string) error {
 		return err
 	}
 	elapsed := time.Since(start)
-	fmt.Fprintf(e.stdout, "copied %s (%d bytes) %s -> %s in %.2f s, %.2f GB/s, verified, CRC-32C %08x\n",
-		formatSize(size), size, src, dst, elapsed.Seconds(), gbps(size, elapsed.Seconds()), sum)
+	verified := "verified"
+	if isURL(src) && !o.verify {
+		verified = "not verified"
+	}
+	fmt.Fprintf(e.stdout, "copied %s (%d bytes) %s -> %s in %.2f s, %.2f GB/s, %s, CRC-32C %08x\n",
+		formatSize(size), size, redact(src), redact(dst), elapsed.Seconds(), gbps(size, elapsed.Seconds()), verified, sum)
 	return nil
 }
 
-// download writes the object at url to the file path in chunks and checks
-// the file against the bytes received.
+// download writes the object at url to the file path in chunks, through
+// a temporary file renamed over path once complete and checked against
+// the bytes received.
 func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint32, error) {
 	h, err := kvik.OpenRemote(ctx, url)
 	if err != nil {
@@ -67,11 +69,11 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 		chunk = o.chunk.n
 	}
 	buf := make([]byte, min(chunk, max(size, 1)))
-	out, err := kvik.Open(path, "w", 0)
+	out, err := createPending(path, 0)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer out.Close()
+	defer out.Abort()
 	var sum uint32
 	for off := int64(0); off < size; off += int64(len(buf)) {
 		p := buf[:min(int64(len(buf)), size-off)]
@@ -87,7 +89,7 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 		return 0, 0, err
 	}
 	if o.verify {
-		got, err := fileCRC(path)
+		got, err := readerCRC(ctx, out)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -95,7 +97,7 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 			return 0, 0, fmt.Errorf("verify: %s has CRC-32C %08x, the object %08x", path, got, sum)
 		}
 	}
-	return size, sum, nil
+	return size, sum, out.Commit()
 }
 
 // uploadFile uploads the file at path to url (s3:// or an S3 object
@@ -117,7 +119,7 @@ func uploadFile(ctx context.Context, path, url string) (int64, uint32, error) {
 		return 0, 0, err
 	}
 	defer h.Close()
-	back, err := remoteCRC(ctx, h)
+	back, err := readerCRC(ctx, h)
 	size, _ := h.Size()
 	if err != nil || size != int64(len(data)) || back != sum {
 		return 0, 0, fmt.Errorf("verify: %s reads back %d of %d bytes (%v) or different bytes", url, size, len(data), err)
@@ -146,8 +148,9 @@ func mapFile(path string) (data []byte, unmap func() error, err error) {
 	return data, func() error { return unix.Munmap(data) }, nil
 }
 
-// remoteCRC reads the whole object in chunks and returns its CRC-32C.
-func remoteCRC(ctx context.Context, h *kvik.RemoteHandle) (uint32, error) {
+// readerCRC reads the whole file or object in chunks and returns its
+// CRC-32C.
+func readerCRC(ctx context.Context, h kvik.Reader) (uint32, error) {
 	size, err := h.Size()
 	if err != nil {
 		return 0, err
@@ -157,28 +160,6 @@ func remoteCRC(ctx context.Context, h *kvik.RemoteHandle) (uint32, error) {
 	for off := int64(0); off < size; off += int64(len(buf)) {
 		p := buf[:min(int64(len(buf)), size-off)]
 		if _, err := h.PRead(ctx, p, off).Get(); err != nil {
-			return 0, err
-		}
-		sum = crc32.Update(sum, castagnoli, p)
-	}
-	return sum, nil
-}
-
-func fileCRC(path string) (uint32, error) {
-	f, err := kvik.Open(path, "r", 0)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return 0, err
-	}
-	buf := make([]byte, min(size, defaultChunk))
-	var sum uint32
-	for off := int64(0); off < size; off += int64(len(buf)) {
-		p := buf[:min(int64(len(buf)), size-off)]
-		if _, err := f.ReadAt(p, off); err != nil {
 			return 0, err
 		}
 		sum = crc32.Update(sum, castagnoli, p)

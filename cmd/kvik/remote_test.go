@@ -2,16 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/kvikgo/kvik/internal/s3test"
 )
 
 // fileServer serves the directory of path over HTTP on loopback and
@@ -48,48 +45,21 @@ func TestRemoteCpInfoBench(t *testing.T) {
 	runKvik(t, nil, "cp", url+".missing", dst).expect(t, exitFailure).oneLineError(t, "404")
 }
 
+// s3Env returns the AWS_* variables that reach v.
+func s3Env(v *s3test.Server) []string {
+	return []string{"AWS_ACCESS_KEY_ID=" + s3test.Key, "AWS_SECRET_ACCESS_KEY=" + s3test.Secret,
+		"AWS_DEFAULT_REGION=" + s3test.Region, "AWS_ENDPOINT_URL=" + v.URL}
+}
+
 // TestRemoteCpS3 copies a file to versitygw and back with the AWS_*
 // variables. Without versitygw it skips, except under CI=true.
 func TestRemoteCpS3(t *testing.T) {
-	bin := os.Getenv("KVIK_TEST_VERSITYGW")
-	if bin == "" {
-		bin, _ = exec.LookPath("versitygw")
-	}
-	if bin == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs versitygw (KVIK_TEST_VERSITYGW)")
-		}
-		t.Skip("needs versitygw: set KVIK_TEST_VERSITYGW")
-	}
-	dir := t.TempDir()
-	os.Mkdir(filepath.Join(dir, "bkt"), 0o755)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, "--port", addr, "posix", dir)
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY=k", "ROOT_SECRET_KEY=s")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("versitygw did not start")
-		}
-	}
-	env := []string{"AWS_ACCESS_KEY_ID=k", "AWS_SECRET_ACCESS_KEY=s", "AWS_DEFAULT_REGION=us-east-1", "AWS_ENDPOINT_URL=http://" + addr}
+	v := s3test.Start(t)
+	env := s3Env(v)
 	src := randomFile(t, 11<<20+5)
-	runKvik(t, env, "cp", src, "s3://bkt/d/x.bin").expect(t, 0)
-	sameFile(t, src, filepath.Join(dir, "bkt", "d", "x.bin"))
+	runKvik(t, env, "cp", src, v.URLOf("d/x.bin")).expect(t, 0)
+	sameFile(t, src, filepath.Join(v.Dir, s3test.Bucket, "d", "x.bin"))
 	dst := filepath.Join(t.TempDir(), "back.bin")
-	runKvik(t, env, "cp", "s3://bkt/d/x.bin", dst).expect(t, 0)
+	runKvik(t, env, "cp", v.URLOf("d/x.bin"), dst).expect(t, 0)
 	sameFile(t, src, dst)
 }

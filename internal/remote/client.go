@@ -2,12 +2,15 @@ package remote
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -44,9 +47,13 @@ type Client struct {
 // NewTransport returns a keep-alive HTTP/1.1 transport that keeps up to
 // conns idle connections per host, one per worker: parallel ranged GETs
 // each use their own connection. Compression is off so that bodies are
-// the object's bytes.
-func NewTransport(conns int) *http.Transport {
+// the object's bytes. tlsConfig, if not nil, is cloned for https.
+func NewTransport(conns int, tlsConfig *tls.Config) *http.Transport {
+	if tlsConfig != nil {
+		tlsConfig = tlsConfig.Clone()
+	}
 	return &http.Transport{
+		TLSClientConfig:       tlsConfig,
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:          0,
@@ -111,6 +118,9 @@ func (c *Client) send(e *Endpoint, req *http.Request, want ...int) (*http.Respon
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
+		if untrusted(err) {
+			return nil, fmt.Errorf("%w (trust its CA with SSL_CERT_FILE, kvik.WithTLSConfig, or AWS_CA_BUNDLE for S3): %w", ErrCertificate, err)
+		}
 		return nil, retryable{err}
 	}
 	for _, w := range want {
@@ -156,11 +166,11 @@ func (c *Client) readOnce(ctx context.Context, e *Endpoint, p []byte, off int64)
 		return 0, err
 	}
 	n, err := io.ReadFull(resp.Body, p)
-	switch {
-	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		return n, retryable{fmt.Errorf("%w: %d of %d bytes at offset %d", ErrShortBody, n, len(p), off)}
-	case err != nil:
-		return n, retryable{err}
+	if err != nil {
+		// The body ended, or the connection broke, before the bytes
+		// announced: the cause (io.ErrUnexpectedEOF, ECONNRESET…) stays
+		// inside.
+		return n, retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, n, len(p), off, err)}
 	}
 	// Reading the end of the body lets the connection be reused, and
 	// catches a server that sends more than it announced.
@@ -173,19 +183,19 @@ func (c *Client) readOnce(ctx context.Context, e *Endpoint, p []byte, off int64)
 
 // checkRange verifies that a response carries exactly n bytes at off.
 func checkRange(e *Endpoint, resp *http.Response, off int64, n int) error {
-	if resp.ContentLength > int64(n) {
-		return fmt.Errorf("%w: Content-Length %d for %d bytes at offset %d", ErrBadContentRange, resp.ContentLength, n, off)
-	}
-	if e.Type == WebHDFS {
-		return nil // WebHDFS answers 200 with just the bytes asked for
-	}
-	if resp.StatusCode == http.StatusOK {
+	if resp.StatusCode == http.StatusOK && e.Type != WebHDFS {
 		// The server ignored Range and sent the whole object: usable only
 		// when that is exactly the range.
 		if off == 0 && resp.ContentLength == int64(n) {
 			return nil
 		}
 		return fmt.Errorf("%w: server ignored the Range header (HTTP 200 for %d bytes at offset %d)", ErrBadContentRange, n, off)
+	}
+	if resp.ContentLength > int64(n) {
+		return fmt.Errorf("%w: Content-Length %d for %d bytes at offset %d", ErrBadContentRange, resp.ContentLength, n, off)
+	}
+	if e.Type == WebHDFS {
+		return nil // WebHDFS answers 200 with just the bytes asked for
 	}
 	first, last, _, err := parseContentRange(resp.Header.Get("Content-Range"))
 	if err != nil || first != off || last != off+int64(n)-1 {
@@ -303,4 +313,28 @@ func (c *Client) webhdfsSize(ctx context.Context, e *Endpoint) (int64, error) {
 		return 0, fmt.Errorf("remote: WebHDFS %s is a %s, not a file", e, st.FileStatus.Type)
 	}
 	return *st.FileStatus.Length, nil
+}
+
+// untrusted reports a TLS handshake that failed on the server's
+// certificate: no retry can fix it.
+func untrusted(err error) bool {
+	var ve *tls.CertificateVerificationError
+	return errors.As(err, &ve)
+}
+
+// CABundleConfig returns a TLS config trusting only the PEM certificates
+// in the file at path, or nil for an empty path.
+func CABundleConfig(path string) (*tls.Config, error) {
+	if path == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("AWS_CA_BUNDLE: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%w: AWS_CA_BUNDLE %s holds no PEM certificate", ErrCertificate, path)
+	}
+	return &tls.Config{RootCAs: pool}, nil
 }

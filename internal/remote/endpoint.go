@@ -316,6 +316,17 @@ func (e *Endpoint) query(op string) string {
 	return q + "op=" + op
 }
 
+// IsS3 reports whether an endpoint forced to type t (Auto: detected)
+// for raw is an S3 one: signed, public or presigned.
+func IsS3(t Type, raw string) bool {
+	if t == Auto {
+		if c := Candidates(raw); len(c) > 0 {
+			t = c[0]
+		}
+	}
+	return t == S3 || t == S3Public || t == S3Presigned
+}
+
 // IsURL reports whether name starts with a scheme this package reaches
 // (s3://, http://, https://); anything else is taken for a local path.
 func IsURL(name string) bool {

@@ -9,8 +9,9 @@ import (
 
 // Errors of remote transfers; the root package re-exports them.
 var (
-	// ErrShortBody reports a response body that ended before the bytes its
-	// Content-Range or Content-Length announced.
+	// ErrShortBody reports a response body that ended, or whose
+	// connection broke, before the bytes its Content-Range or
+	// Content-Length announced.
 	ErrShortBody = errors.New("remote: response body shorter than announced")
 	// ErrBadContentRange reports a response that does not hold the bytes
 	// asked for: a wrong or missing Content-Range, or a body longer than
@@ -20,6 +21,10 @@ var (
 	ErrTimeout = errors.New("remote: request timed out")
 	// ErrUnsupportedURL reports a URL no endpoint accepts.
 	ErrUnsupportedURL = errors.New("remote: unsupported URL")
+	// ErrCertificate reports a server certificate that is not trusted
+	// (an unknown CA, a wrong host name, an expired certificate) or a CA
+	// bundle that holds none.
+	ErrCertificate = errors.New("remote: TLS certificate not trusted")
 	// ErrNoCredentials reports an S3 endpoint without credentials or region.
 	ErrNoCredentials = errors.New("remote: missing S3 credentials or region")
 )

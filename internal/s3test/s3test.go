@@ -5,6 +5,13 @@ package s3test
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -28,6 +35,10 @@ const (
 // Dir as buckets; Bucket exists.
 type Server struct {
 	URL, Dir string
+	// CAFile (PEM) and CAs hold the self-signed certificate of a server
+	// started by StartTLS.
+	CAFile string
+	CAs    *x509.CertPool
 }
 
 // Start starts versitygw (KVIK_TEST_VERSITYGW or PATH) for one test on a
@@ -36,6 +47,22 @@ type Server struct {
 // skips with the reason, except under CI=true, where it fails: CI
 // installs it.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return start(t, "http", nil)
+}
+
+// StartTLS is Start serving https with a fresh self-signed certificate
+// for 127.0.0.1, which s.CAFile and s.CAs hold.
+func StartTLS(t testing.TB) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	ca, cert, key := SelfSigned(t, dir)
+	s := start(t, "https", []string{"--cert", cert, "--key", key})
+	s.CAFile, s.CAs = cert, ca
+	return s
+}
+
+func start(t testing.TB, scheme string, args []string) *Server {
 	t.Helper()
 	bin := os.Getenv("KVIK_TEST_VERSITYGW")
 	if bin == "" {
@@ -59,7 +86,7 @@ func Start(t testing.TB) *Server {
 	addr := l.Addr().String()
 	l.Close()
 	var log bytes.Buffer
-	cmd := exec.Command(bin, "--port", addr, "posix", dir)
+	cmd := exec.Command(bin, append(append([]string{"--port", addr}, args...), "posix", dir)...)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+Key, "ROOT_SECRET_KEY="+Secret)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout, cmd.Stderr = &log, &log
@@ -70,7 +97,7 @@ func Start(t testing.TB) *Server {
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return &Server{URL: "http://" + addr, Dir: dir}
+			return &Server{URL: scheme + "://" + addr, Dir: dir}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("versitygw did not start listening on %s: %s", addr, log.String())
@@ -106,3 +133,50 @@ func (s *Server) Object(key string) ([]byte, bool) {
 
 // URLOf returns the s3:// URL of object key of Bucket.
 func (s *Server) URLOf(key string) string { return "s3://" + Bucket + "/" + key }
+
+// SelfSigned writes a new self-signed CA certificate for 127.0.0.1 and
+// localhost, and its key, as PEM files in dir, and returns a pool that
+// trusts it with the two files' paths.
+func SelfSigned(t testing.TB, dir string) (*x509.CertPool, string, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: "kvik test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	for _, f := range []struct {
+		path, typ string
+		der       []byte
+	}{{cert, "CERTIFICATE", der}, {keyFile, "EC PRIVATE KEY", kb}} {
+		if err := os.WriteFile(f.path, pem.EncodeToMemory(&pem.Block{Type: f.typ, Bytes: f.der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(c)
+	return pool, cert, keyFile
+}

@@ -170,15 +170,15 @@ func TestPipelineErrors(t *testing.T) {
 
 func TestChunkSize(t *testing.T) {
 	for _, c := range []struct{ n, buf, workers, want int }{
-		{4 << 20, 16 << 20, 1, 1 << 20},
+		{4 << 20, 16 << 20, 1, 2 << 20},
 		{4 << 20, 16 << 20, 16, 4 << 20},
 		{64 << 20, 16 << 20, 1, 16 << 20},
 		{100, 16 << 20, 1, 512 << 10},
 		{100, 16 << 20, 8, 4096},
 		{32 << 20, 4096, 1, 4096},
 		{32 << 20, 1, 16, 1},
-		{10 << 20, 16 << 20, 4, 2621440},
-		{10<<20 + 1, 16 << 20, 2, 2625536},
+		{10 << 20, 16 << 20, 4, 5 << 20},
+		{10<<20 + 1, 16 << 20, 2, 5246976},
 	} {
 		if got := ChunkSize(c.n, c.buf, 4096, c.workers); got != c.want {
 			t.Errorf("ChunkSize(%d, %d, workers %d) = %d, want %d", c.n, c.buf, c.workers, got, c.want)
@@ -188,11 +188,12 @@ func TestChunkSize(t *testing.T) {
 
 func TestPipelineChunk(t *testing.T) {
 	for _, c := range []struct{ n, buf, want int }{
-		{4 << 20, 4 << 20, 1 << 20},     // a quarter of the task
+		{4 << 20, 4 << 20, 2 << 20},     // half of the task
 		{1 << 20, 4 << 20, 512 << 10},   // not below MinChunk
-		{1<<20 + 1, 2 << 20, 512 << 10}, // a quarter rounds up to a page, then MinChunk wins
+		{1<<20 + 1, 2 << 20, 528384},    // half rounds up to a page
+		{600 << 10, 2 << 20, 512 << 10}, // half is below MinChunk
 		{8 << 20, 1 << 20, 1 << 20},     // at most the buffer
-		{3 << 20, 4 << 20, 786432},
+		{3 << 20, 4 << 20, 1572864},
 	} {
 		if got := PipelineChunk(c.n, c.buf, 4096); got != c.want {
 			t.Errorf("PipelineChunk(%d, %d) = %d, want %d", c.n, c.buf, got, c.want)

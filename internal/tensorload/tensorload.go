@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"sync"
 	"unsafe"
 
 	"github.com/kvikgo/kvik"
@@ -139,11 +141,10 @@ func (p *Plan) ReadHost(r kvik.Reader) ([]byte, error) {
 	raw := make([]byte, total+Alignment)
 	pad := int64((Alignment - uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%Alignment) % Alignment)
 	mem := raw[pad : pad+total : pad+total]
-	futs := make([]*kvik.Future, len(p.Runs))
-	for i, run := range p.Runs {
-		futs[i] = r.PRead(context.Background(), mem[run.MemOff:run.MemOff+run.Sz], run.FileOff)
-	}
-	if err := wait(futs, p.Runs); err != nil {
+	err := p.read(func(ctx context.Context, run Run) *kvik.Future {
+		return r.PRead(ctx, mem[run.MemOff:run.MemOff+run.Sz], run.FileOff)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return mem, nil
@@ -183,11 +184,10 @@ func (p *Plan) ReadDevices(r kvik.Reader, devices []int) (*Memory, error) {
 		m.Close()
 		return nil, err
 	}
-	futs := make([]*kvik.Future, len(p.Runs))
-	for i, run := range p.Runs {
-		futs[i] = r.PReadDevice(context.Background(), m.Bases[run.Slot], int(run.Sz), run.FileOff, run.MemOff)
-	}
-	if err := wait(futs, p.Runs); err != nil {
+	err := p.read(func(ctx context.Context, run Run) *kvik.Future {
+		return r.PReadDevice(ctx, m.Bases[run.Slot], int(run.Sz), run.FileOff, run.MemOff)
+	})
+	if err != nil {
 		m.Close()
 		return nil, err
 	}
@@ -218,19 +218,32 @@ func (m *Memory) alloc(devices []int, totals []int64) error {
 	return nil
 }
 
-// wait collects every future, so none is left running, and reports the
-// first failure or short read.
-func wait(futs []*kvik.Future, runs []Run) error {
-	var first error
-	for i, fu := range futs {
-		n, err := fu.Get()
-		if err == nil && int64(n) != runs[i].Sz {
-			err = io.ErrUnexpectedEOF
-		}
-		if err != nil && first == nil {
-			first = err
-		}
+// read starts every run's read at once and waits for them all, so none
+// is left running. The first run to fail (or come up short), whichever
+// its position, cancels those still running: a failed load neither waits
+// for nor pays for the rest of the file. It reports that first failure,
+// not the cancellations it caused.
+func (p *Plan) read(start func(context.Context, Run) *kvik.Future) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for _, run := range p.Runs {
+		fu := start(ctx, run)
+		wg.Go(func() {
+			n, err := fu.Get()
+			if err == nil && int64(n) != run.Sz {
+				err = io.ErrUnexpectedEOF
+			}
+			if err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		})
 	}
+	wg.Wait()
 	return first
 }
 
@@ -378,4 +391,27 @@ func (q *Request[T]) specs(ts []T, ndev int) ([]Tensor, error) {
 		specs[i] = s
 	}
 	return specs, nil
+}
+
+// Open opens name, a local path or a URL (see kvik.OpenReader), with opts,
+// calls f on it and closes it: a format's Load by name around its load
+// from an open kvik.Reader.
+func Open[M any](name string, opts []kvik.RemoteOption, f func(kvik.Reader) (M, error)) (M, error) {
+	r, err := kvik.OpenReader(context.Background(), name, opts...)
+	if err != nil {
+		var zero M
+		return zero, err
+	}
+	defer r.Close()
+	return f(r)
+}
+
+// PathError names r's file in err, unless a kvik handle already did. A
+// remote file's name is its URL without the query, so a signature stays
+// out of errors.
+func PathError(r kvik.Reader, err error) error {
+	if _, ok := err.(*fs.PathError); ok {
+		return err
+	}
+	return &fs.PathError{Op: "read", Path: r.Name(), Err: err}
 }

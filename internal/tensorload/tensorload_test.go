@@ -2,15 +2,23 @@ package tensorload
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/gputest"
+	"github.com/kvikgo/kvik/internal/httpfault"
 	"go.uber.org/goleak"
 )
 
@@ -192,5 +200,65 @@ func TestReadDevices(t *testing.T) {
 		if !bytes.Equal(got, data[pc.Off:pc.Off+pc.Size]) {
 			t.Fatalf("piece %+v differs on device %d", pc, devices[pc.Slot])
 		}
+	}
+}
+
+// TestFailedRunCancelsOthers reads eight runs on two workers from an
+// HTTP server that refuses the second run's GET (403) and holds the
+// others until their request is cancelled: the read fails with the
+// refusal without waiting for the held run, so a failed load of any
+// format stops paying for the rest of the file. Without the cancellation
+// the first run's GET is held until the bound below fails the test.
+func TestFailedRunCancelsOthers(t *testing.T) {
+	restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.NumThreads = 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	rng := rand.New(rand.NewPCG(9, 10))
+	data := make([]byte, 8*2*maxGap)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	var ts []Tensor
+	for i := range 8 { // 2*maxGap apart: one run each
+		ts = append(ts, Tensor{Off: int64(i) * 2 * maxGap, Size: 1000})
+	}
+	refused := fmt.Sprintf("bytes=%d-", ts[1].Off)
+	release := make(chan struct{})
+	srv := httpfault.New(t, map[string][]byte{"/f": data}, func(_ int32, w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if strings.HasPrefix(r.Header.Get("Range"), refused) {
+			http.Error(w, "no", http.StatusForbidden)
+			return true
+		}
+		select {
+		case <-r.Context().Done():
+			return true
+		case <-release:
+			return false
+		}
+	})
+	r, err := kvik.OpenReader(context.Background(), srv.URL+"/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer close(release) // before r.Close, which waits for the reads
+	p := New(ts, 1)
+	if len(p.Runs) != len(ts) {
+		t.Fatalf("%d runs, want %d", len(p.Runs), len(ts))
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.ReadHost(r)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, fs.ErrPermission) {
+			t.Fatalf("read: %v, want the 403", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a failed run left the others running")
 	}
 }

@@ -1,0 +1,232 @@
+package kvik
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/sched"
+)
+
+// opGate counts a handle's operations in flight so that Close can wait
+// for them, and refuses operations once the handle is closed.
+type opGate struct {
+	mu       sync.Mutex
+	idle     sync.Cond // signalled when inflight drops
+	inflight int
+	closed   bool
+}
+
+func (h *opGate) initGate() { h.idle.L = &h.mu }
+
+// enter marks an operation in flight, or fails with ErrClosed.
+func (h *opGate) enter() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return ErrClosed
+	}
+	h.inflight++
+	return nil
+}
+
+// release marks an operation done.
+func (h *opGate) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.inflight--; h.inflight == 0 {
+		h.idle.Broadcast()
+	}
+}
+
+// closeLocked marks the handle closed and waits for the operations in
+// flight; h.mu is held. It reports false when the handle was closed
+// already.
+func (h *opGate) closeLocked() bool {
+	if h.closed {
+		return false
+	}
+	h.closed = true
+	for h.inflight > 0 {
+		h.idle.Wait()
+	}
+	return true
+}
+
+// Closed reports whether Close has been called.
+func (h *opGate) Closed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
+
+// readSource is what a read-only handle (MmapHandle, RemoteHandle)
+// supplies; readMethods builds the reading methods of Reader from it.
+type readSource interface {
+	// begin checks a read of size bytes at off and marks it in flight
+	// (nothing is in flight after an error). It returns the bytes to
+	// move, clamped at the end of the data, and eof when it clamped.
+	begin(off int64, size int) (d Defaults, n int, eof bool, err error)
+	// fetcher returns the storage read of one task: p filled from off.
+	fetcher(d Defaults) fetchFunc
+	// release ends an operation that begin started.
+	release()
+	// pathErr adds the handle's name to an error.
+	pathErr(err error) error
+}
+
+type fetchFunc func(ctx context.Context, p []byte, off int64) (int, error)
+
+// clampRead returns the bytes of a read of size at off that lie inside
+// data of total bytes, and whether it had to cut the read short.
+func clampRead(off int64, size int, total int64) (int, bool) {
+	if rest := total - min(off, total); int64(size) > rest {
+		return int(rest), true
+	}
+	return size, false
+}
+
+// zeroCopier is a readSource whose device reads may skip the bounce
+// buffers: zeroCopy returns the task of such a read into r and the
+// release that ends it, or ok false to stage as usual.
+type zeroCopier interface {
+	zeroCopy(r deviceRange) (fn sched.TaskFunc, release func(), ok bool)
+}
+
+// readMethods gives a readSource the reading methods of Reader: each
+// read is split into TaskSize tasks run in parallel on the worker pool,
+// device reads through pinned bounce buffers that overlap the storage
+// read of one chunk with the device copy of the previous one.
+type readMethods struct{ src readSource }
+
+// ReadAt reads len(p) bytes at off in parallel tasks. It satisfies
+// io.ReaderAt: n < len(p) comes with an error, io.EOF when the data ends
+// first.
+func (h *readMethods) ReadAt(p []byte, off int64) (int, error) {
+	return h.hostOp(context.Background(), p, off, nil)
+}
+
+// Read reads size bytes at fileOffset into buf[:size] (KvikIO's read).
+func (h *readMethods) Read(buf []byte, size int, fileOffset int64) (int, error) {
+	if size < 0 || size > len(buf) {
+		return 0, h.src.pathErr(fmt.Errorf("%w: size %d for a %d-byte buffer", ErrInvalidArgument, size, len(buf)))
+	}
+	return h.ReadAt(buf[:size], fileOffset)
+}
+
+// PRead starts ReadAt and returns at once (KvikIO's pread); p must not be
+// touched until the Future completes. Cancelling ctx stops the read
+// (a remote one aborts its requests in flight).
+func (h *readMethods) PRead(ctx context.Context, p []byte, off int64) *Future {
+	fut := newFuture()
+	h.hostOp(ctx, p, off, fut)
+	return fut
+}
+
+// ReadDevice reads size bytes at fileOffset into device memory at
+// buf+devOffset and returns when done. buf may be any address inside a
+// device allocation; the range must lie in it. A read past the end
+// returns the bytes read and io.EOF.
+func (h *readMethods) ReadDevice(buf cuda.DevicePtr, size int, fileOffset, devOffset int64) (int, error) {
+	return h.deviceOp(context.Background(), buf, size, fileOffset, devOffset, nil)
+}
+
+// PReadDevice starts ReadDevice and returns at once.
+func (h *readMethods) PReadDevice(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64) *Future {
+	fut := newFuture()
+	h.deviceOp(ctx, buf, size, fileOffset, devOffset, fut)
+	return fut
+}
+
+func (h *readMethods) hostOp(ctx context.Context, p []byte, off int64, fut *Future) (int, error) {
+	d, n, eof, err := h.src.begin(off, len(p))
+	if err != nil {
+		return h.fail(err, fut)
+	}
+	read := h.src.fetcher(d)
+	fn := func(ctx context.Context, t sched.Task) (int, error) {
+		return read(ctx, p[t.BufOff:t.BufOff+t.Len], t.Off)
+	}
+	return h.run(ctx, d, poolFor(d, ""), off, n, eof, fn, h.src.release, fut)
+}
+
+func (h *readMethods) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int, fileOffset, devOffset int64, fut *Future) (int, error) {
+	d, n, eof, err := h.src.begin(fileOffset, size)
+	if err != nil {
+		return h.fail(err, fut)
+	}
+	r, err := resolveDevice(buf, size, devOffset)
+	if err == nil {
+		// Work queued on the legacy default stream must finish first, as
+		// for FileHandle.
+		err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
+	}
+	if err != nil {
+		h.src.release()
+		return h.fail(err, fut)
+	}
+	read := h.src.fetcher(d)
+	fn := func(ctx context.Context, t sched.Task) (int, error) {
+		// The storage reads run without a CUDA context current, so the
+		// network poller wakes them as any goroutine.
+		return stagedRead(d, r, t, func(p []byte, off int64) (int, error) { return read(ctx, p, off) })
+	}
+	release := h.src.release
+	if z, ok := h.src.(zeroCopier); ok {
+		if zfn, zrelease, ok := z.zeroCopy(r); ok {
+			fn, release = zfn, zrelease
+		}
+	}
+	leave := enterDevice(r.ctx) // before poolFor, so that it is sized for every device in use
+	srcRelease := release
+	release = func() { leave(); srcRelease() }
+	pool := poolFor(d, "")
+	if n < d.GDSThreshold {
+		pool = nil
+	}
+	return h.run(ctx, d, pool, fileOffset, n, eof, fn, release, fut)
+}
+
+// run splits [off, off+n) into tasks and runs them on pool (in the caller
+// when the call blocks and there is one task); eof says the read was
+// clamped at the end of the data, and release ends the operation. With
+// fut nil it blocks; otherwise it completes fut and returns at once.
+func (h *readMethods) run(ctx context.Context, d Defaults, pool *sched.Pool, off int64, n int, eof bool, fn sched.TaskFunc, release func(), fut *Future) (int, error) {
+	blocking := fut == nil
+	if blocking {
+		fut = newFuture()
+	}
+	tasks := sched.Split(off, n, d.TaskSize)
+	if blocking && len(tasks) == 1 {
+		pool = nil
+	}
+	if !blocking && pool == nil {
+		pool = poolFor(d, "")
+	}
+	sched.Run(ctx, pool, tasks, fn, func(done int, err error) {
+		release()
+		if err == nil && eof {
+			err = io.EOF
+		}
+		if err != nil && err != io.EOF {
+			err = h.src.pathErr(err)
+		}
+		fut.complete(done, err)
+	})
+	if blocking {
+		return fut.Get()
+	}
+	return 0, nil
+}
+
+// fail reports an operation refused before it started, completing fut
+// when there is one.
+func (h *readMethods) fail(err error, fut *Future) (int, error) {
+	err = h.src.pathErr(err)
+	if fut != nil {
+		fut.complete(0, err)
+	}
+	return 0, err
+}
