@@ -15,13 +15,13 @@ func BenchmarkReadRegionZstd(b *testing.B) {
 		b.Fatal(err)
 	}
 	shape := []int{1024, 16384}
-	a, err := Create(s, "z", Metadata{Shape: shape, ChunkShape: []int{64, 16384}, DataType: DataType{Float, 4},
+	a, err := Create(bg, s, "z", Metadata{Shape: shape, ChunkShape: []int{64, 16384}, DataType: DataType{Float, 4},
 		Codecs: []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 1}}}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	src := randValues(rand.New(rand.NewPCG(1, 1)), DataType{Float, 4}, numElements(shape))
-	if err := a.WriteRegion([]int{0, 0}, shape, src); err != nil {
+	if err := a.WriteRegion(bg, []int{0, 0}, shape, src); err != nil {
 		b.Fatal(err)
 	}
 	dst := make([]byte, len(src))
@@ -30,7 +30,7 @@ func BenchmarkReadRegionZstd(b *testing.B) {
 			a.SetWorkers(w)
 			b.SetBytes(int64(len(dst)))
 			for i := 0; i < b.N; i++ {
-				if err := a.ReadRegion([]int{0, 0}, shape, dst); err != nil {
+				if err := a.ReadRegion(bg, []int{0, 0}, shape, dst); err != nil {
 					b.Fatal(err)
 				}
 			}

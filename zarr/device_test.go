@@ -76,7 +76,7 @@ func TestDeviceRegionReads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, err := Create(s, "a", m)
+			a, err := Create(bg, s, "a", m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func TestDeviceRegionReads(t *testing.T) {
 			stop := append([]int(nil), m.Shape...)
 			stop[0] = max(stop[0]-m.ChunkShape[0], 1)
 			src := randValues(rng, m.DataType, numElements(stop))
-			if err := a.WriteRegion(make([]int, 2), stop, src); err != nil {
+			if err := a.WriteRegion(bg, make([]int, 2), stop, src); err != nil {
 				t.Fatal(err)
 			}
 			for r := 0; r < 8; r++ {
@@ -94,7 +94,7 @@ func TestDeviceRegionReads(t *testing.T) {
 				}
 				n := (stop[0] - start[0]) * (stop[1] - start[1]) * m.DataType.Size
 				want := make([]byte, n)
-				if err := a.ReadRegion(start, stop, want); err != nil {
+				if err := a.ReadRegion(bg, start, stop, want); err != nil {
 					t.Fatal(err)
 				}
 				if n == 0 {
@@ -102,7 +102,7 @@ func TestDeviceRegionReads(t *testing.T) {
 				}
 				buf := devAlloc(t, ctx, n)
 				a.SetWorkers(1 + r%4)
-				if err := a.ReadRegionDevice(start, stop, buf.Ptr()); err != nil {
+				if err := a.ReadRegionDevice(bg, start, stop, buf.Ptr()); err != nil {
 					t.Fatalf("%v-%v: %v", start, stop, err)
 				}
 				if got := fromDevice(t, ctx, buf.Ptr(), n); !bytes.Equal(got, want) {
@@ -120,11 +120,11 @@ func TestDeviceRegionReads(t *testing.T) {
 			if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyHtoD(buf.Ptr(), vals) }); err != nil {
 				t.Fatal(err)
 			}
-			if err := a.WriteRegionDevice(start, stop2, buf.Ptr()); err != nil {
+			if err := a.WriteRegionDevice(bg, start, stop2, buf.Ptr()); err != nil {
 				t.Fatal(err)
 			}
 			got := make([]byte, len(vals))
-			if err := a.ReadRegion(start, stop2, got); err != nil || !bytes.Equal(got, vals) {
+			if err := a.ReadRegion(bg, start, stop2, got); err != nil || !bytes.Equal(got, vals) {
 				t.Fatalf("device write %v-%v: %v", start, stop2, err)
 			}
 		})
@@ -145,7 +145,7 @@ func TestDeviceWriteForNumpy(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := Metadata{Shape: []int{300, 500}, ChunkShape: []int{100, 500}, DataType: DataType{Float, 4}}
-	a, err := Create(s, "arr", m)
+	a, err := Create(bg, s, "arr", m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestDeviceWriteForNumpy(t *testing.T) {
 	if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyHtoD(buf.Ptr(), host) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.WriteRegionDevice([]int{0, 0}, m.Shape, buf.Ptr()); err != nil {
+	if err := a.WriteRegionDevice(bg, []int{0, 0}, m.Shape, buf.Ptr()); err != nil {
 		t.Fatal(err)
 	}
 }

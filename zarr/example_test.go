@@ -1,6 +1,7 @@
 package zarr_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"log"
@@ -13,6 +14,7 @@ import (
 // ExampleCreate creates a zstd-compressed v3 array, writes it from host
 // memory and reads a region back.
 func ExampleCreate() {
+	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "zarr-example")
 	defer os.RemoveAll(dir)
 	s, err := zarr.NewDirStore(dir)
@@ -20,7 +22,7 @@ func ExampleCreate() {
 		log.Fatal(err)
 	}
 	f32 := zarr.DataType{Kind: zarr.Float, Size: 4}
-	a, err := zarr.Create(s, "temperature", zarr.Metadata{
+	a, err := zarr.Create(ctx, s, "temperature", zarr.Metadata{
 		Shape: []int{4, 6}, ChunkShape: []int{2, 4}, DataType: f32, FillValue: "NaN",
 		Codecs: []zarr.Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}},
 	})
@@ -31,11 +33,11 @@ func ExampleCreate() {
 	for i := 0; i < 24; i++ {
 		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(float32(i)/2))
 	}
-	if err := a.WriteRegion([]int{0, 0}, []int{4, 6}, data); err != nil {
+	if err := a.WriteRegion(ctx, []int{0, 0}, []int{4, 6}, data); err != nil {
 		log.Fatal(err)
 	}
 	region := make([]byte, 2*3*4)
-	if err := a.ReadRegion([]int{1, 2}, []int{3, 5}, region); err != nil {
+	if err := a.ReadRegion(ctx, []int{1, 2}, []int{3, 5}, region); err != nil {
 		log.Fatal(err)
 	}
 	for i := 0; i < 6; i++ {
