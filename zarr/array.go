@@ -256,4 +256,3 @@ func (a *Array) region(start, stop []int) (box, int, error) {
 	}
 	return b, numElements(b.count) * a.meta.DataType.Size, nil
 }
-
