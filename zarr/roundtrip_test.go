@@ -155,6 +155,13 @@ func roundTrip(t *testing.T, rng *rand.Rand, m Metadata) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	roundTripIn(t, rng, s, m)
+}
+
+// roundTripIn creates g/arr in s, writes random regions and checks
+// reads of the reopened array against a model.
+func roundTripIn(t *testing.T, rng *rand.Rand, s Store, m Metadata) {
+	t.Helper()
 	a, err := Create(bg, s, "g/arr", m)
 	if err != nil {
 		t.Fatalf("%+v: %v", m, err)
