@@ -50,12 +50,8 @@ func readBody(resp *http.Response, buf []byte) ([]byte, error) {
 		p = make([]byte, 0, cl)
 	}
 	p = p[:cl]
-	n, err := io.ReadFull(resp.Body, p)
-	switch {
-	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		return nil, retryable{fmt.Errorf("%w: %d of %d bytes", ErrShortBody, n, cl)}
-	case err != nil:
-		return nil, retryable{err}
+	if n, err := io.ReadFull(resp.Body, p); err != nil {
+		return nil, shortBody(n, len(p), 0, err)
 	}
 	return p, nil
 }
@@ -110,14 +106,20 @@ func (c *Client) readAtSizeOnce(ctx context.Context, e *Endpoint, p []byte, off 
 	if first != off || last-first+1 < want {
 		return total, fmt.Errorf("%w: got bytes %d-%d for %s", ErrBadContentRange, first, last, rng)
 	}
-	n, err := io.ReadFull(resp.Body, p)
-	switch {
-	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		return total, retryable{fmt.Errorf("%w: %d of %d bytes at offset %d", ErrShortBody, n, want, off)}
-	case err != nil:
-		return total, retryable{err}
+	if n, err := io.ReadFull(resp.Body, p); err != nil {
+		return total, shortBody(n, len(p), off, err)
 	}
 	return total, nil
+}
+
+// shortBody reports a body that ended, cleanly or by a broken connection
+// (a reset), before the n bytes announced, as a retryable ErrShortBody
+// that also wraps the cause.
+func shortBody(got, n int, off int64, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return retryable{fmt.Errorf("%w: %d of %d bytes at offset %d", ErrShortBody, got, n, off)}
+	}
+	return retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, got, n, off, err)}
 }
 
 // responseRange returns the range a 206, 200 or 416 response holds and
