@@ -57,6 +57,11 @@ func NewRemotePrefix(url string, opts ...RemoteOption) (*RemotePrefix, error) {
 }
 
 func (p *RemotePrefix) pickType(t RemoteEndpointType) error {
+	if strings.ContainsAny(p.base, "?#") {
+		// Keys are appended to the path: a query (a presigned
+		// signature) would end up in the middle.
+		return fmt.Errorf("%w: %w: a prefix URL takes no query", ErrInvalidArgument, ErrUnsupportedURL)
+	}
 	probe := p.base + "k"
 	types := []RemoteEndpointType{t}
 	if t == RemoteAuto {
