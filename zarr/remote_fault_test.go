@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -361,8 +362,12 @@ func TestRemoteConsolidated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if log := srv.requests(); len(log) != 0 {
-			t.Fatalf("opening %s/%s made requests: %q", c.root, c.array, log)
+		paths, err := ArrayPaths(bg, rs)
+		if log := srv.requests(); len(log) != 0 || err != nil {
+			t.Fatalf("opening %s/%s and listing arrays made requests: %q (%v)", c.root, c.array, log, err)
+		}
+		if want := map[string][]string{"v2": {"a", "g/b"}, "v3": {"g/c"}}[c.root]; !slices.Equal(paths, want) {
+			t.Fatalf("%s arrays %q, want %q", c.root, paths, want)
 		}
 		if c.root == "v2" && a.Metadata().Attributes["name"] != c.root+"/"+c.array {
 			t.Fatalf("%s attributes %v", c.array, a.Metadata().Attributes)

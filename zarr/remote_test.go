@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -238,3 +239,39 @@ func TestRemoteRoundTrip(t *testing.T) {
 }
 
 var _ = fmt.Sprint
+
+// TestArrayPaths lists the arrays of a fixture store locally, on S3 and,
+// with consolidated metadata only, over plain HTTP.
+func TestArrayPaths(t *testing.T) {
+	root := filepath.Join("testdata", "zarrs")
+	local, _ := NewDirStore(root)
+	want, err := ArrayPaths(bg, local)
+	if err != nil || len(want) < 15 || !slices.Contains(want, "sharded_array_write_read.zarr/group/array") || slices.Contains(want, "sharded_array_write_read.zarr/group") {
+		t.Fatalf("local: %q, %v", want, err)
+	}
+	srv := s3test.Start(t)
+	copyTree(t, root, filepath.Join(srv.Dir, s3test.Bucket, "z"))
+	s3, err := OpenURL(bg, srv.URLOf("z"), WithRemoteOptions(srv.Opts()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.Close()
+	if got, err := ArrayPaths(bg, s3); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("S3: %q, %v", got, err)
+	}
+	web := httptest.NewServer(http.FileServer(http.Dir(root)))
+	defer web.Close()
+	h, err := OpenURL(bg, web.URL+"/v3/array_zstd.zarr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if got, err := ArrayPaths(bg, h); err != nil || !slices.Equal(got, []string{""}) {
+		t.Fatalf("HTTP array root: %q, %v", got, err)
+	}
+	h2, _ := OpenURL(bg, web.URL+"/v3")
+	defer h2.Close()
+	if _, err := ArrayPaths(bg, h2); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("HTTP group without listing: %v", err)
+	}
+}
