@@ -94,7 +94,7 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	fs.StringVar(&o.st, "safetensors", "", "benchmark loading this safetensors `file` to GPU 0 (and balanced over GPUs 0 and 1) against kvik.ReadFileToDevice")
-	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS) instead of a file")
+	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS), or of this Zarr array (a URL or path with a .zarr component), instead of a file")
 	fs.StringVar(&o.plot, "plot", "", "also draw GB/s against workers for every path and ceiling into this `file` (.svg or .png)")
 	fs.Func("plot-from", "with --plot, draw these kvik bench --json outputs (comma-separated `files`, e.g. one per file size) instead of running", func(s string) error {
 		o.plotFrom = strings.Split(s, ",")
@@ -190,6 +190,9 @@ func runBench(e *env, args []string) error {
 	}
 	if _, err := kvik.GetDefaults(); err != nil {
 		return err
+	}
+	if o.url != "" && isZarr(o.url) {
+		return benchZarr(e, o)
 	}
 	if o.url != "" {
 		return benchRemote(e, o)

@@ -21,7 +21,11 @@ device I/O, or through host memory (--memory host), in chunks, reading the
 next chunk while the previous one is written. DST is created or truncated
 with SRC's permissions; a directory DST receives SRC's base name. After
 the copy both files are read back and compared, and the CRC-32C of the
-data is printed.`
+data is printed. With a Zarr source or destination (a path or URL with a
+.zarr component), an array copied to a .npy file goes through GPU memory
+(ReadRegionDevice, then a device save); a store copied to another store
+(local directory or s3://) goes key by key, chunks first and metadata
+last, each value read back and compared.`
 
 // cpOptions holds kvik cp's flags.
 type cpOptions struct {
@@ -84,6 +88,9 @@ func runCp(e *env, args []string) error {
 		return err
 	}
 	defer restore()
+	if isZarr(pos[0]) || isZarr(pos[1]) {
+		return zarrCopy(e, o, pos[0], pos[1])
+	}
 	if isURL(pos[0]) || isURL(pos[1]) {
 		return remoteCopy(e, o, pos[0], pos[1])
 	}
