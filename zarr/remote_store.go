@@ -200,10 +200,11 @@ func (s *RemoteStore) Set(ctx context.Context, key string, value []byte) error {
 // SetDevice writes size bytes of device memory at buf+devOff as key's
 // object, streamed through pinned bounce buffers.
 func (s *RemoteStore) SetDevice(ctx context.Context, key string, buf cuda.DevicePtr, size int, devOff int64) error {
-	if size < 0 {
-		return &fs.PathError{Op: "write", Path: key, Err: fmt.Errorf("%w: size %d", kvik.ErrInvalidArgument, size)}
+	p, err := devicePiece(key, buf, size, devOff)
+	if err != nil {
+		return err
 	}
-	return s.save(ctx, key, kvik.Piece{Ptr: buf + cuda.DevicePtr(devOff), Size: int64(size)})
+	return s.save(ctx, key, p)
 }
 
 func (s *RemoteStore) save(ctx context.Context, key string, piece kvik.Piece) error {

@@ -253,10 +253,20 @@ func (s *DirStore) Set(ctx context.Context, key string, value []byte) error {
 // SetDevice stores size bytes of device memory at buf+devOff under key,
 // atomically as Set does.
 func (s *DirStore) SetDevice(ctx context.Context, key string, buf cuda.DevicePtr, size int, devOff int64) error {
-	if size < 0 {
-		return &fs.PathError{Op: "write", Path: key, Err: fmt.Errorf("%w: size %d", kvik.ErrInvalidArgument, size)}
+	p, err := devicePiece(key, buf, size, devOff)
+	if err != nil {
+		return err
 	}
-	return s.setWith(ctx, key, kvik.Piece{Ptr: buf + cuda.DevicePtr(devOff), Size: int64(size)})
+	return s.setWith(ctx, key, p)
+}
+
+// devicePiece checks a SetDevice and returns its device memory as a
+// piece for kvik.SaveFile.
+func devicePiece(key string, buf cuda.DevicePtr, size int, devOff int64) (kvik.Piece, error) {
+	if size < 0 {
+		return kvik.Piece{}, &fs.PathError{Op: "write", Path: key, Err: fmt.Errorf("%w: size %d", kvik.ErrInvalidArgument, size)}
+	}
+	return kvik.Piece{Ptr: buf + cuda.DevicePtr(devOff), Size: int64(size)}, nil
 }
 
 func (s *DirStore) setWith(ctx context.Context, key string, piece kvik.Piece) error {

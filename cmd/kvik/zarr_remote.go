@@ -348,22 +348,16 @@ func benchZarr(e *env, o *benchOptions) error {
 		size *= int64(n)
 	}
 	host := make([]byte, size)
-	type row struct {
-		name string
-		run  func() error
+	rows := []benchRow{{"kvik region -> host", func() error { return a.ReadRegion(ctx, origin, shape, host) }}}
+	rows, release, err := addDeviceRow(rows, "kvik region -> device", size, func(p cuda.DevicePtr) error {
+		return a.ReadRegionDevice(ctx, origin, shape, p)
+	})
+	if err != nil {
+		return err
 	}
-	rows := []row{{"kvik region -> host", func() error { return a.ReadRegion(ctx, origin, shape, host) }}}
-	if g, err := openGPU(); err == nil {
-		defer g.close()
-		dbuf, err := g.alloc(int(max(size, 1)))
-		if err != nil {
-			return err
-		}
-		defer dbuf.Close()
-		rows = append(rows, row{"kvik region -> device", func() error { return a.ReadRegionDevice(ctx, origin, shape, dbuf.Ptr()) }})
-	}
+	defer release()
 	scratch := make([]byte, a.DataType().Size*numElems(chunks))
-	rows = append(rows, row{"one chunk at a time -> host", func() error {
+	rows = append(rows, benchRow{"one chunk at a time -> host", func() error {
 		return eachChunk(shape, chunks, func(lo, hi []int) error {
 			// One chunk's region: one fetch, one decode.
 			return a.ReadRegion(ctx, lo, hi, scratch[:a.DataType().Size*boxElems(lo, hi)])
@@ -376,11 +370,39 @@ func benchZarr(e *env, o *benchOptions) error {
 	}
 	fmt.Fprintf(e.stdout, "%s: zarr v%d %s %v in chunks %v (%s), %d workers, %d requests in flight, %d repeats\n",
 		o.url, a.Metadata().ZarrFormat, a.DataType().Name(), shape, chunks, formatSize(size), d.NumThreads, maxReq, o.repeats)
+	return printRates(e, size, o.repeats, rows)
+}
+
+// benchRow is one path kvik bench --url times.
+type benchRow struct {
+	name string
+	run  func() error
+}
+
+// addDeviceRow adds a row that reads size bytes into device memory with
+// read, when there is a GPU; release frees the memory.
+func addDeviceRow(rows []benchRow, name string, size int64, read func(cuda.DevicePtr) error) ([]benchRow, func(), error) {
+	g, err := openGPU()
+	if err != nil {
+		return rows, func() {}, nil // no GPU: host rows only
+	}
+	dbuf, err := g.alloc(int(max(size, 1)))
+	if err != nil {
+		g.close()
+		return nil, nil, err
+	}
+	rows = append(rows, benchRow{name, func() error { return read(dbuf.Ptr()) }})
+	return rows, func() { dbuf.Close(); g.close() }, nil
+}
+
+// printRates runs each row repeats times, reading size bytes each time,
+// and prints the best and mean rates.
+func printRates(e *env, size int64, repeats int, rows []benchRow) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "path\tbest GB/s\tmean GB/s")
 	for _, r := range rows {
 		var best, total float64
-		for range o.repeats {
+		for range repeats {
 			t0 := time.Now()
 			if err := r.run(); err != nil {
 				return fmt.Errorf("%s: %w", r.name, err)
@@ -388,7 +410,7 @@ func benchZarr(e *env, o *benchOptions) error {
 			g := gbps(size, time.Since(t0).Seconds())
 			best, total = max(best, g), total+g
 		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\n", r.name, best, total/float64(o.repeats))
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\n", r.name, best, total/float64(repeats))
 	}
 	return tw.Flush()
 }
