@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"sync"
 )
 
@@ -183,18 +182,9 @@ func (a *Array) ReadRegion(ctx context.Context, start, stop []int, dst []byte) e
 
 // hostRunMin is the average run length from which uncompressed chunks of
 // a local store are read run by run into the destination rather than
-// whole and copied.
-const hostRunMin = 64 << 10
-
-// runMin returns the average run length from which uncompressed chunks
-// are read run by run; remote stores fetch whole chunks, since a request
+// whole and copied. Remote stores always fetch whole chunks: a request
 // per run costs more than the bytes it saves.
-func (a *Array) runMin(local int) int {
-	if _, ok := a.store.(*DirStore); ok {
-		return local
-	}
-	return math.MaxInt
-}
+const hostRunMin = 64 << 10
 
 func (a *Array) readPieceHost(ctx context.Context, pc piece, out view) error {
 	d := out.sub(pc.dstStart)
@@ -203,14 +193,20 @@ func (a *Array) readPieceHost(ctx context.Context, pc piece, out view) error {
 		off, n := d.offset(), numElements(pc.sel.count)*out.es
 		place = out.buf[off : off+n : off+n]
 	}
-	if place == nil && pc.pipe.raw() && pc.n < 0 && !pc.missing {
+	if ds, ok := a.store.(*DirStore); ok && place == nil && pc.pipe.raw() && pc.n < 0 && !pc.missing {
 		runs := 0
 		a.rawRuns(pc, out, func(int64, int, int) error { runs++; return nil })
-		if numElements(pc.sel.count)*out.es/runs >= a.runMin(hostRunMin) {
-			done, err := a.readRuns(pc, out, func(off int64, dstOff, n int) (int64, error) {
-				return a.store.ReadRange(ctx, pc.key, off, out.buf[dstOff:dstOff+n])
-			})
-			if done || err != nil {
+		if numElements(pc.sel.count)*out.es/runs >= hostRunMin {
+			f, size, err := ds.openValue(pc.key)
+			if err == nil {
+				defer f.Close()
+				done, err := a.readRuns(pc, out, func(off int64, dstOff, n int) (int64, error) {
+					return size, readFull(ctx, f, pc.key, out.buf[dstOff:dstOff+n], off)
+				})
+				if done || err != nil {
+					return err
+				}
+			} else if !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 		}

@@ -188,6 +188,12 @@ func (s *DirStore) ReadRange(ctx context.Context, key string, off int64, p []byt
 	return size, readFull(ctx, f, key, p, off)
 }
 
+// openValue opens key for reads and returns its size.
+func (s *DirStore) openValue(key string) (*kvik.FileHandle, int64, error) {
+	f, size, _, err := s.openRange(key, 0, 0)
+	return f, size, err
+}
+
 // openRange opens key for a read of n bytes at off (from the end when
 // negative) and returns the file, its size and the absolute offset.
 func (s *DirStore) openRange(key string, off, n int64) (*kvik.FileHandle, int64, int64, error) {
