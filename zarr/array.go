@@ -1,20 +1,18 @@
 package zarr
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-
-	"github.com/kvikgo/kvik"
 )
 
-// Array is a Zarr array (format 2 or 3) in a DirStore.
+// Array is a Zarr array (format 2 or 3) in a Store.
 type Array struct {
-	store   *DirStore
+	store   Store
 	path    string // key prefix of the array, "" or ending in "/"
 	meta    *Metadata
 	pipe    *pipeline
@@ -23,24 +21,10 @@ type Array struct {
 }
 
 // Open opens the array at path in s: zarr.json (v3) if present, else
-// .zarray (v2).
-func Open(s *DirStore, path string) (*Array, error) {
+// .zarray (v2), from the store's consolidated metadata when it has them.
+func Open(ctx context.Context, s Store, path string) (*Array, error) {
 	prefix := keyPrefix(path)
-	var m *Metadata
-	b, err := s.Get(prefix + "zarr.json")
-	switch {
-	case err == nil:
-		m, err = ParseMetadataV3(b)
-	case errors.Is(err, fs.ErrNotExist):
-		b, err = s.Get(prefix + ".zarray")
-		if err != nil {
-			return nil, err
-		}
-		m, err = ParseMetadataV2(b, s.dimSep)
-		if err == nil {
-			m.Attributes, err = readAttrs(s, prefix+".zattrs")
-		}
-	}
+	m, err := readMetadata(ctx, s, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
@@ -51,13 +35,62 @@ func Open(s *DirStore, path string) (*Array, error) {
 	return a, nil
 }
 
-func readAttrs(s *DirStore, key string) (map[string]any, error) {
-	b, err := s.Get(key)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+// consolidatedStore is a store with consolidated metadata: cached
+// returns a document and whether the consolidated metadata knows it.
+type consolidatedStore interface {
+	cached(key string) (doc []byte, known bool)
+}
+
+func readMetadata(ctx context.Context, s Store, prefix string) (*Metadata, error) {
+	cs, _ := s.(consolidatedStore)
+	if cs != nil {
+		if b, ok := cs.cached(prefix + "zarr.json"); ok {
+			return ParseMetadataV3(b)
+		}
+		if b, ok := cs.cached(prefix + ".zarray"); ok {
+			m, err := ParseMetadataV2(b, dimSep(s))
+			if err != nil {
+				return nil, err
+			}
+			// Consolidated v2 metadata holds every .zattrs there is.
+			attrs, _ := cs.cached(prefix + ".zattrs")
+			m.Attributes, err = parseAttrs(prefix+".zattrs", attrs)
+			return m, err
+		}
 	}
+	b, err := s.Get(ctx, prefix+"zarr.json", nil)
+	if err == nil {
+		return ParseMetadataV3(b)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if b, err = s.Get(ctx, prefix+".zarray", nil); err != nil {
+		return nil, err
+	}
+	m, err := ParseMetadataV2(b, dimSep(s))
 	if err != nil {
 		return nil, err
+	}
+	attrs, err := s.Get(ctx, prefix+".zattrs", nil)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	m.Attributes, err = parseAttrs(prefix+".zattrs", attrs)
+	return m, err
+}
+
+// dimSep returns the store's default v2 dimension separator.
+func dimSep(s Store) string {
+	if d, ok := s.(interface{ DimensionSeparator() string }); ok {
+		return d.DimensionSeparator()
+	}
+	return "."
+}
+
+func parseAttrs(key string, b []byte) (map[string]any, error) {
+	if b == nil {
+		return nil, nil
 	}
 	var m map[string]any
 	if err := decodeStrict(b, &m); err != nil {
@@ -74,7 +107,7 @@ func keyPrefix(path string) string {
 	return path + "/"
 }
 
-func newArray(s *DirStore, prefix string, m *Metadata) (*Array, error) {
+func newArray(s Store, prefix string, m *Metadata) (*Array, error) {
 	a := &Array{store: s, path: prefix, meta: m, workers: runtime.GOMAXPROCS(0)}
 	var err error
 	if m.ZarrFormat == 2 {
@@ -96,7 +129,7 @@ func newArray(s *DirStore, prefix string, m *Metadata) (*Array, error) {
 // Zero values choose defaults: format 3, codecs [bytes little-endian],
 // chunk key encoding "default" with "/"; for format 2, C order and the
 // store's dimension separator.
-func Create(s *DirStore, path string, m Metadata) (*Array, error) {
+func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, error) {
 	if m.ZarrFormat == 0 {
 		m.ZarrFormat = 3
 	}
@@ -123,7 +156,7 @@ func Create(s *DirStore, path string, m Metadata) (*Array, error) {
 			return nil, fmt.Errorf("%w: order %q", ErrInvalidMetadata, m.Order)
 		}
 		if m.Separator == "" {
-			m.Separator = s.dimSep
+			m.Separator = dimSep(s)
 		}
 	case 3:
 		if len(m.Codecs) == 0 {
@@ -153,13 +186,22 @@ func Create(s *DirStore, path string, m Metadata) (*Array, error) {
 	if err != nil {
 		return nil, err
 	}
-	for k, b := range docs {
-		if err := s.Set(prefix+k, b); err != nil {
-			return nil, err
+	// Attributes before the document that makes the array exist.
+	for _, k := range []string{".zattrs", ".zarray", "zarr.json"} {
+		if b, ok := docs[k]; ok {
+			if err := s.Set(ctx, prefix+k, b); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return a, nil
 }
+
+// Store returns the store the array is in.
+func (a *Array) Store() Store { return a.store }
+
+// Path returns the array's path in its store ("" for the root).
+func (a *Array) Path() string { return strings.TrimSuffix(a.path, "/") }
 
 // Metadata returns the array's metadata; do not modify it.
 func (a *Array) Metadata() *Metadata { return a.meta }
@@ -170,8 +212,9 @@ func (a *Array) Shape() []int { return append([]int(nil), a.meta.Shape...) }
 // DataType returns the element type.
 func (a *Array) DataType() DataType { return a.meta.DataType }
 
-// SetWorkers sets how many chunks are read, decoded or encoded at once
-// (default GOMAXPROCS). n < 1 means 1.
+// SetWorkers sets how many chunks are decoded or encoded at once
+// (default GOMAXPROCS); on a RemoteStore, its MaxRequests more chunks are
+// being fetched meanwhile. n < 1 means 1.
 func (a *Array) SetWorkers(n int) { a.workers = max(n, 1) }
 
 // ChunkKey returns the store key of the chunk at grid coordinates c.
@@ -212,250 +255,4 @@ func (a *Array) region(start, stop []int) (box, int, error) {
 		b.count[d] = stop[d] - start[d]
 	}
 	return b, numElements(b.count) * a.meta.DataType.Size, nil
-}
-
-// fileReader reads byte ranges of one chunk file with a kvik FileHandle.
-type fileReader struct {
-	f   *kvik.FileHandle
-	key string
-	n   int64
-}
-
-func (r *fileReader) size() (int64, error) { return r.n, nil }
-func (r *fileReader) readAt(off, n int64) ([]byte, error) {
-	if off < 0 || n < 0 || off > r.n || n > r.n-off {
-		return nil, fmt.Errorf("%w: %s: range [%d, +%d) of %d bytes", ErrCorruptChunk, r.key, off, n, r.n)
-	}
-	b := make([]byte, n)
-	return b, readFull(r.f, r.key, b, off)
-}
-
-// openChunk opens a chunk; ok is false when the chunk does not exist.
-func (a *Array) openChunk(key string) (*fileReader, bool, error) {
-	f, err := a.store.open(key)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	n, err := f.Size()
-	if err != nil {
-		f.Close()
-		return nil, false, err
-	}
-	return &fileReader{f: f, key: key, n: n}, true, nil
-}
-
-// ReadRegion reads [start, stop) into dst, C order, little-endian
-// elements; len(dst) must be the region's size in bytes. Chunks are read
-// and decoded by up to SetWorkers goroutines; missing chunks read as the
-// fill value.
-func (a *Array) ReadRegion(start, stop []int, dst []byte) error {
-	r, size, err := a.region(start, stop)
-	if err != nil {
-		return err
-	}
-	if len(dst) != size {
-		return fmt.Errorf("%w: buffer of %d bytes for a %d-byte region", ErrInvalidRegion, len(dst), size)
-	}
-	out := view{buf: dst, shape: r.count, es: a.meta.DataType.Size}
-	return a.eachChunk(r, func(t chunkTask) error { return a.readChunkHost(t, out) })
-}
-
-func (a *Array) readChunkHost(t chunkTask, out view) error {
-	key := a.ChunkKey(t.coords)
-	d := out.sub(t.dstStart)
-	fr, ok, err := a.openChunk(key)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		d.fill(t.sel.count, a.pipe.fill)
-		return nil
-	}
-	defer fr.f.Close()
-	if a.pipe.raw() {
-		want := int64(numElements(a.meta.ChunkShape) * a.meta.DataType.Size)
-		if fr.n != want {
-			return fmt.Errorf("%w: %s has %d bytes, want %d", ErrCorruptChunk, key, fr.n, want)
-		}
-		runs := 0
-		a.rawRuns(t, out, func(int64, int, int) error { runs++; return nil })
-		if numElements(t.sel.count)*out.es/runs >= hostRunMin {
-			return a.rawRuns(t, out, func(fileOff int64, dstOff, n int) error {
-				return readFull(fr.f, key, out.buf[dstOff:dstOff+n], fileOff)
-			})
-		}
-		// Short rows: one read of the chunk beats a read per row.
-		b, err := readAll(fr)
-		if err != nil {
-			return err
-		}
-		copyBox(d, view{buf: b, shape: a.meta.ChunkShape, es: out.es, start: t.sel.start}, t.sel.count)
-		return nil
-	}
-	if a.wholeChunk(t) && a.pipe.sharded() == nil && contiguous(out, t) {
-		// The chunk is one run of the destination: let the last codec
-		// decode into place.
-		off, n := d.offset(), numElements(t.sel.count)*out.es
-		place := out.buf[off : off+n : off+n]
-		b, err := readAll(fr)
-		if err != nil {
-			return err
-		}
-		c, err := a.pipe.decode(b, a.meta.ChunkShape, place)
-		if err != nil {
-			return fmt.Errorf("chunk %s: %w", key, err)
-		}
-		if len(c.data) > 0 && &c.data[0] != &place[0] {
-			copy(place, c.data)
-		}
-		return nil
-	}
-	if err := a.pipe.readRegion(fr, a.meta.ChunkShape, t.sel, d); err != nil {
-		return fmt.Errorf("chunk %s: %w", key, err)
-	}
-	return nil
-}
-
-// hostRunMin is the average run length from which uncompressed chunks
-// are read run by run into the destination rather than whole and copied.
-const hostRunMin = 64 << 10
-
-// rawRuns calls f for each contiguous run of t in an uncompressed chunk:
-// the file offset, the offset in the region buffer and the length.
-func (a *Array) rawRuns(t chunkTask, out view, f func(fileOff int64, dstOff, n int) error) error {
-	src := view{shape: a.meta.ChunkShape, es: out.es, start: t.sel.start}
-	type run struct{ off, n int }
-	var dr []run
-	out.sub(t.dstStart).runs(t.sel.count, func(off, n int) error { dr = append(dr, run{off, n}); return nil })
-	di, do := 0, 0
-	return src.runs(t.sel.count, func(off, n int) error {
-		for n > 0 {
-			r := dr[di]
-			m := min(n, r.n-do)
-			if err := f(int64(off), r.off+do, m); err != nil {
-				return err
-			}
-			off += m
-			n -= m
-			do += m
-			if do == r.n {
-				di, do = di+1, 0
-			}
-		}
-		return nil
-	})
-}
-
-// eachChunk runs f for every chunk the region touches on a.workers
-// goroutines, returning the first error.
-func (a *Array) eachChunk(r box, f func(chunkTask) error) error {
-	var tasks []chunkTask
-	forChunks(a.meta.ChunkShape, a.grid, r, func(t chunkTask) error { tasks = append(tasks, t); return nil })
-	return parallel(len(tasks), a.workers, func(_, i int) error { return f(tasks[i]) })
-}
-
-// parallel runs f(worker, i) for i in [0, n) on up to w goroutines and
-// returns the first error; after an error, items not started are skipped.
-func parallel(n, w int, f func(worker, i int) error) error {
-	w = max(1, min(w, n))
-	if n == 0 {
-		return nil
-	}
-	var (
-		mu    sync.Mutex
-		next  int
-		first error
-		wg    sync.WaitGroup
-	)
-	for k := 0; k < w; k++ {
-		wg.Add(1)
-		go func(worker int) {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				if next >= n || first != nil {
-					mu.Unlock()
-					return
-				}
-				i := next
-				next++
-				mu.Unlock()
-				if err := f(worker, i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}(k)
-	}
-	wg.Wait()
-	return first
-}
-
-// WriteRegion writes src (C order, little-endian elements, the region's
-// size in bytes) to [start, stop). Chunks are encoded by up to SetWorkers
-// goroutines; a chunk the region covers only in part is read, updated and
-// rewritten. Each chunk is written whole to a temporary name and renamed.
-func (a *Array) WriteRegion(start, stop []int, src []byte) error {
-	r, size, err := a.region(start, stop)
-	if err != nil {
-		return err
-	}
-	if len(src) != size {
-		return fmt.Errorf("%w: buffer of %d bytes for a %d-byte region", ErrInvalidRegion, len(src), size)
-	}
-	in := view{buf: src, shape: r.count, es: a.meta.DataType.Size}
-	return a.eachChunk(r, func(t chunkTask) error { return a.writeChunk(t, in) })
-}
-
-// covers reports whether t covers every element of its chunk that lies
-// inside the array.
-func (a *Array) covers(t chunkTask) bool {
-	for d, c := range t.coords {
-		origin := c * a.meta.ChunkShape[d]
-		if t.sel.start[d] != 0 || t.sel.count[d] != min(a.meta.ChunkShape[d], a.meta.Shape[d]-origin) {
-			return false
-		}
-	}
-	return true
-}
-
-func (a *Array) writeChunk(t chunkTask, in view) error {
-	key := a.ChunkKey(t.coords)
-	shape := a.meta.ChunkShape
-	es := a.meta.DataType.Size
-	var buf []byte
-	if a.covers(t) {
-		buf = chunkFill(a.pipe.fill, shape)
-	} else {
-		fr, ok, err := a.openChunk(key)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			buf = chunkFill(a.pipe.fill, shape)
-		} else {
-			b, err := readAll(fr)
-			fr.f.Close()
-			if err != nil {
-				return err
-			}
-			c, err := a.pipe.decode(b, shape, nil)
-			if err != nil {
-				return fmt.Errorf("chunk %s: %w", key, err)
-			}
-			buf = append([]byte(nil), c.data...)
-		}
-	}
-	copyBox(view{buf: buf, shape: shape, es: es, start: t.sel.start}, in.sub(t.dstStart), t.sel.count)
-	enc, err := a.pipe.encode(chunkArray{shape: shape, data: buf})
-	if err != nil {
-		return fmt.Errorf("chunk %s: %w", key, err)
-	}
-	return a.store.Set(key, enc)
 }

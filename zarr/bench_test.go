@@ -1,9 +1,13 @@
 package zarr
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
+
+	"github.com/kvikgo/kvik/internal/s3test"
 )
 
 // BenchmarkReadRegionZstd reads a 64 MiB zstd-compressed float32 array
@@ -15,13 +19,13 @@ func BenchmarkReadRegionZstd(b *testing.B) {
 		b.Fatal(err)
 	}
 	shape := []int{1024, 16384}
-	a, err := Create(s, "z", Metadata{Shape: shape, ChunkShape: []int{64, 16384}, DataType: DataType{Float, 4},
+	a, err := Create(bg, s, "z", Metadata{Shape: shape, ChunkShape: []int{64, 16384}, DataType: DataType{Float, 4},
 		Codecs: []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 1}}}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	src := randValues(rand.New(rand.NewPCG(1, 1)), DataType{Float, 4}, numElements(shape))
-	if err := a.WriteRegion([]int{0, 0}, shape, src); err != nil {
+	if err := a.WriteRegion(bg, []int{0, 0}, shape, src); err != nil {
 		b.Fatal(err)
 	}
 	dst := make([]byte, len(src))
@@ -30,10 +34,63 @@ func BenchmarkReadRegionZstd(b *testing.B) {
 			a.SetWorkers(w)
 			b.SetBytes(int64(len(dst)))
 			for i := 0; i < b.N; i++ {
-				if err := a.ReadRegion([]int{0, 0}, shape, dst); err != nil {
+				if err := a.ReadRegion(bg, []int{0, 0}, shape, dst); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkRemoteRegion reads a 64 MiB uncompressed array of 1 MiB
+// chunks from versitygw on loopback into host memory: the concurrent
+// region read against a loop that fetches one chunk at a time (see
+// bench/zarr_remote_gpu.sh for device reads at 1 GiB).
+func BenchmarkRemoteRegion(b *testing.B) {
+	srv := s3test.Start(b)
+	shape, chunks := []int{64 * 256, 1024}, []int{256, 1024}
+	local, err := NewDirStore(filepath.Join(srv.Dir, s3test.Bucket, "b.zarr"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := Create(bg, local, "", Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Float, 4}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := randValues(rand.New(rand.NewPCG(1, 1)), DataType{Float, 4}, numElements(shape))
+	if err := a.WriteRegion(bg, []int{0, 0}, shape, src); err != nil {
+		b.Fatal(err)
+	}
+	s, err := OpenURL(bg, srv.URLOf("b.zarr"), WithRemoteOptions(srv.Opts()...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ra, err := Open(bg, s, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dst := make([]byte, len(src))
+	b.Run("region", func(b *testing.B) {
+		b.SetBytes(int64(len(dst)))
+		for b.Loop() {
+			if err := ra.ReadRegion(bg, []int{0, 0}, shape, dst); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("chunk-loop", func(b *testing.B) {
+		b.SetBytes(int64(len(dst)))
+		n := chunks[0] * chunks[1] * 4
+		for b.Loop() {
+			for c := 0; c < shape[0]/chunks[0]; c++ {
+				if _, err := s.Get(bg, ra.ChunkKey([]int{c, 0}), dst[c*n:c*n:(c+1)*n]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	if !bytes.Equal(dst, src) {
+		b.Fatal("read back differs")
 	}
 }

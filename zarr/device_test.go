@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/s3test"
 )
 
 // needGPU skips where no CUDA device is usable and returns device 0's
@@ -62,72 +63,101 @@ func TestDeviceRegionReads(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	cases := map[string]Metadata{
-		"raw-direct": {Shape: []int{64, 1 << 16}, ChunkShape: []int{8, 1 << 16}, DataType: DataType{Float, 4}},
-		"raw-small":  {Shape: []int{50, 70}, ChunkShape: []int{16, 16}, DataType: DataType{Int, 2}, FillValue: -3},
-		"zstd":       {Shape: []int{300, 200}, ChunkShape: []int{64, 50}, DataType: DataType{Float, 8}, Codecs: roundTripCodecs["zstd+crc"], FillValue: "NaN"},
-		"blosc":      {Shape: []int{97, 33}, ChunkShape: []int{10, 10}, DataType: DataType{Uint, 4}, Codecs: roundTripCodecs["blosc-lz4"]},
-		"sharded":    {Shape: []int{40, 36}, ChunkShape: []int{8, 12}, DataType: DataType{Float, 2}, Codecs: shardCodecs([]int{4, 6}, false, roundTripCodecs["gzip"])},
-		"v2-F-zlib":  {ZarrFormat: 2, Order: 'F', Shape: []int{33, 21}, ChunkShape: []int{8, 8}, DataType: DataType{Int, 8}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
-	}
-	for name, m := range cases {
+	for name, m := range deviceCases {
 		t.Run(name, func(t *testing.T) {
 			s, err := NewDirStore(fmt.Sprintf("%s/%s", dir, name))
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, err := Create(s, "a", m)
+			checkDeviceRegions(t, ctx, rng, s, m)
+		})
+	}
+}
+
+// TestRemoteDeviceRegionReads runs the checks of TestDeviceRegionReads on
+// arrays in S3 (versitygw): region reads from S3 into device memory
+// against host reads, and device writes uploaded as chunks.
+func TestRemoteDeviceRegionReads(t *testing.T) {
+	ctx := needGPU(t)
+	rng := rand.New(rand.NewPCG(7, 9))
+	srv := s3test.Start(t)
+	for name, m := range deviceCases {
+		t.Run(name, func(t *testing.T) {
+			s, err := OpenURL(bg, srv.URLOf(name), WithRemoteOptions(srv.Opts()...), WithMaxRequests(1+rng.IntN(8)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Write all but the last chunk row, leaving chunks missing.
-			stop := append([]int(nil), m.Shape...)
-			stop[0] = max(stop[0]-m.ChunkShape[0], 1)
-			src := randValues(rng, m.DataType, numElements(stop))
-			if err := a.WriteRegion(make([]int, 2), stop, src); err != nil {
-				t.Fatal(err)
-			}
-			for r := 0; r < 8; r++ {
-				start, stop := make([]int, 2), m.Shape
-				if r > 0 {
-					start, stop = randRegion(rng, m.Shape)
-				}
-				n := (stop[0] - start[0]) * (stop[1] - start[1]) * m.DataType.Size
-				want := make([]byte, n)
-				if err := a.ReadRegion(start, stop, want); err != nil {
-					t.Fatal(err)
-				}
-				if n == 0 {
-					continue
-				}
-				buf := devAlloc(t, ctx, n)
-				a.SetWorkers(1 + r%4)
-				if err := a.ReadRegionDevice(start, stop, buf.Ptr()); err != nil {
-					t.Fatalf("%v-%v: %v", start, stop, err)
-				}
-				if got := fromDevice(t, ctx, buf.Ptr(), n); !bytes.Equal(got, want) {
-					t.Fatalf("device region %v-%v differs from the host read", start, stop)
-				}
-			}
-			// Device writes: a random region, then compare a host read.
-			start, stop2 := randRegion(rng, m.Shape)
-			n := (stop2[0] - start[0]) * (stop2[1] - start[1])
-			if n == 0 {
-				return
-			}
-			vals := randValues(rng, m.DataType, n)
-			buf := devAlloc(t, ctx, len(vals))
-			if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyHtoD(buf.Ptr(), vals) }); err != nil {
-				t.Fatal(err)
-			}
-			if err := a.WriteRegionDevice(start, stop2, buf.Ptr()); err != nil {
-				t.Fatal(err)
-			}
-			got := make([]byte, len(vals))
-			if err := a.ReadRegion(start, stop2, got); err != nil || !bytes.Equal(got, vals) {
-				t.Fatalf("device write %v-%v: %v", start, stop2, err)
-			}
+			defer s.Close()
+			checkDeviceRegions(t, ctx, rng, s, m)
 		})
+	}
+}
+
+// deviceCases are the arrays of the device tests: uncompressed (read
+// directly or gathered), compressed, sharded and v2.
+var deviceCases = map[string]Metadata{
+	"raw-direct": {Shape: []int{64, 1 << 16}, ChunkShape: []int{8, 1 << 16}, DataType: DataType{Float, 4}},
+	"raw-small":  {Shape: []int{50, 70}, ChunkShape: []int{16, 16}, DataType: DataType{Int, 2}, FillValue: -3},
+	"zstd":       {Shape: []int{300, 200}, ChunkShape: []int{64, 50}, DataType: DataType{Float, 8}, Codecs: roundTripCodecs["zstd+crc"], FillValue: "NaN"},
+	"blosc":      {Shape: []int{97, 33}, ChunkShape: []int{10, 10}, DataType: DataType{Uint, 4}, Codecs: roundTripCodecs["blosc-lz4"]},
+	"sharded":    {Shape: []int{40, 36}, ChunkShape: []int{8, 12}, DataType: DataType{Float, 2}, Codecs: shardCodecs([]int{4, 6}, false, roundTripCodecs["gzip"])},
+	"v2-F-zlib":  {ZarrFormat: 2, Order: 'F', Shape: []int{33, 21}, ChunkShape: []int{8, 8}, DataType: DataType{Int, 8}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
+}
+
+// checkDeviceRegions creates array m in s with its last chunk row
+// missing, compares device region reads with host reads, then writes a
+// region from device memory and reads it back.
+func checkDeviceRegions(t *testing.T, ctx cuda.Context, rng *rand.Rand, s Store, m Metadata) {
+	a, err := Create(bg, s, "a", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Write all but the last chunk row, leaving chunks missing.
+	stop := append([]int(nil), m.Shape...)
+	stop[0] = max(stop[0]-m.ChunkShape[0], 1)
+	src := randValues(rng, m.DataType, numElements(stop))
+	if err := a.WriteRegion(bg, make([]int, 2), stop, src); err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < 8; r++ {
+		start, stop := make([]int, 2), m.Shape
+		if r > 0 {
+			start, stop = randRegion(rng, m.Shape)
+		}
+		n := (stop[0] - start[0]) * (stop[1] - start[1]) * m.DataType.Size
+		want := make([]byte, n)
+		if err := a.ReadRegion(bg, start, stop, want); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			continue
+		}
+		buf := devAlloc(t, ctx, n)
+		a.SetWorkers(1 + r%4)
+		if err := a.ReadRegionDevice(bg, start, stop, buf.Ptr()); err != nil {
+			t.Fatalf("%v-%v: %v", start, stop, err)
+		}
+		if got := fromDevice(t, ctx, buf.Ptr(), n); !bytes.Equal(got, want) {
+			t.Fatalf("device region %v-%v differs from the host read", start, stop)
+		}
+	}
+	// Device writes: a random region, then compare a host read.
+	start, stop2 := randRegion(rng, m.Shape)
+	n := (stop2[0] - start[0]) * (stop2[1] - start[1])
+	if n == 0 {
+		return
+	}
+	vals := randValues(rng, m.DataType, n)
+	buf := devAlloc(t, ctx, len(vals))
+	if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyHtoD(buf.Ptr(), vals) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteRegionDevice(bg, start, stop2, buf.Ptr()); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(vals))
+	if err := a.ReadRegion(bg, start, stop2, got); err != nil || !bytes.Equal(got, vals) {
+		t.Fatalf("device write %v-%v: %v", start, stop2, err)
 	}
 }
 
@@ -145,7 +175,7 @@ func TestDeviceWriteForNumpy(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := Metadata{Shape: []int{300, 500}, ChunkShape: []int{100, 500}, DataType: DataType{Float, 4}}
-	a, err := Create(s, "arr", m)
+	a, err := Create(bg, s, "arr", m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +189,7 @@ func TestDeviceWriteForNumpy(t *testing.T) {
 	if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyHtoD(buf.Ptr(), host) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.WriteRegionDevice([]int{0, 0}, m.Shape, buf.Ptr()); err != nil {
+	if err := a.WriteRegionDevice(bg, []int{0, 0}, m.Shape, buf.Ptr()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,10 +1,13 @@
 package zarr_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"log"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 
 	"github.com/kvikgo/kvik/zarr"
@@ -13,6 +16,7 @@ import (
 // ExampleCreate creates a zstd-compressed v3 array, writes it from host
 // memory and reads a region back.
 func ExampleCreate() {
+	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "zarr-example")
 	defer os.RemoveAll(dir)
 	s, err := zarr.NewDirStore(dir)
@@ -20,7 +24,7 @@ func ExampleCreate() {
 		log.Fatal(err)
 	}
 	f32 := zarr.DataType{Kind: zarr.Float, Size: 4}
-	a, err := zarr.Create(s, "temperature", zarr.Metadata{
+	a, err := zarr.Create(ctx, s, "temperature", zarr.Metadata{
 		Shape: []int{4, 6}, ChunkShape: []int{2, 4}, DataType: f32, FillValue: "NaN",
 		Codecs: []zarr.Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}},
 	})
@@ -31,11 +35,11 @@ func ExampleCreate() {
 	for i := 0; i < 24; i++ {
 		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(float32(i)/2))
 	}
-	if err := a.WriteRegion([]int{0, 0}, []int{4, 6}, data); err != nil {
+	if err := a.WriteRegion(ctx, []int{0, 0}, []int{4, 6}, data); err != nil {
 		log.Fatal(err)
 	}
 	region := make([]byte, 2*3*4)
-	if err := a.ReadRegion([]int{1, 2}, []int{3, 5}, region); err != nil {
+	if err := a.ReadRegion(ctx, []int{1, 2}, []int{3, 5}, region); err != nil {
 		log.Fatal(err)
 	}
 	for i := 0; i < 6; i++ {
@@ -43,4 +47,51 @@ func ExampleCreate() {
 	}
 	fmt.Println()
 	// Output: 4 4.5 5 7 7.5 8
+}
+
+// ExampleOpenURL reads a region of an array over HTTP: here a store
+// served from a local directory on loopback; an s3:// URL works the same
+// way (with credentials from AWS_* or zarr.WithRemoteOptions).
+func ExampleOpenURL() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "zarr-example")
+	defer os.RemoveAll(dir)
+	local, err := zarr.NewDirStore(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	i16 := zarr.DataType{Kind: zarr.Int, Size: 2}
+	a, err := zarr.Create(ctx, local, "counts", zarr.Metadata{
+		Shape: []int{3, 4}, ChunkShape: []int{2, 2}, DataType: i16, FillValue: -1,
+		Codecs: []zarr.Codec{{Name: "bytes"}, {Name: "gzip"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Write the first row only: the chunks of the last row stay missing.
+	row := []byte{1, 0, 2, 0, 3, 0, 4, 0}
+	if err := a.WriteRegion(ctx, []int{0, 0}, []int{1, 4}, row); err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer srv.Close()
+
+	s, err := zarr.OpenURL(ctx, srv.URL) // a read-only HTTP store
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	remote, err := zarr.Open(ctx, s, "counts")
+	if err != nil {
+		log.Fatal(err)
+	}
+	region := make([]byte, 3*2*2)
+	if err := remote.ReadRegion(ctx, []int{0, 1}, []int{3, 3}, region); err != nil {
+		log.Fatal(err)
+	}
+	for i := 0; i < len(region); i += 2 {
+		fmt.Print(int16(binary.LittleEndian.Uint16(region[i:])), " ")
+	}
+	fmt.Println()
+	// Output: 2 3 -1 -1 -1 -1
 }

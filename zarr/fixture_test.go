@@ -169,7 +169,7 @@ func readWhole(t *testing.T, a *Array) []byte {
 	t.Helper()
 	shape := a.Shape()
 	buf := make([]byte, numElements(shape)*a.DataType().Size)
-	if err := a.ReadRegion(make([]int, len(shape)), shape, buf); err != nil {
+	if err := a.ReadRegion(bg, make([]int, len(shape)), shape, buf); err != nil {
 		t.Fatalf("%s: %v", a.path, err)
 	}
 	return buf
@@ -190,7 +190,7 @@ func TestZarrPythonV2Fixtures(t *testing.T) {
 		rel = filepath.ToSlash(rel)
 		var i, j int
 		fmt.Sscanf(rel, "%d/%d", &i, &j)
-		a, err := Open(s, rel)
+		a, err := Open(bg, s, rel)
 		if j == 2 { // BZ2
 			if !errors.Is(err, ErrUnsupportedCodec) || !strings.Contains(err.Error(), "bz2") {
 				t.Errorf("%s: got %v, want ErrUnsupportedCodec naming bz2", rel, err)
@@ -202,7 +202,7 @@ func TestZarrPythonV2Fixtures(t *testing.T) {
 			continue
 		}
 		got := readWhole(t, a)
-		ref, err := Open(s, fmt.Sprintf("%d/0", i))
+		ref, err := Open(bg, s, fmt.Sprintf("%d/0", i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +273,7 @@ func TestDimensionSeparatorFixtures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := Open(s, c.path)
+		a, err := Open(bg, s, c.path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +305,7 @@ func TestZarrsFixtures(t *testing.T) {
 	for _, dir := range arrays {
 		rel, _ := filepath.Rel(s.Root(), dir)
 		rel = filepath.ToSlash(rel)
-		a, err := Open(s, rel)
+		a, err := Open(bg, s, rel)
 		if strings.Contains(rel, "bz2") {
 			if !errors.Is(err, ErrUnsupportedCodec) {
 				t.Errorf("%s: got %v, want ErrUnsupportedCodec", rel, err)
@@ -343,7 +343,7 @@ func checkRegion(t *testing.T, a *Array, rel string, start, stop []int, value fu
 	t.Helper()
 	es := a.DataType().Size
 	buf := make([]byte, (stop[0]-start[0])*(stop[1]-start[1])*es)
-	if err := a.ReadRegion(start, stop, buf); err != nil {
+	if err := a.ReadRegion(bg, start, stop, buf); err != nil {
 		t.Fatalf("%s %v-%v: %v", rel, start, stop, err)
 	}
 	k := 0

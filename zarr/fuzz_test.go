@@ -12,7 +12,7 @@ func FuzzParseMetadata(f *testing.F) {
 	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[8,8],"data_type":"uint16","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4,8]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[4,4],"codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":5}}],"index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],"index_location":"end"}}]}`))
 	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"float16","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"v2"},"fill_value":"0x7e00","codecs":[{"name":"transpose","configuration":{"order":[0]}},{"name":"bytes"},{"name":"zstd"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s := &DirStore{root: "/nonexistent", dimSep: "."}
+		s := &DirStore{root: "/nonexistent", storeConfig: storeConfig{dimSep: "."}}
 		if m, err := ParseMetadataV2(b, "."); err == nil {
 			newArray(s, "", m)
 		}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -153,7 +155,14 @@ func roundTrip(t *testing.T, rng *rand.Rand, m Metadata) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := Create(s, "g/arr", m)
+	roundTripIn(t, rng, s, m)
+}
+
+// roundTripIn creates g/arr in s, writes random regions and checks
+// reads of the reopened array against a model.
+func roundTripIn(t *testing.T, rng *rand.Rand, s Store, m Metadata) {
+	t.Helper()
+	a, err := Create(bg, s, "g/arr", m)
 	if err != nil {
 		t.Fatalf("%+v: %v", m, err)
 	}
@@ -166,12 +175,12 @@ func roundTrip(t *testing.T, rng *rand.Rand, m Metadata) {
 			n *= stop[d] - start[d]
 		}
 		src := randValues(rng, m.DataType, n)
-		if err := a.WriteRegion(start, stop, src); err != nil {
+		if err := a.WriteRegion(bg, start, stop, src); err != nil {
 			t.Fatalf("write %v-%v: %v", start, stop, err)
 		}
 		ref.write(start, stop, src)
 	}
-	b, err := Open(s, "g/arr")
+	b, err := Open(bg, s, "g/arr")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +194,7 @@ func roundTrip(t *testing.T, rng *rand.Rand, m Metadata) {
 		}
 		want := ref.region(start, stop)
 		got := make([]byte, len(want))
-		if err := b.ReadRegion(start, stop, got); err != nil {
+		if err := b.ReadRegion(bg, start, stop, got); err != nil {
 			t.Fatalf("read %v-%v: %v", start, stop, err)
 		}
 		if !bytes.Equal(got, want) {
@@ -199,47 +208,16 @@ func TestStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	val := randValues(rand.New(rand.NewPCG(3, 4)), DataType{Uint, 1}, 1000)
-	if err := s.Set("A/B/C.0", val); err != nil {
+	testStore(t, s)
+	val := randValues(rand.New(rand.NewPCG(3, 4)), DataType{Uint, 1}, 100)
+	if err := s.Set(bg, "A/B/C.0", val); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Get("a/b/c.0")
+	got, err := s.Get(bg, "a/b/c.0", nil)
 	if err != nil || !bytes.Equal(got, val) {
 		t.Fatalf("normalized get: %v", err)
 	}
-	for _, r := range [][2]int64{{0, 1000}, {17, 33}, {999, 1}, {-10, -1}, {500, -1}} {
-		got, err := s.GetRange("a/b/c.0", r[0], r[1])
-		off := r[0]
-		if off < 0 {
-			off += 1000
-		}
-		end := off + r[1]
-		if r[1] < 0 {
-			end = 1000
-		}
-		if err != nil || !bytes.Equal(got, val[off:end]) {
-			t.Fatalf("range %v: %v", r, err)
-		}
-	}
-	if _, err := s.GetRange("a/b/c.0", 990, 20); err == nil {
-		t.Fatal("range past the end succeeded")
-	}
-	keys, _ := s.List("a/")
-	if len(keys) != 1 || keys[0] != "a/b/c.0" {
-		t.Fatalf("list: %v", keys)
-	}
-	for _, k := range []string{"", "/abs", "a/../b", "a//b", "./a"} {
-		if err := s.Set(k, val); !errors.Is(err, ErrInvalidKey) {
-			t.Errorf("key %q: %v", k, err)
-		}
-	}
-	if err := s.Delete("a/b/c.0"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Get("a/b/c.0"); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("after delete: %v", err)
-	}
-	if err := s.Delete("a/b/c.0"); err != nil {
+	if err := s.Delete(bg, "a/b/c.0"); err != nil {
 		t.Fatal(err)
 	}
 	left, _ := filepath.Glob(filepath.Join(s.Root(), "a", "b", "*"))
@@ -248,7 +226,76 @@ func TestStore(t *testing.T) {
 	}
 }
 
-// TestBadInput checks typed errors for bad metadata, regions and chunks.
+// testStore checks the Store contract on an empty store s: whole and
+// ranged reads against the bytes written, missing keys, bad keys,
+// listing and deletion.
+func testStore(t *testing.T, s Store) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 1000 + 337
+	val := randValues(rng, DataType{Uint, 1}, n)
+	if err := s.Set(bg, "a/b/c.0", val); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set(bg, "a/z", val[:10]); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, n)
+	got, err := s.Get(bg, "a/b/c.0", buf)
+	if err != nil || !bytes.Equal(got, val) || &got[0] != &buf[:1][0] {
+		t.Fatalf("get into a buffer that fits: %v", err)
+	}
+	got, err = s.Get(bg, "a/b/c.0", make([]byte, 0, 10))
+	if err != nil || !bytes.Equal(got, val) {
+		t.Fatalf("get into a small buffer: %v", err)
+	}
+	for _, r := range [][2]int64{{0, n}, {17, 33}, {n - 1, 1}, {-10, 10}, {-10, 3}, {500, n - 500}} {
+		p := make([]byte, r[1])
+		size, err := s.ReadRange(bg, "a/b/c.0", r[0], p)
+		off := r[0]
+		if off < 0 {
+			off += n
+		}
+		if err != nil || size != n || !bytes.Equal(p, val[off:off+r[1]]) {
+			t.Fatalf("range %v: size %d, %v", r, size, err)
+		}
+	}
+	for _, r := range [][2]int64{{n - 10, 20}, {n + 5, 1}, {-n - 1, n + 1}} {
+		if _, err := s.ReadRange(bg, "a/b/c.0", r[0], make([]byte, r[1])); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("range %v past the end: %v", r, err)
+		}
+	}
+	if _, err := s.Get(bg, "a/none", nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing key: %v", err)
+	}
+	if _, err := s.ReadRange(bg, "a/none", -4, make([]byte, 4)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("range of a missing key: %v", err)
+	}
+	keys, err := s.List(bg, "a/")
+	if err != nil || !slices.Equal(keys, []string{"a/b/c.0", "a/z"}) {
+		t.Fatalf("list: %v, %v", keys, err)
+	}
+	for _, k := range []string{"", "/abs", "a/../b", "a//b", "./a"} {
+		if err := s.Set(bg, k, val); !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("key %q: %v", k, err)
+		}
+	}
+	for range 2 { // deleting a missing key is no error
+		if err := s.Delete(bg, "a/b/c.0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Get(bg, "a/b/c.0", nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after delete: %v", err)
+	}
+	if keys, err := s.List(bg, ""); err != nil || !slices.Equal(keys, []string{"a/z"}) {
+		t.Fatalf("list after delete: %v, %v", keys, err)
+	}
+	if err := s.Delete(bg, "a/z"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	s, _ := NewDirStore(t.TempDir())
 	cases := map[string]error{
@@ -259,21 +306,21 @@ func TestBadInput(t *testing.T) {
 	}
 	for doc, want := range cases {
 		os.WriteFile(filepath.Join(s.Root(), "zarr.json"), []byte(doc), 0o644)
-		if _, err := Open(s, ""); !errors.Is(err, want) {
+		if _, err := Open(bg, s, ""); !errors.Is(err, want) {
 			t.Errorf("%s: got %v, want %v", doc, err, want)
 		}
 	}
-	a, err := Create(s, "x", Metadata{Shape: []int{10}, ChunkShape: []int{4}, DataType: DataType{Float, 4}, Codecs: roundTripCodecs["zstd+crc"]})
+	a, err := Create(bg, s, "x", Metadata{Shape: []int{10}, ChunkShape: []int{4}, DataType: DataType{Float, 4}, Codecs: roundTripCodecs["zstd+crc"]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.ReadRegion([]int{3}, []int{11}, make([]byte, 32)); !errors.Is(err, ErrInvalidRegion) {
+	if err := a.ReadRegion(bg, []int{3}, []int{11}, make([]byte, 32)); !errors.Is(err, ErrInvalidRegion) {
 		t.Errorf("region past the end: %v", err)
 	}
-	if err := a.ReadRegion([]int{3}, []int{5}, make([]byte, 7)); !errors.Is(err, ErrInvalidRegion) {
+	if err := a.ReadRegion(bg, []int{3}, []int{5}, make([]byte, 7)); !errors.Is(err, ErrInvalidRegion) {
 		t.Errorf("short buffer: %v", err)
 	}
-	if err := a.WriteRegion([]int{0}, []int{4}, randValues(rand.New(rand.NewPCG(5, 6)), DataType{Float, 4}, 4)); err != nil {
+	if err := a.WriteRegion(bg, []int{0}, []int{4}, randValues(rand.New(rand.NewPCG(5, 6)), DataType{Float, 4}, 4)); err != nil {
 		t.Fatal(err)
 	}
 	// Flip a byte of the stored chunk: crc32c must catch it.
@@ -281,7 +328,7 @@ func TestBadInput(t *testing.T) {
 	b, _ := os.ReadFile(p)
 	b[len(b)/2] ^= 0x40
 	os.WriteFile(p, b, 0o644)
-	if err := a.ReadRegion([]int{0}, []int{4}, make([]byte, 16)); !errors.Is(err, ErrCorruptChunk) {
+	if err := a.ReadRegion(bg, []int{0}, []int{4}, make([]byte, 16)); !errors.Is(err, ErrCorruptChunk) {
 		t.Errorf("corrupt chunk: %v", err)
 	}
 	// A blosc chunk claiming snappy is refused by name.
@@ -346,15 +393,15 @@ func TestZstdStreamFrames(t *testing.T) {
 // other readers need: the v2 type string as is, an explicit endian.
 func TestCreateMetadataDocs(t *testing.T) {
 	s, _ := NewDirStore(t.TempDir())
-	if _, err := Create(s, "v3", Metadata{Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Float, 4}, FillValue: "-Infinity",
+	if _, err := Create(bg, s, "v3", Metadata{Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Float, 4}, FillValue: "-Infinity",
 		Codecs: []Codec{{Name: "bytes"}, {Name: "crc32c"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Create(s, "v2", Metadata{ZarrFormat: 2, BigEndian: true, Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Int, 2}, FillValue: -5}); err != nil {
+	if _, err := Create(bg, s, "v2", Metadata{ZarrFormat: 2, BigEndian: true, Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Int, 2}, FillValue: -5}); err != nil {
 		t.Fatal(err)
 	}
-	v3, _ := s.Get("v3/zarr.json")
-	v2, _ := s.Get("v2/.zarray")
+	v3, _ := s.Get(bg, "v3/zarr.json", nil)
+	v2, _ := s.Get(bg, "v2/.zarray", nil)
 	for _, want := range []string{`"endian": "little"`, `"fill_value": "-Infinity"`, `"name": "crc32c"`, `"node_type": "array"`} {
 		if !strings.Contains(string(v3), want) {
 			t.Errorf("zarr.json lacks %s:\n%s", want, v3)

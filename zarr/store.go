@@ -1,6 +1,7 @@
 package zarr
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,42 @@ import (
 	"github.com/kvikgo/kvik/cuda"
 )
 
+// Store holds an array's metadata documents and chunks under string keys
+// ("group/array/zarr.json", "group/array/c/0/1"): DirStore (a local
+// directory) or RemoteStore (an S3 or HTTP(S) prefix). A missing key is
+// reported with an error matching fs.ErrNotExist, and only a missing key:
+// readers take it for the fill value, so every other failure must be an
+// error of its own. Implementations are safe for concurrent use; ctx
+// cancels the I/O a call makes.
+type Store interface {
+	// Get returns key's whole value: in buf when it fits in cap(buf),
+	// else in a new slice.
+	Get(ctx context.Context, key string, buf []byte) ([]byte, error)
+	// ReadRange fills p with len(p) bytes of key's value at off and
+	// returns the value's size. A negative off counts from the end. A
+	// range that runs past the end fails with an error wrapping
+	// io.ErrUnexpectedEOF (and the size, where known).
+	ReadRange(ctx context.Context, key string, off int64, p []byte) (size int64, err error)
+	// Set stores value under key, atomically: readers see the old value
+	// or the new one, never a torn one.
+	Set(ctx context.Context, key string, value []byte) error
+	// SetDevice stores size bytes of device memory at buf+devOff under
+	// key, atomically.
+	SetDevice(ctx context.Context, key string, buf cuda.DevicePtr, size int, devOff int64) error
+	// Delete removes key; a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// List returns the keys that start with prefix, sorted.
+	List(ctx context.Context, prefix string) ([]string, error)
+}
+
+// storeConfig is what StoreOptions set, for either kind of store.
+type storeConfig struct {
+	normalizeKeys bool
+	dimSep        string
+	maxRequests   int
+	remote        []kvik.RemoteOption
+}
+
 // DirStore is a Zarr directory store: each key is a file below a root
 // directory, "/" in a key separating directories. Reads of chunk data go
 // through kvik FileHandles, into host memory or straight into device
@@ -24,18 +61,19 @@ import (
 //
 // A DirStore is safe for concurrent use.
 type DirStore struct {
-	root          string
-	normalizeKeys bool
-	dimSep        string
+	root string
+	storeConfig
 }
 
-// StoreOption configures a DirStore.
-type StoreOption func(*DirStore) error
+var _ Store = (*DirStore)(nil)
+
+// StoreOption configures a DirStore or a RemoteStore.
+type StoreOption func(*storeConfig) error
 
 // WithNormalizeKeys makes the store lower-case every key (KvikIO's and
 // zarr-python's normalize_keys), so that "Foo" and "foo" name one file.
 func WithNormalizeKeys(on bool) StoreOption {
-	return func(s *DirStore) error { s.normalizeKeys = on; return nil }
+	return func(s *storeConfig) error { s.normalizeKeys = on; return nil }
 }
 
 // WithDimensionSeparator sets the separator, "." or "/", between chunk
@@ -43,7 +81,7 @@ func WithNormalizeKeys(on bool) StoreOption {
 // dimension_separator); it is also the default for v2 arrays created in
 // the store. The default is ".".
 func WithDimensionSeparator(sep string) StoreOption {
-	return func(s *DirStore) error {
+	return func(s *storeConfig) error {
 		if sep != "." && sep != "/" {
 			return fmt.Errorf("%w: dimension separator %q (want \".\" or \"/\")", ErrInvalidMetadata, sep)
 		}
@@ -55,11 +93,9 @@ func WithDimensionSeparator(sep string) StoreOption {
 // NewDirStore opens a directory store at root, creating the directory if
 // it does not exist.
 func NewDirStore(root string, opts ...StoreOption) (*DirStore, error) {
-	s := &DirStore{root: root, dimSep: "."}
-	for _, o := range opts {
-		if err := o(s); err != nil {
-			return nil, err
-		}
+	s := &DirStore{root: root}
+	if err := s.storeConfig.apply(opts); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
@@ -70,12 +106,23 @@ func NewDirStore(root string, opts ...StoreOption) (*DirStore, error) {
 // Root returns the store's directory.
 func (s *DirStore) Root() string { return s.root }
 
-// DimensionSeparator returns the store's default v2 dimension separator.
-func (s *DirStore) DimensionSeparator() string { return s.dimSep }
+func (c *storeConfig) apply(opts []StoreOption) error {
+	c.dimSep = "."
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-// path maps a key to its file, rejecting keys that would leave the root.
-func (s *DirStore) path(key string) (string, error) {
-	if s.normalizeKeys {
+// DimensionSeparator returns the store's default v2 dimension separator.
+func (c *storeConfig) DimensionSeparator() string { return c.dimSep }
+
+// key checks a key and normalizes it if the store does, rejecting keys
+// that would leave the store's root.
+func (c *storeConfig) key(key string) (string, error) {
+	if c.normalizeKeys {
 		key = strings.ToLower(key)
 	}
 	if key == "" || strings.HasPrefix(key, "/") || strings.ContainsRune(key, 0) || strings.Contains(key, "\\") {
@@ -86,35 +133,37 @@ func (s *DirStore) path(key string) (string, error) {
 			return "", fmt.Errorf("%w: %q", ErrInvalidKey, key)
 		}
 	}
+	return key, nil
+}
+
+// path maps a key to its file.
+func (s *DirStore) path(key string) (string, error) {
+	key, err := s.key(key)
+	if err != nil {
+		return "", err
+	}
 	return filepath.Join(s.root, filepath.FromSlash(key)), nil
 }
 
-// Get returns the whole value of key.
-func (s *DirStore) Get(key string) ([]byte, error) {
-	p, err := s.path(key)
+// Get returns the whole value of key, in buf when it fits in cap(buf).
+func (s *DirStore) Get(ctx context.Context, key string, buf []byte) ([]byte, error) {
+	f, err := s.open(key)
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(p)
-}
-
-// Size returns the length of the value of key.
-func (s *DirStore) Size(key string) (int64, error) {
-	p, err := s.path(key)
+	defer f.Close()
+	n, err := f.Size()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return 0, err
+	if n > int64(cap(buf)) {
+		buf = make([]byte, n)
 	}
-	return fi.Size(), nil
-}
-
-// Contains reports whether key exists.
-func (s *DirStore) Contains(key string) bool {
-	_, err := s.Size(key)
-	return err == nil
+	buf = buf[:n]
+	if err := readFull(ctx, f, key, buf, 0); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // open opens key's file for reading with kvik.
@@ -126,20 +175,52 @@ func (s *DirStore) open(key string) (*kvik.FileHandle, error) {
 	return kvik.Open(p, "r", 0)
 }
 
-// ReadRange reads len(p) bytes of key's value at offset off into host
-// memory. A range past the end of the value is an error matching
-// io.ErrUnexpectedEOF: partial values are never returned silently.
-func (s *DirStore) ReadRange(key string, off int64, p []byte) error {
-	f, err := s.open(key)
+// ReadRange reads len(p) bytes of key's value at off (from the end when
+// off < 0) into host memory and returns the value's size. A range past
+// the end is an error matching io.ErrUnexpectedEOF: partial values are
+// never returned silently.
+func (s *DirStore) ReadRange(ctx context.Context, key string, off int64, p []byte) (int64, error) {
+	f, size, off, err := s.openRange(key, off, int64(len(p)))
 	if err != nil {
-		return err
+		return size, err
 	}
 	defer f.Close()
-	return readFull(f, key, p, off)
+	return size, readFull(ctx, f, key, p, off)
 }
 
-func readFull(f *kvik.FileHandle, key string, p []byte, off int64) error {
-	n, err := f.ReadAt(p, off)
+// openValue opens key for reads and returns its size.
+func (s *DirStore) openValue(key string) (*kvik.FileHandle, int64, error) {
+	f, size, _, err := s.openRange(key, 0, 0)
+	return f, size, err
+}
+
+// openRange opens key for a read of n bytes at off (from the end when
+// negative) and returns the file, its size and the absolute offset.
+func (s *DirStore) openRange(key string, off, n int64) (*kvik.FileHandle, int64, int64, error) {
+	f, err := s.open(key)
+	if err != nil {
+		return nil, -1, 0, err
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return nil, -1, 0, err
+	}
+	if off < 0 {
+		off += size
+	}
+	if off < 0 || off > size || n > size-off {
+		f.Close()
+		return nil, size, 0, &fs.PathError{Op: "read", Path: key, Err: fmt.Errorf("range [%d, +%d) of a %d-byte value: %w", off, n, size, io.ErrUnexpectedEOF)}
+	}
+	return f, size, off, nil
+}
+
+func readFull(ctx context.Context, f *kvik.FileHandle, key string, p []byte, off int64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	n, err := f.PRead(ctx, p, off).Get()
 	if n == len(p) {
 		return nil
 	}
@@ -149,86 +230,52 @@ func readFull(f *kvik.FileHandle, key string, p []byte, off int64) error {
 	return &fs.PathError{Op: "read", Path: key, Err: fmt.Errorf("%d of %d bytes at offset %d: %w", n, len(p), off, err)}
 }
 
-// GetRange returns n bytes of key's value from offset off; n < 0 reads to
-// the end. A negative off counts from the end (a suffix).
-func (s *DirStore) GetRange(key string, off, n int64) ([]byte, error) {
-	f, err := s.open(key)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	if off < 0 {
-		off += size
-	}
-	if n < 0 {
-		n = size - off
-	}
-	if off < 0 || n < 0 || off > size || n > size-off {
-		return nil, &fs.PathError{Op: "read", Path: key, Err: fmt.Errorf("range [%d, +%d) of a %d-byte value: %w", off, n, size, io.ErrUnexpectedEOF)}
-	}
-	b := make([]byte, n)
-	if err := readFull(f, key, b, off); err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
 // ReadRangeDevice reads size bytes of key's value at offset off into
 // device memory at buf+devOff, with kvik's device path (cuFile or
-// overlapped POSIX reads).
-func (s *DirStore) ReadRangeDevice(key string, off int64, buf cuda.DevicePtr, size int, devOff int64) error {
-	f, err := s.open(key)
+// overlapped POSIX reads), and returns the value's size.
+func (s *DirStore) ReadRangeDevice(ctx context.Context, key string, off int64, buf cuda.DevicePtr, size int, devOff int64) (int64, error) {
+	f, vsize, off, err := s.openRange(key, off, int64(size))
 	if err != nil {
-		return err
+		return vsize, err
 	}
 	defer f.Close()
-	return readDeviceFull(f, key, off, buf, size, devOff)
-}
-
-func readDeviceFull(f *kvik.FileHandle, key string, off int64, buf cuda.DevicePtr, size int, devOff int64) error {
-	n, err := f.ReadDevice(buf, size, off, devOff)
+	n, err := f.PReadDevice(ctx, buf, size, off, devOff).Get()
 	if n == size && (err == nil || err == io.EOF) {
-		return nil
+		return vsize, nil
 	}
 	if err == nil || err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
-	return &fs.PathError{Op: "read", Path: key, Err: fmt.Errorf("%d of %d bytes at offset %d: %w", n, size, off, err)}
+	return vsize, &fs.PathError{Op: "read", Path: key, Err: fmt.Errorf("%d of %d bytes at offset %d: %w", n, size, off, err)}
 }
 
 // Set stores value under key: written whole to a temporary file, synced,
 // then renamed over the key, so a crash leaves the old value or the new
 // one and never a torn value.
-func (s *DirStore) Set(key string, value []byte) error {
-	return s.setWith(key, func(f *kvik.FileHandle) error {
-		if len(value) == 0 {
-			return nil
-		}
-		n, err := f.WriteAt(value, 0)
-		if err == nil && n != len(value) {
-			err = io.ErrShortWrite
-		}
-		return err
-	})
+func (s *DirStore) Set(ctx context.Context, key string, value []byte) error {
+	return s.setWith(ctx, key, kvik.Piece{Data: value})
 }
 
 // SetDevice stores size bytes of device memory at buf+devOff under key,
 // atomically as Set does.
-func (s *DirStore) SetDevice(key string, buf cuda.DevicePtr, size int, devOff int64) error {
-	return s.setWith(key, func(f *kvik.FileHandle) error {
-		n, err := f.WriteDevice(buf, size, 0, devOff)
-		if err == nil && n != size {
-			err = io.ErrShortWrite
-		}
+func (s *DirStore) SetDevice(ctx context.Context, key string, buf cuda.DevicePtr, size int, devOff int64) error {
+	p, err := devicePiece(key, buf, size, devOff)
+	if err != nil {
 		return err
-	})
+	}
+	return s.setWith(ctx, key, p)
 }
 
-func (s *DirStore) setWith(key string, write func(*kvik.FileHandle) error) error {
+// devicePiece checks a SetDevice and returns its device memory as a
+// piece for kvik.SaveFile.
+func devicePiece(key string, buf cuda.DevicePtr, size int, devOff int64) (kvik.Piece, error) {
+	if size < 0 {
+		return kvik.Piece{}, &fs.PathError{Op: "write", Path: key, Err: fmt.Errorf("%w: size %d", kvik.ErrInvalidArgument, size)}
+	}
+	return kvik.Piece{Ptr: buf + cuda.DevicePtr(devOff), Size: int64(size)}, nil
+}
+
+func (s *DirStore) setWith(ctx context.Context, key string, piece kvik.Piece) error {
 	p, err := s.path(key)
 	if err != nil {
 		return err
@@ -236,19 +283,11 @@ func (s *DirStore) setWith(key string, write func(*kvik.FileHandle) error) error
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	f, err := kvik.CreatePending(p, 0o644)
-	if err != nil {
-		return err
-	}
-	defer f.Abort()
-	if err := write(f.FileHandle); err != nil {
-		return &fs.PathError{Op: "write", Path: key, Err: err}
-	}
-	return f.Commit()
+	return kvik.SaveFile(ctx, p, []kvik.Piece{piece})
 }
 
 // Delete removes key; deleting a missing key is not an error.
-func (s *DirStore) Delete(key string) error {
+func (s *DirStore) Delete(ctx context.Context, key string) error {
 	p, err := s.path(key)
 	if err != nil {
 		return err
@@ -261,13 +300,16 @@ func (s *DirStore) Delete(key string) error {
 
 // List returns the keys that start with prefix, sorted. Temporary files
 // of writes in progress are left out.
-func (s *DirStore) List(prefix string) ([]string, error) {
+func (s *DirStore) List(ctx context.Context, prefix string) ([]string, error) {
 	if s.normalizeKeys {
 		prefix = strings.ToLower(prefix)
 	}
 	var keys []string
 	err := filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if d.IsDir() || kvik.IsPendingName(d.Name()) {

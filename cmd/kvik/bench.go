@@ -98,7 +98,7 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	fs.StringVar(&o.st, "safetensors", "", "benchmark loading this safetensors `file` (or URL) to GPU 0 (and balanced over GPUs 0 and 1) against reading it whole into GPU memory")
 	fs.StringVar(&o.gguf, "gguf", "", "benchmark loading this GGUF `file` (or URL) to GPU 0 (and balanced over GPUs 0 and 1) against reading it whole into GPU memory")
-	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS) instead of a file; a .safetensors or .gguf URL is benchmarked as --safetensors or --gguf")
+	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS) instead of a file; a .safetensors or .gguf URL is benchmarked as --safetensors or --gguf, a Zarr array (a URL or path with a .zarr component) by region reads")
 	fs.StringVar(&o.plot, "plot", "", "also draw GB/s against workers for every path and ceiling into this `file` (.svg or .png)")
 	fs.Func("plot-from", "with --plot, draw these kvik bench --json outputs (comma-separated `files`, e.g. one per file size) instead of running", func(s string) error {
 		o.plotFrom = strings.Split(s, ",")
@@ -194,6 +194,9 @@ func runBench(e *env, args []string) error {
 	}
 	if _, err := kvik.GetDefaults(); err != nil {
 		return err
+	}
+	if o.url != "" && isZarr(o.url) {
+		return benchZarr(e, o)
 	}
 	switch tensorFormat(o.url) { // a model's load against the object's read
 	case formatSafetensors:

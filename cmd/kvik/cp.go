@@ -33,7 +33,13 @@ read back and compared by CRC-32C. Tensor files move by format: a
 .safetensors or .npy file is checked and loaded from its URL into GPU
 memory (host memory with --memory host or without a GPU) by kvik's
 loader and written from there; a .safetensors.index.json brings every
-shard it names, beside it, and comes last.`
+shard it names, beside it, and comes last.
+
+With a Zarr source or destination (a path or URL with a .zarr
+component), an array copied to a .npy file goes through GPU memory
+(ReadRegionDevice, then a device save); a store copied to another store
+(local directory or s3://) goes key by key, chunks first and metadata
+last, each value read back and compared.`
 
 // cpOptions holds kvik cp's flags.
 type cpOptions struct {
@@ -97,6 +103,9 @@ func runCp(e *env, args []string) error {
 		return err
 	}
 	defer restore()
+	if isZarr(pos[0]) || isZarr(pos[1]) {
+		return zarrCopy(e, o, pos[0], pos[1])
+	}
 	if isURL(pos[0]) || isURL(pos[1]) {
 		if isURL(pos[0]) && isURL(pos[1]) {
 			return usagef("copying from one URL to another is not supported; copy through a local file")

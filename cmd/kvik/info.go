@@ -24,7 +24,9 @@ libcufile and the cuFile driver (GDS or cuFile's own compatibility mode),
 each came from (KVIKIO_* environment variable or built-in), and for PATH
 (default: the current directory) its file system, block device, O_DIRECT
 support, the compat mode kvik resolves for it and why, and for a file its
-page cache residency.`
+page cache residency. A Zarr store or array (a path or s3:// or http(s)://
+URL with a .zarr component, or a directory with Zarr metadata) is
+described instead: its endpoint, consolidated metadata and arrays.`
 
 // infoFlags is the flag set of kvik info.
 func infoFlags(e *env) *flag.FlagSet {
@@ -46,6 +48,9 @@ func runInfo(e *env, args []string) error {
 	path := "."
 	if len(pos) == 1 {
 		path = pos[0]
+	}
+	if isZarr(path) {
+		return zarrInfo(e, path, fs.Lookup("json").Value.(flag.Getter).Get().(bool))
 	}
 	if tensorFormat(path) != "" {
 		return tensorInfo(e, path, fs.Lookup("json").Value.(flag.Getter).Get().(bool))

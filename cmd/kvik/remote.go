@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
 )
 
 // isURL reports whether a kvik argument names a remote object rather than
@@ -232,10 +233,7 @@ func benchRemote(e *env, o *benchOptions) error {
 		}
 		return nil
 	}
-	rows := []struct {
-		name string
-		run  func() error
-	}{
+	rows := []benchRow{
 		{"kvik parallel -> host", host},
 		{"one GET stream -> host", func() error {
 			restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.TaskSize = int(max(size, 1)) })
@@ -246,37 +244,16 @@ func benchRemote(e *env, o *benchOptions) error {
 			return host()
 		}},
 	}
-	if g, err := openGPU(); err == nil {
-		defer g.close()
-		dbuf, err := g.alloc(int(max(size, 1)))
-		if err != nil {
-			return err
-		}
-		defer dbuf.Close()
-		rows = append(rows, struct {
-			name string
-			run  func() error
-		}{"kvik parallel -> device", func() error {
-			_, err := h.ReadDevice(dbuf.Ptr(), int(size), 0, 0)
-			return err
-		}})
+	rows, release, err := addDeviceRow(rows, "kvik parallel -> device", size, func(p cuda.DevicePtr) error {
+		_, err := h.ReadDevice(p, int(size), 0, 0)
+		return err
+	})
+	if err != nil {
+		return err
 	}
+	defer release()
 	d, _ := kvik.GetDefaults()
 	fmt.Fprintf(e.stdout, "%s (%s, %s read), %d workers, task size %s, %d repeats\n",
 		h.URL(), h.EndpointType(), formatSize(size), d.NumThreads, formatSize(int64(d.TaskSize)), o.repeats)
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "path\tbest GB/s\tmean GB/s")
-	for _, r := range rows {
-		var best, total float64
-		for range o.repeats {
-			t0 := time.Now()
-			if err := r.run(); err != nil {
-				return fmt.Errorf("%s: %w", r.name, err)
-			}
-			g := gbps(size, time.Since(t0).Seconds())
-			best, total = max(best, g), total+g
-		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\n", r.name, best, total/float64(o.repeats))
-	}
-	return tw.Flush()
+	return printRates(e, size, o.repeats, rows)
 }

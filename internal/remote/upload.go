@@ -46,6 +46,11 @@ func (c *closeNotifier) Close() error {
 // size bytes, under the retry policy; it returns the response headers and
 // the first 64 KiB of the body.
 func (c *Client) request(ctx context.Context, e *Endpoint, method, q string, body Body, size int64) (http.Header, []byte, error) {
+	return c.requestLimit(ctx, e, method, q, body, size, 64<<10)
+}
+
+// requestLimit is request returning up to limit bytes of the body.
+func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string, body Body, size, limit int64) (http.Header, []byte, error) {
 	var hdr http.Header
 	var data []byte
 	err := c.do(ctx, func(ctx context.Context) error {
@@ -77,7 +82,7 @@ func (c *Client) request(ctx context.Context, e *Endpoint, method, q string, bod
 			return err
 		}
 		defer resp.Body.Close()
-		data, err = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		data, err = io.ReadAll(io.LimitReader(resp.Body, limit))
 		if err != nil {
 			return retryable{err}
 		}

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"flag"
 	"fmt"
@@ -36,7 +37,7 @@ func main() {
 	rows := *rawMiB << 20 / (cols * 4)
 	s, err := zarr.NewDirStore(filepath.Join(*dir, "raw"))
 	check(err)
-	raw, err := zarr.Create(s, "", zarr.Metadata{Shape: []int{rows, cols}, ChunkShape: []int{256, cols}, DataType: zarr.DataType{Kind: zarr.Float, Size: 4}})
+	raw, err := zarr.Create(bg, s, "", zarr.Metadata{Shape: []int{rows, cols}, ChunkShape: []int{256, cols}, DataType: zarr.DataType{Kind: zarr.Float, Size: 4}})
 	check(err)
 	fill(raw, rows, cols, 256, false)
 	// The same bytes in one file, for kvik.ReadFileToDevice.
@@ -44,7 +45,7 @@ func main() {
 	check(err)
 	band := make([]byte, 256*cols*4)
 	for r := 0; r < rows; r += 256 {
-		check(raw.ReadRegion([]int{r, 0}, []int{r + 256, cols}, band))
+		check(raw.ReadRegion(bg, []int{r, 0}, []int{r + 256, cols}, band))
 		_, err := flat.Write(band)
 		check(err)
 	}
@@ -65,7 +66,7 @@ func main() {
 	name, _ := dev.Name()
 	fmt.Printf("device %s, %d MiB float32 array, chunks 256x%d (64 MiB), page cache\n", name, *rawMiB, cols)
 
-	zarrT := best(*reps, func() { check(raw.ReadRegionDevice([]int{0, 0}, []int{rows, cols}, buf.Ptr())) })
+	zarrT := best(*reps, func() { check(raw.ReadRegionDevice(bg, []int{0, 0}, []int{rows, cols}, buf.Ptr())) })
 	flatT := best(*reps, func() {
 		b, err := kvik.ReadFileToDevice(filepath.Join(*dir, "flat.bin"))
 		check(err)
@@ -82,7 +83,7 @@ func main() {
 	zrows := *zstdMiB << 20 / (zcols * 4)
 	zs, err := zarr.NewDirStore(filepath.Join(*dir, "zstd"))
 	check(err)
-	za, err := zarr.Create(zs, "", zarr.Metadata{Shape: []int{zrows, zcols}, ChunkShape: []int{64, zcols}, DataType: zarr.DataType{Kind: zarr.Float, Size: 4},
+	za, err := zarr.Create(bg, zs, "", zarr.Metadata{Shape: []int{zrows, zcols}, ChunkShape: []int{64, zcols}, DataType: zarr.DataType{Kind: zarr.Float, Size: 4},
 		Codecs: []zarr.Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 1}}}})
 	check(err)
 	fill(za, zrows, zcols, 64, true)
@@ -90,17 +91,17 @@ func main() {
 	warm(filepath.Join(*dir, "zstd"))
 	zsize := zrows * zcols * 4
 	var stored int64
-	keys, _ := zs.List("c/")
+	keys, _ := zs.List(bg, "c/")
 	for _, k := range keys {
-		n, _ := zs.Size(k)
-		stored += n
+		b, _ := zs.Get(bg, k, nil)
+		stored += int64(len(b))
 	}
 	fmt.Printf("zstd array: %d MiB decoded, %d MiB stored (ratio %.2f), 4 MiB chunks\n", zsize>>20, stored>>20, float64(zsize)/float64(stored))
 	var one time.Duration
 	for _, w := range []int{1, 2, 4, 8, 16} {
 		za.SetWorkers(w)
-		d := best(*reps, func() { check(za.ReadRegionDevice([]int{0, 0}, []int{zrows, zcols}, buf.Ptr())) })
-		h := best(*reps, func() { check(za.ReadRegion([]int{0, 0}, []int{zrows, zcols}, make([]byte, zsize))) })
+		d := best(*reps, func() { check(za.ReadRegionDevice(bg, []int{0, 0}, []int{zrows, zcols}, buf.Ptr())) })
+		h := best(*reps, func() { check(za.ReadRegion(bg, []int{0, 0}, []int{zrows, zcols}, make([]byte, zsize))) })
 		if w == 1 {
 			one = d
 		}
@@ -129,7 +130,7 @@ func fill(a *zarr.Array, rows, cols, band int, quantized bool) {
 			}
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 		}
-		check(a.WriteRegion([]int{r0, 0}, []int{r0 + band, cols}, b))
+		check(a.WriteRegion(bg, []int{r0, 0}, []int{r0 + band, cols}, b))
 	}
 }
 
@@ -137,7 +138,7 @@ func fill(a *zarr.Array, rows, cols, band int, quantized bool) {
 func verify(ctx cuda.Context, a *zarr.Array, buf *cuda.DeviceBuffer, rows, cols int) {
 	for _, r := range []int{0, rows / 3, rows - 1} {
 		want := make([]byte, cols*4)
-		check(a.ReadRegion([]int{r, 0}, []int{r + 1, cols}, want))
+		check(a.ReadRegion(bg, []int{r, 0}, []int{r + 1, cols}, want))
 		got := make([]byte, cols*4)
 		check(cuda.WithContext(ctx, func() error { return cuda.MemcpyDtoH(got, buf.Ptr()+cuda.DevicePtr(r*cols*4)) }))
 		if string(got) != string(want) {
@@ -180,3 +181,6 @@ func warm(dir string) {
 		return err
 	}))
 }
+
+// bg is the context of every call: the benchmark is never cancelled.
+var bg = context.Background()

@@ -1,0 +1,458 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/npy"
+	"github.com/kvikgo/kvik/zarr"
+)
+
+// isZarr reports whether a kvik argument names a Zarr store or array: a
+// path or URL with a ".zarr" component, or a local directory holding Zarr
+// metadata.
+func isZarr(name string) bool {
+	n := strings.TrimRight(name, "/")
+	if strings.HasSuffix(n, ".zarr") || strings.Contains(n, ".zarr/") {
+		return true
+	}
+	if isURL(name) {
+		return false
+	}
+	for _, doc := range []string{"zarr.json", ".zarray", ".zgroup", ".zmetadata"} {
+		if _, err := os.Stat(filepath.Join(name, doc)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// zarrArrayInfo is one array of kvik info's Zarr report.
+type zarrArrayInfo struct {
+	Path   string   `json:"path"`
+	Format int      `json:"zarr_format"`
+	Dtype  string   `json:"dtype"`
+	Shape  []int    `json:"shape"`
+	Chunks []int    `json:"chunks"`
+	Codecs []string `json:"codecs"`
+	Bytes  int64    `json:"bytes"`
+	Error  string   `json:"error,omitempty"`
+}
+
+// zarrStoreInfo is kvik info's report for a Zarr store, local or remote.
+type zarrStoreInfo struct {
+	Store        string          `json:"store"`
+	Endpoint     string          `json:"endpoint"`
+	Consolidated bool            `json:"consolidated"`
+	MaxRequests  int             `json:"max_requests,omitempty"`
+	Arrays       []zarrArrayInfo `json:"arrays"`
+}
+
+// zarrInfo implements kvik info for a Zarr store or array.
+func zarrInfo(e *env, name string, asJSON bool) error {
+	ctx := context.Background()
+	s, err := zarr.OpenStore(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer closeStore(s)
+	r := zarrStoreInfo{Store: name, Endpoint: "local directory"}
+	if rs, ok := s.(*zarr.RemoteStore); ok {
+		r.Endpoint, r.Consolidated, r.MaxRequests = rs.EndpointType().String(), rs.Consolidated(), rs.MaxRequests()
+	}
+	paths, err := zarr.ArrayPaths(ctx, s)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		r.Arrays = append(r.Arrays, describeArray(ctx, s, p))
+	}
+	if asJSON {
+		return writeJSON(e.stdout, r)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Store\t%s\nEndpoint\t%s\n", r.Store, r.Endpoint)
+	if r.MaxRequests > 0 {
+		fmt.Fprintf(tw, "Consolidated\t%v\nRequests\tup to %d in flight\n", r.Consolidated, r.MaxRequests)
+	}
+	fmt.Fprintf(tw, "Arrays\t%d\n\narray\tformat\tdtype\tshape\tchunks\tcodecs\tsize\n", len(r.Arrays))
+	for _, a := range r.Arrays {
+		if a.Error != "" {
+			fmt.Fprintf(tw, "%s\t\t\t\t\t%s\t\n", orRoot(a.Path), a.Error)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\tv%d\t%s\t%v\t%v\t%s\t%s\n", orRoot(a.Path), a.Format, a.Dtype, a.Shape, a.Chunks, strings.Join(a.Codecs, ","), formatSize(a.Bytes))
+	}
+	return tw.Flush()
+}
+
+func orRoot(p string) string {
+	if p == "" {
+		return "(root)"
+	}
+	return p
+}
+
+func describeArray(ctx context.Context, s zarr.Store, p string) zarrArrayInfo {
+	a, err := zarr.Open(ctx, s, p)
+	if err != nil {
+		return zarrArrayInfo{Path: p, Error: err.Error()}
+	}
+	m := a.Metadata()
+	info := zarrArrayInfo{Path: p, Format: m.ZarrFormat, Dtype: m.DataType.Name(), Shape: m.Shape, Chunks: m.ChunkShape}
+	info.Bytes = int64(m.DataType.Size)
+	for _, n := range m.Shape {
+		info.Bytes *= int64(n)
+	}
+	for _, c := range m.Codecs {
+		info.Codecs = append(info.Codecs, c.Name)
+	}
+	for _, c := range m.Filters {
+		info.Codecs = append(info.Codecs, c.Name)
+	}
+	if m.Compressor != nil {
+		info.Codecs = append(info.Codecs, m.Compressor.Name)
+	}
+	return info
+}
+
+func closeStore(s zarr.Store) {
+	if c, ok := s.(interface{ Close() error }); ok {
+		c.Close()
+	}
+}
+
+// zarrCopy implements kvik cp with a Zarr source or destination: an
+// array into a .npy file through GPU (or host) memory, or a whole store
+// into another (local directory or S3), key by key, chunks first and
+// metadata last, each value read back and compared.
+func zarrCopy(e *env, o *cpOptions, src, dst string) error {
+	if strings.HasSuffix(dst, ".npy") {
+		return zarrToNpy(e, o, src, dst)
+	}
+	ctx := context.Background()
+	from, err := zarr.OpenStore(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer closeStore(from)
+	to, err := zarr.OpenStore(ctx, dst)
+	if err != nil {
+		return err
+	}
+	defer closeStore(to)
+	start := time.Now()
+	keys, bytes, err := copyStore(ctx, from, to)
+	if err != nil {
+		return err
+	}
+	el := time.Since(start)
+	fmt.Fprintf(e.stdout, "copied %d keys (%s) %s -> %s in %.2f s, %.2f GB/s, verified\n", keys, formatSize(bytes), src, dst, el.Seconds(), gbps(bytes, el.Seconds()))
+	return nil
+}
+
+// copyStore copies every key of from to to: chunks concurrently, then
+// the metadata documents, so that a reader of to never finds an array
+// whose chunks are still on their way. Each value is read back.
+func copyStore(ctx context.Context, from, to zarr.Store) (int, int64, error) {
+	keys, err := from.List(ctx, "")
+	if err != nil {
+		return 0, 0, fmt.Errorf("listing the source: %w", err)
+	}
+	isMeta := func(k string) bool {
+		return slices.Contains([]string{"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}, k[strings.LastIndexByte(k, '/')+1:])
+	}
+	var chunks, meta []string
+	for _, k := range keys {
+		if isMeta(k) {
+			meta = append(meta, k)
+		} else {
+			chunks = append(chunks, k)
+		}
+	}
+	var total int64
+	var mu sync.Mutex
+	copyKey := func(k string) error {
+		b, err := from.Get(ctx, k, nil)
+		if err != nil {
+			return err
+		}
+		if err := to.Set(ctx, k, b); err != nil {
+			return err
+		}
+		back, err := to.Get(ctx, k, nil)
+		if err != nil {
+			return err
+		}
+		if crc32.Checksum(back, castagnoli) != crc32.Checksum(b, castagnoli) || len(back) != len(b) {
+			return fmt.Errorf("verify: %s differs after the copy", k)
+		}
+		mu.Lock()
+		total += int64(len(b))
+		mu.Unlock()
+		return nil
+	}
+	d, _ := kvik.GetDefaults()
+	if err := eachKey(chunks, d.NumThreads, copyKey); err != nil {
+		return 0, 0, err
+	}
+	for _, k := range meta {
+		if err := copyKey(k); err != nil {
+			return 0, 0, err
+		}
+	}
+	return len(keys), total, nil
+}
+
+// eachKey runs f on every key on up to n goroutines; the first error
+// stops the rest.
+func eachKey(keys []string, n int, f func(string) error) error {
+	ch := make(chan string)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range max(1, n) {
+		wg.Go(func() {
+			for k := range ch {
+				if err := f(k); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for _, k := range keys {
+		select {
+		case ch <- k:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(ch)
+	wg.Wait()
+	if err == nil && len(errs) > 0 {
+		err = <-errs
+	}
+	return err
+}
+
+// zarrToNpy reads the whole array at src into GPU memory (host memory
+// with --memory host or without a GPU) and saves it as a .npy file,
+// then checks the file against the array's bytes by CRC-32C.
+func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
+	ctx := context.Background()
+	mem, err := chooseMemory(o.memory)
+	if err != nil {
+		return err
+	}
+	if mem.gpu != nil {
+		defer mem.gpu.close()
+	}
+	a, err := zarr.OpenArray(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer closeStore(a.Store())
+	dt := a.DataType()
+	nd := npy.Dtype{Order: '<', Kind: byte(dt.Kind), Size: dt.Size}
+	if dt.Size == 1 {
+		nd.Order = '|'
+	}
+	shape := a.Shape()
+	shape64 := make([]int64, len(shape))
+	size := dt.Size
+	for i, n := range shape {
+		shape64[i], size = int64(n), size*n
+	}
+	host := make([]byte, size)
+	start := time.Now()
+	via := "host memory"
+	if mem.device {
+		via = "GPU memory"
+		buf, err := mem.gpu.alloc(max(size, 1))
+		if err != nil {
+			return err
+		}
+		defer buf.Close()
+		if err := a.ReadRegionDevice(ctx, make([]int, len(shape)), shape, buf.Ptr()); err != nil {
+			return err
+		}
+		if err := npy.SaveDevice(dst, nd, shape64, false, buf.Ptr()); err != nil {
+			return err
+		}
+		if err := mem.gpu.do(func() error { return cuda.MemcpyDtoH(host, buf.Ptr()) }); err != nil {
+			return err
+		}
+	} else {
+		if err := a.ReadRegion(ctx, make([]int, len(shape)), shape, host); err != nil {
+			return err
+		}
+		if err := npy.Save(dst, nd, shape64, false, host); err != nil {
+			return err
+		}
+	}
+	el := time.Since(start)
+	sum := crc32.Checksum(host, castagnoli)
+	if o.verify {
+		if err := verifyNpy(dst, int64(size), sum); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(e.stdout, "copied %s %v %s (%s) %s -> %s through %s in %.2f s, %.2f GB/s, verified, CRC-32C %08x\n",
+		nd, shape, dt.Name(), formatSize(int64(size)), src, dst, via, el.Seconds(), gbps(int64(size), el.Seconds()), sum)
+	return nil
+}
+
+// verifyNpy checks that the data of the .npy file at path (its last size
+// bytes) has CRC-32C sum.
+func verifyNpy(path string, size int64, sum uint32) error {
+	h, err := npy.ReadFileHeader(path)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if h.Size() != size || int64(len(b)) < size || crc32.Checksum(b[int64(len(b))-size:], castagnoli) != sum {
+		return fmt.Errorf("verify: %s does not hold the array's %d bytes", path, size)
+	}
+	return nil
+}
+
+// benchZarr times whole-array reads of the Zarr array at --url: kvik's
+// concurrent region read into host memory and, with a GPU, into device
+// memory, against a loop that reads one chunk at a time.
+func benchZarr(e *env, o *benchOptions) error {
+	ctx := context.Background()
+	a, err := zarr.OpenArray(ctx, o.url)
+	if err != nil {
+		return err
+	}
+	defer closeStore(a.Store())
+	shape, chunks := a.Shape(), a.Metadata().ChunkShape
+	origin := make([]int, len(shape))
+	size := int64(a.DataType().Size)
+	for _, n := range shape {
+		size *= int64(n)
+	}
+	host := make([]byte, size)
+	rows := []benchRow{{"kvik region -> host", func() error { return a.ReadRegion(ctx, origin, shape, host) }}}
+	rows, release, err := addDeviceRow(rows, "kvik region -> device", size, func(p cuda.DevicePtr) error {
+		return a.ReadRegionDevice(ctx, origin, shape, p)
+	})
+	if err != nil {
+		return err
+	}
+	defer release()
+	scratch := make([]byte, a.DataType().Size*numElems(chunks))
+	rows = append(rows, benchRow{"one chunk at a time -> host", func() error {
+		return eachChunk(shape, chunks, func(lo, hi []int) error {
+			// One chunk's region: one fetch, one decode.
+			return a.ReadRegion(ctx, lo, hi, scratch[:a.DataType().Size*boxElems(lo, hi)])
+		})
+	}})
+	d, _ := kvik.GetDefaults()
+	maxReq := 0
+	if rs, ok := a.Store().(*zarr.RemoteStore); ok {
+		maxReq = rs.MaxRequests()
+	}
+	fmt.Fprintf(e.stdout, "%s: zarr v%d %s %v in chunks %v (%s), %d workers, %d requests in flight, %d repeats\n",
+		o.url, a.Metadata().ZarrFormat, a.DataType().Name(), shape, chunks, formatSize(size), d.NumThreads, maxReq, o.repeats)
+	return printRates(e, size, o.repeats, rows)
+}
+
+// benchRow is one path kvik bench --url times.
+type benchRow struct {
+	name string
+	run  func() error
+}
+
+// addDeviceRow adds a row that reads size bytes into device memory with
+// read, when there is a GPU; release frees the memory.
+func addDeviceRow(rows []benchRow, name string, size int64, read func(cuda.DevicePtr) error) ([]benchRow, func(), error) {
+	g, err := openGPU()
+	if err != nil {
+		return rows, func() {}, nil // no GPU: host rows only
+	}
+	dbuf, err := g.alloc(int(max(size, 1)))
+	if err != nil {
+		g.close()
+		return nil, nil, err
+	}
+	rows = append(rows, benchRow{name, func() error { return read(dbuf.Ptr()) }})
+	return rows, func() { dbuf.Close(); g.close() }, nil
+}
+
+// printRates runs each row repeats times, reading size bytes each time,
+// and prints the best and mean rates.
+func printRates(e *env, size int64, repeats int, rows []benchRow) error {
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "path\tbest GB/s\tmean GB/s")
+	for _, r := range rows {
+		var best, total float64
+		for range repeats {
+			t0 := time.Now()
+			if err := r.run(); err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			g := gbps(size, time.Since(t0).Seconds())
+			best, total = max(best, g), total+g
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\n", r.name, best, total/float64(repeats))
+	}
+	return tw.Flush()
+}
+
+// eachChunk calls f with the bounds of each chunk of an array of shape.
+func eachChunk(shape, chunks []int, f func(lo, hi []int) error) error {
+	lo := make([]int, len(shape))
+	for {
+		hi := make([]int, len(shape))
+		for d := range shape {
+			hi[d] = min(lo[d]+chunks[d], shape[d])
+		}
+		if boxElems(lo, hi) > 0 {
+			if err := f(lo, hi); err != nil {
+				return err
+			}
+		}
+		d := len(shape) - 1
+		for ; d >= 0; d-- {
+			if lo[d] += chunks[d]; lo[d] < shape[d] {
+				break
+			}
+			lo[d] = 0
+		}
+		if d < 0 {
+			return nil
+		}
+	}
+}
+
+func numElems(shape []int) int {
+	n := 1
+	for _, x := range shape {
+		n *= x
+	}
+	return n
+}
+
+func boxElems(lo, hi []int) int {
+	n := 1
+	for d := range lo {
+		n *= hi[d] - lo[d]
+	}
+	return n
+}

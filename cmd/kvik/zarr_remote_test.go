@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/npy"
+	"github.com/kvikgo/kvik/zarr"
+)
+
+// TestZarrCpInfoBenchS3 copies a local Zarr store of the zarrs fixtures
+// to S3 (versitygw), describes it with kvik info, copies an array from
+// S3 into a .npy file and back into a local store, and benchmarks an
+// array; each result is checked against the local reads.
+func TestZarrCpInfoBenchS3(t *testing.T) {
+	srv := s3test.Start(t)
+	env := []string{"AWS_ACCESS_KEY_ID=" + s3test.Key, "AWS_SECRET_ACCESS_KEY=" + s3test.Secret,
+		"AWS_DEFAULT_REGION=" + s3test.Region, "AWS_ENDPOINT_URL=" + srv.URL}
+	local := filepath.Join("..", "..", "zarr", "testdata", "zarrs")
+	url := srv.URLOf("copy.zarr")
+	r := runKvik(t, env, "cp", local, url).expect(t, 0)
+	if !strings.Contains(r.stdout, "verified") {
+		t.Errorf("cp output: %s", r.stdout)
+	}
+	r = runKvik(t, env, "info", "--json", url).expect(t, 0)
+	var info zarrStoreInfo
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil || info.Endpoint != "S3" || len(info.Arrays) < 15 {
+		t.Fatalf("info --json: %v %+v\n%s", err, info, r.stdout)
+	}
+	runKvik(t, env, "info", url).expect(t, 0)
+	arr := "v3/array_zstd.zarr"
+	ls, _ := zarr.NewDirStore(local)
+	a, err := zarr.Open(context.Background(), ls, arr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 10*10*4)
+	if err := a.ReadRegion(context.Background(), []int{0, 0}, []int{10, 10}, want); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "a.npy")
+	runKvik(t, env, "cp", url+"/"+arr, out).expect(t, 0)
+	got, err := npy.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if !bytes.Equal(got.Data, want) || got.Header.Dtype != npy.Float32 {
+		t.Fatalf("npy %v differs from the array", got.Header)
+	}
+	back := filepath.Join(t.TempDir(), "back.zarr")
+	runKvik(t, env, "cp", url, back).expect(t, 0)
+	for _, k := range []string{"v3/array_zstd.zarr/zarr.json", "sharded_array_write_read.zarr/group/array/c/1/0"} {
+		a, _ := os.ReadFile(filepath.Join(local, k))
+		b, _ := os.ReadFile(filepath.Join(back, k))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Fatalf("%s differs after the round trip", k)
+		}
+	}
+	r = runKvik(t, env, "bench", "--url", url+"/"+arr, "--repeats", "1").expect(t, 0)
+	if !strings.Contains(r.stdout, "kvik region -> host") || !strings.Contains(r.stdout, "one chunk at a time") {
+		t.Errorf("bench output: %s", r.stdout)
+	}
+	runKvik(t, env, "cp", url+"/missing.zarr", out).expect(t, exitFailure).oneLineError(t, "404")
+}

@@ -1,0 +1,234 @@
+package remote
+
+import (
+	"context"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// GetObject reads a whole object with one GET and no HEAD first: into
+// buf when it fits in cap(buf), else into a new slice. A body shorter
+// than its Content-Length is retried, then ErrShortBody; a missing object
+// is a *StatusError matching fs.ErrNotExist.
+func (c *Client) GetObject(ctx context.Context, e *Endpoint, buf []byte) ([]byte, error) {
+	var out []byte
+	err := c.do(ctx, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL.String(), nil)
+		if err != nil {
+			return err
+		}
+		resp, err := c.send(e, req, http.StatusOK)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		out, err = readBody(resp, buf)
+		return err
+	})
+	return out, err
+}
+
+// readBody reads a response body of Content-Length bytes (or to its end
+// when the length is unknown) into buf, or a new slice if it does not fit.
+func readBody(resp *http.Response, buf []byte) ([]byte, error) {
+	cl := resp.ContentLength
+	if cl < 0 {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, retryable{err}
+		}
+		return append(buf[:0], b...), nil
+	}
+	p := buf[:0]
+	if cl > int64(cap(buf)) {
+		p = make([]byte, 0, cl)
+	}
+	p = p[:cl]
+	if n, err := io.ReadFull(resp.Body, p); err != nil {
+		return nil, shortBody(n, len(p), 0, err)
+	}
+	return p, nil
+}
+
+// ReadAtSize fills p with the object's bytes at off and returns the
+// object's size, from the response's Content-Range, so that no HEAD is
+// needed. A negative off counts from the end: the request asks for the
+// last -off bytes. A range that runs past the object's end fails with an
+// error wrapping io.ErrUnexpectedEOF (the size is still returned when
+// the server said it); a failed attempt is retried whole.
+func (c *Client) ReadAtSize(ctx context.Context, e *Endpoint, p []byte, off int64) (int64, error) {
+	if off < 0 && int64(len(p)) > -off {
+		return 0, fmt.Errorf("remote: %d bytes from %d before the end", len(p), -off)
+	}
+	var size int64 = -1
+	err := c.do(ctx, func(ctx context.Context) (err error) {
+		size, err = c.readAtSizeOnce(ctx, e, p, off)
+		return err
+	})
+	return size, err
+}
+
+func (c *Client) readAtSizeOnce(ctx context.Context, e *Endpoint, p []byte, off int64) (int64, error) {
+	if len(p) == 0 && off >= 0 {
+		return -1, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL.String(), nil)
+	if err != nil {
+		return -1, err
+	}
+	rng := fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)
+	if off < 0 {
+		rng = "bytes=" + strconv.FormatInt(off, 10)
+	}
+	req.Header.Set("Range", rng)
+	resp, err := c.send(e, req, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
+	if err != nil {
+		return -1, err
+	}
+	defer resp.Body.Close()
+	first, last, total, err := responseRange(resp)
+	if err != nil {
+		return -1, fmt.Errorf("%w: %s for %s", ErrBadContentRange, err, rng)
+	}
+	want := int64(len(p))
+	if off < 0 {
+		off = total + off // where the asked-for suffix starts
+	}
+	if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable || off < 0 || off+want > total {
+		return total, fmt.Errorf("remote: %s of a %d-byte object: %w", rng, total, io.ErrUnexpectedEOF)
+	}
+	if first != off || last-first+1 < want {
+		return total, fmt.Errorf("%w: got bytes %d-%d for %s", ErrBadContentRange, first, last, rng)
+	}
+	if n, err := io.ReadFull(resp.Body, p); err != nil {
+		return total, shortBody(n, len(p), off, err)
+	}
+	return total, nil
+}
+
+// shortBody reports a body that ended, cleanly or by a broken connection
+// (a reset), before the n bytes announced, as a retryable ErrShortBody
+// that also wraps the cause.
+func shortBody(got, n int, off int64, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return retryable{fmt.Errorf("%w: %d of %d bytes at offset %d", ErrShortBody, got, n, off)}
+	}
+	return retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, got, n, off, err)}
+}
+
+// responseRange returns the range a 206, 200 or 416 response holds and
+// the object's size: a 200 holds the whole object.
+func responseRange(resp *http.Response) (first, last, total int64, err error) {
+	cr := resp.Header.Get("Content-Range")
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if resp.ContentLength < 0 {
+			return 0, 0, 0, fmt.Errorf("no Content-Length in a whole-object answer")
+		}
+		return 0, resp.ContentLength - 1, resp.ContentLength, nil
+	case http.StatusRequestedRangeNotSatisfiable:
+		s, ok := strings.CutPrefix(cr, "bytes */")
+		if total, err = strconv.ParseInt(s, 10, 64); !ok || err != nil {
+			return 0, 0, -1, nil // the size is unknown; the range is not there
+		}
+		return 0, -1, total, nil
+	}
+	first, last, total, err = parseContentRange(cr)
+	if err == nil && total < 0 {
+		err = fmt.Errorf("no object size in Content-Range %q", cr)
+	}
+	return first, last, total, err
+}
+
+// DeleteObject removes an object; a missing one is not an error.
+func (c *Client) DeleteObject(ctx context.Context, e *Endpoint) error {
+	_, _, err := c.request(ctx, e, http.MethodDelete, "", nil, 0)
+	if se, ok := err.(*StatusError); ok && se.Code == http.StatusNotFound {
+		return nil
+	}
+	return err
+}
+
+// virtualHosted matches AWS host names that carry the bucket
+// (bucket.s3.region.amazonaws.com); other S3 URLs are path-style
+// (host/bucket/key).
+var virtualHosted = regexp.MustCompile(`(?i)^.+\.s3([.-][^.]+)?\.amazonaws\.com$`)
+
+// bucket splits an S3 endpoint into its bucket's endpoint (the same
+// signing, the bucket's root URL) and the object key.
+func (e *Endpoint) bucket() (*Endpoint, string, error) {
+	path := strings.TrimPrefix(e.URL.Path, "/")
+	b := *e
+	u := *e.URL
+	u.RawQuery, u.Fragment = "", ""
+	if virtualHosted.MatchString(u.Hostname()) {
+		u.Path, u.RawPath = "/", ""
+		b.URL = &u
+		return &b, path, nil
+	}
+	name, key, ok := strings.Cut(path, "/")
+	if !ok || name == "" {
+		return nil, "", fmt.Errorf("%w: no bucket in %s", ErrUnsupportedURL, e)
+	}
+	u.Path, u.RawPath = "/"+name, ""
+	setS3Path(&u)
+	b.URL = &u
+	return &b, key, nil
+}
+
+// ListLimit bounds one ListObjectsV2 answer read into memory.
+const listLimit = 16 << 20
+
+// List returns the keys of the objects whose key starts with the key of
+// e (an S3 endpoint naming a prefix), relative to that prefix, in the
+// order S3 lists them (UTF-8 binary). It follows continuation tokens.
+func (c *Client) List(ctx context.Context, e *Endpoint) ([]string, error) {
+	if e.Type != S3 && e.Type != S3Public {
+		return nil, fmt.Errorf("%w: listing needs an S3 endpoint, not %v", ErrUnsupportedURL, e.Type)
+	}
+	b, prefix, err := e.bucket()
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	token := ""
+	for {
+		q := url.Values{"list-type": {"2"}, "prefix": {prefix}}
+		if token != "" {
+			q.Set("continuation-token", token)
+		}
+		// SigV4 wants %20, not +, in the canonical query.
+		_, data, err := c.requestLimit(ctx, b, http.MethodGet, strings.ReplaceAll(q.Encode(), "+", "%20"), nil, 0, listLimit)
+		if err != nil {
+			return nil, err
+		}
+		var res struct {
+			Contents []struct {
+				Key string `xml:"Key"`
+			} `xml:"Contents"`
+			IsTruncated           bool   `xml:"IsTruncated"`
+			NextContinuationToken string `xml:"NextContinuationToken"`
+		}
+		if err := xml.Unmarshal(data, &res); err != nil {
+			return nil, fmt.Errorf("remote: ListObjectsV2 %s: %w", b, err)
+		}
+		for _, o := range res.Contents {
+			if k, ok := strings.CutPrefix(o.Key, prefix); ok {
+				keys = append(keys, k)
+			}
+		}
+		if !res.IsTruncated {
+			return keys, nil
+		}
+		if res.NextContinuationToken == "" || res.NextContinuationToken == token {
+			return nil, fmt.Errorf("remote: ListObjectsV2 %s: truncated answer without a new continuation token", b)
+		}
+		token = res.NextContinuationToken
+	}
+}

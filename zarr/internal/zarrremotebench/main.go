@@ -1,0 +1,186 @@
+// Command zarrremotebench measures Zarr region reads from S3 into GPU
+// memory (bench/zarr_remote_gpu.sh runs it against versitygw on
+// loopback): a v3 float32 array of -size bytes in chunks of -chunk bytes,
+// uncompressed, read whole into device memory, against (a) a loop that
+// fetches one chunk at a time into pinned memory and copies it to the
+// device, and (b) kvik's read of the same bytes as one object
+// (RemoteHandle.ReadDevice); then the zstd-compressed and the sharded
+// variants. The configurations take turns within each of -reps rounds;
+// medians and their ratios are printed.
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"log"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/zarr"
+)
+
+var bg = context.Background()
+
+func main() {
+	dir := flag.String("dir", "", "versitygw's directory of bucket bkt (arrays are written there directly)")
+	size := flag.Int("size", 1<<30, "array size in bytes")
+	chunk := flag.Int("chunk", 1<<20, "chunk size in bytes (a multiple of 4 KiB)")
+	reps := flag.Int("reps", 3, "rounds; each configuration runs once per round")
+	requests := flag.Int("requests", 0, "requests in flight per store (0: zarr.DefaultMaxRequests)")
+	flag.Parse()
+	if *dir == "" || os.Getenv("AWS_ENDPOINT_URL") == "" {
+		log.Fatal("need -dir and the AWS_* variables of the S3 server")
+	}
+	const cols = 1024 // float32: 4 KiB rows
+	rowsPerChunk := *chunk / (4 * cols)
+	rows := *size / (4 * cols)
+	shape, chunks := []int{rows, cols}, []int{rowsPerChunk, cols}
+	bytesLE := zarr.Codec{Name: "bytes", Configuration: map[string]any{"endian": "little"}}
+	zstd := zarr.Codec{Name: "zstd", Configuration: map[string]any{"level": 1}}
+	variants := []struct {
+		name string
+		m    zarr.Metadata
+	}{
+		{"raw", zarr.Metadata{Shape: shape, ChunkShape: chunks}},
+		{"zstd", zarr.Metadata{Shape: shape, ChunkShape: chunks, Codecs: []zarr.Codec{bytesLE, zstd}}},
+		{"sharded", zarr.Metadata{Shape: shape, ChunkShape: []int{32 * rowsPerChunk, cols}, Codecs: []zarr.Codec{{Name: "sharding_indexed", Configuration: map[string]any{
+			"chunk_shape": chunks, "codecs": []zarr.Codec{bytesLE}, "index_location": "end",
+			"index_codecs": []zarr.Codec{bytesLE, {Name: "crc32c"}},
+		}}}}},
+	}
+	data := values(rows * cols)
+	want := crc32.ChecksumIEEE(data)
+	check(os.WriteFile(filepath.Join(*dir, "raw.bin"), data, 0o644))
+	var opts []zarr.StoreOption
+	if *requests > 0 {
+		opts = append(opts, zarr.WithMaxRequests(*requests))
+	}
+	arrays := map[string]*zarr.Array{}
+	for _, v := range variants {
+		local, err := zarr.NewDirStore(filepath.Join(*dir, v.name+".zarr"))
+		check(err)
+		v.m.DataType = zarr.DataType{Kind: zarr.Float, Size: 4}
+		a, err := zarr.Create(bg, local, "", v.m)
+		check(err)
+		check(a.WriteRegion(bg, []int{0, 0}, shape, data))
+		s, err := zarr.OpenURL(bg, "s3://bkt/"+v.name+".zarr", opts...)
+		check(err)
+		defer s.Close()
+		arrays[v.name], err = zarr.Open(bg, s, "")
+		check(err)
+	}
+	check(cuda.Init())
+	dev, err := cuda.DeviceGet(0)
+	check(err)
+	cctx, err := dev.PrimaryCtxRetain()
+	check(err)
+	defer dev.PrimaryCtxRelease()
+	var buf *cuda.DeviceBuffer
+	check(cuda.WithContext(cctx, func() (err error) { buf, err = cuda.MemAlloc(len(data)); return err }))
+	defer buf.Close()
+	obj, err := kvik.OpenRemote(bg, "s3://bkt/raw.bin")
+	check(err)
+	defer obj.Close()
+	raw := arrays["raw"]
+	runs := []struct {
+		name string
+		f    func() error
+	}{
+		{"zarr raw region", func() error { return raw.ReadRegionDevice(bg, []int{0, 0}, shape, buf.Ptr()) }},
+		{"chunk loop", func() error { return chunkLoop(cctx, raw, rows, rowsPerChunk, cols, buf) }},
+		{"raw object", func() error { _, err := obj.ReadDevice(buf.Ptr(), len(data), 0, 0); return err }},
+		{"zarr zstd region", func() error { return arrays["zstd"].ReadRegionDevice(bg, []int{0, 0}, shape, buf.Ptr()) }},
+		{"zarr sharded region", func() error { return arrays["sharded"].ReadRegionDevice(bg, []int{0, 0}, shape, buf.Ptr()) }},
+	}
+	d, _ := kvik.GetDefaults()
+	fmt.Printf("array %d MiB, %d chunks of %d KiB, float32 %v; %d workers, %d requests in flight per store; %d rounds\n",
+		len(data)>>20, rows/rowsPerChunk, *chunk>>10, shape, d.NumThreads, func() int {
+			if *requests > 0 {
+				return *requests
+			}
+			return zarr.DefaultMaxRequests()
+		}(), *reps)
+	times := map[string][]time.Duration{}
+	for r := 0; r < *reps; r++ {
+		for _, run := range runs {
+			check(cuda.WithContext(cctx, func() error { return cuda.MemsetD8(buf.Ptr(), 0, len(data)) }))
+			t := time.Now()
+			check(run.f())
+			times[run.name] = append(times[run.name], time.Since(t))
+			if r == 0 { // untimed check of what arrived
+				got := make([]byte, len(data))
+				check(cuda.WithContext(cctx, func() error { return cuda.MemcpyDtoH(got, buf.Ptr()) }))
+				if crc32.ChecksumIEEE(got) != want {
+					log.Fatalf("%s: device bytes differ from the array", run.name)
+				}
+			}
+		}
+	}
+	med := map[string]float64{}
+	for _, run := range runs {
+		ts := times[run.name]
+		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+		med[run.name] = float64(len(data)) / ts[len(ts)/2].Seconds() / 1e9
+		fmt.Printf("%-20s median %6.2f GB/s  (%v)\n", run.name, med[run.name], ts)
+	}
+	ratio := func(a, b string) float64 { return med[a] / med[b] }
+	fmt.Printf("RATIO zarr raw / chunk loop    %.2fx (target >= 8)\n", ratio("zarr raw region", "chunk loop"))
+	fmt.Printf("RATIO zarr raw / raw object    %.2fx (target >= 0.7)\n", ratio("zarr raw region", "raw object"))
+	fmt.Printf("RATIO zarr zstd / raw object   %.2fx\n", ratio("zarr zstd region", "raw object"))
+	fmt.Printf("RATIO zarr sharded / raw object %.2fx\n", ratio("zarr sharded region", "raw object"))
+	fmt.Println("ZARRREMOTEBENCH OK")
+}
+
+// chunkLoop fetches each chunk of a, one at a time, into pinned host
+// memory and copies it to its place in buf: the loop a user writes
+// without a concurrent reader.
+func chunkLoop(cctx cuda.Context, a *zarr.Array, rows, rowsPerChunk, cols int, buf *cuda.DeviceBuffer) error {
+	n := rowsPerChunk * cols * 4
+	var pb *kvik.PinnedBuffer
+	if err := cuda.WithContext(cctx, func() (err error) { pb, err = kvik.GetPinnedBuffer(n); return err }); err != nil {
+		return err
+	}
+	defer cuda.WithContext(cctx, func() error { pb.Release(); return nil })
+	host := pb.Bytes()[:n:n]
+	for r := 0; r < rows; r += rowsPerChunk {
+		b, err := a.Store().Get(bg, a.ChunkKey([]int{r / rowsPerChunk, 0}), host)
+		if err != nil {
+			return err
+		}
+		if len(b) != n {
+			return fmt.Errorf("chunk %d: %d bytes", r/rowsPerChunk, len(b))
+		}
+		off := cuda.DevicePtr(r * cols * 4)
+		if err := cuda.WithContext(cctx, func() error { return cuda.MemcpyHtoD(buf.Ptr()+off, b) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// values returns n float32 values with few significant bits, so that
+// zstd finds something to compress, as in measured data.
+func values(n int) []byte {
+	b := make([]byte, 4*n)
+	x := uint32(1)
+	for i := 0; i < n; i++ {
+		x = x*1664525 + 1013904223
+		v := float32(math.Round(math.Sin(float64(i/1024))*1000)) + float32(i%1024/16)/4 + float32(x>>30)
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}

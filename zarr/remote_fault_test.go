@@ -1,0 +1,403 @@
+package zarr
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/kvikgo/kvik"
+)
+
+// objectServer serves the files of a directory from memory over HTTP,
+// with Range support, logging each request and letting fault misbehave
+// instead of answering (fault returns false to answer normally).
+type objectServer struct {
+	*httptest.Server
+	files map[string][]byte
+	fault func(key string, w http.ResponseWriter, r *http.Request) bool
+
+	mu  sync.Mutex
+	log []string // "key range"
+}
+
+func serveDir(t *testing.T, dir string) *objectServer {
+	t.Helper()
+	o := &objectServer{files: map[string][]byte{}}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			o.files[filepath.ToSlash(rel)], _ = os.ReadFile(p)
+		}
+		return err
+	})
+	o.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := strings.TrimPrefix(r.URL.Path, "/")
+		o.mu.Lock()
+		o.log = append(o.log, strings.TrimSpace(key+" "+r.Header.Get("Range")))
+		o.mu.Unlock()
+		if o.fault != nil && o.fault(key, w, r) {
+			return
+		}
+		b, ok := o.files[key]
+		if !ok {
+			http.Error(w, "NoSuchKey", http.StatusNotFound)
+			return
+		}
+		http.ServeContent(w, r, key, time.Time{}, bytes.NewReader(b))
+	}))
+	t.Cleanup(o.Close)
+	return o
+}
+
+// requests returns the requests logged since the last call.
+func (o *objectServer) requests() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	l := o.log
+	o.log = nil
+	return l
+}
+
+// localArray creates a 2-D float32 array of random values in a new
+// directory store and returns its directory and contents.
+func localArray(t *testing.T, m Metadata) (string, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.DataType = DataType{Float, 4}
+	a, err := Create(bg, s, "", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := randValues(rand.New(rand.NewPCG(uint64(len(m.Shape)), 9)), m.DataType, numElements(m.Shape))
+	if err := a.WriteRegion(bg, make([]int, len(m.Shape)), m.Shape, data); err != nil {
+		t.Fatal(err)
+	}
+	return dir, data
+}
+
+// quickRetries makes failed requests retry at once, twice.
+func quickRetries(t *testing.T) {
+	restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.HTTPMaxAttempts = 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(restore)
+}
+
+// resetHalf answers a GET with headers for the whole body, half of it,
+// then a reset connection.
+func resetHalf(w http.ResponseWriter, b []byte) {
+	conn, bw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(bw, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(b))
+	bw.Write(b[:len(b)/2])
+	bw.Flush()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0) // RST instead of FIN
+	}
+	conn.Close()
+}
+
+// TestRemoteFaults checks that only a missing chunk reads as the fill
+// value: throttling is retried, and a refused chunk, a server error that
+// outlasts the retries, a reset mid-chunk and a short body each fail the
+// read with a typed error.
+func TestRemoteFaults(t *testing.T) {
+	quickRetries(t)
+	zstd := Codec{Name: "zstd", Configuration: map[string]any{"level": 1}}
+	dir, data := localArray(t, Metadata{Shape: []int{40, 30}, ChunkShape: []int{10, 30}, FillValue: "NaN", Codecs: []Codec{{Name: "bytes"}, zstd}})
+	srv := serveDir(t, dir)
+	s, err := OpenURL(bg, srv.URL, WithMaxRequests(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, err := Open(bg, s, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const victim = "c/2/0"
+	read := func() ([]byte, error) {
+		got := make([]byte, len(data))
+		return got, a.ReadRegion(bg, []int{0, 0}, a.Shape(), got)
+	}
+	for _, code := range []int{503, 429} {
+		var tries atomic.Int32
+		srv.fault = func(key string, w http.ResponseWriter, r *http.Request) bool {
+			if key == victim && tries.Add(1) == 1 {
+				http.Error(w, "slow down", code)
+				return true
+			}
+			return false
+		}
+		if got, err := read(); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%d once: %v", code, err)
+		}
+		if tries.Load() != 2 {
+			t.Fatalf("%d: %d requests for the chunk, want 2", code, tries.Load())
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		fault func(w http.ResponseWriter)
+		check func(error) bool
+	}{
+		{"403", func(w http.ResponseWriter) { http.Error(w, "AccessDenied", 403) }, func(err error) bool {
+			var se *kvik.HTTPStatusError
+			return errors.Is(err, fs.ErrPermission) && errors.As(err, &se) && se.Code == 403
+		}},
+		{"500 after retries", func(w http.ResponseWriter) { http.Error(w, "InternalError", 500) }, func(err error) bool {
+			var se *kvik.HTTPStatusError
+			return errors.As(err, &se) && se.Code == 500 && strings.Contains(err.Error(), "giving up after 2 attempts")
+		}},
+		{"reset mid-chunk", func(w http.ResponseWriter) { resetHalf(w, srv.files[victim]) }, func(err error) bool {
+			return errors.Is(err, kvik.ErrShortBody)
+		}},
+		{"short body", func(w http.ResponseWriter) {
+			b := srv.files[victim]
+			w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+			w.Write(b[:len(b)-7])
+		}, func(err error) bool { return errors.Is(err, kvik.ErrShortBody) }},
+	} {
+		srv.fault = func(key string, w http.ResponseWriter, r *http.Request) bool {
+			if key == victim {
+				c.fault(w)
+				return true
+			}
+			return false
+		}
+		if _, err := read(); err == nil || !c.check(err) || errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s: %v", c.name, err)
+		} else {
+			t.Logf("%s: %v", c.name, err)
+		}
+	}
+	// A missing chunk (404 NoSuchKey) is the fill value, NaN.
+	srv.fault = nil
+	delete(srv.files, victim)
+	got, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(got); i += 4 {
+		inVictim := i/4/30 >= 20 && i/4/30 < 30
+		if nan := bytes.Equal(got[i:i+4], []byte{0, 0, 0xc0, 0x7f}); nan != inVictim || !inVictim && !bytes.Equal(got[i:i+4], data[i:i+4]) {
+			t.Fatalf("element %d: %x (in the missing chunk: %v)", i/4, got[i:i+4], inVictim)
+		}
+	}
+}
+
+// TestRemoteShardRequests reads one inner chunk, then a row of inner
+// chunks, of a sharded array over HTTP and checks that only the shard
+// index and the inner chunks needed are fetched, by range.
+func TestRemoteShardRequests(t *testing.T) {
+	for _, start := range []bool{false, true} {
+		inner := []Codec{{Name: "bytes"}, {Name: "gzip", Configuration: map[string]any{"level": 1}}}
+		m := Metadata{Shape: []int{16, 24}, ChunkShape: []int{8, 12}, Codecs: shardCodecs([]int{4, 3}, start, inner)}
+		dir, data := localArray(t, m)
+		srv := serveDir(t, dir)
+		s, err := OpenURL(bg, srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := Open(bg, s, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.requests()
+		ref := model{shape: m.Shape, es: 4, buf: data}
+		for _, r := range []struct {
+			start, stop []int
+			want        int // requests: shard indexes and inner chunks
+		}{
+			{[]int{9, 13}, []int{11, 15}, 2},   // one inner chunk of shard (1, 1)
+			{[]int{4, 0}, []int{5, 24}, 2 + 8}, // a row of 4 inner chunks in each of two shards
+		} {
+			got := make([]byte, len(ref.region(r.start, r.stop)))
+			if err := a.ReadRegion(bg, r.start, r.stop, got); err != nil || !bytes.Equal(got, ref.region(r.start, r.stop)) {
+				t.Fatalf("region %v-%v: %v", r.start, r.stop, err)
+			}
+			log := srv.requests()
+			if len(log) != r.want {
+				t.Fatalf("index at start %v: region %v-%v made %d requests, want %d: %q", start, r.start, r.stop, len(log), r.want, log)
+			}
+			for _, l := range log {
+				if !strings.Contains(l, "bytes=") {
+					t.Fatalf("request without a range: %q", l)
+				}
+			}
+		}
+		s.Close()
+	}
+}
+
+// TestRemoteCancel cancels a region read while chunk GETs hang and
+// checks that it returns at once with the context's error, that no more
+// than MaxRequests GETs were in flight, that every request in flight saw
+// its context end, and that no goroutine is left.
+func TestRemoteCancel(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	dir, _ := localArray(t, Metadata{Shape: []int{64, 16}, ChunkShape: []int{2, 16}})
+	srv := serveDir(t, dir)
+	var inflight, most, ended atomic.Int32
+	started := make(chan struct{}, 64)
+	srv.fault = func(key string, w http.ResponseWriter, r *http.Request) bool {
+		if !strings.HasPrefix(key, "c/") {
+			return false
+		}
+		n := inflight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		started <- struct{}{}
+		<-r.Context().Done() // hang until the client gives up
+		inflight.Add(-1)
+		ended.Add(1)
+		return true
+	}
+	s, err := OpenURL(bg, srv.URL, WithMaxRequests(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(bg, s, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() { done <- a.ReadRegion(ctx, []int{0, 0}, a.Shape(), make([]byte, 64*16*4)) }()
+	for range 4 {
+		<-started
+	}
+	time.Sleep(50 * time.Millisecond) // a fifth request would start now
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled read: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read did not return after cancel")
+	}
+	if most.Load() != 4 {
+		t.Fatalf("%d requests in flight at most, want the bound, 4", most.Load())
+	}
+	for deadline := time.Now().Add(5 * time.Second); inflight.Load() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests still in flight on the server", inflight.Load())
+		}
+	}
+	s.Close()
+	srv.Close()
+}
+
+// TestRemoteConsolidated opens arrays of stores with consolidated
+// metadata (zarr-python's .zmetadata for v2, consolidated_metadata in the
+// root zarr.json for v3) over HTTP and checks that opening the store
+// reads those two documents and opening the arrays reads nothing more.
+func TestRemoteConsolidated(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := NewDirStore(dir)
+	data := randValues(rand.New(rand.NewPCG(1, 1)), DataType{Int, 2}, 6*7)
+	for _, p := range []string{"v2/a", "v2/g/b"} {
+		a, err := Create(bg, s, p, Metadata{ZarrFormat: 2, Shape: []int{6, 7}, ChunkShape: []int{4, 4}, DataType: DataType{Int, 2}, Attributes: map[string]any{"name": p}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.WriteRegion(bg, []int{0, 0}, []int{6, 7}, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a3, err := Create(bg, s, "v3/g/c", Metadata{Shape: []int{6, 7}, ChunkShape: []int{4, 4}, DataType: DataType{Int, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a3.WriteRegion(bg, []int{0, 0}, []int{6, 7}, data); err != nil {
+		t.Fatal(err)
+	}
+	doc := func(key string) json.RawMessage { b, _ := s.Get(bg, key, nil); return b }
+	zmeta, _ := json.Marshal(map[string]any{"zarr_consolidated_format": 1, "metadata": map[string]any{
+		".zgroup": map[string]any{"zarr_format": 2}, "a/.zarray": doc("v2/a/.zarray"), "a/.zattrs": doc("v2/a/.zattrs"),
+		"g/.zgroup": map[string]any{"zarr_format": 2}, "g/b/.zarray": doc("v2/g/b/.zarray"), "g/b/.zattrs": doc("v2/g/b/.zattrs"),
+	}})
+	s.Set(bg, "v2/.zmetadata", zmeta)
+	root, _ := json.Marshal(map[string]any{"zarr_format": 3, "node_type": "group", "attributes": map[string]any{},
+		"consolidated_metadata": map[string]any{"kind": "inline", "must_understand": false, "metadata": map[string]any{
+			"g": map[string]any{"zarr_format": 3, "node_type": "group", "attributes": map[string]any{}}, "g/c": doc("v3/g/c/zarr.json"),
+		}}})
+	s.Set(bg, "v3/zarr.json", root)
+	srv := serveDir(t, dir)
+	for _, c := range []struct{ root, array string }{{"v2", "a"}, {"v2", "g/b"}, {"v3", "g/c"}} {
+		srv.requests()
+		rs, err := OpenURL(bg, srv.URL+"/"+c.root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if log := srv.requests(); len(log) != 2 || !rs.Consolidated() {
+			t.Fatalf("opening %s: %q, consolidated %v", c.root, log, rs.Consolidated())
+		}
+		a, err := Open(bg, rs, c.array)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths, err := ArrayPaths(bg, rs)
+		if log := srv.requests(); len(log) != 0 || err != nil {
+			t.Fatalf("opening %s/%s and listing arrays made requests: %q (%v)", c.root, c.array, log, err)
+		}
+		if want := map[string][]string{"v2": {"a", "g/b"}, "v3": {"g/c"}}[c.root]; !slices.Equal(paths, want) {
+			t.Fatalf("%s arrays %q, want %q", c.root, paths, want)
+		}
+		if c.root == "v2" && a.Metadata().Attributes["name"] != c.root+"/"+c.array {
+			t.Fatalf("%s attributes %v", c.array, a.Metadata().Attributes)
+		}
+		got := make([]byte, len(data))
+		if err := a.ReadRegion(bg, []int{0, 0}, []int{6, 7}, got); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s/%s: %v", c.root, c.array, err)
+		}
+		rs.Close()
+	}
+	// A store without consolidated metadata opens arrays by their own
+	// documents.
+	rs, err := OpenURL(bg, srv.URL+"/v2/g")
+	if err != nil || rs.Consolidated() {
+		t.Fatalf("%v, consolidated %v", err, rs.Consolidated())
+	}
+	defer rs.Close()
+	if _, err := Open(bg, rs, "b"); err != nil {
+		t.Fatal(err)
+	}
+	// A broken .zmetadata is an error, not an empty store.
+	srv.files["v2/.zmetadata"] = []byte("{")
+	if _, err := OpenURL(bg, srv.URL+"/v2"); !errors.Is(err, ErrInvalidMetadata) {
+		t.Fatalf("broken .zmetadata: %v", err)
+	}
+	srv.fault = func(key string, w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "AccessDenied", 403)
+		return true
+	}
+	if _, err := OpenURL(bg, srv.URL+"/v3"); !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("refused zarr.json: %v", err)
+	}
+}

@@ -1,0 +1,80 @@
+package zarr
+
+import (
+	"context"
+	"fmt"
+)
+
+// WriteRegion writes src (C order, little-endian elements, the region's
+// size in bytes) to [start, stop). Chunks are encoded by up to SetWorkers
+// goroutines; a chunk the region covers only in part is read, updated and
+// rewritten. Each chunk is stored whole and atomically (Store.Set).
+func (a *Array) WriteRegion(ctx context.Context, start, stop []int, src []byte) error {
+	r, size, err := a.region(start, stop)
+	if err != nil {
+		return err
+	}
+	if len(src) != size {
+		return fmt.Errorf("%w: buffer of %d bytes for a %d-byte region", ErrInvalidRegion, len(src), size)
+	}
+	in := view{buf: src, shape: r.count, es: a.meta.DataType.Size}
+	var tasks []chunkTask
+	forChunks(a.meta.ChunkShape, a.grid, r, func(t chunkTask) error { tasks = append(tasks, t); return nil })
+	return a.run(ctx, len(tasks), func(ctx context.Context, _, i int) error { return a.writeChunk(ctx, tasks[i], in) })
+}
+
+// covers reports whether t covers every element of its chunk that lies
+// inside the array.
+func (a *Array) covers(t chunkTask) bool {
+	for d, c := range t.coords {
+		origin := c * a.meta.ChunkShape[d]
+		if t.sel.start[d] != 0 || t.sel.count[d] != min(a.meta.ChunkShape[d], a.meta.Shape[d]-origin) {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
+	key := a.ChunkKey(t.coords)
+	shape := a.meta.ChunkShape
+	es := a.meta.DataType.Size
+	buf := chunkFill(a.pipe.fill, shape)
+	if !a.covers(t) {
+		b, ok, err := a.fetch(ctx, piece{key: key, n: -1}, nil)
+		if err != nil {
+			return err
+		}
+		if ok {
+			c, err := a.pipe.decode(b, shape, nil)
+			if err != nil {
+				return fmt.Errorf("chunk %s: %w", key, err)
+			}
+			buf = append(buf[:0], c.data...)
+		}
+	}
+	copyBox(view{buf: buf, shape: shape, es: es, start: t.sel.start}, in.sub(t.dstStart), t.sel.count)
+	enc, err := a.pipe.encode(chunkArray{shape: shape, data: buf})
+	if err != nil {
+		return fmt.Errorf("chunk %s: %w", key, err)
+	}
+	return a.store.Set(ctx, key, enc)
+}
+
+// insideArray reports whether t's chunk lies wholly inside the array (an
+// edge chunk is padded, so it is never one contiguous piece of a region).
+func (a *Array) insideArray(t chunkTask) bool {
+	for d, c := range t.coords {
+		if (c+1)*a.meta.ChunkShape[d] > a.meta.Shape[d] {
+			return false
+		}
+	}
+	return true
+}
+
+// contiguous reports whether count elements from start are one run in v.
+func contiguous(v view, start, count []int) bool {
+	runs := 0
+	v.sub(start).runs(count, func(int, int) error { runs++; return nil })
+	return runs == 1
+}
