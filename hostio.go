@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math"
 	"syscall"
 	"unsafe"
@@ -216,6 +217,7 @@ func (f *FileHandle) directIO(kind opKind, d Defaults, b []byte, off int64) (int
 		n, err = f.directBounced(kind, d, b, off)
 	}
 	if errors.Is(err, syscall.EINVAL) {
+		f.logDirectFallback(kind, len(b)-n, off+int64(n), err)
 		var m int
 		if kind == opRead {
 			m, err = posix.ReadFull(f.fd, b[n:], off+int64(n))
@@ -225,6 +227,16 @@ func (f *FileHandle) directIO(kind opKind, d Defaults, b []byte, off int64) (int
 		n += m
 	}
 	return n, err
+}
+
+// logDirectFallback records an O_DIRECT transfer of n bytes at off that
+// the file system refused (err), finished with buffered I/O.
+func (f *FileHandle) logDirectFallback(kind opKind, n int, off int64, err error) {
+	if l := logAt(LevelInfo); l != nil {
+		l.LogAttrs(context.Background(), LevelInfo, "kvik: O_DIRECT refused, buffered I/O instead",
+			slog.String("path", f.name), slog.String("op", string(kind)), slog.Int64("offset", off),
+			slog.Int("size", n), slog.String("error", err.Error()))
+	}
 }
 
 // maxEINTR bounds consecutive EINTR retries, as internal/posix does.
