@@ -173,8 +173,10 @@ func (f *FileHandle) pathErr(kind opKind, err error) error {
 // for the parts of reads that the read policy sends there.
 func (f *FileHandle) hostTask(kind opKind, d Defaults, b []byte, off int64) (int, error) {
 	var segs []sched.Segment
+	over := false
 	if kind == opRead {
 		segs = f.planRead(d, off, len(b))
+		over = f.overreads(d, segs)
 	} else {
 		segs = sched.Segments(off, len(b), pageSize, f.fdDirect >= 0 && d.AutoDirectIOWrite)
 	}
@@ -184,6 +186,8 @@ func (f *FileHandle) hostTask(kind opKind, d Defaults, b []byte, off int64) (int
 		var n int
 		var err error
 		switch {
+		case !s.Direct && kind == opRead && over && isFragment(s):
+			n, err = f.overread(seg, s.Off)
 		case !s.Direct && kind == opRead:
 			n, err = posix.ReadFull(f.fd, seg, s.Off)
 		case !s.Direct:
