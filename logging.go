@@ -126,13 +126,13 @@ func refreshLoggerLocked() {
 
 // logAt returns the active logger when it takes records at level, nil
 // otherwise. Log sites call it first, so that a disabled level costs an
-// atomic load and builds no attributes:
+// atomic load and builds no attributes (every log site runs after the
+// settings, and so the logger, are loaded):
 //
 //	if l := logAt(LevelDebug); l != nil {
 //		l.LogAttrs(ctx, LevelDebug, "kvik: ...", attrs...)
 //	}
 func logAt(level slog.Level) *slog.Logger {
-	loadState()
 	l := logs.active.Load()
 	if l == nil || !l.Enabled(context.Background(), level) {
 		return nil
