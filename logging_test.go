@@ -285,15 +285,7 @@ func TestLogDirectFallback(t *testing.T) {
 	rng := rand.New(rand.NewPCG(58, 59))
 	_, f, data := directFile(t, rng, 1<<20)
 	setDefaults(t, func(d *kvik.Defaults) { d.AutoDirectIORead, d.DirectIOReadPolicy = false, kvik.ReadPolicyDirect })
-	saved := posix.Sys
-	dfd := f.FdDirect()
-	posix.Sys.Pread = func(fd int, p []byte, off int64) (int, error) {
-		if fd == dfd {
-			return 0, syscall.EINVAL
-		}
-		return saved.Pread(fd, p, off)
-	}
-	t.Cleanup(func() { posix.Sys = saved })
+	refuseDirect(t, f)
 	got := make([]byte, 256<<10)
 	if n, err := f.ReadAt(got, 8192); n != len(got) || err != nil || !bytes.Equal(got, data[8192:8192+len(got)]) {
 		t.Fatalf("ReadAt: %d, %v", n, err)
@@ -357,4 +349,19 @@ func directFile(t *testing.T, rng *rand.Rand, size int) (*os.File, *kvik.FileHan
 		t.Skipf("the file system under %s refuses O_DIRECT", path)
 	}
 	return ref, f, data
+}
+
+// refuseDirect makes every pread on f's O_DIRECT descriptor fail with
+// EINVAL, as a file system does that wants another alignment, for the
+// rest of the test.
+func refuseDirect(t *testing.T, f *kvik.FileHandle) {
+	saved := posix.Sys
+	dfd := f.FdDirect()
+	posix.Sys.Pread = func(fd int, p []byte, off int64) (int, error) {
+		if fd == dfd {
+			return 0, syscall.EINVAL
+		}
+		return saved.Pread(fd, p, off)
+	}
+	t.Cleanup(func() { posix.Sys = saved })
 }

@@ -11,11 +11,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"syscall"
 	"testing"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/posix"
 )
 
 // TestOverreadMatchesReadAt reads random unaligned ranges, some reaching
@@ -120,15 +118,7 @@ func TestOverreadRefused(t *testing.T) {
 	setDefaults(t, func(d *kvik.Defaults) {
 		d.AutoDirectIORead, d.DirectIOReadPolicy, d.AutoDirectIOReadOverread = false, kvik.ReadPolicyDirect, true
 	})
-	saved := posix.Sys
-	dfd := f.FdDirect()
-	posix.Sys.Pread = func(fd int, p []byte, off int64) (int, error) {
-		if fd == dfd {
-			return 0, syscall.EINVAL
-		}
-		return saved.Pread(fd, p, off)
-	}
-	t.Cleanup(func() { posix.Sys = saved })
+	refuseDirect(t, f)
 	for range 50 {
 		off := rng.Int64N(int64(len(data)))
 		n := 1 + rng.IntN(10000)
