@@ -365,3 +365,40 @@ func refuseDirect(t *testing.T, f *kvik.FileHandle) {
 	}
 	t.Cleanup(func() { posix.Sys = saved })
 }
+
+// TestLogDevicePlan (GPU) reads a cold file into device memory through
+// the POSIX path under the auto read policy: the residency check of each
+// device task is recorded.
+func TestLogDevicePlan(t *testing.T) {
+	ctx := needGPU(t)
+	rng := rand.New(rand.NewPCG(62, 63))
+	path, data := resFile(t, rng, 8<<20)
+	if canDrop, why := resCanDrop(t, path); !canDrop {
+		t.Skipf("page cache cannot be dropped here: %s", why)
+	}
+	f, err := kvik.Open(path, "r", 0, kvik.WithCompatMode(kvik.CompatOn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	setDefaults(t, func(d *kvik.Defaults) {
+		d.AutoDirectIORead, d.DirectIOReadPolicy, d.TaskSize, d.NumThreads = false, kvik.ReadPolicyAuto, 4<<20, 2
+	})
+	c := captureLogs(t, kvik.LevelDebug)
+	dev := devAlloc(t, ctx, len(data))
+	if n, err := f.ReadDevice(dev.Ptr(), len(data), 0, 0); n != len(data) || err != nil {
+		t.Fatalf("ReadDevice: %d, %v", n, err)
+	}
+	if !bytes.Equal(fromDevice(t, ctx, dev.Ptr(), len(data)), data) {
+		t.Fatal("bytes differ")
+	}
+	recs := c.find("kvik: device read plan")
+	if len(recs) != 2 {
+		t.Fatalf("%d device plan records for 2 tasks:\n%s", len(recs), c.text())
+	}
+	for _, r := range recs {
+		if r.attrs["path"] != path || r.attrs["sample"] != "cold" || r.attrs["buffered"] != "false" {
+			t.Fatalf("device plan record %v", r.attrs)
+		}
+	}
+}

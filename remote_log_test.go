@@ -49,6 +49,9 @@ func TestRemoteLogRetries(t *testing.T) {
 			t.Fatalf("ReadAt: %d, %v", n, err)
 		}
 		h.Close()
+		if o := c.find("kvik: open remote"); len(o) != 1 || o[0].attrs["url"] != srv.URL+"/obj" || o[0].attrs["endpoint"] != "HTTP" || o[0].attrs["size"] != fmt.Sprint(len(data)) {
+			t.Fatalf("open records:\n%s", c.text())
+		}
 		retries := c.find("kvik: http retry")
 		if len(retries) != 2 {
 			t.Fatalf("%d retry records:\n%s", len(retries), c.text())
@@ -191,6 +194,24 @@ func TestRemoteSecretsRedacted(t *testing.T) {
 	}
 }
 
+// TestRemoteLogSignedFallback opens an s3:// URL whose signed requests
+// are refused: the fall back to public S3, as KvikIO's auto-detection
+// does, is recorded, without the keys.
+func TestRemoteLogSignedFallback(t *testing.T) {
+	srv := echoServer(t, http.StatusForbidden)
+	c := captureLogs(t, kvik.LevelInfo)
+	_, err := kvik.OpenRemote(context.Background(), "s3://bkt/obj", kvik.WithS3Credentials("AKIDFALLBACK", "SECRETFALLBACK", ""),
+		kvik.WithS3Region("us-east-1"), kvik.WithS3Endpoint(srv.URL))
+	if err == nil {
+		t.Fatal("opened")
+	}
+	f := c.find("kvik: signed S3 failed, trying public S3")
+	if len(f) != 1 || f[0].attrs["url"] != "s3://bkt/obj" || !strings.Contains(f[0].attrs["error"], "403") {
+		t.Fatalf("fallback records:\n%s", c.text())
+	}
+	noSecrets(t, "signed fallback", []string{"AKIDFALLBACK", "SECRETFALLBACK"}, err.Error(), c.text())
+}
+
 // fakeS3 is a minimal S3 multipart server: it starts uploads, accepts
 // parts except part failPart (refused with a body quoting the request's
 // headers), and aborts; it counts the aborts.
@@ -245,12 +266,18 @@ func TestRemoteLogUploadAbort(t *testing.T) {
 	noSecrets(t, "upload abort", []string{"AKIDUPLOAD", "SECRETKEYUPLOAD", "SESSIONTOKENUPLOAD"}, err.Error(), c.text())
 }
 
-// TestRemoteLogUploadComplete uploads in parts to versitygw: the start
-// and the completion are recorded.
+// TestRemoteLogUploadComplete uploads to versitygw in one PUT, then in
+// parts: the PUT, the start and the completion are recorded.
 func TestRemoteLogUploadComplete(t *testing.T) {
 	v := s3test.Start(t)
 	smallTasks(t, 5<<20)
-	c := captureLogs(t, kvik.LevelInfo)
+	c := captureLogs(t, kvik.LevelDebug)
+	if err := kvik.UploadS3(context.Background(), v.URLOf("one.bin"), []byte("one PUT"), v.Opts()...); err != nil {
+		t.Fatal(err)
+	}
+	if u := c.find("kvik: upload"); len(u) != 1 || u[0].attrs["size"] != "7" || u[0].attrs["url"] != v.URL+"/bkt/one.bin" {
+		t.Fatalf("single PUT records:\n%s", c.text())
+	}
 	want := randomBytes(rand.New(rand.NewPCG(72, 73)), 11<<20)
 	if err := kvik.UploadS3(context.Background(), v.URLOf("logged.bin"), want, v.Opts()...); err != nil {
 		t.Fatal(err)
