@@ -26,14 +26,7 @@ import (
 //	KVIK_BENCH_DIR=/root KVIK_BENCH_SIZE=2147483648 go test -run '^$' -bench ColdUnaligned -benchtime 4x
 func BenchmarkColdUnaligned(b *testing.B) {
 	path, size := benchFile(b)
-	off := int64(70008)
-	if s := os.Getenv("KVIK_BENCH_OFFSET"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 || n >= int64(size) {
-			b.Fatalf("KVIK_BENCH_OFFSET=%q: want an offset inside the %d-byte file", s, size)
-		}
-		off = n
-	}
+	off := benchOffset(b, size)
 	n := size - int(off)
 	f, err := kvik.Open(path, "r", 0, kvik.WithCompatMode(kvik.CompatOn))
 	if err != nil {
@@ -70,4 +63,18 @@ func BenchmarkColdUnaligned(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchOffset returns KVIK_BENCH_OFFSET, an offset inside a file of size
+// bytes, default 70008 (unaligned, as data after a safetensors header).
+func benchOffset(b *testing.B, size int) int64 {
+	s := os.Getenv("KVIK_BENCH_OFFSET")
+	if s == "" {
+		return 70008
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n >= int64(size) {
+		b.Fatalf("KVIK_BENCH_OFFSET=%q: want an offset inside the %d-byte file", s, size)
+	}
+	return n
 }

@@ -1,7 +1,9 @@
 package kvik
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -37,6 +39,7 @@ type slab struct {
 // bouncePool recycles bounce buffers of the current size, most recently
 // used first. Buffers of an old size are freed as they come back.
 type bouncePool struct {
+	name string // in log records
 	// pin registers memory with CUDA and returns how to undo it; nil for
 	// plain buffers.
 	pin func([]byte) (unpin func() error, err error)
@@ -53,16 +56,16 @@ type bouncePool struct {
 
 var (
 	// hostBounce serves host-memory direct I/O: aligned, not pinned.
-	hostBounce = &bouncePool{}
+	hostBounce = &bouncePool{name: "host"}
 	// pinnedBounce serves device I/O on the POSIX path.
-	pinnedBounce = &bouncePool{pin: pinHost}
+	pinnedBounce = &bouncePool{name: "pinned", pin: pinHost}
 	// pinnedSmall serves device tasks that need at most smallBounceSize
 	// bytes, so that small operations do not pin large buffers.
-	pinnedSmall = &bouncePool{pin: pinHost}
+	pinnedSmall = &bouncePool{name: "pinned-small", pin: pinHost}
 	// pinnedStaging serves GetPinnedBuffer: staging of other packages
 	// (zarr's decoded chunks), apart so that its sizes do not evict the
 	// buffers of kvik's own reads.
-	pinnedStaging = &bouncePool{pin: pinHost}
+	pinnedStaging = &bouncePool{name: "pinned-staging", pin: pinHost}
 )
 
 // alignUp rounds n up to a multiple of a (a power of two or any positive a).
@@ -158,6 +161,11 @@ func (p *bouncePool) alloc(size, k, gen int) ([]*bounceBuffer, error) {
 	bufs := make([]*bounceBuffer, k)
 	for i := range bufs {
 		bufs[i] = &bounceBuffer{mem: mem[i*size : (i+1)*size : (i+1)*size], slab: s, gen: gen}
+	}
+	if l := logAt(LevelDebug); l != nil {
+		l.LogAttrs(context.Background(), LevelDebug, "kvik: bounce buffers allocated", slog.String("pool", p.name),
+			slog.Int("buffers", k), slog.Int("buffer_size", size), slog.Bool("pinned", p.pin != nil),
+			slog.Int64("pool_bytes", p.mapped()))
 	}
 	return bufs, nil
 }

@@ -2,6 +2,7 @@ package kvik
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"runtime"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kvikgo/kvik/internal/remote"
 )
 
 // Defaults holds the settings that KvikIO reads from KVIKIO_* environment
@@ -54,6 +57,25 @@ type Defaults struct {
 	// HTTPStatusCodes are the HTTP status codes that make a remote request
 	// be retried (KVIKIO_HTTP_STATUS_CODES, comma-separated).
 	HTTPStatusCodes HTTPStatusSet
+	// RemoteMaxRequests caps the remote requests in flight in the whole
+	// process, over every handle and upload
+	// (KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS); 0 means no cap.
+	// WithMaxRequests caps one handle's requests too.
+	RemoteMaxRequests int
+	// RemoteVerbose logs every remote request at LevelDebug rather than
+	// LevelTrace (KVIKIO_REMOTE_VERBOSE).
+	RemoteVerbose bool
+	// WebHDFSUsername is the user.name of WebHDFS requests whose URL
+	// names none (KVIKIO_WEBHDFS_USERNAME); "" sends none.
+	WebHDFSUsername string
+	// LogLevel is the level of the built-in logger (KVIKIO_LOG_LEVEL):
+	// LevelOff, the default, logs nothing. SetLogger replaces the
+	// built-in logger with the application's.
+	LogLevel slog.Level
+	// LogFile is the file the built-in logger writes to
+	// (KVIKIO_LOG_FILE), truncated when first opened; "" is standard
+	// error.
+	LogFile string
 }
 
 // HTTPStatusSet is a set of HTTP status codes (100 to 999). It is a value
@@ -117,6 +139,8 @@ func BuiltinDefaults() Defaults {
 		HTTPMaxAttempts:   3,
 		HTTPTimeout:       60 * time.Second,
 		HTTPStatusCodes:   NewHTTPStatusSet(429, 500, 502, 503, 504),
+		RemoteMaxRequests: 256,
+		LogLevel:          LevelOff,
 	}
 }
 
@@ -140,6 +164,8 @@ func (d Defaults) Validate() error {
 		return fmt.Errorf("%w: HTTPTimeout %v must be positive", ErrInvalidArgument, d.HTTPTimeout)
 	case d.DirectIOReadPolicy < ReadPolicyAuto || d.DirectIOReadPolicy > ReadPolicyDirect:
 		return fmt.Errorf("%w: DirectIOReadPolicy %d", ErrInvalidArgument, int(d.DirectIOReadPolicy))
+	case d.RemoteMaxRequests < 0:
+		return fmt.Errorf("%w: RemoteMaxRequests %d must not be negative (0: no cap)", ErrInvalidArgument, d.RemoteMaxRequests)
 	}
 	return nil
 }
@@ -188,6 +214,48 @@ var envVars = []envVar{
 	{"HTTPStatusCodes", "KVIKIO_HTTP_STATUS_CODES",
 		func(d *Defaults, v string) (err error) { d.HTTPStatusCodes, err = ParseHTTPStatusCodes(v); return },
 		func(d Defaults) string { return d.HTTPStatusCodes.String() }},
+	{"RemoteMaxRequests", "KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS", intParser(func(d *Defaults) *int { return &d.RemoteMaxRequests }),
+		func(d Defaults) string { return strconv.Itoa(d.RemoteMaxRequests) }},
+	{"RemoteVerbose", "KVIKIO_REMOTE_VERBOSE", boolParser(func(d *Defaults) *bool { return &d.RemoteVerbose }),
+		func(d Defaults) string { return strconv.FormatBool(d.RemoteVerbose) }},
+	{"WebHDFSUsername", "KVIKIO_WEBHDFS_USERNAME", func(d *Defaults, v string) error { d.WebHDFSUsername = v; return nil },
+		func(d Defaults) string { return d.WebHDFSUsername }},
+	{"LogLevel", "KVIKIO_LOG_LEVEL",
+		func(d *Defaults, v string) (err error) { d.LogLevel, err = ParseLogLevel(v); return },
+		func(d Defaults) string { return LogLevelName(d.LogLevel) }},
+	{"LogFile", "KVIKIO_LOG_FILE", func(d *Defaults, v string) error { d.LogFile = v; return nil },
+		func(d Defaults) string { return d.LogFile }},
+}
+
+// inertVars are the variables of KvikIO's MULTI_POLL remote backend.
+// kvik has one remote backend (goroutines on the worker pool, each
+// request bounded by RemoteMaxRequests), so they change nothing; they are
+// checked as KvikIO checks them, so that a job configured for KvikIO
+// runs unchanged and a typo is still caught.
+var inertVars = []struct {
+	env   string
+	check func(string) error
+}{
+	{"KVIKIO_REMOTE_IO_BACKEND", oneOf("easy_threadpool", "multi_poll")},
+	{"KVIKIO_REMOTE_IO_NUM_REACTORS", func(v string) error {
+		if n, err := strconv.ParseInt(v, 10, 0); err != nil || n <= 0 {
+			return fmt.Errorf("not a positive integer")
+		}
+		return nil
+	}},
+	{"KVIKIO_REMOTE_IO_REACTOR_DISPATCH", oneOf("per_chunk", "per_pread")},
+}
+
+// oneOf accepts the names given, case-insensitive.
+func oneOf(names ...string) func(string) error {
+	return func(v string) error {
+		for _, n := range names {
+			if strings.EqualFold(v, n) {
+				return nil
+			}
+		}
+		return fmt.Errorf("want one of %s", strings.Join(names, ", "))
+	}
 }
 
 // parseHTTPTimeout reads KVIKIO_HTTP_TIMEOUT: whole seconds, as KvikIO.
@@ -290,6 +358,18 @@ func defaultsFrom(lookup func(string) (string, bool)) (Defaults, []Setting, erro
 	if err := resolveReadPolicy(&d, lookup, fromEnv); err != nil {
 		return d, nil, err
 	}
+	for _, iv := range inertVars {
+		v, ok := lookup(iv.env)
+		if !ok {
+			continue
+		}
+		if strings.TrimSpace(v) == "" {
+			return d, nil, fmt.Errorf("%w: %s is set but empty", ErrBadEnv, iv.env)
+		}
+		if err := iv.check(strings.TrimSpace(v)); err != nil {
+			return d, nil, fmt.Errorf("%w: %s=%q: %v", ErrBadEnv, iv.env, v, err)
+		}
+	}
 	return d, settingsOf(d, func(name string) string {
 		if fromEnv[name] {
 			return "env"
@@ -336,10 +416,17 @@ var state struct {
 func loadState() {
 	state.once.Do(func() {
 		d, s, err := DefaultsFromEnv()
+		if err == nil {
+			if lerr := configureLogs(d); lerr != nil {
+				err = fmt.Errorf("%w: KVIKIO_LOG_FILE=%q: %v", ErrBadEnv, d.LogFile, lerr)
+			}
+		}
 		if err != nil {
 			d, s = BuiltinDefaults(), settingsOf(BuiltinDefaults(), func(string) string { return "built-in" })
+			configureLogs(d) // logging off: cannot fail
 		}
 		state.d, state.settings, state.envErr = d, s, err
+		remote.Requests.SetLimit(d.RemoteMaxRequests)
 	})
 }
 
@@ -376,6 +463,9 @@ func SetDefaults(d Defaults) (restore func(), err error) {
 		return func() {}, err
 	}
 	loadState()
+	if err := configureLogs(d); err != nil {
+		return func() {}, fmt.Errorf("%w: LogFile %q: %v", ErrInvalidArgument, d.LogFile, err)
+	}
 	state.mu.Lock()
 	prevD, prevS, prevErr := state.d, state.settings, state.envErr
 	old := settingMap(prevS)
@@ -389,13 +479,21 @@ func SetDefaults(d Defaults) (restore func(), err error) {
 		return "set"
 	})
 	state.mu.Unlock()
-	resizePools(d.NumThreads)
+	applyRuntime(d)
 	return func() {
 		state.mu.Lock()
 		state.d, state.settings, state.envErr = prevD, prevS, prevErr
 		state.mu.Unlock()
-		resizePools(prevD.NumThreads)
+		configureLogs(prevD) // cannot fail: prevD's file is open already
+		applyRuntime(prevD)
 	}, nil
+}
+
+// applyRuntime brings what runs (worker pools, the remote request cap)
+// in line with d.
+func applyRuntime(d Defaults) {
+	resizePools(d.NumThreads)
+	remote.Requests.SetLimit(d.RemoteMaxRequests)
 }
 
 func settingMap(s []Setting) map[string]string {

@@ -22,24 +22,34 @@ func TestDefaultsFromEnv(t *testing.T) {
 		}
 	}
 	env := map[string]string{
-		"KVIKIO_COMPAT_MODE":                  " ON ",
-		"KVIKIO_NTHREADS":                     "7",
-		"KVIKIO_TASK_SIZE":                    "1234",
-		"KVIKIO_GDS_THRESHOLD":                "0",
-		"KVIKIO_BOUNCE_BUFFER_SIZE":           "99",
-		"KVIKIO_AUTO_DIRECT_IO_READ":          "yes",
-		"KVIKIO_AUTO_DIRECT_IO_READ_OVERREAD": "1",
-		"KVIKIO_AUTO_DIRECT_IO_WRITE":         "Off",
-		"KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE": "true",
-		"KVIKIO_HTTP_MAX_ATTEMPTS":            "5",
-		"KVIKIO_HTTP_TIMEOUT":                 " 7 ",
-		"KVIKIO_HTTP_STATUS_CODES":            " 503 ,429",
+		"KVIKIO_COMPAT_MODE":                       " ON ",
+		"KVIKIO_NTHREADS":                          "7",
+		"KVIKIO_TASK_SIZE":                         "1234",
+		"KVIKIO_GDS_THRESHOLD":                     "0",
+		"KVIKIO_BOUNCE_BUFFER_SIZE":                "99",
+		"KVIKIO_AUTO_DIRECT_IO_READ":               "yes",
+		"KVIKIO_AUTO_DIRECT_IO_READ_OVERREAD":      "1",
+		"KVIKIO_AUTO_DIRECT_IO_WRITE":              "Off",
+		"KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE":      "true",
+		"KVIKIO_HTTP_MAX_ATTEMPTS":                 "5",
+		"KVIKIO_HTTP_TIMEOUT":                      " 7 ",
+		"KVIKIO_HTTP_STATUS_CODES":                 " 503 ,429",
+		"KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS": "0",
+		"KVIKIO_REMOTE_VERBOSE":                    "on",
+		"KVIKIO_WEBHDFS_USERNAME":                  " hdfs-user ",
+		"KVIKIO_LOG_LEVEL":                         "debug",
+		"KVIKIO_LOG_FILE":                          "/tmp/kvik.log",
+		// KvikIO's MULTI_POLL settings: accepted, checked, no field.
+		"KVIKIO_REMOTE_IO_BACKEND":          "MULTI_POLL",
+		"KVIKIO_REMOTE_IO_NUM_REACTORS":     "4",
+		"KVIKIO_REMOTE_IO_REACTOR_DISPATCH": "per_pread",
 	}
 	d, s, err = defaultsFrom(lookupIn(env))
 	want := Defaults{CompatMode: CompatOn, NumThreads: 7, TaskSize: 1234, GDSThreshold: 0, BounceBufferSize: 99,
 		AutoDirectIORead: true, DirectIOReadPolicy: ReadPolicyDirect, AutoDirectIOReadOverread: true,
 		AutoDirectIOWrite: false, ThreadPoolPerBlockDevice: true,
-		HTTPMaxAttempts: 5, HTTPTimeout: 7 * time.Second, HTTPStatusCodes: NewHTTPStatusSet(429, 503)}
+		HTTPMaxAttempts: 5, HTTPTimeout: 7 * time.Second, HTTPStatusCodes: NewHTTPStatusSet(429, 503),
+		RemoteMaxRequests: 0, RemoteVerbose: true, WebHDFSUsername: "hdfs-user", LogLevel: LevelDebug, LogFile: "/tmp/kvik.log"}
 	if err != nil || d != want {
 		t.Fatalf("env: %+v, %v; want %+v", d, err, want)
 	}
@@ -83,6 +93,19 @@ func TestDefaultsFromEnvErrors(t *testing.T) {
 		{"KVIKIO_AUTO_DIRECT_IO_READ_OVERREAD": "2x"},
 		{"KVIKIO_AUTO_DIRECT_IO_WRITE": ""},
 		{"KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE": "nope"},
+		{"KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS": "-1"},
+		{"KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS": "many"},
+		{"KVIKIO_REMOTE_VERBOSE": "loud"},
+		{"KVIKIO_WEBHDFS_USERNAME": ""},
+		{"KVIKIO_LOG_LEVEL": "verbose"},
+		{"KVIKIO_LOG_LEVEL": "WARNING"},
+		{"KVIKIO_LOG_LEVEL": " "},
+		{"KVIKIO_LOG_FILE": ""},
+		{"KVIKIO_REMOTE_IO_BACKEND": "curl"},
+		{"KVIKIO_REMOTE_IO_BACKEND": ""},
+		{"KVIKIO_REMOTE_IO_NUM_REACTORS": "0"},
+		{"KVIKIO_REMOTE_IO_NUM_REACTORS": "two"},
+		{"KVIKIO_REMOTE_IO_REACTOR_DISPATCH": "round_robin"},
 	}
 	for _, env := range bad {
 		_, _, err := defaultsFrom(lookupIn(env))

@@ -1,9 +1,11 @@
 package kvik
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -141,13 +143,36 @@ func openFile(path string, flag int, perm fs.FileMode, o openOptions) (*FileHand
 	if derr == nil {
 		f.fdDirect = dfd
 	}
+	refused := false
 	if compat == CompatOff {
 		if err := f.registerCuFile(mode, derr); err != nil {
 			f.closeFds()
 			return nil, err
 		}
+		refused = f.compat != compat
 	}
+	f.logOpen(mode, refused, derr)
 	return f, nil
+}
+
+// logOpen records the compat decision of a handle and why (at LevelWarn
+// when cuFile refused the file under auto, at LevelInfo otherwise), and
+// whether it has an O_DIRECT descriptor.
+func (f *FileHandle) logOpen(requested CompatMode, refused bool, directErr error) {
+	level := LevelInfo
+	if refused {
+		level = LevelWarn
+	}
+	l := logAt(level)
+	if l == nil {
+		return
+	}
+	attrs := []slog.Attr{slog.String("path", f.name), slog.String("requested", requested.String()),
+		slog.String("compat_mode", f.compat.String()), slog.String("reason", f.reason), slog.Bool("direct_io", f.fdDirect >= 0)}
+	if directErr != nil {
+		attrs = append(attrs, slog.String("direct_io_error", directErr.Error()))
+	}
+	l.LogAttrs(context.Background(), level, "kvik: open", attrs...)
 }
 
 // registerCuFile registers the O_DIRECT descriptor with cuFile. Under

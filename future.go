@@ -12,13 +12,6 @@ type Future struct {
 
 func newFuture() *Future { return &Future{done: make(chan struct{})} }
 
-// doneFuture returns a completed Future.
-func doneFuture(n int, err error) *Future {
-	f := newFuture()
-	f.complete(n, err)
-	return f
-}
-
 func (f *Future) complete(n int, err error) {
 	f.n, f.err = n, err
 	close(f.done)

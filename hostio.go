@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math"
 	"syscall"
 	"unsafe"
@@ -176,8 +177,10 @@ func (f *FileHandle) pathErr(kind opKind, err error) error {
 // for the parts of reads that the read policy sends there.
 func (f *FileHandle) hostTask(kind opKind, d Defaults, b []byte, off int64) (int, error) {
 	var segs []sched.Segment
+	over := false
 	if kind == opRead {
 		segs = f.planRead(d, off, len(b))
+		over = f.overreads(d, segs)
 	} else {
 		segs = sched.Segments(off, len(b), pageSize, f.fdDirect >= 0 && d.AutoDirectIOWrite)
 	}
@@ -187,6 +190,8 @@ func (f *FileHandle) hostTask(kind opKind, d Defaults, b []byte, off int64) (int
 		var n int
 		var err error
 		switch {
+		case !s.Direct && kind == opRead && over && isFragment(s):
+			n, err = f.overread(seg, s.Off)
 		case !s.Direct && kind == opRead:
 			n, err = posix.ReadFull(f.fd, seg, s.Off)
 		case !s.Direct:
@@ -220,6 +225,7 @@ func (f *FileHandle) directIO(kind opKind, d Defaults, b []byte, off int64) (int
 		n, err = f.directBounced(kind, d, b, off)
 	}
 	if errors.Is(err, syscall.EINVAL) {
+		f.logDirectFallback(kind, len(b)-n, off+int64(n), err)
 		var m int
 		if kind == opRead {
 			m, err = posix.ReadFull(f.fd, b[n:], off+int64(n))
@@ -229,6 +235,16 @@ func (f *FileHandle) directIO(kind opKind, d Defaults, b []byte, off int64) (int
 		n += m
 	}
 	return n, err
+}
+
+// logDirectFallback records an O_DIRECT transfer of n bytes at off that
+// the file system refused (err), finished with buffered I/O.
+func (f *FileHandle) logDirectFallback(kind opKind, n int, off int64, err error) {
+	if l := logAt(LevelInfo); l != nil {
+		l.LogAttrs(context.Background(), LevelInfo, "kvik: O_DIRECT refused, buffered I/O instead",
+			slog.String("path", f.name), slog.String("op", string(kind)), slog.Int64("offset", off),
+			slog.Int("size", n), slog.String("error", err.Error()))
+	}
 }
 
 // maxEINTR bounds consecutive EINTR retries, as internal/posix does.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 
@@ -57,11 +58,12 @@ type HTTPStatusError = remote.StatusError
 type RemoteOption func(*remoteOptions)
 
 type remoteOptions struct {
-	typ    RemoteEndpointType
-	size   int64
-	s3     remote.S3Config
-	client *http.Client
-	tls    *tls.Config
+	typ         RemoteEndpointType
+	size        int64
+	s3          remote.S3Config
+	client      *http.Client
+	tls         *tls.Config
+	maxRequests int
 }
 
 // WithEndpointType forces an endpoint type instead of detecting it.
@@ -122,6 +124,33 @@ func (o *remoteOptions) httpClient(conns int, s3 bool) (*http.Client, *http.Tran
 	return &http.Client{Transport: t}, t, nil
 }
 
+// WithMaxRequests caps the requests in flight of one handle (or one
+// upload) at n, within the process-wide cap RemoteMaxRequests
+// (KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS); 0 means no cap of its own.
+// A negative n is an error wrapping ErrInvalidArgument.
+func WithMaxRequests(n int) RemoteOption { return func(o *remoteOptions) { o.maxRequests = n } }
+
+// newRemoteOptions applies opts and checks them.
+func newRemoteOptions(opts []RemoteOption) (remoteOptions, error) {
+	o := remoteOptions{size: -1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxRequests < 0 {
+		return o, fmt.Errorf("%w: WithMaxRequests(%d) must not be negative (0: no cap)", ErrInvalidArgument, o.maxRequests)
+	}
+	return o, nil
+}
+
+// limits returns the request limiters of a client made with o: its own
+// cap, if any, then the process's.
+func (o remoteOptions) limits() []*remote.Limiter {
+	if o.maxRequests > 0 {
+		return []*remote.Limiter{remote.NewLimiter(o.maxRequests), remote.Requests}
+	}
+	return []*remote.Limiter{remote.Requests}
+}
+
 // RemoteHandle is a remote object open for parallel reads into host or
 // device memory: the counterpart of kvikio::RemoteHandle. Reads are split
 // into TaskSize ranged GETs run on the worker pool, each retried under
@@ -149,15 +178,14 @@ var remoteBaseDelay = remote.DefaultBaseDelay
 // is WebHDFS, and any other http(s) URL is plain HTTP. The size comes from
 // the server unless WithRemoteSize gives it.
 func OpenRemote(ctx context.Context, url string, opts ...RemoteOption) (*RemoteHandle, error) {
-	o := remoteOptions{size: -1}
-	for _, opt := range opts {
-		opt(&o)
+	o, err := newRemoteOptions(opts)
+	if err == nil {
+		var h *RemoteHandle
+		if h, err = openRemote(ctx, url, o); err == nil {
+			return h, nil
+		}
 	}
-	h, err := openRemote(ctx, url, o)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: redactURL(url), Err: err}
-	}
-	return h, nil
+	return nil, &fs.PathError{Op: "open", Path: RedactURL(url), Err: err}
 }
 
 // OpenHTTP opens a plain HTTP(S) URL, which must support Range requests.
@@ -206,35 +234,44 @@ func openRemote(ctx context.Context, url string, o remoteOptions) (*RemoteHandle
 	if err != nil {
 		return nil, err
 	}
-	h.client, h.owned = remote.Client{HTTP: hc}, owned
+	h.client, h.owned = remote.Client{HTTP: hc, Limits: o.limits()}, owned
 	h.client.Policy = policyOf(d)
-	if err := h.pickEndpoint(ctx, url, o); err != nil {
+	if err := h.pickEndpoint(ctx, url, d, o); err != nil {
 		h.closeIdle()
 		return nil, err
+	}
+	if l := logAt(LevelInfo); l != nil {
+		l.LogAttrs(ctx, LevelInfo, "kvik: open remote", slog.String("url", h.ep.String()),
+			slog.String("endpoint", h.ep.Type.String()), slog.Int64("size", h.size))
 	}
 	return h, nil
 }
 
 func policyOf(d Defaults) remote.Policy {
 	codes := d.HTTPStatusCodes
-	return remote.Policy{MaxAttempts: d.HTTPMaxAttempts, Timeout: d.HTTPTimeout, Retry: codes.Has,
-		BaseDelay: remoteBaseDelay, MaxDelay: remote.DefaultMaxDelay}
+	p := remote.Policy{MaxAttempts: d.HTTPMaxAttempts, Timeout: d.HTTPTimeout, Retry: codes.Has,
+		BaseDelay: remoteBaseDelay, MaxDelay: remote.DefaultMaxDelay, RequestLevel: LevelTrace}
+	if d.RemoteVerbose {
+		p.RequestLevel = LevelDebug
+	}
+	p.Log = logs.active.Load() // the client asks it what it takes
+	return p
 }
 
 // pickEndpoint builds the endpoint and learns the size. Under auto
 // detection a signed S3 endpoint that cannot be built or is refused falls
 // back to public S3, as in KvikIO.
-func (h *RemoteHandle) pickEndpoint(ctx context.Context, url string, o remoteOptions) error {
+func (h *RemoteHandle) pickEndpoint(ctx context.Context, url string, d Defaults, o remoteOptions) error {
 	types := []RemoteEndpointType{o.typ}
 	if o.typ == RemoteAuto {
 		types = remote.Candidates(url)
 		if len(types) == 0 {
-			return fmt.Errorf("%w: %w: %q", ErrInvalidArgument, ErrUnsupportedURL, redactURL(url))
+			return fmt.Errorf("%w: %w: %q", ErrInvalidArgument, ErrUnsupportedURL, RedactURL(url))
 		}
 	}
 	var first error
 	for _, t := range types {
-		err := h.tryEndpoint(ctx, t, url, o)
+		err := h.tryEndpoint(ctx, t, url, d, o)
 		if err == nil {
 			return nil
 		}
@@ -245,6 +282,10 @@ func (h *RemoteHandle) pickEndpoint(ctx context.Context, url string, o remoteOpt
 		if o.typ != RemoteAuto || t != RemoteS3 || ctx.Err() != nil {
 			break
 		}
+		if l := logAt(LevelInfo); l != nil {
+			l.LogAttrs(ctx, LevelInfo, "kvik: signed S3 failed, trying public S3",
+				slog.String("url", RedactURL(url)), slog.String("error", err.Error()))
+		}
 	}
 	if errors.Is(first, ErrUnsupportedURL) {
 		first = fmt.Errorf("%w: %w", ErrInvalidArgument, first)
@@ -252,11 +293,12 @@ func (h *RemoteHandle) pickEndpoint(ctx context.Context, url string, o remoteOpt
 	return first
 }
 
-func (h *RemoteHandle) tryEndpoint(ctx context.Context, t RemoteEndpointType, url string, o remoteOptions) error {
+func (h *RemoteHandle) tryEndpoint(ctx context.Context, t RemoteEndpointType, url string, d Defaults, o remoteOptions) error {
 	ep, err := remote.New(t, url, o.s3)
 	if err != nil {
 		return err
 	}
+	ep.SetDefaultUser(d.WebHDFSUsername)
 	size := o.size
 	if size < 0 {
 		if size, err = h.client.Size(ctx, ep); err != nil {
@@ -265,15 +307,6 @@ func (h *RemoteHandle) tryEndpoint(ctx context.Context, t RemoteEndpointType, ur
 	}
 	h.ep, h.size = ep, size
 	return nil
-}
-
-func redactURL(u string) string {
-	for i := range len(u) {
-		if u[i] == '?' {
-			return u[:i] + "?…"
-		}
-	}
-	return u
 }
 
 // Size returns the object's size in bytes (KvikIO's nbytes); it fails
@@ -287,11 +320,12 @@ func (h *RemoteHandle) Size() (int64, error) {
 	return h.size, nil
 }
 
-// Name returns the object's URL without its query string, as URL does.
+// Name returns the object's URL as URL does.
 func (h *RemoteHandle) Name() string { return h.URL() }
 
-// URL returns the object's http(s) URL, without any query (presigned
-// signatures stay out of logs).
+// URL returns the object's http(s) URL as RedactURL prints it: without
+// its query (presigned signatures stay out of logs) and with any
+// password masked.
 func (h *RemoteHandle) URL() string { return h.ep.String() }
 
 // EndpointType returns the endpoint type in use.

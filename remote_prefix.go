@@ -40,7 +40,7 @@ func NewRemotePrefix(url string, opts ...RemoteOption) (*RemotePrefix, error) {
 	}
 	p := &RemotePrefix{base: strings.TrimRight(url, "/") + "/", s3: o.s3.FromEnv(os.Getenv), opts: opts}
 	if err := p.pickType(o.typ); err != nil {
-		return nil, &fs.PathError{Op: "open", Path: redactURL(url), Err: err}
+		return nil, &fs.PathError{Op: "open", Path: RedactURL(url), Err: err}
 	}
 	d, err := GetDefaults()
 	if err != nil {
@@ -49,7 +49,7 @@ func NewRemotePrefix(url string, opts ...RemoteOption) (*RemotePrefix, error) {
 	// Idle connections for several requests per worker: a format keeps
 	// more GETs in flight than there are workers.
 	if p.hc, p.owned, err = o.httpClient(4*d.NumThreads, p.typ != RemoteHTTP); err != nil {
-		return nil, &fs.PathError{Op: "open", Path: redactURL(url), Err: err}
+		return nil, &fs.PathError{Op: "open", Path: RedactURL(url), Err: err}
 	}
 	return p, nil
 }
@@ -81,7 +81,7 @@ func (p *RemotePrefix) pickType(t RemoteEndpointType) error {
 		p.typ = t
 		return nil
 	}
-	return fmt.Errorf("%w: %w: %q is not an S3 or HTTP prefix", ErrInvalidArgument, ErrUnsupportedURL, redactURL(p.base))
+	return fmt.Errorf("%w: %w: %q is not an S3 or HTTP prefix", ErrInvalidArgument, ErrUnsupportedURL, RedactURL(p.base))
 }
 
 // URL returns the URL of key.
@@ -114,7 +114,7 @@ func (p *RemotePrefix) endpoint(key string) (*remote.Endpoint, *remote.Client, e
 }
 
 func (p *RemotePrefix) pathErr(op, key string, err error) error {
-	return &fs.PathError{Op: op, Path: redactURL(p.URL(key)), Err: err}
+	return &fs.PathError{Op: op, Path: RedactURL(p.URL(key)), Err: err}
 }
 
 // Get returns the whole object key, read with one GET: into buf when it

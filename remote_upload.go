@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"sync"
 
@@ -32,14 +33,14 @@ func UploadS3(ctx context.Context, url string, p []byte, opts ...RemoteOption) e
 // bounce buffer chunk by chunk as the request body is sent.
 func UploadS3Device(ctx context.Context, url string, buf cuda.DevicePtr, size int, devOffset int64, opts ...RemoteOption) error {
 	if size < 0 {
-		return &fs.PathError{Op: "write", Path: redactURL(url), Err: fmt.Errorf("%w: negative size %d", ErrInvalidArgument, size)}
+		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: fmt.Errorf("%w: negative size %d", ErrInvalidArgument, size)}
 	}
 	r, err := resolveDevice(buf, size, devOffset)
 	if err == nil {
 		err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
 	}
 	if err != nil {
-		return &fs.PathError{Op: "write", Path: redactURL(url), Err: err}
+		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
 	}
 	d, _ := GetDefaults()
 	src := func(off int64, n int) remote.Body {
@@ -54,15 +55,15 @@ func UploadS3Device(ctx context.Context, url string, buf cuda.DevicePtr, size in
 func upload(ctx context.Context, url string, size int64, src func(off int64, n int) remote.Body, opts []RemoteOption) error {
 	err := uploadObject(ctx, url, size, src, opts)
 	if err != nil {
-		return &fs.PathError{Op: "write", Path: redactURL(url), Err: err}
+		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
 	}
 	return nil
 }
 
 func uploadObject(ctx context.Context, url string, size int64, src func(off int64, n int) remote.Body, opts []RemoteOption) error {
-	o := remoteOptions{size: -1}
-	for _, opt := range opts {
-		opt(&o)
+	o, err := newRemoteOptions(opts)
+	if err != nil {
+		return err
 	}
 	d, err := GetDefaults()
 	if err != nil {
@@ -82,13 +83,21 @@ func uploadObject(ctx context.Context, url string, size int64, src func(off int6
 	c := remote.Client{HTTP: hc, Policy: policyOf(d)}
 	part := remote.PartSize(size, d.TaskSize)
 	if size <= part {
-		return c.PutObject(ctx, ep, size, src(0, int(size)))
+		err := c.PutObject(ctx, ep, size, src(0, int(size)))
+		if l := logAt(LevelDebug); l != nil && err == nil {
+			l.LogAttrs(ctx, LevelDebug, "kvik: upload", slog.String("url", ep.String()), slog.Int64("size", size))
+		}
+		return err
 	}
 	id, err := c.CreateMultipart(ctx, ep)
 	if err != nil {
 		return err
 	}
 	tasks := sched.Split(0, int(size), int(part))
+	if l := logAt(LevelInfo); l != nil {
+		l.LogAttrs(ctx, LevelInfo, "kvik: multipart upload started", slog.String("url", ep.String()),
+			slog.String("upload_id", id), slog.Int64("size", size), slog.Int("parts", len(tasks)), slog.Int64("part_size", part))
+	}
 	etags := make([]string, len(tasks))
 	fn := func(ctx context.Context, t sched.Task) (int, error) {
 		etag, err := c.UploadPart(ctx, ep, id, int(t.Off/part)+1, int64(t.Len), src(t.Off, t.Len))
@@ -103,13 +112,26 @@ func uploadObject(ctx context.Context, url string, size int64, src func(off int6
 	if err = <-done; err == nil {
 		err = c.CompleteMultipart(ctx, ep, id, etags)
 	}
-	if err != nil {
-		// Abort even when ctx is cancelled, so that no parts linger.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.HTTPTimeout)
-		defer cancel()
-		if aerr := c.AbortMultipartFully(actx, ep, id, 3); aerr != nil {
-			return fmt.Errorf("%w (and aborting the upload failed: %v)", err, aerr)
+	if err == nil {
+		if l := logAt(LevelInfo); l != nil {
+			l.LogAttrs(ctx, LevelInfo, "kvik: multipart upload completed", slog.String("url", ep.String()),
+				slog.String("upload_id", id), slog.Int64("size", size), slog.Int("parts", len(tasks)))
 		}
+		return nil
+	}
+	// Abort even when ctx is cancelled, so that no parts linger.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.HTTPTimeout)
+	defer cancel()
+	aerr := c.AbortMultipartFully(actx, ep, id, 3)
+	if l := logAt(LevelWarn); l != nil {
+		attrs := []slog.Attr{slog.String("url", ep.String()), slog.String("upload_id", id), slog.String("error", err.Error())}
+		if aerr != nil {
+			attrs = append(attrs, slog.String("abort_error", aerr.Error()))
+		}
+		l.LogAttrs(ctx, LevelWarn, "kvik: multipart upload aborted", attrs...)
+	}
+	if aerr != nil {
+		return fmt.Errorf("%w (and aborting the upload failed: %v)", err, aerr)
 	}
 	return err
 }

@@ -1,10 +1,12 @@
 package kvik
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -70,7 +72,18 @@ func (f *FileHandle) planRead(d Defaults, off int64, n int) []sched.Segment {
 	case ReadPolicyBuffered:
 		return sched.Segments(off, n, pageSize, false)
 	}
-	segs, _ := f.planAuto(off, n, true)
+	segs, verdict := f.planAuto(off, n, true)
+	if l := logAt(LevelDebug); l != nil {
+		var direct int
+		for _, s := range segs {
+			if s.Direct {
+				direct += s.Len
+			}
+		}
+		l.LogAttrs(context.Background(), LevelDebug, "kvik: read plan", slog.String("path", f.name),
+			slog.Int64("offset", off), slog.Int("size", n), slog.String("sample", verdictNames[verdict]),
+			slog.Int("direct_bytes", direct), slog.Int("buffered_bytes", n-direct))
+	}
 	return segs
 }
 
@@ -79,7 +92,13 @@ const (
 	sampleResident = iota
 	sampleCold
 	sampleMixed
+	// sampleSkipped: too small for a direct request, or on a memory
+	// file system; read buffered, counted as resident by ReadPlan.
+	sampleSkipped
 )
+
+// verdictNames name the verdicts in log records.
+var verdictNames = [...]string{sampleResident: "resident", sampleCold: "cold", sampleMixed: "mixed", sampleSkipped: "skipped"}
 
 // planAuto plans a read task by page-cache residency and, with hint,
 // starts readahead of the cold ranges that stay buffered. The second
@@ -88,7 +107,7 @@ func (f *FileHandle) planAuto(off int64, n int, hint bool) ([]sched.Segment, int
 	buffered := sched.Segments(off, n, pageSize, false)
 	start, end := sched.Middle(off, n, pageSize)
 	if end-start < int64(residencyRule.MinDirect)*ps64 || f.inMemoryFS() {
-		return buffered, sampleResident
+		return buffered, sampleSkipped
 	}
 	pages := int((end - start) / ps64)
 	verdict, err := sampleResidency(f.fd, start, pages)
@@ -322,27 +341,39 @@ type deviceTaskCheck struct {
 // checkDeviceTask checks a device read task of n bytes at off once, for
 // all its chunks.
 func (f *FileHandle) checkDeviceTask(d Defaults, off int64, n int) deviceTaskCheck {
+	c, verdict := f.checkDeviceTaskSample(d, off, n)
+	if l := logAt(LevelDebug); l != nil && d.ReadPolicy() == ReadPolicyAuto {
+		l.LogAttrs(context.Background(), LevelDebug, "kvik: device read plan", slog.String("path", f.name),
+			slog.Int64("offset", off), slog.Int("size", n), slog.String("sample", verdict),
+			slog.Bool("buffered", c.buffered), slog.Bool("one_chunk", c.oneChunk))
+	}
+	return c
+}
+
+// checkDeviceTaskSample is checkDeviceTask, with what the sample found
+// ("" outside the auto policy).
+func (f *FileHandle) checkDeviceTaskSample(d Defaults, off int64, n int) (deviceTaskCheck, string) {
 	few := f.fdDirect >= 0 && d.NumThreads*2 <= directQueueDepth
 	switch d.ReadPolicy() {
 	case ReadPolicyDirect:
-		return deviceTaskCheck{oneChunk: few}
+		return deviceTaskCheck{oneChunk: few}, ""
 	case ReadPolicyBuffered:
-		return deviceTaskCheck{}
+		return deviceTaskCheck{}, ""
 	}
 	start, end := sched.Middle(off, n, pageSize)
 	if end-start < int64(residencyRule.MinDirect)*ps64 || f.inMemoryFS() {
-		return deviceTaskCheck{buffered: true} // what planAuto would do
+		return deviceTaskCheck{buffered: true}, verdictNames[sampleSkipped] // what planAuto would do
 	}
 	v, err := sampleResidency(f.fd, start, int((end-start)/ps64))
 	switch {
 	case err != nil:
-		return deviceTaskCheck{}
+		return deviceTaskCheck{}, "error"
 	case v == sampleResident:
-		return deviceTaskCheck{buffered: true}
+		return deviceTaskCheck{buffered: true}, verdictNames[v]
 	case v == sampleCold:
-		return deviceTaskCheck{oneChunk: few}
+		return deviceTaskCheck{oneChunk: few}, verdictNames[v]
 	}
-	return deviceTaskCheck{}
+	return deviceTaskCheck{}, verdictNames[v]
 }
 
 // directQueueDepth is the number of O_DIRECT requests a read keeps in

@@ -167,7 +167,7 @@ func SaveFile(ctx context.Context, name string, pieces []Piece, opts ...RemoteOp
 	var total int64
 	for i, p := range pieces {
 		if p.Ptr != 0 && (p.Size < 0 || p.Size > int64(maxInt)) {
-			return &fs.PathError{Op: "write", Path: redactURL(name), Err: fmt.Errorf("%w: piece %d: size %d", ErrInvalidArgument, i, p.Size)}
+			return &fs.PathError{Op: "write", Path: RedactURL(name), Err: fmt.Errorf("%w: piece %d: size %d", ErrInvalidArgument, i, p.Size)}
 		}
 		total += p.Len()
 	}
@@ -238,7 +238,7 @@ func savePiecesS3(ctx context.Context, url string, total int64, pieces []Piece, 
 			err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
 		}
 		if err != nil {
-			return &fs.PathError{Op: "write", Path: redactURL(url), Err: err}
+			return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
 		}
 		devs[i] = r
 	}

@@ -114,8 +114,6 @@ func (f *FileHandle) cachedRange(d Defaults, off int64, n int) bool {
 	return err == nil && v == sampleResident
 }
 
-func alignUp64(x, a int64) int64 { return (x + a - 1) / a * a }
-
 // take marks task i as started by a bounce worker, or returns the lane's
 // piece that moves it.
 func (z *zcRead) take(i int) *zcPiece {

@@ -44,11 +44,17 @@ var _ Store = (*RemoteStore)(nil)
 
 // DefaultMaxRequests is how many requests a RemoteStore keeps in flight
 // when WithMaxRequests does not say: kvik's worker count
-// (Defaults.NumThreads, KVIKIO_NTHREADS).
+// (Defaults.NumThreads, KVIKIO_NTHREADS), at most the process-wide cap
+// on remote requests (Defaults.RemoteMaxRequests,
+// KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS), which every request also
+// waits for.
 func DefaultMaxRequests() int {
 	d, err := kvik.GetDefaults()
 	if err != nil {
 		return kvik.DefaultNumThreads()
+	}
+	if d.RemoteMaxRequests > 0 {
+		return min(d.NumThreads, d.RemoteMaxRequests)
 	}
 	return d.NumThreads
 }

@@ -433,7 +433,7 @@ func TestBlosclzFarMatch(t *testing.T) {
 	in = append(in, 7<<5|31, byte(n-3-6), 255, byte(far>>8), byte(far))
 	want = append(want, want[from:from+n]...)
 	// Near match: a run of 40 copies of the last byte (distance 0).
-	in = append(in, 7<<5|0, byte(40-3-6), 0)
+	in = append(in, 7<<5, byte(40-3-6), 0) // distance's high bits 0
 	for i := 0; i < 40; i++ {
 		want = append(want, want[len(want)-1])
 	}

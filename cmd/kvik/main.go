@@ -141,6 +141,7 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'kvik COMMAND -h' for a command's flags.")
 	fmt.Fprintln(w, "Exit status: 0 success, 1 failure, 2 usage error.")
 	fmt.Fprintln(w, "KVIKIO_* environment variables set kvik's defaults (see kvik info).")
+	fmt.Fprintln(w, "Every command takes -v (INFO; twice DEBUG, three times TRACE) and --log-level LEVEL.")
 }
 
 // usageError is a mistake in the command line; it exits with status 2.
@@ -163,6 +164,7 @@ func newFlagSet(e *env, name, usage, desc string) *flag.FlagSet {
 		fmt.Fprintf(w, "Usage: kvik %s %s\n\n%s\n\nFlags:\n", name, usage, strings.TrimSpace(desc))
 		fs.PrintDefaults()
 	}
+	addLogFlags(e, fs)
 	return fs
 }
 

@@ -123,7 +123,7 @@ func uploadFile(ctx context.Context, path, url string) (int64, uint32, error) {
 	back, err := readerCRC(ctx, h)
 	size, _ := h.Size()
 	if err != nil || size != int64(len(data)) || back != sum {
-		return 0, 0, fmt.Errorf("verify: %s reads back %d of %d bytes (%v) or different bytes", url, size, len(data), err)
+		return 0, 0, fmt.Errorf("verify: %s reads back %d of %d bytes (%v) or different bytes", kvik.RedactURL(url), size, len(data), err)
 	}
 	return int64(len(data)), sum, nil
 }
@@ -229,7 +229,7 @@ func benchRemote(e *env, o *benchOptions) error {
 		if sum := crc32.Checksum(buf, castagnoli); want == 0 {
 			want = sum
 		} else if sum != want {
-			return fmt.Errorf("reads of %s differ (CRC-32C %08x, then %08x)", o.url, want, sum)
+			return fmt.Errorf("reads of %s differ (CRC-32C %08x, then %08x)", kvik.RedactURL(o.url), want, sum)
 		}
 		return nil
 	}

@@ -59,11 +59,11 @@ func TestParseIntList(t *testing.T) {
 func TestParseFlagsInterspersed(t *testing.T) {
 	e := &env{stdout: io.Discard, stderr: io.Discard}
 	fs := newFlagSet(e, "x", "", "")
-	v := fs.Bool("v", false, "")
+	v := fs.Bool("q", false, "")
 	n := fs.Int("n", 0, "")
-	pos, err := parseFlags(fs, []string{"a", "-v", "b", "--n", "3", "--", "-c", "d"})
+	pos, err := parseFlags(fs, []string{"a", "-q", "b", "--n", "3", "--", "-c", "d"})
 	if err != nil || !*v || *n != 3 || !reflect.DeepEqual(pos, []string{"a", "b", "-c", "d"}) {
-		t.Errorf("parseFlags = %v, %v (v=%v n=%d)", pos, err, *v, *n)
+		t.Errorf("parseFlags = %v, %v (q=%v n=%d)", pos, err, *v, *n)
 	}
 	_, err = parseFlags(newFlagSet(e, "x", "", ""), []string{"--nope"})
 	var ue usageError

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -25,6 +26,11 @@ type Policy struct {
 	Timeout             time.Duration
 	Retry               func(status int) bool
 	BaseDelay, MaxDelay time.Duration
+	// Log, when not nil, gets a record at slog.LevelWarn for every
+	// attempt that is retried or fails, and one at RequestLevel for every
+	// request sent.
+	Log          *slog.Logger
+	RequestLevel slog.Level
 }
 
 // DefaultBackoff is KvikIO's: 500 ms doubling up to 4 s.
@@ -42,6 +48,10 @@ func (p Policy) backoff(attempt int) time.Duration {
 type Client struct {
 	HTTP   *http.Client
 	Policy Policy
+	// Limits bound the requests in flight: each attempt holds a slot of
+	// every one, taken in order, from before it is sent until its
+	// response body is read, and none while it backs off.
+	Limits []*Limiter
 }
 
 // NewTransport returns a keep-alive HTTP/1.1 transport that keeps up to
@@ -72,15 +82,21 @@ type retryable struct{ err error }
 func (r retryable) Error() string { return r.err.Error() }
 func (r retryable) Unwrap() error { return r.err }
 
-// do runs attempt under the policy. attempt gets a context bounded by the
-// timeout; it returns a retryable error to ask for another try.
-func (c *Client) do(ctx context.Context, attempt func(ctx context.Context) error) error {
-	var err error
+// do runs attempt, which sends one method request to e, under the
+// policy and the limits. attempt gets a context bounded by the timeout;
+// it returns a retryable error to ask for another try. Waiting for a slot
+// does not count against the timeout.
+func (c *Client) do(ctx context.Context, e *Endpoint, method string, attempt func(ctx context.Context) error) error {
 	for i := 1; ; i++ {
+		release, err := acquireAll(ctx, c.Limits)
+		if err != nil {
+			return err
+		}
 		actx, cancel := context.WithTimeout(ctx, c.Policy.Timeout)
 		err = attempt(actx)
 		timedOut := actx.Err() == context.DeadlineExceeded
 		cancel()
+		release()
 		if err == nil {
 			return nil
 		}
@@ -92,12 +108,17 @@ func (c *Client) do(ctx context.Context, attempt func(ctx context.Context) error
 		}
 		var r retryable
 		if !errors.As(err, &r) {
+			c.logAttempt(ctx, "kvik: http request failed", e, method, i, err)
 			return err
 		}
 		if i >= c.Policy.MaxAttempts {
-			return fmt.Errorf("remote: giving up after %d attempts: %w", i, r.err)
+			err = fmt.Errorf("remote: giving up after %d attempts: %w", i, r.err)
+			c.logAttempt(ctx, "kvik: http request failed", e, method, i, r.err)
+			return err
 		}
-		t := time.NewTimer(c.Policy.backoff(i))
+		delay := c.Policy.backoff(i)
+		c.logAttempt(ctx, "kvik: http retry", e, method, i, r.err, slog.Duration("backoff", delay))
+		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -107,8 +128,50 @@ func (c *Client) do(ctx context.Context, attempt func(ctx context.Context) error
 	}
 }
 
+// logAt returns the policy's logger if it takes records at level.
+func (c *Client) logAt(ctx context.Context, level slog.Level) *slog.Logger {
+	if l := c.Policy.Log; l != nil && l.Enabled(ctx, level) {
+		return l
+	}
+	return nil
+}
+
+// logAttempt records an attempt that is retried or has failed.
+func (c *Client) logAttempt(ctx context.Context, msg string, e *Endpoint, method string, attempt int, err error, extra ...slog.Attr) {
+	l := c.logAt(ctx, slog.LevelWarn)
+	if l == nil {
+		return
+	}
+	attrs := []slog.Attr{slog.String("method", method), slog.String("url", e.String()),
+		slog.Int("attempt", attempt), slog.Int("max_attempts", c.Policy.MaxAttempts)}
+	var se *StatusError
+	if errors.As(err, &se) {
+		attrs = append(attrs, slog.Int("status", se.Code))
+	}
+	attrs = append(attrs, slog.String("error", err.Error()))
+	l.LogAttrs(ctx, slog.LevelWarn, msg, append(attrs, extra...)...)
+}
+
+// logRequest records one request sent (status 0 when none came back).
+func (c *Client) logRequest(e *Endpoint, req *http.Request, status int, took time.Duration, err error) {
+	l := c.logAt(req.Context(), c.Policy.RequestLevel)
+	if l == nil {
+		return
+	}
+	attrs := []slog.Attr{slog.String("method", req.Method), slog.String("url", e.String())}
+	if r := req.Header.Get("Range"); r != "" {
+		attrs = append(attrs, slog.String("range", r))
+	}
+	attrs = append(attrs, slog.Int("status", status), slog.Duration("elapsed", took))
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	l.LogAttrs(req.Context(), c.Policy.RequestLevel, "kvik: http request", attrs...)
+}
+
 // send signs and sends req; a status other than want is a *StatusError,
 // retryable when the policy says so. On success the caller owns the body.
+// Errors name the endpoint as Redact prints it, with its secrets masked.
 func (c *Client) send(e *Endpoint, req *http.Request, want ...int) (*http.Response, error) {
 	if err := e.sign(req.Context(), req); err != nil {
 		if req.Body != nil {
@@ -116,13 +179,17 @@ func (c *Client) send(e *Endpoint, req *http.Request, want ...int) (*http.Respon
 		}
 		return nil, err
 	}
+	start := time.Now()
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
+		err = e.scrubErr(err)
+		c.logRequest(e, req, 0, time.Since(start), err)
 		if untrusted(err) {
 			return nil, fmt.Errorf("%w (trust its CA with SSL_CERT_FILE, kvik.WithTLSConfig, or AWS_CA_BUNDLE for S3): %w", ErrCertificate, err)
 		}
 		return nil, retryable{err}
 	}
+	c.logRequest(e, req, resp.StatusCode, time.Since(start), nil)
 	for _, w := range want {
 		if resp.StatusCode == w {
 			return resp, nil
@@ -130,7 +197,7 @@ func (c *Client) send(e *Endpoint, req *http.Request, want ...int) (*http.Respon
 	}
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	resp.Body.Close()
-	serr := &StatusError{Method: req.Method, URL: e.String(), Code: resp.StatusCode, Body: strings.TrimSpace(string(snippet))}
+	serr := &StatusError{Method: req.Method, URL: e.String(), Code: resp.StatusCode, Body: e.scrub(strings.TrimSpace(string(snippet)))}
 	if c.Policy.Retry != nil && c.Policy.Retry(resp.StatusCode) {
 		return nil, retryable{serr}
 	}
@@ -141,7 +208,7 @@ func (c *Client) send(e *Endpoint, req *http.Request, want ...int) (*http.Respon
 // that delivered part of the range is resumed from where it stopped.
 func (c *Client) ReadRange(ctx context.Context, e *Endpoint, p []byte, off int64) (int, error) {
 	done := 0
-	err := c.do(ctx, func(ctx context.Context) error {
+	err := c.do(ctx, e, http.MethodGet, func(ctx context.Context) error {
 		n, err := c.readOnce(ctx, e, p[done:], off+int64(done))
 		done += n
 		return err
@@ -239,7 +306,11 @@ func parseContentRange(s string) (first, last, total int64, err error) {
 // for WebHDFS.
 func (c *Client) Size(ctx context.Context, e *Endpoint) (int64, error) {
 	var size int64
-	err := c.do(ctx, func(ctx context.Context) (err error) {
+	method := http.MethodHead
+	if e.Type == WebHDFS || e.Type == S3Presigned {
+		method = http.MethodGet
+	}
+	err := c.do(ctx, e, method, func(ctx context.Context) (err error) {
 		size, err = c.sizeOnce(ctx, e)
 		return err
 	})

@@ -91,13 +91,27 @@ type Endpoint struct {
 	creds  *aws.Credentials
 	region string
 	signer *v4.Signer
+	// secrets are masked in the text of errors (see scrub).
+	secrets []string
 }
 
-// String returns the URL without its query (which may hold a signature).
+// String returns the URL as Redact prints it: no password, no query.
 func (e *Endpoint) String() string {
 	u := *e.URL
 	u.RawQuery, u.Fragment = "", ""
-	return u.String()
+	return u.Redacted()
+}
+
+// User returns WebHDFS's user.name: the URL's, or the default set with
+// SetDefaultUser.
+func (e *Endpoint) User() string { return e.user }
+
+// SetDefaultUser sets WebHDFS's user.name when the URL gave none
+// (KVIKIO_WEBHDFS_USERNAME, which KvikIO also ranks below the URL's).
+func (e *Endpoint) SetDefaultUser(name string) {
+	if e.Type == WebHDFS && e.user == "" {
+		e.user = name
+	}
 }
 
 var (
@@ -190,13 +204,13 @@ func Accepts(t Type, raw string) bool {
 // endpoint override for s3:// URLs).
 func New(t Type, raw string, cfg S3Config) (*Endpoint, error) {
 	if !Accepts(t, raw) {
-		return nil, fmt.Errorf("%w: %q is not a %v URL", ErrUnsupportedURL, redact(raw), t)
+		return nil, fmt.Errorf("%w: %q is not a %v URL", ErrUnsupportedURL, Redact(raw), t)
 	}
 	u, err := objectURL(raw, cfg)
 	if err != nil {
 		return nil, err
 	}
-	e := &Endpoint{Type: t, URL: u}
+	e := &Endpoint{Type: t, URL: u, secrets: secretsOf(raw, cfg)}
 	switch t {
 	case S3, S3Public:
 		setS3Path(u)
@@ -244,7 +258,7 @@ func objectURL(raw string, cfg S3Config) (*url.URL, error) {
 	}
 	u, err := url.Parse(base)
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("%w: bad S3 endpoint URL %q", ErrUnsupportedURL, cfg.EndpointURL)
+		return nil, fmt.Errorf("%w: bad S3 endpoint URL %q", ErrUnsupportedURL, Redact(cfg.EndpointURL))
 	}
 	u = u.JoinPath(strings.Split(key, "/")...)
 	return u, nil
@@ -269,14 +283,6 @@ func setS3Path(u *url.URL) {
 		}
 	}
 	u.RawPath = b.String()
-}
-
-// redact drops a URL's query, which may hold a signature.
-func redact(raw string) string {
-	if i := strings.IndexByte(raw, '?'); i >= 0 {
-		return raw[:i] + "?…"
-	}
-	return raw
 }
 
 // sign adds SigV4 headers to req for signed endpoints; the payload is

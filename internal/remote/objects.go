@@ -18,7 +18,7 @@ import (
 // is a *StatusError matching fs.ErrNotExist.
 func (c *Client) GetObject(ctx context.Context, e *Endpoint, buf []byte) ([]byte, error) {
 	var out []byte
-	err := c.do(ctx, func(ctx context.Context) error {
+	err := c.do(ctx, e, http.MethodGet, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL.String(), nil)
 		if err != nil {
 			return err
@@ -67,7 +67,7 @@ func (c *Client) ReadAtSize(ctx context.Context, e *Endpoint, p []byte, off int6
 		return 0, fmt.Errorf("remote: %d bytes from %d before the end", len(p), -off)
 	}
 	var size int64 = -1
-	err := c.do(ctx, func(ctx context.Context) (err error) {
+	err := c.do(ctx, e, http.MethodGet, func(ctx context.Context) (err error) {
 		size, err = c.readAtSizeOnce(ctx, e, p, off)
 		return err
 	})
@@ -148,10 +148,7 @@ func responseRange(resp *http.Response) (first, last, total int64, err error) {
 
 // DeleteObject removes an object; a missing one is not an error.
 func (c *Client) DeleteObject(ctx context.Context, e *Endpoint) error {
-	_, _, err := c.request(ctx, e, http.MethodDelete, "", nil, 0)
-	if se, ok := err.(*StatusError); ok && se.Code == http.StatusNotFound {
-		return nil
-	}
+	_, err := c.request(ctx, e, http.MethodDelete, "", nil, 0, http.StatusNotFound)
 	return err
 }
 
@@ -204,10 +201,11 @@ func (c *Client) List(ctx context.Context, e *Endpoint) ([]string, error) {
 			q.Set("continuation-token", token)
 		}
 		// SigV4 wants %20, not +, in the canonical query.
-		_, data, err := c.requestLimit(ctx, b, http.MethodGet, strings.ReplaceAll(q.Encode(), "+", "%20"), nil, 0, listLimit)
+		rep, err := c.requestLimit(ctx, b, http.MethodGet, strings.ReplaceAll(q.Encode(), "+", "%20"), nil, 0, listLimit)
 		if err != nil {
 			return nil, err
 		}
+		data := rep.data
 		var res struct {
 			Contents []struct {
 				Key string `xml:"Key"`

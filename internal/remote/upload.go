@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,18 +41,24 @@ func (c *closeNotifier) Close() error {
 	return nil
 }
 
-// request sends one S3 request with query q and body (nil for none) of
-// size bytes, under the retry policy; it returns the response headers and
-// the first 64 KiB of the body.
-func (c *Client) request(ctx context.Context, e *Endpoint, method, q string, body Body, size int64) (http.Header, []byte, error) {
-	return c.requestLimit(ctx, e, method, q, body, size, 64<<10)
+// reply is what request keeps of a response.
+type reply struct {
+	status int
+	hdr    http.Header
+	data   []byte // the first 64 KiB of the body
 }
 
-// requestLimit is request returning up to limit bytes of the body.
-func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string, body Body, size, limit int64) (http.Header, []byte, error) {
-	var hdr http.Header
-	var data []byte
-	err := c.do(ctx, func(ctx context.Context) error {
+// request sends one S3 request with query q and body (nil for none) of
+// size bytes, under the retry policy. A status other than 200, 204 or one
+// of also is an error; the reply holds the first 64 KiB of the body.
+func (c *Client) request(ctx context.Context, e *Endpoint, method, q string, body Body, size int64, also ...int) (reply, error) {
+	return c.requestLimit(ctx, e, method, q, body, size, 64<<10, also...)
+}
+
+// requestLimit is request keeping up to limit bytes of the body.
+func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string, body Body, size, limit int64, also ...int) (reply, error) {
+	var rep reply
+	err := c.do(ctx, e, method, func(ctx context.Context) error {
 		u := *e.URL
 		u.RawQuery = q
 		var rc *closeNotifier
@@ -74,7 +79,7 @@ func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string
 		if size == 0 {
 			req.Body = http.NoBody
 		}
-		resp, err := c.send(e, req, http.StatusOK, http.StatusNoContent)
+		resp, err := c.send(e, req, append([]int{http.StatusOK, http.StatusNoContent}, also...)...)
 		if rc != nil && size > 0 {
 			<-rc.done // the transport closes the body once it is done with it
 		}
@@ -82,7 +87,7 @@ func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string
 			return err
 		}
 		defer resp.Body.Close()
-		data, err = io.ReadAll(io.LimitReader(resp.Body, limit))
+		data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 		if err != nil {
 			return retryable{err}
 		}
@@ -93,32 +98,32 @@ func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string
 			Code    string `xml:"Code"`
 			Message string `xml:"Message"`
 		}
-		if xml.Unmarshal(data, &doc) == nil && doc.XMLName.Local == "Error" {
-			return &StatusError{Method: method, URL: e.String(), Code: resp.StatusCode, Body: doc.Code + ": " + doc.Message}
+		if xml.Unmarshal(data, &doc) == nil && doc.XMLName.Local == "Error" && resp.StatusCode < 300 {
+			return &StatusError{Method: method, URL: e.String(), Code: resp.StatusCode, Body: e.scrub(doc.Code + ": " + doc.Message)}
 		}
-		hdr = resp.Header
+		rep = reply{status: resp.StatusCode, hdr: resp.Header, data: data}
 		return nil
 	})
-	return hdr, data, err
+	return rep, err
 }
 
 // PutObject writes a whole object in one request.
 func (c *Client) PutObject(ctx context.Context, e *Endpoint, size int64, body Body) error {
-	_, _, err := c.request(ctx, e, http.MethodPut, "", body, size)
+	_, err := c.request(ctx, e, http.MethodPut, "", body, size)
 	return err
 }
 
 // CreateMultipart starts a multipart upload and returns its id.
 func (c *Client) CreateMultipart(ctx context.Context, e *Endpoint) (string, error) {
-	_, data, err := c.request(ctx, e, http.MethodPost, "uploads=", nil, 0)
+	rep, err := c.request(ctx, e, http.MethodPost, "uploads=", nil, 0)
 	if err != nil {
 		return "", err
 	}
 	var res struct {
 		UploadID string `xml:"UploadId"`
 	}
-	if err := xml.Unmarshal(data, &res); err != nil || res.UploadID == "" {
-		return "", fmt.Errorf("remote: CreateMultipartUpload %s: no upload id in %q", e, truncate(data))
+	if err := xml.Unmarshal(rep.data, &res); err != nil || res.UploadID == "" {
+		return "", fmt.Errorf("remote: CreateMultipartUpload %s: no upload id in %q", e, e.scrub(truncate(rep.data)))
 	}
 	return res.UploadID, nil
 }
@@ -126,11 +131,11 @@ func (c *Client) CreateMultipart(ctx context.Context, e *Endpoint) (string, erro
 // UploadPart uploads part num (from 1) and returns its ETag.
 func (c *Client) UploadPart(ctx context.Context, e *Endpoint, id string, num int, size int64, body Body) (string, error) {
 	q := "partNumber=" + strconv.Itoa(num) + "&uploadId=" + url.QueryEscape(id)
-	hdr, _, err := c.request(ctx, e, http.MethodPut, q, body, size)
+	rep, err := c.request(ctx, e, http.MethodPut, q, body, size)
 	if err != nil {
 		return "", err
 	}
-	etag := hdr.Get("ETag")
+	etag := rep.hdr.Get("ETag")
 	if etag == "" {
 		return "", fmt.Errorf("remote: UploadPart %d of %s: no ETag", num, e)
 	}
@@ -154,26 +159,23 @@ func (c *Client) CompleteMultipart(ctx context.Context, e *Endpoint, id string, 
 	if err != nil {
 		return err
 	}
-	_, _, err = c.request(ctx, e, http.MethodPost, "uploadId="+url.QueryEscape(id),
+	_, err = c.request(ctx, e, http.MethodPost, "uploadId="+url.QueryEscape(id),
 		func() (io.Reader, error) { return bytes.NewReader(body), nil }, int64(len(body)))
 	return err
 }
 
-// AbortMultipart discards an upload and the parts it holds.
+// AbortMultipart discards an upload and the parts it holds; an upload
+// already gone (404 NoSuchUpload) is no error.
 func (c *Client) AbortMultipart(ctx context.Context, e *Endpoint, id string) error {
-	_, _, err := c.request(ctx, e, http.MethodDelete, "uploadId="+url.QueryEscape(id), nil, 0)
+	_, err := c.request(ctx, e, http.MethodDelete, "uploadId="+url.QueryEscape(id), nil, 0, http.StatusNotFound)
 	return err
 }
 
 // UploadExists reports whether the multipart upload id is still known to
 // the server (ListParts answers; 404 NoSuchUpload means it is gone).
 func (c *Client) UploadExists(ctx context.Context, e *Endpoint, id string) (bool, error) {
-	_, _, err := c.request(ctx, e, http.MethodGet, "uploadId="+url.QueryEscape(id), nil, 0)
-	var se *StatusError
-	if errors.As(err, &se) && se.Code == http.StatusNotFound {
-		return false, nil
-	}
-	return err == nil, err
+	rep, err := c.request(ctx, e, http.MethodGet, "uploadId="+url.QueryEscape(id), nil, 0, http.StatusNotFound)
+	return err == nil && rep.status != http.StatusNotFound, err
 }
 
 // AbortMultipartFully aborts the upload id and checks that it is gone,
@@ -182,12 +184,7 @@ func (c *Client) UploadExists(ctx context.Context, e *Endpoint, id string) (bool
 // documents that parts being uploaded during an abort may still land.
 func (c *Client) AbortMultipartFully(ctx context.Context, e *Endpoint, id string, tries int) error {
 	for try := 1; ; try++ {
-		err := c.AbortMultipart(ctx, e, id)
-		var se *StatusError
-		if errors.As(err, &se) && se.Code == http.StatusNotFound {
-			err = nil // already gone
-		}
-		if err != nil {
+		if err := c.AbortMultipart(ctx, e, id); err != nil {
 			return err
 		}
 		exists, err := c.UploadExists(ctx, e, id)
