@@ -374,10 +374,28 @@ func (h *RemoteHandle) hostOp(ctx context.Context, p []byte, off int64, fut *Fut
 		return h.op().fail(err, fut)
 	}
 	client := h.clientFor(d)
+	d.TaskSize = remoteTaskSize(d, n)
 	fn := func(ctx context.Context, t sched.Task) (int, error) {
 		return client.ReadRange(ctx, h.ep, p[t.BufOff:t.BufOff+t.Len], t.Off)
 	}
 	return h.op().run(ctx, d, poolFor(d, ""), off, n, eof, fn, fut)
+}
+
+// remoteWaves, when positive, lets a remote read of n bytes into host
+// memory use tasks larger than TaskSize, about remoteWaves per worker, so
+// that a large read makes fewer requests (each costs the server a fixed
+// amount); 0 keeps TaskSize. A benchmark variant for now
+// (SetRemoteVariant's "wavesN"); device reads keep TaskSize, which also
+// sizes their pinned bounce buffers.
+var remoteWaves int
+
+// remoteTaskSize is the task size of a remote read of n bytes.
+func remoteTaskSize(d Defaults, n int) int {
+	if remoteWaves <= 0 {
+		return d.TaskSize
+	}
+	per := n / (d.NumThreads * remoteWaves)
+	return max(d.TaskSize, (per+pageSize-1)/pageSize*pageSize)
 }
 
 // clientFor applies the current HTTP settings.

@@ -48,7 +48,7 @@ type Client struct {
 func NewTransport(conns int) *http.Transport {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dialContext(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
 		MaxIdleConns:          0,
 		MaxIdleConnsPerHost:   max(conns, 2),
 		IdleConnTimeout:       90 * time.Second,
@@ -56,6 +56,7 @@ func NewTransport(conns int) *http.Transport {
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 		WriteBufferSize:       256 << 10,
+		ReadBufferSize:        ConnReadBuffer,
 	}
 }
 
@@ -155,7 +156,7 @@ func (c *Client) readOnce(ctx context.Context, e *Endpoint, p []byte, off int64)
 	if err := checkRange(e, resp, off, len(p)); err != nil {
 		return 0, err
 	}
-	n, err := io.ReadFull(resp.Body, p)
+	n, err := readBody(resp.Body, p)
 	switch {
 	case err == io.EOF || err == io.ErrUnexpectedEOF:
 		return n, retryable{fmt.Errorf("%w: %d of %d bytes at offset %d", ErrShortBody, n, len(p), off)}
