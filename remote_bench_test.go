@@ -21,17 +21,21 @@ import (
 )
 
 // benchRemoteSize is the object size of the remote benchmarks:
-// KVIK_BENCH_REMOTE_SIZE bytes, 1 GiB by default.
+// KVIK_BENCH_REMOTE_SIZE bytes, else 1 GiB (64 MiB under CI=true).
 func benchRemoteSize(b *testing.B) int {
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_REMOTE_SIZE")); err == nil && n > 0 {
 		return n
+	}
+	if os.Getenv("CI") == "true" {
+		return 64 << 20
 	}
 	return 1 << 30
 }
 
 // BenchmarkRemoteS3 reads one object from versitygw on loopback: kvik's
 // parallel ranged GETs into host memory and into device memory, and one
-// GET stream (the whole object as one task), in the same run.
+// GET stream (the whole object as one task), in the same run, each after
+// an untimed read.
 //
 //	go test -run '^$' -bench RemoteS3 -benchtime 3x .
 func BenchmarkRemoteS3(b *testing.B) {
@@ -49,6 +53,11 @@ func BenchmarkRemoteS3(b *testing.B) {
 	defer h.Close()
 	buf := make([]byte, size)
 	read := func(b *testing.B) {
+		// An untimed read first: the first read into buf also pays its
+		// page faults (b.Loop starts the timer at its first call).
+		if n, err := h.ReadAt(buf, 0); n != size || err != nil {
+			b.Fatal(n, err)
+		}
 		b.SetBytes(int64(size))
 		for b.Loop() {
 			clear(buf[:1<<20])
@@ -72,6 +81,9 @@ func BenchmarkRemoteS3(b *testing.B) {
 	b.Run("device", func(b *testing.B) {
 		cctx := needGPU(b)
 		d := devAlloc(b, cctx, size)
+		if n, err := h.ReadDevice(d.Ptr(), size, 0, 0); n != size || err != nil {
+			b.Fatal(n, err)
+		}
 		b.SetBytes(int64(size))
 		for b.Loop() {
 			if n, err := h.ReadDevice(d.Ptr(), size, 0, 0); n != size || err != nil {
