@@ -95,6 +95,12 @@ type zeroCopier interface {
 	zeroCopy(r deviceRange) (fn sched.TaskFunc, release func(), ok bool)
 }
 
+// hostTaskSizer is a readSource whose host reads of n bytes may use
+// another task size than d.TaskSize.
+type hostTaskSizer interface {
+	hostTaskSize(d Defaults, n int) int
+}
+
 // readMethods gives a readSource the reading methods of Reader: each
 // read is split into TaskSize tasks run in parallel on the worker pool,
 // device reads through pinned bounce buffers that overlap the storage
@@ -144,6 +150,9 @@ func (h *readMethods) hostOp(ctx context.Context, p []byte, off int64, fut *Futu
 	d, n, eof, err := h.src.begin(off, len(p))
 	if err != nil {
 		return h.fail(err, fut)
+	}
+	if ts, ok := h.src.(hostTaskSizer); ok {
+		d.TaskSize = ts.hostTaskSize(d, n)
 	}
 	read := h.src.fetcher(d)
 	fn := func(ctx context.Context, t sched.Task) (int, error) {

@@ -369,6 +369,24 @@ func (h *RemoteHandle) fetcher(d Defaults) fetchFunc {
 	return func(ctx context.Context, p []byte, off int64) (int, error) { return c.ReadRange(ctx, h.ep, p, off) }
 }
 
+// remoteWaves, when positive, lets a remote read of n bytes into host
+// memory use tasks larger than TaskSize, about remoteWaves per worker, so
+// that a large read makes fewer requests (each costs the server a fixed
+// amount); 0 keeps TaskSize. A benchmark variant for now
+// (SetRemoteVariant's "wavesN"); device reads keep TaskSize, which also
+// sizes their pinned bounce buffers.
+var remoteWaves int
+
+// hostTaskSize is the task size of a remote read of n bytes into host
+// memory.
+func (h *RemoteHandle) hostTaskSize(d Defaults, n int) int {
+	if remoteWaves <= 0 {
+		return d.TaskSize
+	}
+	per := n / (d.NumThreads * remoteWaves)
+	return max(d.TaskSize, (per+pageSize-1)/pageSize*pageSize)
+}
+
 // clientFor applies the current HTTP settings.
 func (h *RemoteHandle) clientFor(d Defaults) *remote.Client {
 	c := h.client

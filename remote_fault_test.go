@@ -133,21 +133,39 @@ func TestRemoteResetMidBody(t *testing.T) {
 	noLeaks(t)
 	quickRetries(t, 10*time.Second)
 	data := randomBytes(rand.New(rand.NewPCG(21, 1)), 300_000)
-	srv, count := faultServer(t, data, func(n int32, w http.ResponseWriter, r *http.Request) bool {
-		if n == 1 {
-			httpfault.Reset(w, r, data)
-			return true
+	eachBodyVariant(t, func(t *testing.T) {
+		srv, count := faultServer(t, data, func(n int32, w http.ResponseWriter, r *http.Request) bool {
+			if n == 1 {
+				httpfault.Reset(w, r, data)
+				return true
+			}
+			return false
+		})
+		h := openFault(t, srv, len(data))
+		defer h.Close()
+		got := make([]byte, len(data)-5)
+		if n, err := h.ReadAt(got, 5); err != nil || n != len(got) || !bytes.Equal(got, data[5:]) {
+			t.Fatalf("reset then success: %d, %v", n, err)
 		}
-		return false
+		if count.Load() != 2 {
+			t.Fatalf("%d requests, want 2 (the second resuming)", count.Load())
+		}
 	})
-	h := openFault(t, srv, len(data))
-	defer h.Close()
-	got := make([]byte, len(data)-5)
-	if n, err := h.ReadAt(got, 5); err != nil || n != len(got) || !bytes.Equal(got, data[5:]) {
-		t.Fatalf("reset then success: %d, %v", n, err)
-	}
-	if count.Load() != 2 {
-		t.Fatalf("%d requests, want 2 (the second resuming)", count.Load())
+}
+
+// eachBodyVariant runs test as subtests, once with bodies read straight
+// into the destination and once through small reused buffers
+// (SetRemoteVariant), so that faults are checked on both paths.
+func eachBodyVariant(t *testing.T, test func(t *testing.T)) {
+	for _, v := range []string{"direct", "stage4k+rbuf64k+rcvbuf64k"} {
+		t.Run(v, func(t *testing.T) {
+			restore, err := kvik.SetRemoteVariant(v)
+			t.Cleanup(restore)
+			if err != nil {
+				t.Fatal(err)
+			}
+			test(t)
+		})
 	}
 }
 
@@ -155,26 +173,35 @@ func TestRemoteShortBody(t *testing.T) {
 	noLeaks(t)
 	quickRetries(t, 10*time.Second)
 	data := randomBytes(rand.New(rand.NewPCG(22, 1)), 50_000)
-	srv, _ := faultServer(t, data, func(n int32, w http.ResponseWriter, r *http.Request) bool {
-		httpfault.Short(w, r, data)
-		return true
+	eachBodyVariant(t, func(t *testing.T) {
+		srv, _ := faultServer(t, data, func(n int32, w http.ResponseWriter, r *http.Request) bool {
+			// Content-Range claims the whole range; the body is shorter and
+			// ends cleanly (no Content-Length).
+			var first, last int64
+			fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &first, &last)
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", first, last, len(data)))
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(data[first : first+(last-first)/2])
+			return true
+		})
+		h := openFault(t, srv, len(data))
+		defer h.Close()
+		got := make([]byte, len(data))
+		n, err := h.ReadAt(got, 0)
+		if !errors.Is(err, kvik.ErrShortBody) || n == len(data) || !bytes.Equal(got[:n], data[:n]) {
+			t.Fatalf("short body: %d, %v (bytes equal %v)", n, err, bytes.Equal(got[:n], data[:n]))
+		}
+		// Always cut by a reset: also a short body, never silent short data.
+		srv2, _ := faultServer(t, data, func(n int32, w http.ResponseWriter, r *http.Request) bool {
+			httpfault.Reset(w, r, data)
+			return true
+		})
+		h2 := openFault(t, srv2, len(data))
+		defer h2.Close()
+		if n, err := h2.ReadAt(make([]byte, len(data)), 0); !errors.Is(err, kvik.ErrShortBody) || n == len(data) {
+			t.Fatalf("always reset: %d, %v", n, err)
+		}
 	})
-	h := openFault(t, srv, len(data))
-	defer h.Close()
-	n, err := h.ReadAt(make([]byte, len(data)), 0)
-	if !errors.Is(err, kvik.ErrShortBody) || n == len(data) {
-		t.Fatalf("short body: %d, %v", n, err)
-	}
-	// Always cut by a reset: also a short body, never silent short data.
-	srv2, _ := faultServer(t, data, func(n int32, w http.ResponseWriter, r *http.Request) bool {
-		httpfault.Reset(w, r, data)
-		return true
-	})
-	h2 := openFault(t, srv2, len(data))
-	defer h2.Close()
-	if n, err := h2.ReadAt(make([]byte, len(data)), 0); !errors.Is(err, kvik.ErrShortBody) || n == len(data) {
-		t.Fatalf("always reset: %d, %v", n, err)
-	}
 }
 
 func TestRemoteBadContentRange(t *testing.T) {

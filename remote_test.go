@@ -385,3 +385,37 @@ func TestRemoteWebHDFS(t *testing.T) {
 		t.Fatalf("only %d OPEN requests for 1 MiB in 100 KiB tasks", opens.Load())
 	}
 }
+
+// TestRemoteVariantsRead reads random ranges of objects of random sizes
+// through each way of receiving bodies (SetRemoteVariant), with tasks
+// larger and smaller than the staging buffers, and compares them with the
+// objects' bytes.
+func TestRemoteVariantsRead(t *testing.T) {
+	v := s3test.Start(t)
+	rng := rand.New(rand.NewPCG(10, 7))
+	for _, variant := range []string{"direct", "stage4k", "stage65537+rbuf64k", "stage1m+rcvbuf256k+threads3", "task1m+stage256k"} {
+		t.Run(variant, func(t *testing.T) {
+			smallTasks(t, 192<<10+rng.IntN(64<<10))
+			restore, err := kvik.SetRemoteVariant(variant)
+			t.Cleanup(restore)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := randomBytes(rng, 1<<20+rng.IntN(2<<20))
+			u := v.Put(t, "variants/"+variant, want)
+			h, err := kvik.OpenRemote(context.Background(), u, v.Opts()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			checkReads(t, rng, h, want)
+		})
+	}
+	for _, bad := range []string{"stage0", "stagex", "rcvbuf-1", "warp9", "procs", "task0"} {
+		if restore, err := kvik.SetRemoteVariant(bad); err == nil {
+			t.Errorf("variant %q accepted", bad)
+		} else {
+			restore()
+		}
+	}
+}

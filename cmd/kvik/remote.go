@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/cuda"
 )
 
 // isURL reports whether a kvik argument names a remote object rather than
@@ -205,7 +205,12 @@ func remoteInfo(e *env, url string, asJSON bool) error {
 
 // benchRemote times reads of the object at url: kvik's parallel ranged
 // GETs into host memory, the whole object as one GET stream, and into
-// device memory when there is a GPU.
+// device memory when there is a GPU. Untimed rounds first (--warmup, at
+// least one) fault the host buffer in, open the connections and take the
+// object's CRC-32C; then the rows take turns, --repeats rounds, each
+// timing its read only, and every read is checked against that CRC after
+// its timing. It reports each row's best and median, as bench/remote and
+// BenchmarkRemoteVariants do.
 func benchRemote(e *env, o *benchOptions) error {
 	ctx := context.Background()
 	h, err := kvik.OpenRemote(ctx, o.url)
@@ -220,40 +225,108 @@ func benchRemote(e *env, o *benchOptions) error {
 	if o.size.set {
 		size = min(size, o.size.n)
 	}
-	buf := make([]byte, size)
-	var want uint32
-	host := func() error {
-		if _, err := h.ReadAt(buf, 0); err != nil {
-			return err
-		}
-		if sum := crc32.Checksum(buf, castagnoli); want == 0 {
-			want = sum
-		} else if sum != want {
-			return fmt.Errorf("reads of %s differ (CRC-32C %08x, then %08x)", kvik.RedactURL(o.url), want, sum)
-		}
-		return nil
+	rows, cleanup, err := remoteRows(h, size)
+	defer cleanup()
+	if err != nil {
+		return err
 	}
-	rows := []benchRow{
-		{"kvik parallel -> host", host},
+	var want uint32
+	for i := range max(o.warmup, 1) {
+		for j, r := range rows {
+			if err := r.run(); err != nil {
+				return fmt.Errorf("%s: warm-up: %w", r.name, err)
+			}
+			sum, err := r.sum()
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			if i == 0 && j == 0 {
+				want = sum
+			} else if sum != want {
+				return fmt.Errorf("%s: reads of %s differ (CRC-32C %08x, then %08x)", r.name, o.url, want, sum)
+			}
+		}
+	}
+	secs := make([][]float64, len(rows))
+	for range o.repeats {
+		for i, r := range rows {
+			r.reset()
+			t0 := time.Now()
+			if err := r.run(); err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			secs[i] = append(secs[i], time.Since(t0).Seconds())
+			if sum, err := r.sum(); err != nil || sum != want {
+				return fmt.Errorf("%s: read differs from the object (CRC-32C %08x, want %08x; %v)", r.name, sum, want, err)
+			}
+		}
+	}
+	d, _ := kvik.GetDefaults()
+	fmt.Fprintf(e.stdout, "%s (%s, %s read), %d workers, task size %s, %d repeats taking turns after %d warm-up\n",
+		h.URL(), h.EndpointType(), formatSize(size), d.NumThreads, formatSize(int64(d.TaskSize)), o.repeats, max(o.warmup, 1))
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "path\tbest GB/s\tmedian GB/s")
+	for i, r := range rows {
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\n", r.name, gbps(size, slices.Min(secs[i])), gbps(size, median(secs[i])))
+	}
+	return tw.Flush()
+}
+
+// remoteRow is one row of benchRemote: a read of the object, what to do
+// before it (untimed), and the CRC-32C of what it read.
+type remoteRow struct {
+	name  string
+	run   func() error
+	reset func()
+	sum   func() (uint32, error)
+}
+
+// remoteRows returns benchRemote's rows for size bytes of h, and a
+// function that frees what they hold.
+func remoteRows(h *kvik.RemoteHandle, size int64) ([]remoteRow, func(), error) {
+	var frees []func()
+	cleanup := func() {
+		for i := len(frees) - 1; i >= 0; i-- {
+			frees[i]()
+		}
+	}
+	buf := make([]byte, size)
+	// A read that writes nothing must not pass its check: clear its start.
+	reset := func() { clear(buf[:min(size, 1<<20)]) }
+	hostSum := func() (uint32, error) { return crc32.Checksum(buf, castagnoli), nil }
+	read := func() error {
+		_, err := h.ReadAt(buf, 0)
+		return err
+	}
+	rows := []remoteRow{
+		{"kvik parallel -> host", read, reset, hostSum},
 		{"one GET stream -> host", func() error {
 			restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.TaskSize = int(max(size, 1)) })
 			if err != nil {
 				return err
 			}
 			defer restore()
-			return host()
-		}},
+			return read()
+		}, reset, hostSum},
 	}
-	rows, release, err := addDeviceRow(rows, "kvik parallel -> device", size, func(p cuda.DevicePtr) error {
-		_, err := h.ReadDevice(p, int(size), 0, 0)
-		return err
-	})
+	g, err := openGPU()
 	if err != nil {
-		return err
+		return rows, cleanup, nil // no GPU: host rows only
 	}
-	defer release()
-	d, _ := kvik.GetDefaults()
-	fmt.Fprintf(e.stdout, "%s (%s, %s read), %d workers, task size %s, %d repeats\n",
-		h.URL(), h.EndpointType(), formatSize(size), d.NumThreads, formatSize(int64(d.TaskSize)), o.repeats)
-	return printRates(e, size, o.repeats, rows)
+	frees = append(frees, g.close)
+	dbuf, err := g.alloc(int(max(size, 1)))
+	if err != nil {
+		return nil, cleanup, err
+	}
+	frees = append(frees, func() { dbuf.Close() })
+	rows = append(rows, remoteRow{"kvik parallel -> device", func() error {
+		_, err := h.ReadDevice(dbuf.Ptr(), int(size), 0, 0)
+		return err
+	}, func() { g.clear(dbuf.Ptr(), int(min(size, 1<<20))) }, func() (uint32, error) {
+		if err := g.dtoh(buf, dbuf.Ptr()); err != nil {
+			return 0, err
+		}
+		return hostSum()
+	}})
+	return rows, cleanup, nil
 }

@@ -65,7 +65,7 @@ func NewTransport(conns int, tlsConfig *tls.Config) *http.Transport {
 	return &http.Transport{
 		TLSClientConfig:       tlsConfig,
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dialContext(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
 		MaxIdleConns:          0,
 		MaxIdleConnsPerHost:   max(conns, 2),
 		IdleConnTimeout:       90 * time.Second,
@@ -73,6 +73,7 @@ func NewTransport(conns int, tlsConfig *tls.Config) *http.Transport {
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 		WriteBufferSize:       256 << 10,
+		ReadBufferSize:        ConnReadBuffer,
 	}
 }
 
@@ -232,7 +233,7 @@ func (c *Client) readOnce(ctx context.Context, e *Endpoint, p []byte, off int64)
 	if err := checkRange(e, resp, off, len(p)); err != nil {
 		return 0, err
 	}
-	n, err := io.ReadFull(resp.Body, p)
+	n, err := readBody(resp.Body, p)
 	if err != nil {
 		// The body ended, or the connection broke, before the bytes
 		// announced: the cause (io.ErrUnexpectedEOF, ECONNRESET…) stays

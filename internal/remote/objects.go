@@ -28,15 +28,15 @@ func (c *Client) GetObject(ctx context.Context, e *Endpoint, buf []byte) ([]byte
 			return err
 		}
 		defer resp.Body.Close()
-		out, err = readBody(resp, buf)
+		out, err = readWholeBody(resp, buf)
 		return err
 	})
 	return out, err
 }
 
-// readBody reads a response body of Content-Length bytes (or to its end
+// readWholeBody reads a response body of Content-Length bytes (or to its end
 // when the length is unknown) into buf, or a new slice if it does not fit.
-func readBody(resp *http.Response, buf []byte) ([]byte, error) {
+func readWholeBody(resp *http.Response, buf []byte) ([]byte, error) {
 	cl := resp.ContentLength
 	if cl < 0 {
 		b, err := io.ReadAll(resp.Body)
