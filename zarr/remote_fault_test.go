@@ -165,7 +165,7 @@ func TestRemoteFaults(t *testing.T) {
 		fault func(w http.ResponseWriter)
 		check func(error) bool
 	}{
-		{"403", func(w http.ResponseWriter) { http.Error(w, "AccessDenied", 403) }, func(err error) bool {
+		{"403", func(w http.ResponseWriter) { http.Error(w, "AccessDenied", http.StatusForbidden) }, func(err error) bool {
 			var se *kvik.HTTPStatusError
 			return errors.Is(err, fs.ErrPermission) && errors.As(err, &se) && se.Code == 403
 		}},
@@ -394,7 +394,7 @@ func TestRemoteConsolidated(t *testing.T) {
 		t.Fatalf("broken .zmetadata: %v", err)
 	}
 	srv.fault = func(key string, w http.ResponseWriter, r *http.Request) bool {
-		http.Error(w, "AccessDenied", 403)
+		http.Error(w, "AccessDenied", http.StatusForbidden)
 		return true
 	}
 	if _, err := OpenURL(bg, srv.URL+"/v3"); !errors.Is(err, fs.ErrPermission) {
