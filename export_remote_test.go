@@ -24,8 +24,9 @@ func SetRemoteBackoff(d time.Duration) (restore func()) {
 // straight into the destination), "stageS" (through reused buffers of S
 // bytes, with an optional k or m suffix), "rcvbufS" (SO_RCVBUF of S),
 // "rbufS" (the transport's ReadBufferSize), "taskS" (TaskSize),
-// "threadsN" (NumThreads), "wavesN" (tasks larger than TaskSize, about
-// N per worker), "procsN" (GOMAXPROCS). rcvbuf, rbuf and
+// "threadsN" (NumThreads), "nowaves" (host tasks of TaskSize),
+// "wavesN" (tasks larger than TaskSize, about N per worker), "procsN"
+// (GOMAXPROCS). rcvbuf, rbuf and
 // threads act on handles opened after the switch (they shape the
 // transport).
 func SetRemoteVariant(v string) (restore func(), err error) {
@@ -82,6 +83,8 @@ func setRemoteVariant(v string) (undo func(), err error) {
 		return defaults("task", func(d *Defaults, n int) { d.TaskSize = n })
 	case strings.HasPrefix(v, "threads"):
 		return defaults("threads", func(d *Defaults, n int) { d.NumThreads = n })
+	case v == "nowaves":
+		remoteWaves = 0
 	case strings.HasPrefix(v, "waves"):
 		remoteWaves, err = num("waves", strconv.Atoi)
 	case strings.HasPrefix(v, "procs"):

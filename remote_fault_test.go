@@ -301,3 +301,35 @@ func contextWithTimeout(t *testing.T, d time.Duration) context.Context {
 }
 
 var _ = io.EOF
+
+// TestRemoteHostTaskSize reads an object into host memory with small
+// tasks: by default a large read makes about two requests per worker, with
+// "nowaves" one per TaskSize; both read the right bytes.
+func TestRemoteHostTaskSize(t *testing.T) {
+	data := randomBytes(rand.New(rand.NewPCG(31, 1)), 8<<20+777)
+	restoreD, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.TaskSize, d.NumThreads = 64 << 10, 4 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restoreD()
+	for _, c := range []struct {
+		variant  string
+		min, max int32
+	}{{"default", 8, 9}, {"nowaves", 129, 129}} {
+		restore, err := kvik.SetRemoteVariant(c.variant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, count := faultServer(t, data, nil)
+		h := openFault(t, srv, len(data))
+		got := make([]byte, len(data))
+		if n, err := h.ReadAt(got, 0); n != len(data) || err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s: read %d of %d bytes: %v", c.variant, n, len(data), err)
+		}
+		h.Close()
+		restore()
+		if n := count.Load(); n < c.min || n > c.max {
+			t.Errorf("%s: %d requests for %d bytes on 4 workers, want %d-%d", c.variant, n, len(data), c.min, c.max)
+		}
+	}
+}

@@ -24,7 +24,7 @@ set -u
 G=$(cd "$1" && pwd)
 OUT=${OUT:-/tmp/out}
 SIZE=${SIZE:-1073741824}
-VARIANTS=${VARIANTS:-default,stage256k,stage1m,stage2m,waves2,waves4,task16m,rcvbuf4m,threads32,procs8}
+VARIANTS=${VARIANTS:-default,nowaves,stage1m,waves4,task16m,rcvbuf4m,threads32}
 ROUNDS=${ROUNDS:-9}
 COUNT=${COUNT:-2}
 W=${WORK:-/root/remote-gpu}
