@@ -307,7 +307,7 @@ var _ = io.EOF
 // "nowaves" one per TaskSize; both read the right bytes.
 func TestRemoteHostTaskSize(t *testing.T) {
 	data := randomBytes(rand.New(rand.NewPCG(31, 1)), 8<<20+777)
-	restoreD, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.TaskSize, d.NumThreads = 64 << 10, 4 })
+	restoreD, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.TaskSize, d.NumThreads = 64<<10, 4 })
 	if err != nil {
 		t.Fatal(err)
 	}
