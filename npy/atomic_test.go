@@ -1,0 +1,59 @@
+package npy
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kvikgo/kvik"
+)
+
+// TestSaveFullFilesystemKeepsOld saves an array over a good one on a full
+// 1 MiB tmpfs: ENOSPC, the old array still loads with its bytes, and no
+// temporary file is left beside it.
+func TestSaveFullFilesystemKeepsOld(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v): kvik's TestSaveFileWriteErrorKeepsOld covers the logic", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, 0) })
+	rng := rand.New(rand.NewPCG(9, 9))
+	data := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	path := filepath.Join(dir, "x.npy")
+	old := data(8 * 30_000)
+	if err := Save(path, Float64, []int64{30_000}, false, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := Save(path, Float64, []int64{250_000}, false, data(8*250_000)); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("save of 2 MB into 1 MiB: %v, want ENOSPC", err)
+	}
+	a, err := Load(path)
+	if err != nil {
+		t.Fatalf("the old array no longer loads: %v", err)
+	}
+	defer a.Close()
+	if !bytes.Equal(a.Data, old) {
+		t.Fatal("the old array's bytes changed")
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if kvik.IsPendingName(e.Name()) {
+			t.Errorf("temporary %s left behind", e.Name())
+		}
+	}
+}
