@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -266,11 +267,14 @@ func TestRemoteCancelMidRead(t *testing.T) {
 	arrived := make(chan struct{}, 64)
 	srv, _ := faultServer(t, data, func(n int32, w http.ResponseWriter, r *http.Request) bool {
 		arrived <- struct{}{}
-		// Send part of the body, then stall until the client gives up.
-		w.Header().Set("Content-Length", "65536")
-		w.Header().Set("Content-Range", "bytes 0-65535/1048576")
+		// Send part of the body asked for, then stall until the client
+		// gives up.
+		var first, last int
+		fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &first, &last)
+		w.Header().Set("Content-Length", strconv.Itoa(last-first+1))
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", first, last, len(data)))
 		w.WriteHeader(http.StatusPartialContent)
-		w.Write(data[:1000])
+		w.Write(data[first : first+1000])
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 		return true
