@@ -1,7 +1,6 @@
 package kvik
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -22,10 +21,7 @@ import (
 // pool; if any part fails the upload is aborted, so no partial object is
 // left. KvikIO has no remote writes.
 func UploadS3(ctx context.Context, url string, p []byte, opts ...RemoteOption) error {
-	src := func(off int64, n int) remote.Body {
-		return func() (io.Reader, error) { return bytes.NewReader(p[off : off+int64(n)]), nil }
-	}
-	return upload(ctx, url, int64(len(p)), src, opts)
+	return uploadPieces(ctx, url, []Piece{{Data: p}}, nil, opts)
 }
 
 // UploadS3Device writes size bytes of device memory at buf+devOffset as
@@ -35,21 +31,36 @@ func UploadS3Device(ctx context.Context, url string, buf cuda.DevicePtr, size in
 	if size < 0 {
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: fmt.Errorf("%w: negative size %d", ErrInvalidArgument, size)}
 	}
+	r, err := resolveForUpload(buf, size, devOffset)
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
+	}
+	return uploadPieces(ctx, url, []Piece{{Ptr: r.ptr, Size: int64(size)}}, []deviceRange{r}, opts)
+}
+
+// resolveForUpload resolves device memory to upload and waits for the
+// work queued on the legacy default stream, which may still be writing it.
+func resolveForUpload(buf cuda.DevicePtr, size int, devOffset int64) (deviceRange, error) {
 	r, err := resolveDevice(buf, size, devOffset)
 	if err == nil {
 		err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
 	}
-	if err != nil {
-		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
+	return r, err
+}
+
+// uploadPieces uploads the concatenated pieces as the object at url;
+// devs holds the resolved range of each device piece, by index (nil
+// when there is none).
+func uploadPieces(ctx context.Context, url string, pieces []Piece, devs []deviceRange, opts []RemoteOption) error {
+	var total int64
+	for _, p := range pieces {
+		total += p.Len()
 	}
 	d, _ := GetDefaults()
 	src := func(off int64, n int) remote.Body {
-		return func() (io.Reader, error) {
-			p := planStaging(opWrite, d, n, false) // the file device path's pools
-			return &deviceReader{r: r, dev: r.ptr + cuda.DevicePtr(off), size: n, pool: p.pool, bufSize: p.bufSize}, nil
-		}
+		return func() (io.Reader, error) { return piecesReader(d, pieces, devs, off, int64(n)), nil }
 	}
-	return upload(ctx, url, int64(size), src, opts)
+	return upload(ctx, url, total, src, opts)
 }
 
 func upload(ctx context.Context, url string, size int64, src func(off int64, n int) remote.Body, opts []RemoteOption) error {

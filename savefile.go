@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik/cuda"
-	"github.com/kvikgo/kvik/internal/remote"
 )
 
 // PendingFile is a file being written in place of another: a temporary
@@ -164,15 +163,13 @@ func (p Piece) Len() int64 {
 // ctx cancels the writes. The file formats' Save functions write through
 // SaveFile.
 func SaveFile(ctx context.Context, name string, pieces []Piece, opts ...RemoteOption) error {
-	var total int64
 	for i, p := range pieces {
 		if p.Ptr != 0 && (p.Size < 0 || p.Size > int64(maxInt)) {
 			return &fs.PathError{Op: "write", Path: RedactURL(name), Err: fmt.Errorf("%w: piece %d: size %d", ErrInvalidArgument, i, p.Size)}
 		}
-		total += p.Len()
 	}
 	if IsURL(name) {
-		return savePiecesS3(ctx, name, total, pieces, opts)
+		return savePiecesS3(ctx, name, pieces, opts)
 	}
 	return savePiecesLocal(ctx, name, pieces)
 }
@@ -223,8 +220,7 @@ func writePieces(ctx context.Context, f *FileHandle, pieces []Piece) error {
 	return first
 }
 
-func savePiecesS3(ctx context.Context, url string, total int64, pieces []Piece, opts []RemoteOption) error {
-	d, _ := GetDefaults()
+func savePiecesS3(ctx context.Context, url string, pieces []Piece, opts []RemoteOption) error {
 	var devs []deviceRange // resolved device pieces, by index
 	for i, p := range pieces {
 		if p.Ptr == 0 || p.Size == 0 {
@@ -233,19 +229,13 @@ func savePiecesS3(ctx context.Context, url string, total int64, pieces []Piece, 
 		if devs == nil {
 			devs = make([]deviceRange, len(pieces))
 		}
-		r, err := resolveDevice(p.Ptr, int(p.Size), 0)
-		if err == nil {
-			err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
-		}
+		r, err := resolveForUpload(p.Ptr, int(p.Size), 0)
 		if err != nil {
 			return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
 		}
 		devs[i] = r
 	}
-	src := func(off int64, n int) remote.Body {
-		return func() (io.Reader, error) { return piecesReader(d, pieces, devs, off, int64(n)), nil }
-	}
-	return upload(ctx, url, total, src, opts)
+	return uploadPieces(ctx, url, pieces, devs, opts)
 }
 
 // piecesReader streams [off, off+n) of the concatenated pieces: host
