@@ -16,10 +16,9 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/posix"
+	"github.com/kvikgo/kvik/internal/tmpfstest"
 )
 
 // relCall is one pread or pwrite on a descriptor of the handle under test.
@@ -509,19 +508,7 @@ func TestFaultPersistentEINTR(t *testing.T) {
 // must fail with ENOSPC (never succeed), with a count whose bytes are
 // really in the file; writes that fit must still work afterwards.
 func TestENOSPCOnSmallTmpfs(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): real ENOSPC untested; TestFaultInjection/ENOSPC covers the logic", err)
-	}
-	// Registered after t.TempDir, so it runs before the directory is removed.
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
+	dir := tmpfstest.Mount(t, "1m", "real ENOSPC untested; TestFaultInjection/ENOSPC covers the logic")
 	rng := rand.New(rand.NewPCG(relTestSeed(t), 8))
 	cases := []struct {
 		name string

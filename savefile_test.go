@@ -18,6 +18,7 @@ import (
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/posix"
 	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/tmpfstest"
 )
 
 // randomPieces returns host pieces of random sizes (some empty) and
@@ -167,18 +168,7 @@ func TestSaveFileWriteErrorKeepsOld(t *testing.T) {
 // more than fits: ENOSPC, the old file intact, nothing left behind, and a
 // save that fits still works afterwards.
 func TestSaveFileFullFilesystem(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): TestSaveFileWriteErrorKeepsOld covers the logic", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
+	dir := tmpfstest.Mount(t, "1m", "TestSaveFileWriteErrorKeepsOld covers the logic")
 	rng := rand.New(rand.NewPCG(relTestSeed(t), 3))
 	path := filepath.Join(dir, "ckpt.bin")
 	oldPs, old := randomPieces(rng, 2, 200<<10)

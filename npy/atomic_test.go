@@ -9,23 +9,15 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/tmpfstest"
 )
 
 // TestSaveFullFilesystemKeepsOld saves an array over a good one on a full
 // 1 MiB tmpfs: ENOSPC, the old array still loads with its bytes, and no
 // temporary file is left beside it.
 func TestSaveFullFilesystemKeepsOld(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): kvik's TestSaveFileWriteErrorKeepsOld covers the logic", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, 0) })
+	dir := tmpfstest.Mount(t, "1m", "kvik's TestSaveFileWriteErrorKeepsOld covers the logic")
 	rng := rand.New(rand.NewPCG(9, 9))
 	data := func(n int) []byte {
 		b := make([]byte, n)

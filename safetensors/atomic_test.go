@@ -10,23 +10,9 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/tmpfstest"
 )
-
-// smallTmpfs mounts a 1 MiB tmpfs for the test, or skips where it cannot.
-func smallTmpfs(t *testing.T) string {
-	dir := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): kvik's TestSaveFileWriteErrorKeepsOld covers the logic", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, 0) })
-	return dir
-}
 
 func f32Tensor(rng *rand.Rand, name string, n int) SaveTensor {
 	b := make([]byte, 4*n)
@@ -40,7 +26,7 @@ func f32Tensor(rng *rand.Rand, name string, n int) SaveTensor {
 // full file system: ENOSPC, the old checkpoint still loads with its
 // bytes, and no temporary file is left beside it.
 func TestSaveFullFilesystemKeepsOld(t *testing.T) {
-	dir := smallTmpfs(t)
+	dir := tmpfstest.Mount(t, "1m", "kvik's TestSaveFileWriteErrorKeepsOld covers the logic")
 	rng := rand.New(rand.NewPCG(7, 7))
 	path := filepath.Join(dir, "model.safetensors")
 	old := f32Tensor(rng, "w", 50_000)
