@@ -312,6 +312,12 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 			bufs = append(bufs, b2.mem)
 		}
 		m := &deviceMover{f: f, d: md, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
+		if blockSync {
+			if m.event, err = cuda.EventCreate(cuda.EventBlockingSync | cuda.EventDisableTiming); err != nil {
+				return err
+			}
+			defer cuda.EventDestroy(m.event)
+		}
 		if kind == opRead {
 			n, err = staging.Read(m, bufs, chunk, taskAlign(), t.Off, 0, t.Len)
 		} else {
@@ -336,6 +342,7 @@ type deviceMover struct {
 	d      Defaults
 	dev    cuda.DevicePtr
 	stream cuda.Stream
+	event  cuda.Event // not 0: Sync sleeps on it (blockSync)
 }
 
 func (m *deviceMover) ReadFile(p []byte, off int64) (int, error) {
@@ -355,11 +362,29 @@ func (m *deviceMover) FromDevice(p []byte, devOff int64) error {
 }
 
 func (m *deviceMover) Sync() error {
-	if !pollSync {
-		return cuda.StreamSynchronize(m.stream)
+	if m.event != 0 {
+		if err := cuda.EventRecord(m.event, m.stream); err != nil {
+			return err
+		}
+		return cuda.EventSynchronize(m.event)
+	}
+	return waitStream(m.stream)
+}
+
+// waitStream waits for the work queued on s by polling it and yielding the
+// processor in between. cuStreamSynchronize spins in the driver (the
+// primary context's default scheduling) on a thread that Go's scheduler
+// counts as blocked in a system call, so with many workers the spinning
+// threads take CPUs from the other workers' reads; a polling worker leaves
+// them to the scheduler. On four H200 machines polling was 1.04-1.12x at
+// 16 MiB to 4 GiB and 16-32 workers on three of them, 0.92-1.0x on the
+// fourth (docs/performance.md, "Waiting for copies").
+func waitStream(s cuda.Stream) error {
+	if spinSync {
+		return cuda.StreamSynchronize(s)
 	}
 	for {
-		err := cuda.StreamQuery(m.stream)
+		err := cuda.StreamQuery(s)
 		if !errors.Is(err, cuda.ErrorNotReady) {
 			return err
 		}
@@ -367,8 +392,8 @@ func (m *deviceMover) Sync() error {
 	}
 }
 
-// pollSync waits for copies by polling the stream and yielding the
-// processor in between, instead of in cuStreamSynchronize (which spins in
-// the driver, in a system call as far as Go's scheduler is concerned); an
-// experiment for benchmarks, off by default.
-var pollSync = false
+// spinSync and blockSync are the waits benchmarks compare with polling
+// (export_test.go): cuStreamSynchronize, and a blocking-sync event that
+// sleeps until the copy completes (0.8-0.95x at 16-32 workers: waking up
+// costs more than the spin).
+var spinSync, blockSync = false, false

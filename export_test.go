@@ -13,8 +13,7 @@ import (
 // KVIK_BENCH_CHUNK lets benchmarks try other staging chunk sizes;
 // KVIK_BENCH_SPREAD=1 turns on spreading small device reads over the
 // workers and KVIK_BENCH_SPREAD_MIN sets its smallest task;
-// KVIK_BENCH_PARTS sets staging.PipelineParts; KVIK_BENCH_POLLSYNC=1 polls
-// streams instead of cuStreamSynchronize;
+// KVIK_BENCH_PARTS sets staging.PipelineParts;
 // KVIK_BENCH_RESERVE=0 turns off allocating an operation's bounce buffers
 // as one slab; KVIK_BENCH_QDEPTH and KVIK_BENCH_MINPIECE set
 // directQueueDepth and minDirectPiece; KVIK_BENCH_ALIGN=0 splits
@@ -31,7 +30,6 @@ func init() {
 		staging.PipelineParts = n
 	}
 	spreadDeviceReads = os.Getenv("KVIK_BENCH_SPREAD") == "1"
-	pollSync = os.Getenv("KVIK_BENCH_POLLSYNC") == "1"
 	reserveBounce = os.Getenv("KVIK_BENCH_RESERVE") != "0"
 	alignTasks = os.Getenv("KVIK_BENCH_ALIGN") != "0"
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_QDEPTH")); err == nil && n > 0 {
@@ -57,7 +55,8 @@ func SetAlignTasks(on bool) (restore func()) {
 // alternate variants in one process. A variant is one or more of these,
 // joined by "+": "pipeline" (the built-in choice), "serial" (KvikIO's:
 // each task read whole into one buffer, copied, waited for), "spread" (reads of fewer tasks than workers spread over all of them),
-// "partsN" (PipelineParts = N), "nozc" (no zero-copy lane), "zcS" (lane
+// "partsN" (PipelineParts = N), "rampS" (a first chunk of S bytes), "spinsync" (waits for copies in
+// cuStreamSynchronize, which spins), "blocksync" (waits sleep on a blocking-sync event), "nozc" (no zero-copy lane), "zcS" (lane
 // pieces of S bytes, with an optional k or m suffix), "zcminS" (lanes for
 // reads of S bytes or more), "zcall" (lanes whatever the worker count).
 // (Task sizes are compared across processes, KVIKIO_TASK_SIZE: changing
@@ -65,8 +64,10 @@ func SetAlignTasks(on bool) (restore func()) {
 func SetStagingVariant(v string) (restore func(), err error) {
 	oldStaging, oldSpread, oldParts := readStaging, spreadDeviceReads, staging.PipelineParts
 	oldOn, oldAll, oldPiece, oldMin := zc.on, zc.all, zc.piece, zc.minBytes
+	oldBlock, oldSpin, oldRamp := blockSync, spinSync, staging.Ramp
 	restore = func() {
 		readStaging, spreadDeviceReads, staging.PipelineParts = oldStaging, oldSpread, oldParts
+		blockSync, spinSync, staging.Ramp = oldBlock, oldSpin, oldRamp
 		zc.on, zc.all, zc.piece, zc.minBytes = oldOn, oldAll, oldPiece, oldMin
 	}
 	for _, part := range strings.Split(v, "+") {
@@ -86,6 +87,10 @@ func setVariant(v string) error {
 		spreadDeviceReads = true
 	case v == "nozc":
 		zc.on = false
+	case v == "blocksync":
+		blockSync = true
+	case v == "spinsync":
+		spinSync = true
 	case v == "zcall":
 		zc.all = true
 	case strings.HasPrefix(v, "zcmin"):
@@ -100,6 +105,12 @@ func setVariant(v string) error {
 			return fmt.Errorf("variant %q: bad piece size", v)
 		}
 		zc.piece = n
+	case strings.HasPrefix(v, "ramp"):
+		n, err := parseSize(v[4:])
+		if err != nil || n <= 0 || n%pageSize != 0 {
+			return fmt.Errorf("variant %q: bad first chunk", v)
+		}
+		staging.Ramp = n
 	case strings.HasPrefix(v, "parts"):
 		n, err := strconv.Atoi(v[5:])
 		if err != nil || n <= 0 {

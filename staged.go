@@ -87,5 +87,5 @@ func (m *readMover) FromDevice(p []byte, devOff int64) error {
 }
 
 func (m *readMover) Sync() error {
-	return cuda.WithContext(m.cctx, func() error { return cuda.StreamSynchronize(m.stream) })
+	return cuda.WithContext(m.cctx, func() error { return waitStream(m.stream) })
 }

@@ -90,7 +90,7 @@ func TestStagingVariantsRead(t *testing.T) {
 	}
 	defer f.Close()
 	dev := devAlloc(t, ctx, len(data)+4096)
-	for _, v := range []string{"pipeline", "nozc", "serial", "spread", "parts4", "zc4m+zcmin1m", "zcall+zc4m+zcmin1m", "zcall+serial+zc1m+zcmin1m"} {
+	for _, v := range []string{"pipeline", "nozc", "serial", "spread", "parts4", "zc4m+zcmin1m", "zcall+zc4m+zcmin1m", "zcall+serial+zc1m+zcmin1m", "blocksync", "serial+blocksync", "spinsync", "ramp256k", "ramp512k+parts4"} {
 		for _, threads := range []int{1, 3, 16} {
 			setDefaults(t, func(d *kvik.Defaults) { d.NumThreads, d.TaskSize = threads, 1<<20+rng.IntN(4)*4096 })
 			restore, err := kvik.SetStagingVariant(v)

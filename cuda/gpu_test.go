@@ -519,3 +519,63 @@ func TestDriverErrorText(t *testing.T) {
 	}
 	t.Logf("%s | %s", got, cuda.Result(123456).Error())
 }
+
+// TestEvents waits for copies through events of each kind: a blocking-sync
+// event recorded after a round trip lets the host read the result, and an
+// event recorded on an idle stream is complete at once.
+func TestEvents(t *testing.T) {
+	ctx := needGPU(t)
+	r := rand.New(rand.NewSource(5))
+	inCtx(t, ctx, func() {
+		s, err := cuda.StreamCreate(cuda.StreamNonBlocking)
+		if err != nil {
+			t.Fatal("StreamCreate:", err)
+		}
+		defer cuda.StreamDestroy(s)
+		for _, flags := range []uint32{cuda.EventDefault, cuda.EventBlockingSync | cuda.EventDisableTiming} {
+			n := 1<<20 + r.Intn(3<<20)
+			src, err := cuda.MemHostAlloc(n, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst, err := cuda.MemHostAlloc(n, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := cuda.MemAlloc(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := cuda.EventCreate(flags)
+			if err != nil {
+				t.Fatalf("EventCreate(%#x): %v", flags, err)
+			}
+			copy(src.Bytes(), randomBytes(r, n))
+			clear(dst.Bytes())
+			if err := cuda.MemcpyHtoDAsync(d.Ptr(), src.Bytes(), s); err != nil {
+				t.Fatal(err)
+			}
+			if err := cuda.MemcpyDtoHAsync(dst.Bytes(), d.Ptr(), s); err != nil {
+				t.Fatal(err)
+			}
+			if err := cuda.EventRecord(e, s); err != nil {
+				t.Fatal("EventRecord:", err)
+			}
+			if err := cuda.EventSynchronize(e); err != nil {
+				t.Fatal("EventSynchronize:", err)
+			}
+			if err := cuda.EventQuery(e); err != nil {
+				t.Errorf("EventQuery after EventSynchronize (flags %#x) = %v", flags, err)
+			}
+			if !bytes.Equal(src.Bytes(), dst.Bytes()) {
+				t.Errorf("flags %#x: the round trip waited for through the event differs", flags)
+			}
+			if err := cuda.EventDestroy(e); err != nil {
+				t.Error("EventDestroy:", err)
+			}
+			d.Close()
+			src.Close()
+			dst.Close()
+		}
+	})
+}

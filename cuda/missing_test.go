@@ -62,6 +62,9 @@ func TestMissingLibraryChild(t *testing.T) {
 	if _, err := cuda.MemAlloc(16); !errors.Is(err, cuda.ErrLibraryNotFound) {
 		t.Errorf("MemAlloc() error = %v", err)
 	}
+	if _, err := cuda.EventCreate(cuda.EventBlockingSync); !errors.Is(err, cuda.ErrLibraryNotFound) {
+		t.Errorf("EventCreate() error = %v", err)
+	}
 	// Without a driver, errors are described from the built-in table.
 	if got, want := cuda.ErrorInvalidValue.Error(), "CUDA_ERROR_INVALID_VALUE (1): invalid argument"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)

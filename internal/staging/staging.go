@@ -33,6 +33,12 @@ var MinChunk = 512 << 10
 // deeper overlap saves.
 var PipelineParts = 2
 
+// Ramp, when positive and smaller than a pipelined read's chunk, is the
+// size of its first chunk: the device copies start after a short read
+// instead of a whole chunk, and the last copy, which nothing overlaps, is
+// shorter (an experiment for benchmarks; a multiple of the page size).
+var Ramp = 0
+
 // SoloWorkers is the worker count from which a task is moved as one chunk:
 // other workers' tasks then keep storage and the link busy, and one large
 // copy per task beats several small ones (measured on an H200: 4 MiB tasks
@@ -73,8 +79,11 @@ func Read(m Mover, bufs [][]byte, chunk, align int, off, devOff int64, size int)
 		return 0, err
 	}
 	first := chunk
-	if r := int(off % int64(max(align, 1))); r != 0 && chunk > align {
-		first = chunk - r
+	if Ramp > 0 && Ramp < chunk && size > chunk && len(bufs) > 1 {
+		first = Ramp
+	}
+	if r := int(off % int64(max(align, 1))); r != 0 && chunk > align && first > r {
+		first -= r
 	}
 	done := 0 // bytes whose copy to the device has completed
 	queued := 0
