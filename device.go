@@ -376,9 +376,9 @@ func (m *deviceMover) Sync() error {
 // primary context's default scheduling) on a thread that Go's scheduler
 // counts as blocked in a system call, so with many workers the spinning
 // threads take CPUs from the other workers' reads; a polling worker leaves
-// them to the scheduler. On four H200 machines polling was 1.04-1.12x at
-// 16 MiB to 4 GiB and 16-32 workers on three of them, 0.92-1.0x on the
-// fourth (docs/performance.md, "Waiting for copies").
+// them to the scheduler. Over 69 cells on five H200 machines polling was
+// 1.04x (geometric mean): 1.05-1.08x on three, level on two
+// (docs/performance.md, "Waiting for copies").
 func waitStream(s cuda.Stream) error {
 	if spinSync {
 		return cuda.StreamSynchronize(s)
@@ -394,6 +394,6 @@ func waitStream(s cuda.Stream) error {
 
 // spinSync and blockSync are the waits benchmarks compare with polling
 // (export_test.go): cuStreamSynchronize, and a blocking-sync event that
-// sleeps until the copy completes (0.8-0.95x at 16-32 workers: waking up
+// sleeps until the copy completes (0.89-0.95x at 4-32 workers: waking up
 // costs more than the spin).
 var spinSync, blockSync = false, false
