@@ -22,8 +22,8 @@ device I/O, or through host memory (--memory host), in chunks, reading the
 next chunk while the previous one is written. DST is replaced atomically:
 the data goes to a temporary file beside it that is renamed over DST
 only once complete and verified, so an interrupted or failed copy leaves
-DST as it was. DST gets SRC's permissions; a directory DST receives SRC's
-base name. After the copy both files are read back and compared, and the
+DST as it was. DST gets SRC's permissions; a directory DST, or one that
+ends in "/" (an S3 prefix too), receives SRC's base name. After the copy both files are read back and compared, and the
 CRC-32C of the data is printed.
 
 Either side may be a URL (s3://, http(s)://; credentials and endpoint

@@ -96,15 +96,7 @@ func (f tensorFile) via(mem memoryChoice, verify bool) string {
 // a directory, or ends in a slash, receives the source's base name;
 // shards go beside the index at both ends.
 func tensorFiles(src, dst string) ([]tensorFile, error) {
-	base := path.Base(src)
-	if isURL(src) {
-		base = path.Base(strings.SplitN(src, "?", 2)[0])
-	}
-	if strings.HasSuffix(dst, "/") {
-		dst += base
-	} else if st, err := os.Stat(dst); err == nil && st.IsDir() && !isURL(dst) {
-		dst = filepath.Join(dst, base)
-	}
+	dst = destPath(src, dst)
 	format := tensorFormat(src)
 	if format != formatIndex {
 		return []tensorFile{{format, src, dst}}, nil
@@ -126,6 +118,23 @@ func tensorFiles(src, dst string) ([]tensorFile, error) {
 		files = append(files, tensorFile{formatSafetensors, from, to})
 	}
 	return append(files, tensorFile{formatIndex, src, dst}), nil
+}
+
+// destPath is where kvik cp writes src when told dst: inside dst, under
+// src's base name, when dst is a local directory or ends in "/" (an S3
+// prefix or a directory to be made); dst itself otherwise.
+func destPath(src, dst string) string {
+	base := path.Base(src)
+	if isURL(src) {
+		base = path.Base(strings.SplitN(src, "?", 2)[0])
+	}
+	if strings.HasSuffix(dst, "/") {
+		return dst + base
+	}
+	if st, err := os.Stat(dst); err == nil && st.IsDir() && !isURL(dst) {
+		return filepath.Join(dst, base)
+	}
+	return dst
 }
 
 // downloadTensors copies the tensor file at the URL f.src to the local

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -34,6 +35,7 @@ func remoteCopy(e *env, o *cpOptions, src, dst string) error {
 	var size int64
 	var sum uint32
 	var err error
+	dst = destPath(src, dst)
 	if isURL(src) {
 		size, sum, err = download(ctx, o, src, dst)
 	} else {
@@ -70,6 +72,9 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 		chunk = o.chunk.n
 	}
 	buf := make([]byte, min(chunk, max(size, 1)))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return 0, 0, err
+	}
 	out, err := createPending(path, 0)
 	if err != nil {
 		return 0, 0, err

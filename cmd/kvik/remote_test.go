@@ -41,6 +41,14 @@ func TestRemoteCpInfoBench(t *testing.T) {
 	if !strings.Contains(r.stdout, "kvik parallel -> host") || !strings.Contains(r.stdout, "one GET stream") {
 		t.Errorf("bench --url output: %s", r.stdout)
 	}
+	// A directory destination receives the object's base name, as a
+	// local copy does: an existing directory, or a new one named with a
+	// trailing slash.
+	dir := t.TempDir()
+	runKvik(t, nil, "cp", url, dir).expect(t, 0)
+	sameFile(t, src, filepath.Join(dir, filepath.Base(src)))
+	runKvik(t, nil, "cp", url, filepath.Join(dir, "new")+"/").expect(t, 0)
+	sameFile(t, src, filepath.Join(dir, "new", filepath.Base(src)))
 	runKvik(t, nil, "cp", url, url).expect(t, exitUsage)
 	runKvik(t, nil, "cp", url+".missing", dst).expect(t, exitFailure).oneLineError(t, "404")
 }
@@ -62,4 +70,11 @@ func TestRemoteCpS3(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "back.bin")
 	runKvik(t, env, "cp", v.URLOf("d/x.bin"), dst).expect(t, 0)
 	sameFile(t, src, dst)
+	// An S3 prefix ending in "/" receives the file under its base name,
+	// and a local directory the object under its own.
+	runKvik(t, env, "cp", src, v.URLOf("p/")).expect(t, 0)
+	sameFile(t, src, filepath.Join(v.Dir, s3test.Bucket, "p", filepath.Base(src)))
+	dir := t.TempDir()
+	runKvik(t, env, "cp", v.URLOf("d/x.bin"), dir).expect(t, 0)
+	sameFile(t, src, filepath.Join(dir, "x.bin"))
 }
