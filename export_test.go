@@ -13,7 +13,8 @@ import (
 // KVIK_BENCH_CHUNK lets benchmarks try other staging chunk sizes;
 // KVIK_BENCH_SPREAD=1 turns on spreading small device reads over the
 // workers and KVIK_BENCH_SPREAD_MIN sets its smallest task;
-// KVIK_BENCH_PARTS sets staging.PipelineParts;
+// KVIK_BENCH_PARTS sets staging.PipelineParts; KVIK_BENCH_SPINSYNC=1 waits
+// for device copies in cuStreamSynchronize instead of polling;
 // KVIK_BENCH_RESERVE=0 turns off allocating an operation's bounce buffers
 // as one slab; KVIK_BENCH_QDEPTH and KVIK_BENCH_MINPIECE set
 // directQueueDepth and minDirectPiece; KVIK_BENCH_ALIGN=0 splits
@@ -32,6 +33,7 @@ func init() {
 	spreadDeviceReads = os.Getenv("KVIK_BENCH_SPREAD") == "1"
 	reserveBounce = os.Getenv("KVIK_BENCH_RESERVE") != "0"
 	alignTasks = os.Getenv("KVIK_BENCH_ALIGN") != "0"
+	spinSync = os.Getenv("KVIK_BENCH_SPINSYNC") == "1"
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_QDEPTH")); err == nil && n > 0 {
 		directQueueDepth = n
 	}
