@@ -3,12 +3,15 @@ package zarr_test
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"log"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 
 	"github.com/kvikgo/kvik/zarr"
 )
@@ -94,4 +97,62 @@ func ExampleOpenURL() {
 	}
 	fmt.Println()
 	// Output: 2 3 -1 -1 -1 -1
+}
+
+// ExampleConsolidate writes a v3 hierarchy's consolidated metadata into
+// its root zarr.json, after which a remote store opens every array from
+// that one document.
+func ExampleConsolidate() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "zarr-example")
+	defer os.RemoveAll(dir)
+	s, err := zarr.NewDirStore(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Groups are documents of their own; the root one holds the
+	// consolidated metadata.
+	group := []byte(`{"zarr_format": 3, "node_type": "group", "attributes": {}}`)
+	for _, key := range []string{"zarr.json", "wind/zarr.json"} {
+		if err := s.Set(ctx, key, group); err != nil {
+			log.Fatal(err)
+		}
+	}
+	f32 := zarr.DataType{Kind: zarr.Float, Size: 4}
+	for _, p := range []string{"temperature", "wind/u", "wind/v"} {
+		m := zarr.Metadata{Shape: []int{8, 8}, ChunkShape: []int{4, 4}, DataType: f32}
+		if _, err := zarr.Create(ctx, s, p, m); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := zarr.Consolidate(ctx, s); err != nil {
+		log.Fatal(err)
+	}
+	b, err := s.Get(ctx, "zarr.json", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var doc struct {
+		Consolidated struct {
+			Kind     string                     `json:"kind"`
+			Metadata map[string]json.RawMessage `json:"metadata"`
+		} `json:"consolidated_metadata"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(doc.Consolidated.Kind, slices.Sorted(maps.Keys(doc.Consolidated.Metadata)))
+
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer srv.Close()
+	remote, err := zarr.OpenURL(ctx, srv.URL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer remote.Close()
+	paths, err := zarr.ArrayPaths(ctx, remote) // no listing over HTTP: from zarr.json
+	fmt.Println(remote.Consolidated(), paths, err)
+	// Output:
+	// inline [temperature wind wind/u wind/v]
+	// true [temperature wind/u wind/v] <nil>
 }

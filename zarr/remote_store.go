@@ -27,7 +27,8 @@ import (
 // Requests are retried under kvik's HTTP settings (Defaults). At most
 // MaxRequests of them are in flight at once per store. Consolidated
 // metadata (.zmetadata, or consolidated_metadata in the root zarr.json),
-// when the store has it, answers Open without further requests.
+// when the store has it, answers Open without further requests;
+// Consolidate writes it.
 //
 // A RemoteStore is safe for concurrent use.
 type RemoteStore struct {
@@ -267,14 +268,20 @@ func isMetadataKey(key string) bool {
 }
 
 // loadConsolidated reads .zmetadata (v2) and the root zarr.json (v3) and
-// keeps the documents of consolidated metadata they hold. Missing
-// documents are fine; any other failure is an error.
+// keeps the documents of consolidated metadata they hold, replacing those
+// kept before. Missing documents are fine; any other failure is an error.
 func (s *RemoteStore) loadConsolidated(ctx context.Context) error {
 	docs, err := readConsolidated(ctx, s)
-	if err == nil && len(docs) > 0 {
-		s.meta = docs
+	if err != nil {
+		return err
 	}
-	return err
+	if len(docs) == 0 {
+		docs = nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.meta = docs
+	return nil
 }
 
 // readConsolidated returns the documents of a store's consolidated
