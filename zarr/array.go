@@ -129,6 +129,13 @@ func newArray(s Store, prefix string, m *Metadata) (*Array, error) {
 // Zero values choose defaults: format 3, codecs [bytes little-endian],
 // chunk key encoding "default" with "/"; for format 2, C order and the
 // store's dimension separator.
+//
+// Before the array's own documents, Create writes a group document of
+// the array's format for each parent, root included, that has none, root
+// first, as zarr-python does: {"zarr_format": 2} as .zgroup, or
+// {"zarr_format": 3, "node_type": "group", "attributes": {}} as
+// zarr.json. Existing group documents are kept. A parent that holds an
+// array fails with ErrInvalidMetadata before anything is written.
 func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, error) {
 	if m.ZarrFormat == 0 {
 		m.ZarrFormat = 3
@@ -185,6 +192,9 @@ func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, erro
 	docs, err := m.marshal()
 	if err != nil {
 		return nil, err
+	}
+	if err := createParents(ctx, s, m.ZarrFormat, prefix); err != nil {
+		return nil, fmt.Errorf("create %q: %w", path, err)
 	}
 	// Attributes before the document that makes the array exist.
 	for _, k := range []string{".zattrs", ".zarray", "zarr.json"} {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"runtime"
 	"strings"
 )
 
@@ -95,11 +94,7 @@ func consolidate(ctx context.Context, s Store) error {
 // the listing is left out.
 func getDocs(ctx context.Context, s Store, keys []string) (map[string][]byte, error) {
 	vals := make([][]byte, len(keys))
-	w := runtime.GOMAXPROCS(0)
-	if r, ok := s.(interface{ MaxRequests() int }); ok {
-		w = r.MaxRequests()
-	}
-	err := parallel(ctx, len(keys), w, func(ctx context.Context, _, i int) (err error) {
+	err := parallel(ctx, len(keys), storeWorkers(s), func(ctx context.Context, _, i int) (err error) {
 		vals[i], err = s.Get(ctx, keys[i], nil)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil

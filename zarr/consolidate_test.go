@@ -364,6 +364,10 @@ func TestConsolidateRefused(t *testing.T) {
 	if _, err := Create(bg, s, "x/a", m); err != nil {
 		t.Fatal(err)
 	}
+	// As a writer of no group documents leaves it.
+	if err := s.Delete(bg, "zarr.json"); err != nil {
+		t.Fatal(err)
+	}
 	if err := Consolidate(bg, s); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "no root group") {
 		t.Fatalf("v3 without a root: %v", err)
 	}

@@ -110,14 +110,8 @@ func ExampleConsolidate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Groups are documents of their own; the root one holds the
-	// consolidated metadata.
-	group := []byte(`{"zarr_format": 3, "node_type": "group", "attributes": {}}`)
-	for _, key := range []string{"zarr.json", "wind/zarr.json"} {
-		if err := s.Set(ctx, key, group); err != nil {
-			log.Fatal(err)
-		}
-	}
+	// Create also writes the group documents zarr-python needs: the
+	// root's and wind's.
 	f32 := zarr.DataType{Kind: zarr.Float, Size: 4}
 	for _, p := range []string{"temperature", "wind/u", "wind/v"} {
 		m := zarr.Metadata{Shape: []int{8, 8}, ChunkShape: []int{4, 4}, DataType: f32}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
+	"runtime"
 	"sort"
 	"strings"
 )
@@ -57,10 +60,7 @@ func isArrayDoc(ctx context.Context, s Store, key string) bool {
 			return false
 		}
 	}
-	var doc struct {
-		NodeType string `json:"node_type"`
-	}
-	return json.Unmarshal(b, &doc) == nil && doc.NodeType == "array"
+	return docNodeType(b) == "array"
 }
 
 // consolidatedKeys returns the metadata keys a store's consolidated
@@ -80,4 +80,121 @@ func consolidatedKeys(s Store) []string {
 		keys = append(keys, k)
 	}
 	return keys
+}
+
+// groupDocs are the documents Create writes for a missing parent group,
+// by format: zarr-python's field set, indented as the array documents.
+var groupDocs = map[int]struct {
+	key string
+	doc []byte
+}{
+	2: {".zgroup", []byte("{\n    \"zarr_format\": 2\n}\n")},
+	3: {"zarr.json", []byte("{\n  \"attributes\": {},\n  \"node_type\": \"group\",\n  \"zarr_format\": 3\n}\n")},
+}
+
+// parentPrefixes returns the key prefixes of the groups above the node
+// at prefix, root first: "", "g/", "g/h/" for "g/h/a/".
+func parentPrefixes(prefix string) []string {
+	if prefix == "" {
+		return nil
+	}
+	parents := []string{""}
+	for i := 0; i < len(prefix)-1; i++ {
+		if prefix[i] == '/' {
+			parents = append(parents, prefix[:i+1])
+		}
+	}
+	return parents
+}
+
+// createParents writes a group document of format f for each parent of
+// the node at prefix that lacks one, root first, so that zarr-python,
+// which wants a document for every group, can open the hierarchy. It
+// checks every parent before writing any: one that holds an array fails
+// with ErrInvalidMetadata. Group documents there are kept as they are.
+func createParents(ctx context.Context, s Store, f int, prefix string) error {
+	parents := parentPrefixes(prefix)
+	missing := make([]bool, len(parents))
+	errs := make([]error, len(parents))
+	err := parallel(ctx, len(parents), storeWorkers(s), func(ctx context.Context, _, i int) error {
+		missing[i], errs[i] = groupMissing(ctx, s, f, parents[i])
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, err := range errs { // the topmost parent's, whichever came first
+		if err != nil {
+			return err
+		}
+	}
+	g := groupDocs[f]
+	for i, p := range parents {
+		if missing[i] {
+			if err := s.Set(ctx, p+g.key, g.doc); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// groupMissing reports whether the node at prefix lacks a group document
+// of format f, failing if it holds an array of either format. A group in
+// the store's consolidated metadata is taken as present without a
+// request; one missing there is looked up, as the copy may be stale.
+func groupMissing(ctx context.Context, s Store, f int, prefix string) (bool, error) {
+	if cs, ok := s.(consolidatedStore); ok {
+		if b, ok := cs.cached(prefix + groupDocs[f].key); ok && (f == 2 || docNodeType(b) == "group") {
+			return false, nil
+		}
+	}
+	names := []string{"zarr.json", ".zarray"}
+	if f == 2 {
+		names = []string{".zgroup", ".zarray", "zarr.json"}
+	}
+	for _, name := range names {
+		b, err := s.Get(ctx, prefix+name, nil)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		t := "array"
+		switch name {
+		case ".zgroup":
+			return false, nil
+		case "zarr.json":
+			t = docNodeType(b)
+		}
+		switch {
+		case t == "array":
+			return false, fmt.Errorf("%w: %s: an array where a parent group belongs", ErrInvalidMetadata, prefix+name)
+		case f == 3 && t == "group":
+			return false, nil
+		case f == 3:
+			return false, fmt.Errorf("%w: %s: node_type %q where a parent group belongs", ErrInvalidMetadata, prefix+name, t)
+		}
+	}
+	return true, nil
+}
+
+// docNodeType returns the node_type of a zarr.json document, "" if it
+// names none or is no JSON object.
+func docNodeType(b []byte) string {
+	var doc struct {
+		NodeType string `json:"node_type"`
+	}
+	json.Unmarshal(b, &doc)
+	return doc.NodeType
+}
+
+// storeWorkers returns how many requests to make at once on s: its
+// MaxRequests where it has a bound, else GOMAXPROCS.
+func storeWorkers(s Store) int {
+	if r, ok := s.(interface{ MaxRequests() int }); ok {
+		return r.MaxRequests()
+	}
+	return runtime.GOMAXPROCS(0)
 }

@@ -310,6 +310,8 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", doc, err, want)
 		}
 	}
+	// The broken root array is no parent group for x.
+	os.Remove(filepath.Join(s.Root(), "zarr.json"))
 	a, err := Create(bg, s, "x", Metadata{Shape: []int{10}, ChunkShape: []int{4}, DataType: DataType{Float, 4}, Codecs: roundTripCodecs["zstd+crc"]})
 	if err != nil {
 		t.Fatal(err)
