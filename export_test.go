@@ -56,11 +56,14 @@ func SetAlignTasks(on bool) (restore func()) {
 // function that restores the previous choice, so that a benchmark can
 // alternate variants in one process. A variant is one or more of these,
 // joined by "+": "pipeline" (the built-in choice), "serial" (KvikIO's:
-// each task read whole into one buffer, copied, waited for), "spread" (reads of fewer tasks than workers spread over all of them),
-// "partsN" (PipelineParts = N), "rampS" (a first chunk of S bytes), "spinsync" (waits for copies in
-// cuStreamSynchronize, which spins), "blocksync" (waits sleep on a blocking-sync event), "nozc" (no zero-copy lane), "zcS" (lane
-// pieces of S bytes, with an optional k or m suffix), "zcminS" (lanes for
-// reads of S bytes or more), "zcall" (lanes whatever the worker count).
+// each task read whole into one buffer, copied, waited for), "spread"
+// (reads of fewer tasks than workers spread over all of them), "partsN"
+// (PipelineParts = N), "rampS" (a pipelined task's first chunk of S
+// bytes), "spinsync" (waits for copies in cuStreamSynchronize, which
+// spins), "blocksync" (waits sleep on a blocking-sync event), "nozc" (no
+// zero-copy lane), "zcS" (lane pieces of S bytes; S takes an optional k
+// or m suffix), "zcminS" (lanes for reads of S bytes or more), "zcall"
+// (lanes whatever the worker count).
 // (Task sizes are compared across processes, KVIKIO_TASK_SIZE: changing
 // it re-pins the bounce buffers.)
 func SetStagingVariant(v string) (restore func(), err error) {
