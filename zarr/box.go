@@ -82,27 +82,36 @@ func copyBox(dst, src view, count []int) {
 		copy(dst.buf[:dst.es], src.buf[:src.es])
 		return
 	}
-	type run struct{ off, n int }
-	var sr []run
-	src.runs(count, func(off, n int) error { sr = append(sr, run{off, n}); return nil })
-	// Runs of the two sides differ in length when their shapes differ;
-	// walk both in row units.
-	row := count[len(count)-1] * src.es
-	if row == 0 {
+	if count[len(count)-1]*src.es == 0 {
 		return
 	}
-	si, so := 0, 0
-	dst.runs(count, func(off, n int) error {
+	pairRuns(dst, src, count, func(d, s, m int) error {
+		copy(dst.buf[d:d+m], src.buf[s:s+m])
+		return nil
+	})
+}
+
+// pairRuns walks the box count of a and of b together and calls f with
+// the offsets in a and in b of each stretch that is contiguous in both.
+// Runs of the two sides differ in length when their shapes differ, so a
+// run of one side may span several of the other.
+func pairRuns(a, b view, count []int, f func(aOff, bOff, n int) error) error {
+	type run struct{ off, n int }
+	var br []run
+	b.runs(count, func(off, n int) error { br = append(br, run{off, n}); return nil })
+	bi, bo := 0, 0
+	return a.runs(count, func(off, n int) error {
 		for n > 0 {
-			r := sr[si]
-			m := min(n, r.n-so)
-			// Both sides are whole rows; m is a multiple of row.
-			copy(dst.buf[off:off+m], src.buf[r.off+so:r.off+so+m])
+			r := br[bi]
+			m := min(n, r.n-bo)
+			if err := f(off, r.off+bo, m); err != nil {
+				return err
+			}
 			off += m
 			n -= m
-			so += m
-			if so == r.n {
-				si, so = si+1, 0
+			bo += m
+			if bo == r.n {
+				bi, bo = bi+1, 0
 			}
 		}
 		return nil

@@ -236,25 +236,8 @@ func (a *Array) readRuns(pc piece, out view, read func(off int64, dstOff, n int)
 // the length.
 func (a *Array) rawRuns(pc piece, out view, f func(fileOff int64, dstOff, n int) error) error {
 	src := view{shape: pc.shape, es: out.es, start: pc.sel.start}
-	type run struct{ off, n int }
-	var dr []run
-	out.sub(pc.dstStart).runs(pc.sel.count, func(off, n int) error { dr = append(dr, run{off, n}); return nil })
-	di, do := 0, 0
-	return src.runs(pc.sel.count, func(off, n int) error {
-		for n > 0 {
-			r := dr[di]
-			m := min(n, r.n-do)
-			if err := f(pc.off+int64(off), r.off+do, m); err != nil {
-				return err
-			}
-			off += m
-			n -= m
-			do += m
-			if do == r.n {
-				di, do = di+1, 0
-			}
-		}
-		return nil
+	return pairRuns(src, out.sub(pc.dstStart), pc.sel.count, func(srcOff, dstOff, n int) error {
+		return f(pc.off+int64(srcOff), dstOff, n)
 	})
 }
 
