@@ -88,12 +88,7 @@ func (f *FileHandle) beginDevice(kind opKind, buf cuda.DevicePtr, size int, file
 	if err != nil {
 		return d, deviceRange{}, err
 	}
-	r, err := resolveDevice(buf, size, devOffset)
-	if err == nil {
-		// Work queued on the legacy default stream (a kernel filling buf,
-		// say) must finish before the transfer reads or writes buf.
-		err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
-	}
+	r, err := resolveSynced(buf, size, devOffset)
 	if err != nil {
 		f.release()
 	}

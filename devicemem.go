@@ -63,6 +63,17 @@ func resolveDevice(buf cuda.DevicePtr, size int, devOffset int64) (deviceRange, 
 	return r, nil
 }
 
+// resolveSynced is resolveDevice followed by a wait for the work queued
+// on the legacy default stream (a kernel filling buf, say), which must
+// finish before a transfer reads or writes the range.
+func resolveSynced(buf cuda.DevicePtr, size int, devOffset int64) (deviceRange, error) {
+	r, err := resolveDevice(buf, size, devOffset)
+	if err == nil {
+		err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
+	}
+	return r, err
+}
+
 // primaryContexts holds the primary contexts this package retained; they
 // stay retained for the life of the process, as in KvikIO.
 var primaryContexts sync.Map // cuda.Device -> cuda.Context

@@ -166,12 +166,7 @@ func (h *readMethods) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int
 	if err != nil {
 		return h.fail(err, fut)
 	}
-	r, err := resolveDevice(buf, size, devOffset)
-	if err == nil {
-		// Work queued on the legacy default stream must finish first, as
-		// for FileHandle.
-		err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
-	}
+	r, err := resolveSynced(buf, size, devOffset)
 	if err != nil {
 		h.src.release()
 		return h.fail(err, fut)

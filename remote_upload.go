@@ -31,21 +31,11 @@ func UploadS3Device(ctx context.Context, url string, buf cuda.DevicePtr, size in
 	if size < 0 {
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: fmt.Errorf("%w: negative size %d", ErrInvalidArgument, size)}
 	}
-	r, err := resolveForUpload(buf, size, devOffset)
+	r, err := resolveSynced(buf, size, devOffset)
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
 	}
 	return uploadPieces(ctx, url, []Piece{{Ptr: r.ptr, Size: int64(size)}}, []deviceRange{r}, opts)
-}
-
-// resolveForUpload resolves device memory to upload and waits for the
-// work queued on the legacy default stream, which may still be writing it.
-func resolveForUpload(buf cuda.DevicePtr, size int, devOffset int64) (deviceRange, error) {
-	r, err := resolveDevice(buf, size, devOffset)
-	if err == nil {
-		err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
-	}
-	return r, err
 }
 
 // uploadPieces uploads the concatenated pieces as the object at url;

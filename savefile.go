@@ -229,7 +229,7 @@ func savePiecesS3(ctx context.Context, url string, pieces []Piece, opts []Remote
 		if devs == nil {
 			devs = make([]deviceRange, len(pieces))
 		}
-		r, err := resolveForUpload(p.Ptr, int(p.Size), 0)
+		r, err := resolveSynced(p.Ptr, int(p.Size), 0)
 		if err != nil {
 			return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
 		}
