@@ -81,27 +81,30 @@ func activeDevices() int {
 
 // enterDevice marks a device operation in ctx as started and returns the
 // function that marks it done. When the number of contexts in use
-// changes, the pools are resized (poolLimit).
+// changes above one, the pools are resized (poolLimit); between none and
+// one the limit stays NumThreads, so an operation on a single GPU does
+// not touch the pools.
 func enterDevice(ctx cuda.Context) (leave func()) {
 	gpus.mu.Lock()
 	if gpus.ops == nil {
 		gpus.ops = map[cuda.Context]int{}
 	}
 	gpus.ops[ctx]++
-	first := gpus.ops[ctx] == 1
+	grew := gpus.ops[ctx] == 1 && len(gpus.ops) > 1
 	gpus.mu.Unlock()
-	if first {
+	if grew {
 		resizeForDevices()
 	}
 	return sync.OnceFunc(func() {
 		gpus.mu.Lock()
 		gpus.ops[ctx]--
-		last := gpus.ops[ctx] == 0
-		if last {
+		shrank := false
+		if gpus.ops[ctx] == 0 {
 			delete(gpus.ops, ctx)
+			shrank = len(gpus.ops) > 0
 		}
 		gpus.mu.Unlock()
-		if last {
+		if shrank {
 			resizeForDevices()
 		}
 	})
