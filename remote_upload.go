@@ -50,12 +50,7 @@ func uploadPieces(ctx context.Context, url string, pieces []Piece, devs []device
 	src := func(off int64, n int) remote.Body {
 		return func() (io.Reader, error) { return piecesReader(d, pieces, devs, off, int64(n)), nil }
 	}
-	return upload(ctx, url, total, src, opts)
-}
-
-func upload(ctx context.Context, url string, size int64, src func(off int64, n int) remote.Body, opts []RemoteOption) error {
-	err := uploadObject(ctx, url, size, src, opts)
-	if err != nil {
+	if err := uploadObject(ctx, url, total, src, opts); err != nil {
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
 	}
 	return nil
