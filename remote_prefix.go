@@ -109,8 +109,14 @@ func (p *RemotePrefix) endpoint(key string) (*remote.Endpoint, *remote.Client, e
 	if err != nil {
 		return nil, nil, err
 	}
+	return e, p.client(), nil
+}
+
+// client returns a client of the prefix's connection pool under the
+// current settings.
+func (p *RemotePrefix) client() *remote.Client {
 	d, _ := GetDefaults()
-	return e, &remote.Client{HTTP: p.hc, Policy: policyOf(d)}, nil
+	return &remote.Client{HTTP: p.hc, Policy: policyOf(d)}
 }
 
 func (p *RemotePrefix) pathErr(op, key string, err error) error {
@@ -199,9 +205,7 @@ func (p *RemotePrefix) List(ctx context.Context, prefix string) ([]string, error
 		u.Path = strings.TrimSuffix(u.Path, "k")
 		u.RawPath = ""
 		e.URL = &u
-		d, _ := GetDefaults()
-		c := &remote.Client{HTTP: p.hc, Policy: policyOf(d)}
-		keys, err = c.List(ctx, e)
+		keys, err = p.client().List(ctx, e)
 	}
 	if err != nil {
 		return nil, p.pathErr("list", prefix, err)
