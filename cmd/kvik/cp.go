@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -187,9 +186,7 @@ func (j *copyJob) open() error {
 		return fmt.Errorf("%s: not a regular file", j.src)
 	}
 	j.size = fi.Size()
-	if di, err := os.Stat(j.dst); err == nil && di.IsDir() {
-		j.dst = filepath.Join(j.dst, filepath.Base(j.src))
-	}
+	j.dst = destPath(j.src, j.dst)
 	if di, err := os.Stat(j.dst); err == nil && os.SameFile(fi, di) {
 		return fmt.Errorf("%s and %s are the same file", j.src, j.dst)
 	}
