@@ -100,12 +100,12 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 	if err != nil {
 		return f.fail(kind, err, fut)
 	}
-	leave := enterDevice(r.ctx) // before f.pool, so that it is sized for every device in use
+	leave := enterDevice(r.ctx) // before the pool, so that it is sized for every device in use
+	pool := f.devicePool(d, r.ctx)
 	if f.compat == CompatOff && size >= d.GDSThreshold {
 		fn := func(_ context.Context, t sched.Task) (int, error) { return f.cufileTask(kind, r, t) }
-		return f.run(ctx, kind, d, f.pool(d), fileOffset, size, fn, fut, leave)
+		return f.run(ctx, kind, d, pool, fileOffset, size, fn, fut, leave)
 	}
-	pool := f.pool(d)
 	tasks := deviceTasks(fileOffset, size, d)
 	if size < d.GDSThreshold {
 		pool = nil
@@ -122,8 +122,10 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 		// Allocate the bounce buffers the tasks will need at once, as one
 		// slab, rather than one registration per task. (Not for a Future,
 		// whose caller must not wait: its tasks allocate for themselves.)
+		// Each GPU in flight has a pool of its own (pools.go), whose
+		// workers hold buffers of this one bounce pool at once.
 		p := planStaging(kind, d, tasks[0].Len, pipeline)
-		need := min(len(tasks), d.NumThreads)
+		need := min(len(tasks), pool.Limit()) * max(1, activeDevices())
 		if err := cuda.WithContext(r.ctx, func() error { return p.pool.reserve(need, p.bufSize) }); err != nil {
 			leave()
 			f.release()

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/cufile"
 	"github.com/kvikgo/kvik/internal/blockdev"
 	"github.com/kvikgo/kvik/internal/sched"
@@ -288,4 +289,13 @@ func (f *FileHandle) pool(d Defaults) *sched.Pool {
 		return poolFor(d, "")
 	}
 	return poolFor(d, f.devKey())
+}
+
+// devicePool returns the pool for the file's operations on device memory
+// in ctx.
+func (f *FileHandle) devicePool(d Defaults, ctx cuda.Context) *sched.Pool {
+	if !d.ThreadPoolPerBlockDevice {
+		return devicePoolFor(d, "", ctx)
+	}
+	return devicePoolFor(d, f.devKey(), ctx)
 }

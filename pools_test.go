@@ -4,6 +4,7 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/kvikgo/kvik/cuda"
 	"golang.org/x/sys/unix"
@@ -193,42 +194,104 @@ func TestBouncePoolUnmaps(t *testing.T) {
 	}
 }
 
-func TestPoolLimit(t *testing.T) {
+func TestDeviceLimit(t *testing.T) {
 	for _, c := range []struct{ threads, ndev, cpus, want int }{
 		{16, 0, 64, 16}, // no device operation: NumThreads
 		{16, 1, 64, 16}, // one GPU: never more than NumThreads
-		{16, 2, 64, 32}, // two GPUs: NumThreads each
-		{16, 2, 24, 24}, // capped by the CPUs
-		{16, 4, 8, 16},  // never below NumThreads
-		{1, 3, 2, 2},
+		{16, 2, 64, 16}, // two GPUs: NumThreads each
+		{16, 2, 24, 12}, // together capped by the CPUs
+		{16, 4, 8, 4},   // together never below NumThreads
+		{1, 3, 2, 1},
+		{16, 3, 40, 14}, // 40 CPUs over 3 GPUs, rounded up
 	} {
-		if got := poolLimit(c.threads, c.ndev, c.cpus); got != c.want {
-			t.Errorf("poolLimit(%d threads, %d devices, %d CPUs) = %d, want %d", c.threads, c.ndev, c.cpus, got, c.want)
+		if got := deviceLimit(c.threads, c.ndev, c.cpus); got != c.want {
+			t.Errorf("deviceLimit(%d threads, %d devices, %d CPUs) = %d, want %d", c.threads, c.ndev, c.cpus, got, c.want)
 		}
 	}
 }
 
-// TestEnterDeviceResizesPools feeds operations on two (fake) contexts: the
-// shared pool grows while both are in flight and shrinks back when the
-// second one's last operation ends.
+// TestDevicePools checks that each GPU's operations get a pool of their
+// own, apart from host operations and from each other, and that pools
+// follow the block-device setting.
+func TestDevicePools(t *testing.T) {
+	d := BuiltinDefaults()
+	a, b := cuda.Context(0x3003), cuda.Context(0x4004)
+	host := poolFor(d, "")
+	pa, pb := devicePoolFor(d, "", a), devicePoolFor(d, "", b)
+	if pa == host || pb == host || pa == pb {
+		t.Fatalf("pools shared: host %p, GPU a %p, GPU b %p", host, pa, pb)
+	}
+	if devicePoolFor(d, "", a) != pa {
+		t.Fatal("a second call for GPU a made a new pool")
+	}
+	if devicePoolFor(d, "sda", a) != pa {
+		t.Fatal("without ThreadPoolPerBlockDevice the block device chose another pool")
+	}
+	d.ThreadPoolPerBlockDevice = true
+	if devicePoolFor(d, "sda", a) == pa || devicePoolFor(d, "sda", a) == devicePoolFor(d, "nvme0", a) {
+		t.Fatal("ThreadPoolPerBlockDevice: block devices share a GPU pool")
+	}
+}
+
+// TestDevicePoolsRunSideBySide is what the pools per GPU are for: work
+// queued for GPU a first must not hold back GPU b's. With one pool for
+// both, b's task would wait for every task of a; here it runs while a's
+// are held.
+func TestDevicePoolsRunSideBySide(t *testing.T) {
+	d := BuiltinDefaults()
+	d.NumThreads = 2
+	a, b := cuda.Context(0x5005), cuda.Context(0x6006)
+	pa, pb := devicePoolFor(d, "", a), devicePoolFor(d, "", b)
+	pa.SetLimit(2)
+	pb.SetLimit(2)
+	hold := make(chan struct{})
+	started := make(chan struct{}, 8)
+	for range 8 { // more than a's workers: the rest queue
+		pa.Submit(func() { started <- struct{}{}; <-hold })
+	}
+	<-started
+	<-started
+	ran := make(chan struct{})
+	pb.Submit(func() { close(ran) })
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("GPU b's task waited behind GPU a's queue")
+	}
+	if n := pa.Pending(); n != 6 {
+		t.Errorf("GPU a: %d tasks pending, want 6", n)
+	}
+	close(hold)
+	for range 6 {
+		<-started
+	}
+}
+
+// TestEnterDeviceResizesPools feeds operations on two (fake) contexts:
+// each GPU's pool gets its share of the workers while both are in flight
+// and NumThreads again when the second one's last operation ends; the
+// host pool keeps NumThreads throughout.
 func TestEnterDeviceResizesPools(t *testing.T) {
 	d := BuiltinDefaults()
-	d.NumThreads = 1 // so that two devices need more workers on any machine
+	// As many threads as CPUs, so that two GPUs share them: each pool's
+	// limit halves (rounded up) on any machine of two or more CPUs.
+	d.NumThreads = max(runtime.NumCPU(), 2)
 	restore, err := SetDefaults(d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(restore)
-	pool := poolFor(d, "")
-	want := func(ndev int) int { return poolLimit(d.NumThreads, ndev, runtime.NumCPU()) }
+	host := poolFor(d, "")
+	pool := devicePoolFor(d, "", cuda.Context(0x1001))
+	want := func(ndev int) int { return deviceLimit(d.NumThreads, ndev, runtime.NumCPU()) }
 	a1 := enterDevice(cuda.Context(0x1001))
 	a2 := enterDevice(cuda.Context(0x1001))
 	if got := pool.Limit(); got != want(1) {
 		t.Fatalf("one context: limit %d, want %d", got, want(1))
 	}
 	b := enterDevice(cuda.Context(0x2002))
-	if got := pool.Limit(); got != want(2) || got != 2 {
-		t.Fatalf("two contexts: limit %d, want %d", got, want(2))
+	if got := pool.Limit(); got != want(2) || got >= d.NumThreads || host.Limit() != d.NumThreads {
+		t.Fatalf("two contexts: GPU limit %d, want %d; host limit %d, want %d", got, want(2), host.Limit(), d.NumThreads)
 	}
 	b()
 	b() // leave is idempotent

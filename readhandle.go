@@ -183,10 +183,10 @@ func (h *readMethods) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int
 			fn, release = zfn, zrelease
 		}
 	}
-	leave := enterDevice(r.ctx) // before poolFor, so that it is sized for every device in use
+	leave := enterDevice(r.ctx) // before the pool, so that it is sized for every device in use
 	srcRelease := release
 	release = func() { leave(); srcRelease() }
-	pool := poolFor(d, "")
+	pool := devicePoolFor(d, "", r.ctx)
 	if n < d.GDSThreshold {
 		pool = nil
 	}
