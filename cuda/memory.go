@@ -180,3 +180,41 @@ func MemGetAddressRange(p DevicePtr) (base DevicePtr, size int, err error) {
 	}
 	return base, int(n), nil
 }
+
+var (
+	procDeviceCanAccessPeer = fn("cuDeviceCanAccessPeer")
+	procCtxEnablePeerAccess = fn("cuCtxEnablePeerAccess")
+	procMemcpyPeerAsync     = fn("cuMemcpyPeerAsync")
+)
+
+// DeviceCanAccessPeer reports whether contexts on device d can access
+// memory of peer directly, over NVLink or PCIe
+// (cuDeviceCanAccessPeer).
+func DeviceCanAccessPeer(d, peer Device) (bool, error) {
+	var can int32
+	if err := check(procDeviceCanAccessPeer.Call(uintptr(unsafe.Pointer(&can)), uintptr(d), uintptr(peer))); err != nil {
+		return false, err
+	}
+	return can != 0, nil
+}
+
+// CtxEnablePeerAccess lets the context current on the calling OS thread
+// access memory of peer (cuCtxEnablePeerAccess, flags 0). Enabling it a
+// second time fails with ErrorPeerAccessAlreadyEnabled.
+func CtxEnablePeerAccess(peer Context) error {
+	return check(procCtxEnablePeerAccess.Call(uintptr(peer), 0))
+}
+
+// MemcpyPeerAsync queues a copy of n bytes from src in context srcCtx to
+// dst in context dstCtx on stream s (cuMemcpyPeerAsync): directly between
+// the devices where peer access is enabled, through host memory
+// otherwise.
+func MemcpyPeerAsync(dst DevicePtr, dstCtx Context, src DevicePtr, srcCtx Context, n int, s Stream) error {
+	if n < 0 {
+		return invalid("MemcpyPeerAsync", "negative count %d", n)
+	}
+	if n == 0 {
+		return nil
+	}
+	return check(procMemcpyPeerAsync.Call(uintptr(dst), uintptr(dstCtx), uintptr(src), uintptr(srcCtx), uintptr(n), uintptr(s)))
+}

@@ -32,12 +32,14 @@ const (
 	ErrorInvalidContext              Result = 201 // CUDA_ERROR_INVALID_CONTEXT
 	ErrorContextAlreadyCurrent       Result = 202 // CUDA_ERROR_CONTEXT_ALREADY_CURRENT (deprecated)
 	ErrorContextAlreadyInUse         Result = 216 // CUDA_ERROR_CONTEXT_ALREADY_IN_USE
+	ErrorPeerAccessUnsupported       Result = 217 // CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
 	ErrorOperatingSystem             Result = 304 // CUDA_ERROR_OPERATING_SYSTEM
 	ErrorInvalidHandle               Result = 400 // CUDA_ERROR_INVALID_HANDLE
 	ErrorIllegalState                Result = 401 // CUDA_ERROR_ILLEGAL_STATE
 	ErrorNotFound                    Result = 500 // CUDA_ERROR_NOT_FOUND
 	ErrorNotReady                    Result = 600 // CUDA_ERROR_NOT_READY
 	ErrorIllegalAddress              Result = 700 // CUDA_ERROR_ILLEGAL_ADDRESS
+	ErrorPeerAccessAlreadyEnabled    Result = 704 // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
 	ErrorPrimaryContextActive        Result = 708 // CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE
 	ErrorContextIsDestroyed          Result = 709 // CUDA_ERROR_CONTEXT_IS_DESTROYED
 	ErrorHostMemoryAlreadyRegistered Result = 712 // CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
@@ -75,6 +77,8 @@ var resultText = map[Result][2]string{
 	ErrorContextIsDestroyed:          {"CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
 	ErrorHostMemoryAlreadyRegistered: {"CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
 	ErrorHostMemoryNotRegistered:     {"CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
+	ErrorPeerAccessUnsupported:       {"CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported across the given devices"},
+	ErrorPeerAccessAlreadyEnabled:    {"CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "peer access is already enabled"},
 	ErrorLaunchFailed:                {"CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
 	ErrorNotPermitted:                {"CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
 	ErrorNotSupported:                {"CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},

@@ -30,6 +30,12 @@ type Options struct {
 	// the tensor's type, so no block is cut) instead of being placed
 	// whole. Their Parts field lists the pieces.
 	Split func(t *TensorInfo) bool
+	// Replicate loads every selected tensor onto every device in Devices
+	// (data-parallel serving): each byte is read from storage once, by
+	// one device, and copied device to device to the others (over NVLink
+	// where the GPUs have it). Each Tensor's Replicas lists the copies;
+	// Device and Ptr are the first. Place and Split must be nil.
+	Replicate bool
 	// AllowUnknownTypes loads tensors of a type this package does not
 	// know as raw bytes, from their offset to the next tensor's data (or
 	// the end of the file), instead of failing with ErrUnknownType.
@@ -57,6 +63,15 @@ type Tensor struct {
 	Data []byte
 	// Parts lists the pieces of a split tensor, in order.
 	Parts []Part
+	// Replicas lists every device's copy of the tensor for a load with
+	// Options.Replicate, in the order of Options.Devices; nil otherwise.
+	Replicas []Replica
+}
+
+// Replica is one device's copy of a tensor loaded with Options.Replicate.
+type Replica struct {
+	Device int
+	Ptr    cuda.DevicePtr
 }
 
 // Model is a set of loaded tensors with the file's metadata. Close frees
@@ -159,8 +174,9 @@ func load(r kvik.Reader, h *Header, o *Options, host bool) (*Model, error) {
 		Range:   func(t *TensorInfo) (int64, int64) { return h.DataOffset + t.Offset, t.Size },
 		Unit:    func(t *TensorInfo) int64 { return splitUnit(t.Type) },
 		Names:   o.Names, Filter: o.Filter, Devices: o.Devices, Place: o.Place, Split: o.Split,
-		Host:     host,
-		NotFound: ErrNotFound, InvalidArgument: ErrInvalidArgument,
+		Replicate: o.Replicate,
+		Host:      host,
+		NotFound:  ErrNotFound, InvalidArgument: ErrInvalidArgument,
 	})
 	if err != nil {
 		return nil, err
@@ -173,6 +189,9 @@ func load(r kvik.Reader, h *Header, o *Options, host bool) (*Model, error) {
 		m.Tensors = append(m.Tensors, Tensor{TensorInfo: t, Device: l.Device, Ptr: l.Ptr, Data: l.Data})
 		for _, p := range l.Parts {
 			m.Tensors[i].Parts = append(m.Tensors[i].Parts, Part(p))
+		}
+		for _, r := range l.Replicas {
+			m.Tensors[i].Replicas = append(m.Tensors[i].Replicas, Replica(r))
 		}
 	}
 	return m, nil

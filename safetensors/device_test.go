@@ -3,6 +3,7 @@ package safetensors
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -154,5 +155,41 @@ func TestWriteForPython(t *testing.T) {
 	b, _ := json.MarshalIndent(e, "", " ")
 	if err := os.WriteFile(filepath.Join(out, "expected.json"), b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReplicate loads random tensors onto every GPU with Replicate (device
+// 0 twice where there is one GPU, so it runs on any GPU machine) and
+// checks every replica's bytes against the file; Place with Replicate is
+// refused before anything is read.
+func TestReplicate(t *testing.T) {
+	n := gputest.Need(t)
+	devs := []int{0, 0}
+	if n > 1 {
+		devs = []int{0, 1}
+	}
+	p, ts := writeRandom(t, rand.New(rand.NewPCG(33, 34)), 90, nil)
+	m, err := Load(p, &Options{Devices: devs, Replicate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, w := range ts {
+		g := m.Tensor(w.Name)
+		if g == nil || len(g.Replicas) != len(devs) || g.Device != devs[0] || g.Ptr != g.Replicas[0].Ptr {
+			t.Fatalf("%s: %+v", w.Name, g)
+		}
+		for k, r := range g.Replicas {
+			if r.Device != devs[k] || (g.Size() > 0 && r.Ptr%Alignment != 0) {
+				t.Fatalf("%s: replica %d %+v", w.Name, k, r)
+			}
+			if got := gputest.FromDevice(t, r.Device, r.Ptr, g.Size()); !bytes.Equal(got, w.Data) {
+				t.Fatalf("%s: replica %d on device %d differs", w.Name, k, r.Device)
+			}
+		}
+	}
+	_, err = Load(p, &Options{Devices: devs, Replicate: true, Place: func(*TensorInfo) int { return 0 }})
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Replicate with Place: %v, want ErrInvalidArgument", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"time"
@@ -63,6 +65,8 @@ type benchOptions struct {
 	url       string   // --url: benchmark a remote object instead
 	st        string   // --safetensors: benchmark loading this file
 	gguf      string   // --gguf: benchmark loading this file
+	cpuprof   string   // --cpuprofile: write a CPU profile here
+	trace     string   // --trace: write an execution trace here
 }
 
 // benchFlags returns kvik bench's flag set bound to a new benchOptions.
@@ -99,6 +103,8 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.StringVar(&o.st, "safetensors", "", "benchmark loading this safetensors `file` (or URL) to GPU 0 (and balanced over GPUs 0 and 1) against reading it whole into GPU memory")
 	fs.StringVar(&o.gguf, "gguf", "", "benchmark loading this GGUF `file` (or URL) to GPU 0 (and balanced over GPUs 0 and 1) against reading it whole into GPU memory")
 	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS) instead of a file; a .safetensors or .gguf URL is benchmarked as --safetensors or --gguf, a Zarr array (a URL or path with a .zarr component) by region reads")
+	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the run to this `file` (go tool pprof)")
+	fs.StringVar(&o.trace, "trace", "", "write an execution trace of the run to this `file` (go tool trace)")
 	fs.StringVar(&o.plot, "plot", "", "also draw GB/s against workers for every path and ceiling into this `file` (.svg or .png)")
 	fs.Func("plot-from", "with --plot, draw these kvik bench --json outputs (comma-separated `files`, e.g. one per file size) instead of running", func(s string) error {
 		o.plotFrom = strings.Split(s, ",")
@@ -195,6 +201,11 @@ func runBench(e *env, args []string) error {
 	if _, err := kvik.GetDefaults(); err != nil {
 		return err
 	}
+	stop, err := startProfiles(o.cpuprof, o.trace)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	if o.url != "" && isZarr(o.url) {
 		return benchZarr(e, o)
 	}
@@ -208,13 +219,13 @@ func runBench(e *env, args []string) error {
 		return benchRemote(e, o)
 	}
 	if o.st != "" {
-		return benchModel(e, o, o.st, "safetensors", func(devs []int) error {
-			return closeLoaded(safetensors.Load(o.st, &safetensors.Options{Devices: devs}))
+		return benchModel(e, o, o.st, "safetensors", func(devs []int, replicate bool) error {
+			return closeLoaded(safetensors.Load(o.st, &safetensors.Options{Devices: devs, Replicate: replicate}))
 		})
 	}
 	if o.gguf != "" {
-		return benchModel(e, o, o.gguf, "gguf", func(devs []int) error {
-			return closeLoaded(gguf.Load(o.gguf, &gguf.Options{Devices: devs}))
+		return benchModel(e, o, o.gguf, "gguf", func(devs []int, replicate bool) error {
+			return closeLoaded(gguf.Load(o.gguf, &gguf.Options{Devices: devs, Replicate: replicate}))
 		})
 	}
 	b := &bench{e: e, o: o}
@@ -448,4 +459,51 @@ func fillRandom(p []byte) {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// startProfiles starts a CPU profile and an execution trace into the files
+// named (either may be empty) and returns the function that stops them.
+func startProfiles(cpu, tr string) (stop func(), err error) {
+	var files []*os.File
+	stop = func() {
+		if cpu != "" {
+			pprof.StopCPUProfile()
+		}
+		if tr != "" {
+			trace.Stop()
+		}
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	create := func(name string) (*os.File, error) {
+		f, err := os.Create(name)
+		if err == nil {
+			files = append(files, f)
+		}
+		return f, err
+	}
+	if cpu != "" {
+		f, err := create(cpu)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			cpu = ""
+			stop()
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+	}
+	if tr != "" {
+		f, err := create(tr)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			tr = ""
+			stop()
+			return nil, fmt.Errorf("--trace: %w", err)
+		}
+	}
+	return stop, nil
 }

@@ -24,10 +24,11 @@ type stResult struct {
 // benchModel times the whole model file at name read into device memory
 // (kvik.ReadFileToDevice, or for a URL a RemoteHandle.ReadDevice into a
 // new allocation), its load (of format kind) onto GPU 0 and, with two
-// GPUs, the balanced load onto GPUs 0 and 1, each --repeats times (the
+// GPUs, the balanced load onto GPUs 0 and 1 and the replicated load (the
+// whole model on both), each --repeats times (the
 // page cache dropped first with --drop-cache), and prints the best and
 // median times and their ratios.
-func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int) error) error {
+func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int, replicate bool) error) error {
 	remote := isURL(name)
 	if remote && o.dropCache {
 		return usagef("--drop-cache applies to local files, not %s", redact(name))
@@ -60,9 +61,11 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 	if remote {
 		base = config{"RemoteHandle.ReadDevice", func() error { return readObjectToDevice(g, name) }}
 	}
-	configs := []config{base, {kind + ".Load gpu0", func() error { return load([]int{0}) }}}
+	configs := []config{base, {kind + ".Load gpu0", func() error { return load([]int{0}, false) }}}
 	if ngpu >= 2 {
-		configs = append(configs, config{kind + ".Load gpu0+1 balanced", func() error { return load([]int{0, 1}) }})
+		configs = append(configs,
+			config{kind + ".Load gpu0+1 balanced", func() error { return load([]int{0, 1}, false) }},
+			config{kind + ".Load gpu0+1 replicated", func() error { return load([]int{0, 1}, true) }})
 	}
 	// The configurations take turns, repetition by repetition, each round
 	// starting with the next one: a disk drifts by more within a run than
@@ -107,8 +110,9 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 		fmt.Fprintf(e.stdout, "  %-34s %8.3f s  %7.2f GB/s (%.2f)  %.2fx (%.2fx) %s\n",
 			r.Name, r.Best, r.GBps, r.MedianGBps, results[0].Best/r.Best, results[0].Median/r.Median, results[0].Name)
 	}
-	if len(results) == 3 {
+	if len(results) == 4 {
 		fmt.Fprintf(e.stdout, "  two GPUs / one GPU: %.2fx (%.2fx)\n", results[1].Best/results[2].Best, results[1].Median/results[2].Median)
+		fmt.Fprintf(e.stdout, "  replicated on two GPUs, time / one GPU's: %.2fx (%.2fx)\n", results[3].Best/results[1].Best, results[3].Median/results[1].Median)
 	}
 	return nil
 }

@@ -353,3 +353,21 @@ func sameFile(t *testing.T, a, b string) {
 		t.Errorf("%s and %s differ (%d and %d bytes)", a, b, len(x), len(y))
 	}
 }
+
+// TestBenchProfiles checks that --cpuprofile and --trace leave a profile
+// pprof can read and a trace that starts with the trace header.
+func TestBenchProfiles(t *testing.T) {
+	dir := t.TempDir()
+	prof, tr := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "run.trace")
+	runKvik(t, nil, "bench", "--size", "3MiB", "--memory", "host", "--threads", "2", "--repeats", "1",
+		"--no-baselines", "--dir", dir, "--cpuprofile", prof, "--trace", tr).expect(t, 0)
+	p, err := os.ReadFile(prof)
+	if err != nil || len(p) < 2 || p[0] != 0x1f || p[1] != 0x8b { // pprof writes gzip
+		t.Fatalf("CPU profile: %d bytes, %v", len(p), err)
+	}
+	b, err := os.ReadFile(tr)
+	if err != nil || !bytes.HasPrefix(b, []byte("go 1.")) {
+		t.Fatalf("trace: %d bytes starting %q, %v", len(b), b[:min(len(b), 8)], err)
+	}
+	runKvik(t, nil, "bench", "--size", "1MiB", "--no-baselines", "--dir", dir, "--cpuprofile", filepath.Join(dir, "no", "such", "dir")).expect(t, 1)
+}

@@ -154,20 +154,24 @@ func (p *Plan) ReadHost(r kvik.Reader) ([]byte, error) {
 type Memory struct {
 	// Bases are the slots' base addresses (0 for a slot with no bytes).
 	Bases []cuda.DevicePtr
-	bufs  []*cuda.DeviceBuffer
-	devs  []cuda.Device
+	bufs  []*cuda.DeviceBuffer // by slot; nil where a slot has no bytes
+	devs  []*retained          // by slot; nil where retaining failed
 }
 
 // Close frees the allocations and releases the primary contexts that
-// ReadDevices retained.
+// ReadDevices retained, on every device at once (eachSlot).
 func (m *Memory) Close() error {
-	var errs []error
-	for _, b := range m.bufs {
-		errs = append(errs, b.Close())
-	}
-	for _, d := range m.devs {
-		errs = append(errs, d.PrimaryCtxRelease())
-	}
+	errs := make([]error, len(m.devs))
+	eachSlot(len(m.devs), func(s int) {
+		var e []error
+		if s < len(m.bufs) && m.bufs[s] != nil {
+			e = append(e, m.bufs[s].Close())
+		}
+		if m.devs[s] != nil {
+			e = append(e, m.devs[s].release())
+		}
+		errs[s] = errors.Join(e...)
+	})
 	m.bufs, m.devs = nil, nil
 	return errors.Join(errs...)
 }
@@ -194,28 +198,61 @@ func (p *Plan) ReadDevices(r kvik.Reader, devices []int) (*Memory, error) {
 	return m, nil
 }
 
+// retained is a device whose primary context a Memory holds.
+type retained struct {
+	dev cuda.Device
+	ctx cuda.Context
+}
+
+func (r *retained) release() error { return r.dev.PrimaryCtxRelease() }
+
+// alloc retains every device's primary context and allocates its slot,
+// on every device at once: a cuMemAlloc of gigabytes (and its cuMemFree in
+// Close) takes milliseconds, which one device after the other added to
+// the time of a load spread over several GPUs.
 func (m *Memory) alloc(devices []int, totals []int64) error {
-	for s, ord := range devices {
+	m.bufs = make([]*cuda.DeviceBuffer, len(devices))
+	m.devs = make([]*retained, len(devices))
+	errs := make([]error, len(devices))
+	eachSlot(len(devices), func(s int) {
+		ord := devices[s]
 		dev, err := cuda.DeviceGet(ord)
 		if err != nil {
-			return err
+			errs[s] = err
+			return
 		}
 		ctx, err := dev.PrimaryCtxRetain()
 		if err != nil {
-			return err
+			errs[s] = err
+			return
 		}
-		m.devs = append(m.devs, dev)
+		m.devs[s] = &retained{dev, ctx}
 		if totals[s] == 0 {
-			continue
+			return
 		}
 		var b *cuda.DeviceBuffer
 		if err := cuda.WithContext(ctx, func() (err error) { b, err = cuda.MemAlloc(int(totals[s])); return err }); err != nil {
-			return fmt.Errorf("allocating %d bytes on device %d: %w", totals[s], ord, err)
+			errs[s] = fmt.Errorf("allocating %d bytes on device %d: %w", totals[s], ord, err)
+			return
 		}
-		m.bufs = append(m.bufs, b)
+		m.bufs[s] = b
 		m.Bases[s] = b.Ptr()
+	})
+	return errors.Join(errs...)
+}
+
+// eachSlot runs f for slots 0..n-1, each on its own goroutine when there
+// are several, and waits for them all.
+func eachSlot(n int, f func(s int)) {
+	if n == 1 {
+		f(0)
+		return
 	}
-	return nil
+	var wg sync.WaitGroup
+	for s := range n {
+		wg.Go(func() { f(s) })
+	}
+	wg.Wait()
 }
 
 // read starts every run's read at once and waits for them all, so none
@@ -224,6 +261,13 @@ func (m *Memory) alloc(devices []int, totals []int64) error {
 // for nor pays for the rest of the file. It reports that first failure,
 // not the cancellations it caused.
 func (p *Plan) read(start func(context.Context, Run) *kvik.Future) error {
+	return readRuns(p.Runs, start, nil)
+}
+
+// readRuns is read for runs, calling done (if not nil) on each run's
+// goroutine once that run is in; an error from done fails the read as a
+// failed run would.
+func readRuns(runs []Run, start func(context.Context, Run) *kvik.Future, done func(Run) error) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
@@ -231,12 +275,15 @@ func (p *Plan) read(start func(context.Context, Run) *kvik.Future) error {
 		once  sync.Once
 		first error
 	)
-	for _, run := range p.Runs {
+	for _, run := range runs {
 		fu := start(ctx, run)
 		wg.Go(func() {
 			n, err := fu.Get()
 			if err == nil && int64(n) != run.Sz {
 				err = io.ErrUnexpectedEOF
+			}
+			if err == nil && done != nil {
+				err = done(run)
 			}
 			if err != nil {
 				once.Do(func() { first = err; cancel() })
@@ -266,6 +313,9 @@ type Request[T any] struct {
 	Split   func(*T) bool
 	// Host loads into host memory, ignoring placement.
 	Host bool
+	// Replicate loads every tensor onto every device, reading each byte
+	// once (ReadReplicas); Place and Split must be nil.
+	Replicate bool
 	// NotFound and InvalidArgument are the format's errors for a missing
 	// name and a Place out of range.
 	NotFound, InvalidArgument error
@@ -280,12 +330,20 @@ type Part struct {
 
 // Loaded is where one loaded tensor is: Device and Ptr for a whole tensor
 // on a device (Device -1 otherwise), Data for a host load, Parts for a
-// split tensor.
+// split tensor, Replicas for a replicated load (every device's copy, the
+// first the same as Device and Ptr).
 type Loaded struct {
+	Device   int
+	Ptr      cuda.DevicePtr
+	Data     []byte
+	Parts    []Part
+	Replicas []Replica
+}
+
+// Replica is one device's copy of a replicated tensor.
+type Replica struct {
 	Device int
 	Ptr    cuda.DevicePtr
-	Data   []byte
-	Parts  []Part
 }
 
 // Result is a load's selected tensors (in file order), where each is,
@@ -308,11 +366,19 @@ func Load[T any](r kvik.Reader, q *Request[T]) (*Result[T], error) {
 	if len(devices) == 0 || q.Host {
 		devices = []int{0}
 	}
-	specs, err := q.specs(ts, len(devices))
+	replicate := q.Replicate && !q.Host
+	if replicate && (q.Place != nil || q.Split != nil) {
+		return nil, fmt.Errorf("%w: Replicate places every tensor on every device; Place and Split must be nil", q.InvalidArgument)
+	}
+	slots := len(devices)
+	if replicate {
+		slots = 1
+	}
+	specs, err := q.specs(ts, slots)
 	if err != nil {
 		return nil, err
 	}
-	p := New(specs, len(devices))
+	p := New(specs, slots)
 	res := &Result[T]{Tensors: ts, Loaded: make([]Loaded, len(ts))}
 	for i := range res.Loaded {
 		res.Loaded[i].Device = -1
@@ -324,6 +390,19 @@ func Load[T any](r kvik.Reader, q *Request[T]) (*Result[T], error) {
 		}
 		for _, pc := range p.Pieces {
 			res.Loaded[pc.Tensor].Data = mem[pc.MemOff : pc.MemOff+pc.Size : pc.MemOff+pc.Size]
+		}
+		return res, nil
+	}
+	if replicate {
+		if res.Mem, err = p.ReadReplicas(r, devices); err != nil {
+			return nil, err
+		}
+		for _, pc := range p.Pieces {
+			l := &res.Loaded[pc.Tensor]
+			for k, base := range res.Mem.Bases {
+				l.Replicas = append(l.Replicas, Replica{Device: devices[k], Ptr: base + cuda.DevicePtr(pc.MemOff)})
+			}
+			l.Device, l.Ptr = l.Replicas[0].Device, l.Replicas[0].Ptr
 		}
 		return res, nil
 	}
