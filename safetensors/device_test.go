@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"os"
@@ -19,7 +20,7 @@ func TestDeviceRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for range 4 {
 		p, ts := writeRandom(t, rng, 1+rng.IntN(80), map[string]string{"k": "v"})
-		m, err := Load(p, nil)
+		m, err := Load(context.Background(), p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +36,7 @@ func TestDeviceRoundTrip(t *testing.T) {
 			back = append(back, SaveTensor{Name: w.Name, Dtype: w.Dtype, Shape: w.Shape, Ptr: g.Ptr, Data: nilIfDev(g)})
 		}
 		q := filepath.Join(t.TempDir(), "back.safetensors")
-		if err := Save(q, back, map[string]string{"k": "v"}); err != nil {
+		if err := Save(context.Background(), q, back, map[string]string{"k": "v"}); err != nil {
 			t.Fatal(err)
 		}
 		a, _ := os.ReadFile(p)
@@ -79,7 +80,7 @@ func TestMultiDevice(t *testing.T) {
 		{Devices: devs, Place: func(ti *TensorInfo) int { return int(ti.Name[1]) % 2 }},
 		{Devices: devs, Split: func(ti *TensorInfo) bool { return ti.Name == biggest }},
 	} {
-		m, err := Load(p, o)
+		m, err := Load(context.Background(), p, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,10 +130,10 @@ func TestWriteForPython(t *testing.T) {
 			}
 		}
 		src := filepath.Join(t.TempDir(), "src.safetensors")
-		if err := Save(src, ts, nil); err != nil {
+		if err := Save(context.Background(), src, ts, nil); err != nil {
 			t.Fatal(err)
 		}
-		m, err := Load(src, nil)
+		m, err := Load(context.Background(), src, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +146,7 @@ func TestWriteForPython(t *testing.T) {
 			ef.Tensors[w.Name] = expectedTensor{Dtype: string(w.Dtype), Shape: nonNil(w.Shape), Sha256: sum(w.Data)}
 		}
 		name := "kvik" + string(rune('0'+i)) + ".safetensors"
-		if err := Save(filepath.Join(out, name), dev, meta); err != nil {
+		if err := Save(context.Background(), filepath.Join(out, name), dev, meta); err != nil {
 			t.Fatal(err)
 		}
 		e.Files[name] = ef

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -209,12 +210,12 @@ func runBench(e *env, args []string) error {
 	}
 	if o.st != "" {
 		return benchModel(e, o, o.st, "safetensors", func(devs []int) error {
-			return closeLoaded(safetensors.Load(o.st, &safetensors.Options{Devices: devs}))
+			return closeLoaded(safetensors.Load(context.Background(), o.st, &safetensors.Options{Devices: devs}))
 		})
 	}
 	if o.gguf != "" {
 		return benchModel(e, o, o.gguf, "gguf", func(devs []int) error {
-			return closeLoaded(gguf.Load(o.gguf, &gguf.Options{Devices: devs}))
+			return closeLoaded(gguf.Load(context.Background(), o.gguf, &gguf.Options{Devices: devs}))
 		})
 	}
 	b := &bench{e: e, o: o}
