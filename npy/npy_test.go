@@ -135,6 +135,67 @@ func TestSaveRejects(t *testing.T) {
 	}
 }
 
+// TestDtypes checks the dtype constants against ParseDtype and their
+// parts, MakeDtype's spelling, and a non-canonical spelling that Save
+// refuses.
+func TestDtypes(t *testing.T) {
+	for _, c := range []struct {
+		d           Dtype
+		order, kind byte
+		size        int
+	}{
+		{Bool, '|', 'b', 1}, {Int8, '|', 'i', 1}, {Uint8, '|', 'u', 1}, {Int16, '<', 'i', 2}, {Uint16, '<', 'u', 2},
+		{Int32, '<', 'i', 4}, {Uint32, '<', 'u', 4}, {Int64, '<', 'i', 8}, {Uint64, '<', 'u', 8}, {Float16, '<', 'f', 2},
+		{Float32, '<', 'f', 4}, {Float64, '<', 'f', 8}, {Complex64, '<', 'c', 8}, {Complex128, '<', 'c', 16},
+	} {
+		p, err := ParseDtype(string(c.d))
+		if err != nil || p != c.d || !c.d.Valid() || c.d.Order() != c.order || c.d.Kind() != c.kind || c.d.Size() != c.size {
+			t.Errorf("%q: parses as %q (%v), parts %c %c %d", c.d, p, err, c.d.Order(), c.d.Kind(), c.d.Size())
+		}
+		if m, err := MakeDtype(c.order, c.kind, c.size); err != nil || m != c.d {
+			t.Errorf("MakeDtype(%c, %c, %d) = %q, %v; want %q", c.order, c.kind, c.size, m, err, c.d)
+		}
+	}
+	if d, err := MakeDtype('<', 'u', 1); err != nil || d != Uint8 {
+		t.Errorf("MakeDtype('<', 'u', 1) = %q, %v; want %q", d, err, Uint8)
+	}
+	if d, err := MakeDtype('=', 'f', 8); err != nil || d != Float64 {
+		t.Errorf("MakeDtype('=', 'f', 8) = %q, %v; want %q", d, err, Float64)
+	}
+	for _, d := range []Dtype{"", "<f", "=f8", "<f3", ">O8", "f4", "<f-4"} {
+		if d.Valid() {
+			t.Errorf("%q is valid", d)
+		}
+	}
+	if n := Dtype("<f").Size(); n != 0 {
+		t.Errorf("the size of %q is %d, want 0", "<f", n)
+	}
+	p := filepath.Join(t.TempDir(), "x.npy")
+	if err := Save(context.Background(), p, SaveArray{Dtype: "=f8", Shape: []int64{1}, Data: make([]byte, 8)}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Save of dtype \"=f8\": %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestOptionsDevices checks that one array is not placed on two devices:
+// the load fails before any GPU is touched.
+func TestOptionsDevices(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.npy")
+	if err := Save(context.Background(), p, SaveArray{Dtype: Int16, Shape: []int64{2}, Data: []byte{1, 2, 3, 4}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(context.Background(), p, &Options{Devices: []int{0, 1}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Load onto two devices: %v, want ErrInvalidArgument", err)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ReadHeader(context.Background(), p, nil)
+	if err != nil || h.Dtype != Int16 || h.Size() != 4 || h.DataOffset != st.Size()-4 || h.DataOffset%64 != 0 {
+		t.Errorf("ReadHeader: %+v, %v", h, err)
+	}
+}
+
 func header(ver byte, dict string, data int) []byte {
 	b := append([]byte{}, magic...)
 	b = append(b, ver, 0)

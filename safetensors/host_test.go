@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -127,6 +128,9 @@ func TestSaveLayout(t *testing.T) {
 	h, err := DecodeHeader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if byName, err := ReadHeader(context.Background(), p, nil); err != nil || !reflect.DeepEqual(byName, h) {
+		t.Fatalf("ReadHeader by name differs from DecodeHeader: %v", err)
 	}
 	for i := 1; i < len(h.Tensors); i++ {
 		a, c := h.Tensors[i-1], h.Tensors[i]
