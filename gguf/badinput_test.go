@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -106,7 +107,7 @@ func TestBadHeaders(t *testing.T) {
 		if err := os.WriteFile(p, c.b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := LoadHost(p, nil); !errors.Is(err, c.want) {
+		if _, err := LoadHost(context.Background(), p, nil); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
@@ -117,7 +118,7 @@ func TestBadHeaders(t *testing.T) {
 func TestTruncated(t *testing.T) {
 	p, _, _ := writeRandom(t, rand.New(rand.NewPCG(4, 4)), 6, 0)
 	b, _ := os.ReadFile(p)
-	h, err := ReadHeader(bytes.NewReader(b), int64(len(b)))
+	h, err := DecodeHeader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestTruncated(t *testing.T) {
 		if n > int(h.DataOffset)+16 && n%61 != 0 {
 			continue
 		}
-		_, err := ReadHeader(bytes.NewReader(b[:n]), int64(n))
+		_, err := DecodeHeader(bytes.NewReader(b[:n]), int64(n))
 		if !errors.Is(err, ErrInvalidHeader) && !errors.Is(err, ErrInvalidTensor) {
 			t.Fatalf("cut at %d of %d: %v", n, len(b), err)
 		}
@@ -163,12 +164,12 @@ func TestHeaderReads(t *testing.T) {
 	}{{small, 1}, {big, 4}} {
 		ts := []SaveTensor{{Name: "w", Type: I8, Shape: []int64{8 << 20}, Data: randomBytes(rng, 8<<20)}}
 		p := filepath.Join(t.TempDir(), "h.gguf")
-		if err := Save(p, ts, c.meta); err != nil {
+		if err := Save(context.Background(), p, ts, c.meta); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := os.ReadFile(p)
 		cr := &countingReader{r: bytes.NewReader(b)}
-		h, err := ReadHeader(cr, int64(len(b)))
+		h, err := DecodeHeader(cr, int64(len(b)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +198,7 @@ func slicesEqual(a, b []string) bool {
 // and an accepted header describes tensors inside the file at aligned,
 // non-overlapping offsets, whose metadata and tensors Save writes back
 // into a file that reads the same.
-func FuzzReadHeader(f *testing.F) {
+func FuzzDecodeHeader(f *testing.F) {
 	names, _ := filepath.Glob("testdata/*.gguf")
 	for _, n := range names {
 		if b, err := os.ReadFile(n); err == nil && len(b) < 1<<16 {
@@ -206,7 +207,7 @@ func FuzzReadHeader(f *testing.F) {
 	}
 	f.Add(newRaw(3, 1, 1).str("general.alignment").u32(uint32(ValueUint32)).u32(64).tensor("t", Q8_0, 0, 32).data(34))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := ReadHeader(bytes.NewReader(b), int64(len(b)))
+		h, err := DecodeHeader(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			for _, e := range []error{ErrInvalidHeader, ErrInvalidTensor, ErrUnknownType, ErrVersion, ErrBigEndian} {
 				if errors.Is(err, e) {
@@ -217,12 +218,12 @@ func FuzzReadHeader(f *testing.F) {
 		}
 		var ts []SaveTensor
 		for _, ti := range h.Tensors {
-			end := h.DataOffset + ti.Offset + ti.Size
+			end := h.DataOffset + ti.Offset + ti.Size()
 			if ti.Offset%h.Alignment != 0 || end > int64(len(b)) {
-				t.Fatalf("accepted %q at %d+%d in a %d-byte file", ti.Name, ti.Offset, ti.Size, len(b))
+				t.Fatalf("accepted %q at %d+%d in a %d-byte file", ti.Name, ti.Offset, ti.Size(), len(b))
 			}
 			for _, o := range h.Tensors {
-				if o.Name != ti.Name && o.Size > 0 && ti.Size > 0 && o.Offset < ti.Offset+ti.Size && ti.Offset < o.Offset+o.Size {
+				if o.Name != ti.Name && o.Size() > 0 && ti.Size() > 0 && o.Offset < ti.Offset+ti.Size() && ti.Offset < o.Offset+o.Size() {
 					t.Fatalf("accepted overlapping %q and %q", o.Name, ti.Name)
 				}
 			}
@@ -236,7 +237,7 @@ func FuzzReadHeader(f *testing.F) {
 		for _, p := range ps {
 			out = append(out, p.Data...)
 		}
-		h2, err := ReadHeader(bytes.NewReader(out), int64(len(out)))
+		h2, err := DecodeHeader(bytes.NewReader(out), int64(len(out)))
 		if err != nil || len(h2.Tensors) != len(h.Tensors) || len(h2.Metadata) != len(h.Metadata) {
 			t.Fatalf("rewritten file: %v", err)
 		}
@@ -256,11 +257,11 @@ func TestEmptyTensors(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, err := LoadHost(p, nil)
+	m, err := LoadHost(context.Background(), p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := m.Tensor("w"); len(w.Data) != 64 || !bytes.Equal(w.Data, b[len(b)-64:]) || len(m.Tensor("e").Data) != 0 || m.Tensor("z").Size != 0 {
+	if w := m.Tensor("w"); len(w.Data) != 64 || !bytes.Equal(w.Data, b[len(b)-64:]) || len(m.Tensor("e").Data) != 0 || m.Tensor("z").Size() != 0 {
 		t.Fatalf("tensors %+v", m.Tensors)
 	}
 }

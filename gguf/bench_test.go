@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -96,10 +97,10 @@ func TestMakeSynthetic(t *testing.T) {
 		}
 	}
 	ts, meta := syntheticModel(int64(gb*1e9), 1, true)
-	if err := Save(path, ts, meta); err != nil {
+	if err := Save(context.Background(), path, ts, meta); err != nil {
 		t.Fatal(err)
 	}
-	h, err := ReadFileHeader(path, nil)
+	h, err := ReadHeader(context.Background(), path, nil)
 	if err != nil || len(h.Tensors) != len(ts) {
 		t.Fatalf("%v, %d tensors", err, len(h.Tensors))
 	}
@@ -149,7 +150,7 @@ func TestSyntheticOneRun(t *testing.T) {
 	for _, ndev := range []int{1, 4} {
 		specs := make([]tensorload.Tensor, len(h.Tensors))
 		for i, ti := range h.Tensors {
-			specs[i] = tensorload.Tensor{Off: h.DataOffset + ti.Offset, Size: ti.Size, Slot: tensorload.Balanced}
+			specs[i] = tensorload.Tensor{Off: h.DataOffset + ti.Offset, Size: ti.Size(), Slot: tensorload.Balanced}
 		}
 		p := tensorload.New(specs, ndev)
 		if len(p.Runs) != ndev {
@@ -190,7 +191,7 @@ func benchFile(b *testing.B) string {
 	}
 	p := filepath.Join(dir, "bench.gguf")
 	ts, meta := syntheticModel(size, 2, true)
-	if err := Save(p, ts, meta); err != nil {
+	if err := Save(context.Background(), p, ts, meta); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { os.Remove(p) })
@@ -203,7 +204,7 @@ func BenchmarkLoadHost(b *testing.B) {
 	st, _ := os.Stat(p)
 	b.SetBytes(st.Size())
 	for b.Loop() {
-		if _, err := LoadHost(p, nil); err != nil {
+		if _, err := LoadHost(context.Background(), p, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -218,7 +219,7 @@ func BenchmarkLoadDevice(b *testing.B) {
 	b.Run("gguf.Load", func(b *testing.B) {
 		b.SetBytes(st.Size())
 		for b.Loop() {
-			m, err := Load(p, nil)
+			m, err := Load(context.Background(), p, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

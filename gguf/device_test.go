@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -22,7 +23,7 @@ func deviceCopies(m *Model) []SaveTensor {
 	var out []SaveTensor
 	for _, g := range m.Tensors {
 		s := SaveTensor{Name: g.Name, Type: g.Type, Shape: g.Shape, Ptr: g.Ptr}
-		if g.Size == 0 {
+		if g.Size() == 0 {
 			s.Data = []byte{}
 		}
 		out = append(out, s)
@@ -45,25 +46,25 @@ func TestDeviceRoundTrip(t *testing.T) {
 		files = append(files, filepath.Join("testdata", n))
 	}
 	for _, p := range files {
-		host, err := LoadHost(p, nil)
+		host, err := LoadHost(context.Background(), p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := Load(p, nil)
+		m, err := Load(context.Background(), p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, w := range host.Tensors {
 			g := m.Tensor(w.Name)
-			if g == nil || g.Device != 0 || (g.Size > 0 && g.Ptr%Alignment != 0) {
+			if g == nil || g.Device != 0 || (g.Size() > 0 && g.Ptr%Alignment != 0) {
 				t.Fatalf("%s: %s: %+v", p, w.Name, g)
 			}
-			if got := gputest.FromDevice(t, 0, g.Ptr, g.Size); !bytes.Equal(got, w.Data) {
+			if got := gputest.FromDevice(t, 0, g.Ptr, g.Size()); !bytes.Equal(got, w.Data) {
 				t.Fatalf("%s: %s: device bytes differ", p, w.Name)
 			}
 		}
 		q := filepath.Join(t.TempDir(), "back.gguf")
-		if err := Save(q, deviceCopies(m), m.Metadata); err != nil {
+		if err := Save(context.Background(), q, deviceCopies(m), m.Metadata); err != nil {
 			t.Fatal(err)
 		}
 		a, _ := os.ReadFile(p)
@@ -96,7 +97,7 @@ func TestMultiDevice(t *testing.T) {
 		{Devices: devs, Place: func(ti *TensorInfo) int { return int(ti.Name[4]) % 2 }},
 		{Devices: devs, Split: func(ti *TensorInfo) bool { return ti.Name == biggest.Name }},
 	} {
-		m, err := Load(p, o)
+		m, err := Load(context.Background(), p, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,8 +114,8 @@ func TestMultiDevice(t *testing.T) {
 					used[part.Device] += part.Size
 				}
 			} else {
-				got = gputest.FromDevice(t, g.Device, g.Ptr, g.Size)
-				used[g.Device] += g.Size
+				got = gputest.FromDevice(t, g.Device, g.Ptr, g.Size())
+				used[g.Device] += g.Size()
 			}
 			if !bytes.Equal(got, w.Data) {
 				t.Fatalf("%s differs (options %+v)", w.Name, o)
@@ -138,18 +139,18 @@ func TestS3Device(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := LoadHost(filepath.Join("testdata", "all_types.gguf"), nil)
+	want, err := LoadHost(context.Background(), filepath.Join("testdata", "all_types.gguf"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Load(srv.Put(t, "all_types.gguf", b), nil, srv.Opts()...)
+	m, err := Load(context.Background(), srv.Put(t, "all_types.gguf", b), nil, srv.Opts()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	for _, w := range want.Tensors {
 		g := m.Tensor(w.Name)
-		if got := gputest.FromDevice(t, 0, g.Ptr, g.Size); !bytes.Equal(got, w.Data) {
+		if got := gputest.FromDevice(t, 0, g.Ptr, g.Size()); !bytes.Equal(got, w.Data) {
 			t.Fatalf("%s differs", w.Name)
 		}
 	}
@@ -182,10 +183,10 @@ func TestWriteForPython(t *testing.T) {
 		meta := xcheckMetadata(rng, align)
 		if fromDev {
 			src := filepath.Join(t.TempDir(), "src.gguf")
-			if err := Save(src, ts, nil); err != nil {
+			if err := Save(context.Background(), src, ts, nil); err != nil {
 				t.Fatal(err)
 			}
-			m, err := Load(src, nil)
+			m, err := Load(context.Background(), src, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,7 +194,7 @@ func TestWriteForPython(t *testing.T) {
 			ts = withData(deviceCopies(m), ts)
 		}
 		name := "kvik" + string(rune('0'+i)) + ".gguf"
-		if err := Save(filepath.Join(out, name), ts, meta); err != nil {
+		if err := Save(context.Background(), filepath.Join(out, name), ts, meta); err != nil {
 			t.Fatal(err)
 		}
 		files[name] = expectedJSON(ts, meta)

@@ -20,7 +20,7 @@ const MaxHeaderSize = 256 << 20
 // tensor's offset in it when general.alignment is absent.
 const DefaultAlignment = 32
 
-// firstRead is the size of ReadHeader's first, speculative read: most
+// firstRead is the size of DecodeHeader's first, speculative read: most
 // headers fit in it, so a remote file's header costs one request.
 const firstRead = 1 << 20
 
@@ -41,11 +41,15 @@ type TensorInfo struct {
 	// the shape NumPy and PyTorch use.
 	Shape []int64
 	// Offset is where the tensor's data starts, relative to the start of
-	// the data area; Size is its length in bytes. For a tensor of unknown
-	// type (see Options.AllowUnknownTypes), Size spans to the next
-	// tensor's data or to the end of the file.
-	Offset, Size int64
+	// the data area.
+	Offset int64
+	size   int64
 }
+
+// Size returns the tensor's length in bytes. For a tensor of unknown type
+// (see Options.AllowUnknownTypes), it spans to the next tensor's data or
+// to the end of the file.
+func (t *TensorInfo) Size() int64 { return t.size }
 
 // NumElements returns the product of the shape (1 for a scalar).
 func (t *TensorInfo) NumElements() int64 {
@@ -78,12 +82,12 @@ func (h *Header) Lookup(name string) (*TensorInfo, bool) {
 	return &h.Tensors[i], true
 }
 
-// ReadHeader reads and validates the header of a GGUF file of the given
-// size from r; a tensor of a type this package does not know is
-// ErrUnknownType. It reads the header only: first 1 MiB (or the whole
-// file, if smaller), then, for a longer header, reads that double what it
-// has.
-func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
+// DecodeHeader reads and validates the header of a GGUF file of the given
+// size from r, any io.ReaderAt (ReadHeader reads a path or URL); a tensor
+// of a type this package does not know is ErrUnknownType. It reads the
+// header only: first 1 MiB (or the whole file, if smaller), then, for a
+// longer header, reads that double what it has.
+func DecodeHeader(r io.ReaderAt, size int64) (*Header, error) {
 	return readHeader(r, size, false)
 }
 
@@ -496,28 +500,28 @@ func checkData(h *Header, size int64, allowUnknown bool) error {
 		n, err := nbytes(t.Type, t.Shape)
 		switch {
 		case err == nil:
-			t.Size = n
+			t.size = n
 		case allowUnknown && !t.Type.Known():
-			t.Size = dataSize - t.Offset
+			t.size = dataSize - t.Offset
 			for _, j := range order[k+1:] {
 				if h.Tensors[j].Offset > t.Offset {
-					t.Size = h.Tensors[j].Offset - t.Offset
+					t.size = h.Tensors[j].Offset - t.Offset
 					break
 				}
 			}
 		default:
 			return fmt.Errorf("tensor %q: %w", t.Name, err)
 		}
-		if t.Size > dataSize-t.Offset {
-			return fmt.Errorf("%w: tensor %q: %d bytes at offset %d run past the %d-byte data area", ErrInvalidTensor, t.Name, t.Size, t.Offset, dataSize)
+		if t.size > dataSize-t.Offset {
+			return fmt.Errorf("%w: tensor %q: %d bytes at offset %d run past the %d-byte data area", ErrInvalidTensor, t.Name, t.size, t.Offset, dataSize)
 		}
-		if t.Size == 0 {
+		if t.size == 0 {
 			continue
 		}
 		if t.Offset < end {
 			return fmt.Errorf("%w: tensors %q and %q overlap", ErrInvalidTensor, last.Name, t.Name)
 		}
-		end, last = t.Offset+t.Size, t
+		end, last = t.Offset+t.size, t
 	}
 	return nil
 }

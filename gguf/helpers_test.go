@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -103,7 +104,7 @@ func writeRandom(t *testing.T, rng *rand.Rand, n int, align uint32) (string, []S
 	ts := randomTensors(rng, n)
 	meta := randomMetadata(rng, align)
 	p := filepath.Join(t.TempDir(), "m.gguf")
-	if err := Save(p, ts, meta); err != nil {
+	if err := Save(context.Background(), p, ts, meta); err != nil {
 		t.Fatal(err)
 	}
 	return p, ts, meta

@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
@@ -19,7 +20,7 @@ func checkHostTensor(t *testing.T, m *Model, w SaveTensor) {
 	if g == nil {
 		t.Fatalf("%s missing", w.Name)
 	}
-	if g.Type != w.Type || !slices.Equal(g.Shape, w.Shape) || !bytes.Equal(g.Data, w.Data) || g.Size != int64(len(w.Data)) {
+	if g.Type != w.Type || !slices.Equal(g.Shape, w.Shape) || !bytes.Equal(g.Data, w.Data) || g.Size() != int64(len(w.Data)) {
 		t.Fatalf("%s: got %s %v %d bytes, want %s %v %d bytes", w.Name, g.Type, g.Shape, len(g.Data), w.Type, w.Shape, len(w.Data))
 	}
 	if len(g.Data) > 0 && uintptr(unsafe.Pointer(&g.Data[0]))%Alignment != 0 {
@@ -34,7 +35,7 @@ func TestRoundTripHost(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for trial, align := range []uint32{0, 1, 8, 32, 64, 4096, 0, 16} {
 		p, ts, meta := writeRandom(t, rng, 1+rng.IntN(60), align)
-		m, err := LoadHost(p, nil)
+		m, err := LoadHost(context.Background(), p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func TestRoundTripHost(t *testing.T) {
 		if align == 0 {
 			wantAlign = DefaultAlignment
 		}
-		h, err := ReadFileHeader(p, nil)
+		h, err := ReadHeader(context.Background(), p, nil)
 		if err != nil || m.Alignment != wantAlign || h.DataOffset%wantAlign != 0 {
 			t.Fatalf("alignment %d, data offset %d, want alignment %d (%v)", m.Alignment, h.DataOffset, wantAlign, err)
 		}
@@ -61,7 +62,7 @@ func TestRoundTripHost(t *testing.T) {
 				names = append(names, w.Name)
 			}
 		}
-		sub, err := LoadHost(p, &Options{Names: names})
+		sub, err := LoadHost(context.Background(), p, &Options{Names: names})
 		if err != nil || len(sub.Tensors) != len(names) {
 			t.Fatalf("subset: %v, %d tensors, want %d", err, len(sub.Tensors), len(names))
 		}
@@ -70,7 +71,7 @@ func TestRoundTripHost(t *testing.T) {
 				checkHostTensor(t, sub, w)
 			}
 		}
-		q, err := LoadHost(p, &Options{Filter: func(ti *TensorInfo) bool { return ti.Type == Q4_K || ti.Type == F32 }})
+		q, err := LoadHost(context.Background(), p, &Options{Filter: func(ti *TensorInfo) bool { return ti.Type == Q4_K || ti.Type == F32 }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +85,7 @@ func TestRoundTripHost(t *testing.T) {
 
 func TestNamesNotFound(t *testing.T) {
 	p, _, _ := writeRandom(t, rand.New(rand.NewPCG(5, 6)), 4, 0)
-	if _, err := LoadHost(p, &Options{Names: []string{"nope"}}); !errors.Is(err, ErrNotFound) {
+	if _, err := LoadHost(context.Background(), p, &Options{Names: []string{"nope"}}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("got %v, want ErrNotFound", err)
 	}
 }
@@ -93,7 +94,7 @@ func TestNamesNotFound(t *testing.T) {
 // any device is touched (so without a GPU too).
 func TestPlaceOutOfRange(t *testing.T) {
 	p, _, _ := writeRandom(t, rand.New(rand.NewPCG(8, 8)), 3, 0)
-	if _, err := Load(p, &Options{Devices: []int{0, 1}, Place: func(*TensorInfo) int { return -1 }}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := Load(context.Background(), p, &Options{Devices: []int{0, 1}, Place: func(*TensorInfo) int { return -1 }}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -130,7 +131,7 @@ func TestSaveRejects(t *testing.T) {
 		{nil, bad("general.alignment", uint64(64)), ErrInvalidArgument},
 	}
 	for i, c := range cases {
-		if err := Save(p, c.ts, c.meta); !errors.Is(err, c.want) {
+		if err := Save(context.Background(), p, c.ts, c.meta); !errors.Is(err, c.want) {
 			t.Errorf("case %d: Save = %v, want %v", i, err, c.want)
 		}
 	}
@@ -176,7 +177,7 @@ func TestUnknownType(t *testing.T) {
 		{Name: "b", Type: Q8_0, Shape: []int64{32}, Data: randomBytes(rng, 34)},
 	}
 	p := filepath.Join(t.TempDir(), "u.gguf")
-	if err := Save(p, ts, nil); err != nil {
+	if err := Save(context.Background(), p, ts, nil); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(p)
@@ -189,13 +190,13 @@ func TestUnknownType(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadHeader(bytes.NewReader(b), int64(len(b))); !errors.Is(err, ErrUnknownType) {
+	if _, err := DecodeHeader(bytes.NewReader(b), int64(len(b))); !errors.Is(err, ErrUnknownType) {
 		t.Fatalf("ReadHeader: %v", err)
 	}
-	if _, err := LoadHost(p, nil); !errors.Is(err, ErrUnknownType) {
+	if _, err := LoadHost(context.Background(), p, nil); !errors.Is(err, ErrUnknownType) {
 		t.Fatalf("LoadHost: %v", err)
 	}
-	m, err := LoadHost(p, &Options{AllowUnknownTypes: true})
+	m, err := LoadHost(context.Background(), p, &Options{AllowUnknownTypes: true})
 	if err != nil {
 		t.Fatal(err)
 	}

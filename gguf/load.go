@@ -1,6 +1,8 @@
 package gguf
 
 import (
+	"context"
+
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/tensorload"
@@ -110,68 +112,78 @@ func (m *Model) Close() error {
 // Load reads the selected tensors of the GGUF file name (a path, or a
 // URL as kvik.OpenReader takes, opened with opts) into device memory:
 // one allocation per device and one parallel read per contiguous range.
-// The header is read and validated before any allocation.
-func Load(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
-	return loadName(name, o, false, opts)
+// The header is read and validated before any allocation. Cancelling ctx
+// abandons the requests and copies in flight, frees the memory and
+// returns ctx.Err().
+func Load(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return loadName(ctx, name, o, false, opts)
 }
 
 // LoadHost is Load into host memory: each Tensor's Data holds its bytes
 // (aligned to Alignment); placement options are ignored.
-func LoadHost(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
-	return loadName(name, o, true, opts)
+func LoadHost(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return loadName(ctx, name, o, true, opts)
 }
 
 // LoadReader is Load from an open kvik.Reader (a FileHandle, MmapHandle
 // or RemoteHandle), which it leaves open.
-func LoadReader(r kvik.Reader, o *Options) (*Model, error) { return loadReader(r, o, false) }
-
-// LoadHostReader is LoadHost from an open kvik.Reader.
-func LoadHostReader(r kvik.Reader, o *Options) (*Model, error) { return loadReader(r, o, true) }
-
-// ReadFileHeader reads and validates the header of the GGUF file name (a
-// path, or a URL opened with opts); o may be nil, only its
-// AllowUnknownTypes counts.
-func ReadFileHeader(name string, o *Options, opts ...kvik.RemoteOption) (*Header, error) {
-	return tensorload.Open(name, opts, func(r kvik.Reader) (*Header, error) {
-		h, err := readerHeader(r, o)
-		if err != nil {
-			return nil, tensorload.PathError(r, err)
-		}
-		return h, nil
-	})
+func LoadReader(ctx context.Context, r kvik.Reader, o *Options) (*Model, error) {
+	return loadReader(ctx, r, o, false)
 }
 
-func readerHeader(r kvik.Reader, o *Options) (*Header, error) {
+// LoadHostReader is LoadHost from an open kvik.Reader.
+func LoadHostReader(ctx context.Context, r kvik.Reader, o *Options) (*Model, error) {
+	return loadReader(ctx, r, o, true)
+}
+
+// ReadHeader reads and validates the header of the GGUF file name (a
+// path, or a URL opened with opts), without reading any tensor; o may be
+// nil, only its AllowUnknownTypes counts.
+func ReadHeader(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Header, error) {
+	return tensorload.Open(ctx, name, opts, func(r kvik.Reader) (*Header, error) { return ReadHeaderReader(ctx, r, o) })
+}
+
+// ReadHeaderReader is ReadHeader from an open kvik.Reader, which it
+// leaves open.
+func ReadHeaderReader(ctx context.Context, r kvik.Reader, o *Options) (*Header, error) {
+	h, err := readerHeader(ctx, r, o)
+	if err != nil {
+		return nil, tensorload.PathError(r, err)
+	}
+	return h, nil
+}
+
+func readerHeader(ctx context.Context, r kvik.Reader, o *Options) (*Header, error) {
 	size, err := r.Size()
 	if err != nil {
 		return nil, err
 	}
-	return readHeader(r, size, o != nil && o.AllowUnknownTypes)
+	return readHeader(tensorload.ReaderAt(ctx, r), size, o != nil && o.AllowUnknownTypes)
 }
 
-func loadName(name string, o *Options, host bool, opts []kvik.RemoteOption) (*Model, error) {
-	return tensorload.Open(name, opts, func(r kvik.Reader) (*Model, error) { return loadReader(r, o, host) })
+func loadName(ctx context.Context, name string, o *Options, host bool, opts []kvik.RemoteOption) (*Model, error) {
+	return tensorload.Open(ctx, name, opts, func(r kvik.Reader) (*Model, error) { return loadReader(ctx, r, o, host) })
 }
 
-func loadReader(r kvik.Reader, o *Options, host bool) (*Model, error) {
+func loadReader(ctx context.Context, r kvik.Reader, o *Options, host bool) (*Model, error) {
 	if o == nil {
 		o = &Options{}
 	}
-	h, err := readerHeader(r, o)
+	h, err := readerHeader(ctx, r, o)
 	if err == nil {
 		var m *Model
-		if m, err = load(r, h, o, host); err == nil {
+		if m, err = load(ctx, r, h, o, host); err == nil {
 			return m, nil
 		}
 	}
 	return nil, tensorload.PathError(r, err)
 }
 
-func load(r kvik.Reader, h *Header, o *Options, host bool) (*Model, error) {
-	res, err := tensorload.Load(r, &tensorload.Request[TensorInfo]{
+func load(ctx context.Context, r kvik.Reader, h *Header, o *Options, host bool) (*Model, error) {
+	res, err := tensorload.Load(ctx, r, &tensorload.Request[TensorInfo]{
 		Tensors: h.Tensors,
 		Name:    func(t *TensorInfo) string { return t.Name },
-		Range:   func(t *TensorInfo) (int64, int64) { return h.DataOffset + t.Offset, t.Size },
+		Range:   func(t *TensorInfo) (int64, int64) { return h.DataOffset + t.Offset, t.size },
 		Unit:    func(t *TensorInfo) int64 { return splitUnit(t.Type) },
 		Names:   o.Names, Filter: o.Filter, Devices: o.Devices, Place: o.Place, Split: o.Split,
 		Replicate: o.Replicate,

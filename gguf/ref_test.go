@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -229,16 +230,16 @@ func TestFixtures(t *testing.T) {
 	for name, ef := range e.Files {
 		path := filepath.Join(dir, name)
 		if ef.Error != "" {
-			if _, err := LoadHost(path, nil); !errors.Is(err, ErrBigEndian) || ef.Error != "big-endian" {
+			if _, err := LoadHost(context.Background(), path, nil); !errors.Is(err, ErrBigEndian) || ef.Error != "big-endian" {
 				t.Errorf("%s: %v, want %s (ErrBigEndian)", name, err, ef.Error)
 			}
 			continue
 		}
-		m, err := LoadHost(path, nil)
+		m, err := LoadHost(context.Background(), path, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		h, err := ReadFileHeader(path, nil)
+		h, err := ReadHeader(context.Background(), path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,8 +265,8 @@ func TestFixtures(t *testing.T) {
 		for i, et := range ef.Tensors {
 			g := m.Tensors[i]
 			if g.Name != et.Name || g.Type.String() != et.Type || uint32(g.Type) != et.TypeID || !slices.Equal(g.Shape, et.Shape) ||
-				g.Offset != et.Offset || g.Size != et.NBytes || sum(g.Data) != et.Sha256 {
-				t.Errorf("%s: tensor %d: %s %s %v at %d, %d bytes, sha256 %s; want %+v", name, i, g.Name, g.Type, g.Shape, g.Offset, g.Size, sum(g.Data), et)
+				g.Offset != et.Offset || g.Size() != et.NBytes || sum(g.Data) != et.Sha256 {
+				t.Errorf("%s: tensor %d: %s %s %v at %d, %d bytes, sha256 %s; want %+v", name, i, g.Name, g.Type, g.Shape, g.Offset, g.Size(), sum(g.Data), et)
 			}
 		}
 	}
@@ -280,7 +281,7 @@ func TestSaveMatchesGGUFPy(t *testing.T) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		m, err := LoadHost(path, nil)
+		m, err := LoadHost(context.Background(), path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,7 +290,7 @@ func TestSaveMatchesGGUFPy(t *testing.T) {
 			ts = append(ts, SaveTensor{Name: g.Name, Type: g.Type, Shape: g.Shape, Data: g.Data})
 		}
 		out := filepath.Join(t.TempDir(), name)
-		if err := Save(out, ts, m.Metadata); err != nil {
+		if err := Save(context.Background(), out, ts, m.Metadata); err != nil {
 			t.Fatal(err)
 		}
 		a, _ := os.ReadFile(path)
@@ -302,7 +303,7 @@ func TestSaveMatchesGGUFPy(t *testing.T) {
 
 // TestFixtureGetters reads the typed getters of the all-types fixture.
 func TestFixtureGetters(t *testing.T) {
-	h, err := ReadFileHeader(filepath.Join("testdata", "all_types.gguf"), nil)
+	h, err := ReadHeader(context.Background(), filepath.Join("testdata", "all_types.gguf"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

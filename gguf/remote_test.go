@@ -25,25 +25,25 @@ func TestS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := srv.Put(t, "models/all_types.gguf", b)
-	want, err := LoadHost(local, nil)
+	want, err := LoadHost(context.Background(), local, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := LoadHost(url, nil, srv.Opts()...)
+	got, err := LoadHost(context.Background(), url, nil, srv.Opts()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameModel(t, got, want)
-	h, err := ReadFileHeader(url, nil, srv.Opts()...)
+	h, err := ReadHeader(context.Background(), url, nil, srv.Opts()...)
 	if err != nil || len(h.Tensors) != len(want.Tensors) {
-		t.Fatalf("ReadFileHeader(%s): %v", url, err)
+		t.Fatalf("ReadHeader(%s): %v", url, err)
 	}
 	r, err := kvik.OpenRemote(context.Background(), url, srv.Opts()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	sub, err := LoadHostReader(r, &Options{Filter: func(ti *TensorInfo) bool { return ti.Type == Q4_K }})
+	sub, err := LoadHostReader(context.Background(), r, &Options{Filter: func(ti *TensorInfo) bool { return ti.Type == Q4_K }})
 	if err != nil || len(sub.Tensors) != 1 || !bytes.Equal(sub.Tensors[0].Data, want.Tensor(sub.Tensors[0].Name).Data) {
 		t.Fatalf("LoadHostReader: %v", err)
 	}
@@ -51,10 +51,10 @@ func TestS3(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	ts, meta := randomTensors(rng, 20), randomMetadata(rng, 64)
 	p := filepath.Join(t.TempDir(), "m.gguf")
-	if err := Save(p, ts, meta); err != nil {
+	if err := Save(context.Background(), p, ts, meta); err != nil {
 		t.Fatal(err)
 	}
-	if err := Save(srv.URLOf("out/m.gguf"), ts, meta, srv.Opts()...); err != nil {
+	if err := Save(context.Background(), srv.URLOf("out/m.gguf"), ts, meta, srv.Opts()...); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := os.ReadFile(p)

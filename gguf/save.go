@@ -29,12 +29,14 @@ type SaveTensor struct {
 // power of two) sets the alignment, else it is DefaultAlignment; each
 // tensor's data is padded with zeros to the alignment, as gguf-py's
 // writer does, so the same metadata and tensors make the same bytes.
-func Save(name string, tensors []SaveTensor, meta Metadata, opts ...kvik.RemoteOption) error {
+// Cancelling ctx stops the writes: the old file (or object) stays, or
+// none.
+func Save(ctx context.Context, name string, tensors []SaveTensor, meta Metadata, opts ...kvik.RemoteOption) error {
 	ps, err := pieces(tensors, meta)
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: name, Err: err}
 	}
-	return kvik.SaveFile(context.Background(), name, ps, opts...)
+	return kvik.SaveFile(ctx, name, ps, opts...)
 }
 
 // pieces lays out the file: the header, then each tensor and its padding.

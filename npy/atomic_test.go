@@ -2,6 +2,7 @@ package npy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -28,13 +29,13 @@ func TestSaveFullFilesystemKeepsOld(t *testing.T) {
 	}
 	path := filepath.Join(dir, "x.npy")
 	old := data(8 * 30_000)
-	if err := Save(path, Float64, []int64{30_000}, false, old); err != nil {
+	if err := Save(context.Background(), path, SaveArray{Dtype: Float64, Shape: []int64{30_000}, Data: old}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Save(path, Float64, []int64{250_000}, false, data(8*250_000)); !errors.Is(err, syscall.ENOSPC) {
+	if err := Save(context.Background(), path, SaveArray{Dtype: Float64, Shape: []int64{250_000}, Data: data(8 * 250_000)}); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("save of 2 MB into 1 MiB: %v, want ENOSPC", err)
 	}
-	a, err := Load(path)
+	a, err := LoadHost(context.Background(), path, nil)
 	if err != nil {
 		t.Fatalf("the old array no longer loads: %v", err)
 	}

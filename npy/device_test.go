@@ -2,6 +2,7 @@ package npy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"os"
@@ -49,7 +50,7 @@ func TestDeviceNumpyFiles(t *testing.T) {
 	e := readExpected(t, dir)
 	tmp := t.TempDir()
 	for name, want := range e.Files {
-		a, err := LoadDevice(filepath.Join(dir, name), 0)
+		a, err := Load(context.Background(), filepath.Join(dir, name), nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -58,15 +59,12 @@ func TestDeviceNumpyFiles(t *testing.T) {
 			t.Fatalf("%s: device bytes or shape differ", name)
 		}
 		q := filepath.Join(tmp, name)
-		if a.Ptr != 0 {
-			err = SaveDevice(q, a.Dtype, a.Shape, a.FortranOrder, a.Ptr)
-		} else {
-			err = Save(q, a.Dtype, a.Shape, a.FortranOrder, nil)
-		}
-		if err != nil {
+		// An empty array has no device memory (Ptr 0) and no Data: Save
+		// takes it either way.
+		if err := Save(context.Background(), q, SaveArray{Dtype: a.Dtype, Shape: a.Shape, Fortran: a.FortranOrder, Ptr: a.Ptr}); err != nil {
 			t.Fatal(err)
 		}
-		b, err := Load(q)
+		b, err := LoadHost(context.Background(), q, nil)
 		if err != nil || !bytes.Equal(b.Data, got) || b.Dtype != a.Dtype || b.FortranOrder != a.FortranOrder {
 			t.Fatalf("%s: saved from device and reloaded: %v", name, err)
 		}
@@ -89,31 +87,27 @@ func TestWriteForNumpy(t *testing.T) {
 		d, _ := ParseDtype(ds)
 		for j, shape := range [][]int64{{}, {0}, {7}, {3, 5}, {2, 3, 4}} {
 			fortran := len(shape) >= 2 && j%2 == 1
-			n := int64(d.Size)
+			n := int64(d.Size())
 			for _, s := range shape {
 				n *= s
 			}
 			data := make([]byte, n)
 			for k := range data {
 				data[k] = byte(rng.Uint32())
-				if d.Kind == 'b' {
+				if d.Kind() == 'b' {
 					data[k] &= 1
 				}
 			}
 			src := filepath.Join(tmp, "src.npy")
-			if err := Save(src, d, shape, fortran, data); err != nil {
+			if err := Save(context.Background(), src, SaveArray{Dtype: d, Shape: shape, Fortran: fortran, Data: data}); err != nil {
 				t.Fatal(err)
 			}
-			a, err := LoadDevice(src, 0)
+			a, err := Load(context.Background(), src, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			name := "k" + string(rune('a'+i)) + string(rune('0'+j)) + ".npy"
-			if a.Ptr != 0 {
-				err = SaveDevice(filepath.Join(out, name), d, shape, fortran, a.Ptr)
-			} else {
-				err = Save(filepath.Join(out, name), d, shape, fortran, []byte{})
-			}
+			err = Save(context.Background(), filepath.Join(out, name), SaveArray{Dtype: d, Shape: shape, Fortran: fortran, Ptr: a.Ptr})
 			a.Close()
 			if err != nil {
 				t.Fatal(err)

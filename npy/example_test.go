@@ -1,6 +1,7 @@
 package npy_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"net/http"
@@ -12,46 +13,51 @@ import (
 	"github.com/kvikgo/kvik/npy"
 )
 
-// Save a 2x3 uint8 array in Fortran order and load it back; LoadDevice
-// loads into GPU memory instead.
-func ExampleLoad() {
+// Save a 2x3 uint8 array in Fortran order and load it back into host
+// memory; Load loads into GPU memory instead.
+func ExampleLoadHost() {
+	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "npy")
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "a.npy")
-	if err := npy.Save(path, npy.Uint8, []int64{2, 3}, true, []byte{1, 4, 2, 5, 3, 6}); err != nil {
+	a := npy.SaveArray{Dtype: npy.Uint8, Shape: []int64{2, 3}, Fortran: true, Data: []byte{1, 4, 2, 5, 3, 6}}
+	if err := npy.Save(ctx, path, a); err != nil {
 		log.Fatal(err)
 	}
-	a, err := npy.Load(path)
+	got, err := npy.LoadHost(ctx, path, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(a.Dtype, a.Shape, a.FortranOrder, a.Data)
+	fmt.Println(got.Dtype, got.Shape, got.FortranOrder, got.Data)
 	// Output: |u1 [2 3] true [1 4 2 5 3 6]
 }
 
-// Load an array from an HTTP server: one ranged GET for the header, then
-// the data in parallel ranged GETs.
-func ExampleLoad_url() {
+// Load an array from an HTTP server into host memory: one ranged GET for
+// the header, then the data in parallel ranged GETs.
+func ExampleLoadHost_url() {
+	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "npy")
 	defer os.RemoveAll(dir)
-	if err := npy.Save(filepath.Join(dir, "a.npy"), npy.Int16, []int64{3}, false, []byte{1, 0, 2, 0, 3, 0}); err != nil {
+	a := npy.SaveArray{Dtype: npy.Int16, Shape: []int64{3}, Data: []byte{1, 0, 2, 0, 3, 0}}
+	if err := npy.Save(ctx, filepath.Join(dir, "a.npy"), a); err != nil {
 		log.Fatal(err)
 	}
 	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
 	defer srv.Close()
 
-	a, err := npy.Load(srv.URL + "/a.npy")
+	got, err := npy.LoadHost(ctx, srv.URL+"/a.npy", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(a.Dtype, a.Shape, a.Data)
+	fmt.Println(got.Dtype, got.Shape, got.Data)
 	// Output: <i2 [3] [1 0 2 0 3 0]
 }
 
-// Load an array from S3 into GPU 0's memory; the AWS_* variables give
+// Load an array from S3 into GPU 1's memory; the AWS_* variables give
 // the credentials and region unless options do.
-func ExampleLoadDevice_s3() {
-	a, err := npy.LoadDevice("s3://my-bucket/arrays/x.npy", 0, kvik.WithS3Endpoint("http://127.0.0.1:7070"))
+func ExampleLoad_s3() {
+	o := &npy.Options{Devices: []int{1}}
+	a, err := npy.Load(context.Background(), "s3://my-bucket/arrays/x.npy", o, kvik.WithS3Endpoint("http://127.0.0.1:7070"))
 	if err != nil {
 		log.Fatal(err)
 	}

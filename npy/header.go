@@ -37,17 +37,18 @@ func (h *Header) NumElements() int64 {
 }
 
 // Size returns the array's size in bytes.
-func (h *Header) Size() int64 { return h.NumElements() * int64(h.Dtype.Size) }
+func (h *Header) Size() int64 { return h.NumElements() * int64(h.Dtype.Size()) }
 
-// headerProbe is how much ReadHeader reads at first: the whole header of
+// headerProbe is how much DecodeHeader reads at first: the whole header of
 // any usual file, in one request to a remote file.
 const headerProbe = 64 << 10
 
-// ReadHeader reads and validates the header of a .npy file of the given
-// size; the data must fill the rest of the file exactly. It reads the
-// first 64 KiB (or the whole file, if smaller), and the rest of the
-// header only when it is longer.
-func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
+// DecodeHeader reads and validates the header of a .npy file of the given
+// size from r, any io.ReaderAt (ReadHeader reads a path or URL); the data
+// must fill the rest of the file exactly. It reads the first 64 KiB (or
+// the whole file, if smaller), and the rest of the header only when it is
+// longer.
+func DecodeHeader(r io.ReaderAt, size int64) (*Header, error) {
 	if size < 10 {
 		return nil, fmt.Errorf("%w: %d-byte file is too short", ErrInvalidHeader, size)
 	}
@@ -86,7 +87,7 @@ func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
 	}
 	h.DataOffset = start + n
 	// Overflow-checked size.
-	total := uint64(h.Dtype.Size)
+	total := uint64(h.Dtype.Size())
 	for _, d := range h.Shape {
 		hi, lo := bits.Mul64(total, uint64(d))
 		if hi != 0 || lo > math.MaxInt64 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/tensorload"
 )
 
 // Array is a loaded array: its header and its bytes in host memory (Data)
@@ -34,96 +35,104 @@ func (a *Array) Close() error {
 	return err
 }
 
-// open opens name (a path or URL) and reads its header.
-func open(name string, opts []kvik.RemoteOption) (kvik.Reader, *Header, error) {
-	r, err := kvik.OpenReader(context.Background(), name, opts...)
-	if err != nil {
-		return nil, nil, err
-	}
-	h, err := readerHeader(r)
-	if err != nil {
-		r.Close()
-		return nil, nil, err
-	}
-	return r, h, nil
+// Options places an array that Load reads. The zero value loads onto
+// device 0.
+type Options struct {
+	// Devices are the CUDA device ordinals to load onto (default [0]). An
+	// array is one allocation, on Devices[0]: more than one device is an
+	// error matching ErrInvalidArgument.
+	Devices []int
 }
 
-func readerHeader(r kvik.Reader) (*Header, error) {
+// device returns the ordinal that o places an array on.
+func (o *Options) device() (int, error) {
+	if o == nil || len(o.Devices) == 0 {
+		return 0, nil
+	}
+	if len(o.Devices) > 1 {
+		return 0, fmt.Errorf("%w: %d devices for one array", ErrInvalidArgument, len(o.Devices))
+	}
+	return o.Devices[0], nil
+}
+
+// ReadHeader reads and validates the header of the .npy file at name, a
+// local path or a URL (s3://, http(s)://; see kvik.OpenReader) opened
+// with opts, without reading the data: a remote file's header comes in
+// one ranged GET. o may be nil; no option changes how a header is read
+// (gguf's do), it is there so that every format's ReadHeader takes the
+// same arguments.
+func ReadHeader(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Header, error) {
+	return tensorload.Open(ctx, name, opts, func(r kvik.Reader) (*Header, error) { return ReadHeaderReader(ctx, r, o) })
+}
+
+// ReadHeaderReader is ReadHeader from a file the caller opened (any kvik
+// handle); r stays open.
+func ReadHeaderReader(ctx context.Context, r kvik.Reader, o *Options) (*Header, error) {
 	size, err := r.Size()
 	if err == nil {
 		var h *Header
-		if h, err = ReadHeader(r, size); err == nil {
+		if h, err = DecodeHeader(tensorload.ReaderAt(ctx, r), size); err == nil {
 			return h, nil
 		}
 	}
 	return nil, readErr(r, err)
 }
 
-// ReadFileHeader reads and validates the header of the .npy file at name,
-// a local path or a URL (s3://, http(s)://; see kvik.OpenReader) opened
-// with opts. A remote file's header comes in one ranged GET.
-func ReadFileHeader(name string, opts ...kvik.RemoteOption) (*Header, error) {
-	r, h, err := open(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	r.Close()
-	return h, nil
+// Load reads the .npy file at name, a path or URL as for ReadHeader, into
+// new memory on the CUDA device that o names (device 0 when o is nil),
+// in parallel reads (ranged GETs for a URL). An empty array gets no
+// memory (Ptr 0). Cancelling ctx abandons the requests and copies in
+// flight, frees the memory and returns ctx.Err().
+func Load(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Array, error) {
+	return tensorload.Open(ctx, name, opts, func(r kvik.Reader) (*Array, error) { return LoadReader(ctx, r, o) })
 }
 
-// Load reads the .npy file at name, a path or URL as for ReadFileHeader,
-// into host memory.
-func Load(name string, opts ...kvik.RemoteOption) (*Array, error) {
-	r, h, err := open(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return loadHost(r, h)
+// LoadHost is Load into host memory (Data); o is ignored.
+func LoadHost(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Array, error) {
+	return tensorload.Open(ctx, name, opts, func(r kvik.Reader) (*Array, error) { return LoadHostReader(ctx, r, o) })
 }
 
 // LoadReader is Load from a file the caller opened (any kvik handle); r
 // stays open.
-func LoadReader(r kvik.Reader) (*Array, error) {
-	h, err := readerHeader(r)
+func LoadReader(ctx context.Context, r kvik.Reader, o *Options) (*Array, error) {
+	device, err := o.device()
+	if err != nil {
+		return nil, readErr(r, err)
+	}
+	h, err := ReadHeaderReader(ctx, r, o)
 	if err != nil {
 		return nil, err
 	}
-	return loadHost(r, h)
+	return loadDevice(ctx, r, h, device)
 }
 
-func loadHost(r kvik.Reader, h *Header) (*Array, error) {
+// LoadHostReader is LoadHost from a file the caller opened; r stays open.
+func LoadHostReader(ctx context.Context, r kvik.Reader, o *Options) (*Array, error) {
+	h, err := ReadHeaderReader(ctx, r, o)
+	if err != nil {
+		return nil, err
+	}
 	a := &Array{Header: *h, Data: make([]byte, h.Size()), Device: -1}
-	if err := readFull(r, a.Data, h.DataOffset); err != nil {
-		return nil, readErr(r, err)
+	n, err := r.PRead(ctx, a.Data, h.DataOffset).Get()
+	if err == nil && n != len(a.Data) {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return nil, readErr(r, ctxErr(ctx, err))
 	}
 	return a, nil
 }
 
-// LoadDevice reads the .npy file at name, a path or URL as for
-// ReadFileHeader, into new memory on the CUDA device with the given
-// ordinal, in parallel reads (ranged GETs for a URL). An empty array gets
-// no memory (Ptr 0).
-func LoadDevice(name string, device int, opts ...kvik.RemoteOption) (*Array, error) {
-	r, h, err := open(name, opts)
-	if err != nil {
-		return nil, err
+// ctxErr returns ctx's error in place of err when ctx is done: what a
+// cancelled read reports may wrap it or not.
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
 	}
-	defer r.Close()
-	return loadDevice(r, h, device)
+	return err
 }
 
-// LoadDeviceReader is LoadDevice from a file the caller opened; r stays
-// open.
-func LoadDeviceReader(r kvik.Reader, device int) (*Array, error) {
-	h, err := readerHeader(r)
-	if err != nil {
-		return nil, err
-	}
-	return loadDevice(r, h, device)
-}
-
-func loadDevice(r kvik.Reader, h *Header, device int) (*Array, error) {
+func loadDevice(ctx context.Context, r kvik.Reader, h *Header, device int) (*Array, error) {
 	a := &Array{Header: *h, Device: device}
 	if err := cuda.Init(); err != nil {
 		return nil, err
@@ -132,7 +141,7 @@ func loadDevice(r kvik.Reader, h *Header, device int) (*Array, error) {
 	if a.dev, err = cuda.DeviceGet(device); err != nil {
 		return nil, err
 	}
-	ctx, err := a.dev.PrimaryCtxRetain()
+	cctx, err := a.dev.PrimaryCtxRetain()
 	if err != nil {
 		return nil, err
 	}
@@ -141,27 +150,29 @@ func loadDevice(r kvik.Reader, h *Header, device int) (*Array, error) {
 		a.dev.PrimaryCtxRelease()
 		return a, nil
 	}
-	if err := cuda.WithContext(ctx, func() (err error) { a.buf, err = cuda.MemAlloc(size); return err }); err != nil {
+	if err := cuda.WithContext(cctx, func() (err error) { a.buf, err = cuda.MemAlloc(size); return err }); err != nil {
 		a.dev.PrimaryCtxRelease()
 		return nil, readErr(r, err)
 	}
 	a.Ptr = a.buf.Ptr()
-	n, err := r.ReadDevice(a.Ptr, size, h.DataOffset, 0)
+	n, err := r.PReadDevice(ctx, a.Ptr, size, h.DataOffset, 0).Get()
 	if err == nil && n != size {
-		err = &fs.PathError{Op: "read", Path: r.Name(), Err: io.ErrUnexpectedEOF}
+		err = io.ErrUnexpectedEOF
 	}
 	if err != nil {
 		a.Close()
-		return nil, err
+		return nil, readErr(r, ctxErr(ctx, err))
 	}
 	return a, nil
 }
 
 func checkShape(d Dtype, shape []int64) (int64, error) {
-	if _, err := ParseDtype(d.String()); err != nil {
+	if p, err := ParseDtype(d.String()); err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	} else if p != d {
+		return 0, fmt.Errorf("%w: dtype %q is spelled %q", ErrInvalidArgument, d, p)
 	}
-	n := int64(d.Size)
+	n := int64(d.Size())
 	for _, s := range shape {
 		if s < 0 || (s > 0 && n > (1<<62)/s) {
 			return 0, fmt.Errorf("%w: shape %v", ErrInvalidArgument, shape)
@@ -171,39 +182,40 @@ func checkShape(d Dtype, shape []int64) (int64, error) {
 	return n, nil
 }
 
-// Save writes data, an array of the given dtype and shape, as a .npy file
-// at path (version 1.0, or 2.0 for a very long header) through
-// kvik.SaveFile: atomically, so that a failed save leaves no partial file
-// and any old file at path intact. path may also be an s3:// URL,
-// uploaded with opts.
-func Save(path string, d Dtype, shape []int64, fortran bool, data []byte, opts ...kvik.RemoteOption) error {
-	n, err := checkShape(d, shape)
-	if err == nil && n != int64(len(data)) {
-		err = fmt.Errorf("%w: %d bytes of data for shape %v of %s", ErrInvalidArgument, len(data), shape, d)
-	}
-	if err != nil {
-		return &fs.PathError{Op: "write", Path: path, Err: err}
-	}
-	return save(path, d, shape, fortran, kvik.Piece{Data: data}, opts)
+// SaveArray is the array that Save writes: its bytes are at Ptr in
+// device memory when Ptr is not 0, else in Data. Fortran says they are in
+// column-major order.
+type SaveArray struct {
+	Dtype   Dtype
+	Shape   []int64
+	Fortran bool
+	Ptr     cuda.DevicePtr
+	Data    []byte
 }
 
-// SaveDevice writes the array at src in device memory as a .npy file at
-// path, as Save does, reading it with kvik's parallel device path.
-func SaveDevice(path string, d Dtype, shape []int64, fortran bool, src cuda.DevicePtr, opts ...kvik.RemoteOption) error {
-	n, err := checkShape(d, shape)
+// Save writes a as a .npy file at path (version 1.0, or 2.0 for a very
+// long header) through kvik.SaveFile: atomically, so that a failed save
+// leaves no partial file and any old file at path intact; a device array
+// is read with kvik's parallel device path. path may also be an s3://
+// URL, uploaded with opts. Cancelling ctx stops the writes: the old file
+// (or object) stays, or none.
+func Save(ctx context.Context, path string, a SaveArray, opts ...kvik.RemoteOption) error {
+	n, err := checkShape(a.Dtype, a.Shape)
+	if err == nil && a.Ptr == 0 && n != int64(len(a.Data)) {
+		err = fmt.Errorf("%w: %d bytes of data for shape %v of %s", ErrInvalidArgument, len(a.Data), a.Shape, a.Dtype)
+	}
 	if err != nil {
-		return &fs.PathError{Op: "write", Path: path, Err: err}
+		return &fs.PathError{Op: "write", Path: kvik.RedactURL(path), Err: err}
 	}
-	body := kvik.Piece{Ptr: src, Size: n}
-	if n == 0 {
-		body = kvik.Piece{}
+	body := kvik.Piece{Data: a.Data}
+	if a.Ptr != 0 {
+		body = kvik.Piece{Ptr: a.Ptr, Size: n}
+		if n == 0 {
+			body = kvik.Piece{}
+		}
 	}
-	return save(path, d, shape, fortran, body, opts)
-}
-
-func save(path string, d Dtype, shape []int64, fortran bool, body kvik.Piece, opts []kvik.RemoteOption) error {
-	hdr := encodeHeader(d, shape, fortran)
-	return kvik.SaveFile(context.Background(), path, []kvik.Piece{{Data: hdr}, body}, opts...)
+	hdr := encodeHeader(a.Dtype, a.Shape, a.Fortran)
+	return kvik.SaveFile(ctx, path, []kvik.Piece{{Data: hdr}, body}, opts...)
 }
 
 // readErr names r's file in err, unless a kvik handle already did.

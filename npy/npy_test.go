@@ -2,6 +2,7 @@ package npy
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -63,7 +64,7 @@ func TestNumpyFiles(t *testing.T) {
 	dir := refDir()
 	e := readExpected(t, dir)
 	for name, want := range e.Files {
-		a, err := Load(filepath.Join(dir, name))
+		a, err := LoadHost(context.Background(), filepath.Join(dir, name), nil)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -74,7 +75,7 @@ func TestNumpyFiles(t *testing.T) {
 		}
 	}
 	if e.Object != "" {
-		if _, err := Load(filepath.Join(dir, e.Object)); !errors.Is(err, ErrObjectArray) || !errors.Is(err, ErrUnsupportedDtype) {
+		if _, err := LoadHost(context.Background(), filepath.Join(dir, e.Object), nil); !errors.Is(err, ErrObjectArray) || !errors.Is(err, ErrUnsupportedDtype) {
 			t.Errorf("object array: %v, want ErrObjectArray", err)
 		}
 	}
@@ -94,7 +95,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, shape := range [][]int64{{}, {0}, {int64(rng.IntN(50) + 1)}, {3, int64(rng.IntN(9) + 1)}, {2, 0, 5}, {2, 3, int64(rng.IntN(7) + 1)}} {
-			n := int64(d.Size)
+			n := int64(d.Size())
 			for _, s := range shape {
 				n *= s
 			}
@@ -104,10 +105,10 @@ func TestRoundTrip(t *testing.T) {
 			}
 			fortran := len(shape) >= 2 && i%2 == 0
 			p := filepath.Join(dir, "x.npy")
-			if err := Save(p, d, shape, fortran, data); err != nil {
+			if err := Save(context.Background(), p, SaveArray{Dtype: d, Shape: shape, Fortran: fortran, Data: data}); err != nil {
 				t.Fatal(err)
 			}
-			a, err := Load(p)
+			a, err := LoadHost(context.Background(), p, nil)
 			if err != nil {
 				t.Fatalf("%s %v: %v", ds, shape, err)
 			}
@@ -127,10 +128,71 @@ func TestSaveRejects(t *testing.T) {
 		d     Dtype
 		shape []int64
 		n     int
-	}{{Float32, []int64{3}, 8}, {Dtype{'<', 'f', 3}, []int64{1}, 3}, {Float64, []int64{-1}, 0}, {Dtype{'<', 'O', 8}, []int64{1}, 8}} {
-		if err := Save(p, c.d, c.shape, false, make([]byte, c.n)); !errors.Is(err, ErrInvalidArgument) {
+	}{{Float32, []int64{3}, 8}, {Dtype("<f3"), []int64{1}, 3}, {Float64, []int64{-1}, 0}, {Dtype("<O8"), []int64{1}, 8}} {
+		if err := Save(context.Background(), p, SaveArray{Dtype: c.d, Shape: c.shape, Data: make([]byte, c.n)}); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("Save(%v, %v, %d bytes) = %v, want ErrInvalidArgument", c.d, c.shape, c.n, err)
 		}
+	}
+}
+
+// TestDtypes checks the dtype constants against ParseDtype and their
+// parts, MakeDtype's spelling, and a non-canonical spelling that Save
+// refuses.
+func TestDtypes(t *testing.T) {
+	for _, c := range []struct {
+		d           Dtype
+		order, kind byte
+		size        int
+	}{
+		{Bool, '|', 'b', 1}, {Int8, '|', 'i', 1}, {Uint8, '|', 'u', 1}, {Int16, '<', 'i', 2}, {Uint16, '<', 'u', 2},
+		{Int32, '<', 'i', 4}, {Uint32, '<', 'u', 4}, {Int64, '<', 'i', 8}, {Uint64, '<', 'u', 8}, {Float16, '<', 'f', 2},
+		{Float32, '<', 'f', 4}, {Float64, '<', 'f', 8}, {Complex64, '<', 'c', 8}, {Complex128, '<', 'c', 16},
+	} {
+		p, err := ParseDtype(string(c.d))
+		if err != nil || p != c.d || !c.d.Valid() || c.d.Order() != c.order || c.d.Kind() != c.kind || c.d.Size() != c.size {
+			t.Errorf("%q: parses as %q (%v), parts %c %c %d", c.d, p, err, c.d.Order(), c.d.Kind(), c.d.Size())
+		}
+		if m, err := MakeDtype(c.order, c.kind, c.size); err != nil || m != c.d {
+			t.Errorf("MakeDtype(%c, %c, %d) = %q, %v; want %q", c.order, c.kind, c.size, m, err, c.d)
+		}
+	}
+	if d, err := MakeDtype('<', 'u', 1); err != nil || d != Uint8 {
+		t.Errorf("MakeDtype('<', 'u', 1) = %q, %v; want %q", d, err, Uint8)
+	}
+	if d, err := MakeDtype('=', 'f', 8); err != nil || d != Float64 {
+		t.Errorf("MakeDtype('=', 'f', 8) = %q, %v; want %q", d, err, Float64)
+	}
+	for _, d := range []Dtype{"", "<f", "=f8", "<f3", ">O8", "f4", "<f-4"} {
+		if d.Valid() {
+			t.Errorf("%q is valid", d)
+		}
+	}
+	if n := Dtype("<f").Size(); n != 0 {
+		t.Errorf("the size of %q is %d, want 0", "<f", n)
+	}
+	p := filepath.Join(t.TempDir(), "x.npy")
+	if err := Save(context.Background(), p, SaveArray{Dtype: "=f8", Shape: []int64{1}, Data: make([]byte, 8)}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Save of dtype \"=f8\": %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestOptionsDevices checks that one array is not placed on two devices:
+// the load fails before any GPU is touched.
+func TestOptionsDevices(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.npy")
+	if err := Save(context.Background(), p, SaveArray{Dtype: Int16, Shape: []int64{2}, Data: []byte{1, 2, 3, 4}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(context.Background(), p, &Options{Devices: []int{0, 1}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Load onto two devices: %v, want ErrInvalidArgument", err)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ReadHeader(context.Background(), p, nil)
+	if err != nil || h.Dtype != Int16 || h.Size() != 4 || h.DataOffset != st.Size()-4 || h.DataOffset%64 != 0 {
+		t.Errorf("ReadHeader: %+v, %v", h, err)
 	}
 }
 
@@ -181,22 +243,22 @@ func TestBadHeaders(t *testing.T) {
 		if err := os.WriteFile(p, c.b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Load(p); !errors.Is(err, c.want) {
+		if _, err := LoadHost(context.Background(), p, nil); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
 }
 
-// FuzzReadHeader checks that no input panics, and that an accepted header
+// FuzzDecodeHeader checks that no input panics, and that an accepted header
 // describes exactly the bytes the file holds.
-func FuzzReadHeader(f *testing.F) {
+func FuzzDecodeHeader(f *testing.F) {
 	names, _ := filepath.Glob("testdata/*.npy")
 	for _, n := range names[:min(len(names), 12)] {
 		b, _ := os.ReadFile(n)
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := ReadHeader(bytes.NewReader(b), int64(len(b)))
+		h, err := DecodeHeader(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			if !errors.Is(err, ErrInvalidHeader) && !errors.Is(err, ErrUnsupportedDtype) {
 				t.Fatalf("untyped error %v", err)

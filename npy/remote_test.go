@@ -2,6 +2,7 @@ package npy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"math/rand/v2"
@@ -54,8 +55,8 @@ func TestS3Fixtures(t *testing.T) {
 	}
 	for name := range fixtures(t) {
 		url := v.URLOf("npy/" + name)
-		want, werr := Load(filepath.Join("testdata", name))
-		got, err := Load(url, v.Opts()...)
+		want, werr := LoadHost(context.Background(), filepath.Join("testdata", name), nil)
+		got, err := LoadHost(context.Background(), url, nil, v.Opts()...)
 		if werr != nil {
 			if !errors.Is(werr, ErrUnsupportedDtype) || !errors.Is(err, ErrUnsupportedDtype) {
 				t.Fatalf("%s: %v locally, %v remotely", name, werr, err)
@@ -69,12 +70,12 @@ func TestS3Fixtures(t *testing.T) {
 		if !strings.HasSuffix(name, "0.npy") {
 			continue
 		}
-		h, err := ReadFileHeader(url, v.Opts()...)
+		h, err := ReadHeader(context.Background(), url, nil, v.Opts()...)
 		if err != nil || h.Dtype != want.Dtype || !slices.Equal(h.Shape, want.Shape) {
 			t.Fatalf("%s: header %+v, %v", url, h, err)
 		}
 	}
-	if _, err := Load(v.URLOf("npy/none.npy"), v.Opts()...); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := LoadHost(context.Background(), v.URLOf("npy/none.npy"), nil, v.Opts()...); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("missing object: %v", err)
 	}
 }
@@ -88,8 +89,8 @@ func TestS3SaveLoad(t *testing.T) {
 	for i, c := range []struct {
 		d     Dtype
 		shape []int64
-	}{{Float32, []int64{3, 7}}, {Dtype{'>', 'i', 8}, []int64{5}}, {Uint8, []int64{11<<20 + 3}}, {Complex64, []int64{}}} {
-		n := int64(c.d.Size)
+	}{{Float32, []int64{3, 7}}, {Dtype(">i8"), []int64{5}}, {Uint8, []int64{11<<20 + 3}}, {Complex64, []int64{}}} {
+		n := int64(c.d.Size())
 		for _, s := range c.shape {
 			n *= s
 		}
@@ -100,17 +101,17 @@ func TestS3SaveLoad(t *testing.T) {
 		fortran := i%2 == 0
 		local := filepath.Join(t.TempDir(), "a.npy")
 		key := "saved/" + string(rune('a'+i)) + ".npy"
-		if err := Save(local, c.d, c.shape, fortran, data); err != nil {
+		if err := Save(context.Background(), local, SaveArray{Dtype: c.d, Shape: c.shape, Fortran: fortran, Data: data}); err != nil {
 			t.Fatal(err)
 		}
-		if err := Save(v.URLOf(key), c.d, c.shape, fortran, data, v.Opts()...); err != nil {
+		if err := Save(context.Background(), v.URLOf(key), SaveArray{Dtype: c.d, Shape: c.shape, Fortran: fortran, Data: data}, v.Opts()...); err != nil {
 			t.Fatal(err)
 		}
 		want, _ := os.ReadFile(local)
 		if got, ok := v.Object(key); !ok || !bytes.Equal(got, want) {
 			t.Fatalf("%s: object of %d bytes differs from the %d-byte file", key, len(got), len(want))
 		}
-		a, err := Load(v.URLOf(key), v.Opts()...)
+		a, err := LoadHost(context.Background(), v.URLOf(key), nil, v.Opts()...)
 		if err != nil || !bytes.Equal(a.Data, data) || a.Dtype != c.d || a.FortranOrder != fortran || !slices.Equal(a.Shape, c.shape) {
 			t.Fatalf("%s: loaded %+v, %v", key, a, err)
 		}
@@ -118,7 +119,7 @@ func TestS3SaveLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := LoadReader(r)
+		b, err := LoadHostReader(context.Background(), r, nil)
 		if err != nil || !bytes.Equal(b.Data, data) {
 			t.Fatalf("%s: LoadReader: %v", key, err)
 		}
@@ -142,12 +143,12 @@ func TestHTTPRequests(t *testing.T) {
 		if name == "object.npy" {
 			continue
 		}
-		want, err := Load(filepath.Join("testdata", name))
+		want, err := LoadHost(context.Background(), filepath.Join("testdata", name), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		srv.SetFault(nil)
-		got, err := Load(srv.URL + "/" + name)
+		got, err := LoadHost(context.Background(), srv.URL+"/"+name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +166,7 @@ func TestHTTPRequests(t *testing.T) {
 	b := header(2, dict, 6)
 	copy(b[len(b)-6:], []byte{1, 2, 3, 4, 5, 6})
 	srv2 := httpfault.New(t, map[string][]byte{"/long.npy": b}, nil)
-	a, err := Load(srv2.URL + "/long.npy")
+	a, err := LoadHost(context.Background(), srv2.URL+"/long.npy", nil)
 	if err != nil || !bytes.Equal(a.Data, []byte{1, 2, 3, 4, 5, 6}) || srv2.GETs.Load() != 3 {
 		t.Fatalf("long header: %v after %d GETs, want 3", err, srv2.GETs.Load())
 	}
@@ -184,7 +185,7 @@ func TestHTTPFaults(t *testing.T) {
 		data[i] = byte(i * 7)
 	}
 	p := filepath.Join(t.TempDir(), "a.npy")
-	if err := Save(p, Float64, []int64{int64(len(data) / 8)}, false, data); err != nil {
+	if err := Save(context.Background(), p, SaveArray{Dtype: Float64, Shape: []int64{int64(len(data) / 8)}, Data: data}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(p)
@@ -192,17 +193,17 @@ func TestHTTPFaults(t *testing.T) {
 	url := srv.URL + "/a.npy"
 	for _, f := range []httpfault.Fault{httpfault.Status(503, 1, 2), httpfault.Status(429, 2, 3)} {
 		srv.SetFault(f)
-		if a, err := Load(url); err != nil || !bytes.Equal(a.Data, data) {
+		if a, err := LoadHost(context.Background(), url, nil); err != nil || !bytes.Equal(a.Data, data) {
 			t.Fatalf("retried fault: %v", err)
 		}
 	}
 	var se *kvik.HTTPStatusError
 	srv.SetFault(httpfault.Status(403, 1, 0))
-	if _, err := ReadFileHeader(url); !errors.Is(err, fs.ErrPermission) || !errors.As(err, &se) || se.Code != 403 {
+	if _, err := ReadHeader(context.Background(), url, nil); !errors.Is(err, fs.ErrPermission) || !errors.As(err, &se) || se.Code != 403 {
 		t.Fatalf("403: %v", err)
 	}
 	srv.SetFault(httpfault.Status(500, 2, 0))
-	if _, err := Load(url); !errors.As(err, &se) || se.Code != 500 || srv.GETs.Load() != 3 {
+	if _, err := LoadHost(context.Background(), url, nil); !errors.As(err, &se) || se.Code != 500 || srv.GETs.Load() != 3 {
 		t.Fatalf("500 twice: %v after %d GETs", err, srv.GETs.Load())
 	}
 	for name, f := range map[string]func(http.ResponseWriter, *http.Request, []byte){"reset": httpfault.Reset, "short": httpfault.Short} {
@@ -212,7 +213,7 @@ func TestHTTPFaults(t *testing.T) {
 			}
 			return n >= 2
 		})
-		if _, err := Load(url); !errors.Is(err, kvik.ErrShortBody) {
+		if _, err := LoadHost(context.Background(), url, nil); !errors.Is(err, kvik.ErrShortBody) {
 			t.Fatalf("%s body: %v", name, err)
 		}
 	}
@@ -233,11 +234,11 @@ func TestRemoteDevice(t *testing.T) {
 		if name == "object.npy" {
 			continue
 		}
-		want, err := Load(filepath.Join("testdata", name))
+		want, err := LoadHost(context.Background(), filepath.Join("testdata", name), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := LoadDevice(v.Put(t, name, b), 0, v.Opts()...)
+		a, err := Load(context.Background(), v.Put(t, name, b), nil, v.Opts()...)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -30,14 +31,14 @@ func TestSaveFullFilesystemKeepsOld(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	path := filepath.Join(dir, "model.safetensors")
 	old := f32Tensor(rng, "w", 50_000)
-	if err := Save(path, []SaveTensor{old}, nil); err != nil {
+	if err := Save(context.Background(), path, []SaveTensor{old}, nil); err != nil {
 		t.Fatal(err)
 	}
-	err := Save(path, []SaveTensor{f32Tensor(rng, "a", 200_000), f32Tensor(rng, "b", 200_000)}, nil)
+	err := Save(context.Background(), path, []SaveTensor{f32Tensor(rng, "a", 200_000), f32Tensor(rng, "b", 200_000)}, nil)
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("save of 1.6 MB into 1 MiB: %v, want ENOSPC", err)
 	}
-	m, err := LoadHost(path, nil)
+	m, err := LoadHost(context.Background(), path, nil)
 	if err != nil {
 		t.Fatalf("the old checkpoint no longer loads: %v", err)
 	}
@@ -66,7 +67,7 @@ func TestSaveConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
-		wg.Go(func() { errs[i] = Save(path, []SaveTensor{ts[i]}, nil) })
+		wg.Go(func() { errs[i] = Save(context.Background(), path, []SaveTensor{ts[i]}, nil) })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -74,7 +75,7 @@ func TestSaveConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m, err := LoadHost(path, nil)
+	m, err := LoadHost(context.Background(), path, nil)
 	if err != nil {
 		t.Fatalf("after concurrent saves: %v", err)
 	}

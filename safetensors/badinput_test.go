@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
@@ -59,7 +60,7 @@ func TestBadHeaders(t *testing.T) {
 		if err := os.WriteFile(p, c.b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := LoadHost(p, nil); !errors.Is(err, c.want) {
+		if _, err := LoadHost(context.Background(), p, nil); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
@@ -70,7 +71,7 @@ func TestBadHeaders(t *testing.T) {
 func TestWhitespacePadding(t *testing.T) {
 	for _, pad := range []string{"", "   ", "\n", " \t\r\n "} {
 		b := file(`{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}`+pad, 2)
-		h, err := ReadHeader(bytes.NewReader(b), int64(len(b)))
+		h, err := DecodeHeader(bytes.NewReader(b), int64(len(b)))
 		if err != nil || len(h.Tensors) != 1 {
 			t.Errorf("padding %q: %v", pad, err)
 		}
@@ -93,7 +94,7 @@ func TestSplitSixBit(t *testing.T) {
 func TestTruncated(t *testing.T) {
 	ts := randomTensors(rand.New(rand.NewPCG(4, 4)), 5)
 	p := filepath.Join(t.TempDir(), "a.safetensors")
-	if err := Save(p, ts, nil); err != nil {
+	if err := Save(context.Background(), p, ts, nil); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(p)
@@ -102,7 +103,7 @@ func TestTruncated(t *testing.T) {
 		if n > hlen+16 && n%61 != 0 { // every cut in the header, a sample in the data
 			continue
 		}
-		_, err := ReadHeader(bytes.NewReader(b[:n]), int64(n))
+		_, err := DecodeHeader(bytes.NewReader(b[:n]), int64(n))
 		if !errors.Is(err, ErrInvalidHeader) && !errors.Is(err, ErrInvalidOffsets) {
 			t.Fatalf("cut at %d of %d: %v", n, len(b), err)
 		}
@@ -111,7 +112,7 @@ func TestTruncated(t *testing.T) {
 
 // FuzzReadHeader checks no input panics, every error is typed, and an
 // accepted header tiles exactly the data the file holds.
-func FuzzReadHeader(f *testing.F) {
+func FuzzDecodeHeader(f *testing.F) {
 	names, _ := filepath.Glob("testdata/*.safetensors")
 	for _, n := range names {
 		if b, err := os.ReadFile(n); err == nil && len(b) < 1<<16 {
@@ -120,7 +121,7 @@ func FuzzReadHeader(f *testing.F) {
 	}
 	f.Add(file(`{"__metadata__":{"k":"v"},"a":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]}}`, 8))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := ReadHeader(bytes.NewReader(b), int64(len(b)))
+		h, err := DecodeHeader(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			if !errors.Is(err, ErrInvalidHeader) && !errors.Is(err, ErrInvalidOffsets) && !errors.Is(err, ErrUnknownDtype) {
 				t.Fatalf("untyped error %v", err)

@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
@@ -20,7 +21,7 @@ func TestDeviceRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for range 4 {
 		p, ts := writeRandom(t, rng, 1+rng.IntN(80), map[string]string{"k": "v"})
-		m, err := Load(p, nil)
+		m, err := Load(context.Background(), p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +37,7 @@ func TestDeviceRoundTrip(t *testing.T) {
 			back = append(back, SaveTensor{Name: w.Name, Dtype: w.Dtype, Shape: w.Shape, Ptr: g.Ptr, Data: nilIfDev(g)})
 		}
 		q := filepath.Join(t.TempDir(), "back.safetensors")
-		if err := Save(q, back, map[string]string{"k": "v"}); err != nil {
+		if err := Save(context.Background(), q, back, map[string]string{"k": "v"}); err != nil {
 			t.Fatal(err)
 		}
 		a, _ := os.ReadFile(p)
@@ -80,7 +81,7 @@ func TestMultiDevice(t *testing.T) {
 		{Devices: devs, Place: func(ti *TensorInfo) int { return int(ti.Name[1]) % 2 }},
 		{Devices: devs, Split: func(ti *TensorInfo) bool { return ti.Name == biggest }},
 	} {
-		m, err := Load(p, o)
+		m, err := Load(context.Background(), p, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,10 +131,10 @@ func TestWriteForPython(t *testing.T) {
 			}
 		}
 		src := filepath.Join(t.TempDir(), "src.safetensors")
-		if err := Save(src, ts, nil); err != nil {
+		if err := Save(context.Background(), src, ts, nil); err != nil {
 			t.Fatal(err)
 		}
-		m, err := Load(src, nil)
+		m, err := Load(context.Background(), src, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +147,7 @@ func TestWriteForPython(t *testing.T) {
 			ef.Tensors[w.Name] = expectedTensor{Dtype: string(w.Dtype), Shape: nonNil(w.Shape), Sha256: sum(w.Data)}
 		}
 		name := "kvik" + string(rune('0'+i)) + ".safetensors"
-		if err := Save(filepath.Join(out, name), dev, meta); err != nil {
+		if err := Save(context.Background(), filepath.Join(out, name), dev, meta); err != nil {
 			t.Fatal(err)
 		}
 		e.Files[name] = ef
@@ -169,7 +170,7 @@ func TestReplicate(t *testing.T) {
 		devs = []int{0, 1}
 	}
 	p, ts := writeRandom(t, rand.New(rand.NewPCG(33, 34)), 90, nil)
-	m, err := Load(p, &Options{Devices: devs, Replicate: true})
+	m, err := Load(context.Background(), p, &Options{Devices: devs, Replicate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestReplicate(t *testing.T) {
 			}
 		}
 	}
-	_, err = Load(p, &Options{Devices: devs, Replicate: true, Place: func(*TensorInfo) int { return 0 }})
+	_, err = Load(context.Background(), p, &Options{Devices: devs, Replicate: true, Place: func(*TensorInfo) int { return 0 }})
 	if !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("Replicate with Place: %v, want ErrInvalidArgument", err)
 	}

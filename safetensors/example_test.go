@@ -1,6 +1,7 @@
 package safetensors_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"log"
@@ -21,14 +22,14 @@ func ExampleLoadHost() {
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "model.safetensors")
 	w := []float32{1, 2, 3, 4, 5, 6}
-	err := safetensors.Save(path, []safetensors.SaveTensor{
+	err := safetensors.Save(context.Background(), path, []safetensors.SaveTensor{
 		{Name: "layer.weight", Dtype: safetensors.F32, Shape: []int64{2, 3}, Data: f32bytes(w)},
 		{Name: "layer.bias", Dtype: safetensors.U8, Shape: []int64{2}, Data: []byte{7, 8}},
 	}, map[string]string{"format": "pt"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	m, err := safetensors.LoadHost(path, nil)
+	m, err := safetensors.LoadHost(context.Background(), path, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func f32bytes(v []float32) []byte {
 func ExampleLoadHost_url() {
 	dir, _ := os.MkdirTemp("", "st")
 	defer os.RemoveAll(dir)
-	err := safetensors.Save(filepath.Join(dir, "model.safetensors"), []safetensors.SaveTensor{
+	err := safetensors.Save(context.Background(), filepath.Join(dir, "model.safetensors"), []safetensors.SaveTensor{
 		{Name: "embed", Dtype: safetensors.F32, Shape: []int64{2, 2}, Data: f32bytes([]float32{1, 2, 3, 4})},
 	}, nil)
 	if err != nil {
@@ -66,7 +67,7 @@ func ExampleLoadHost_url() {
 	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
 	defer srv.Close()
 
-	m, err := safetensors.LoadHost(srv.URL+"/model.safetensors", nil)
+	m, err := safetensors.LoadHost(context.Background(), srv.URL+"/model.safetensors", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func ExampleLoadHost_url() {
 // shards named in the index are read from beside it. Credentials, region
 // and endpoint come from AWS_* variables or, as here, options.
 func ExampleLoadIndex_s3() {
-	m, err := safetensors.LoadIndex("s3://my-bucket/llama/model.safetensors.index.json",
+	m, err := safetensors.LoadIndex(context.Background(), "s3://my-bucket/llama/model.safetensors.index.json",
 		&safetensors.Options{Devices: []int{0, 1}},
 		kvik.WithS3Region("us-east-1"), kvik.WithS3Endpoint("http://127.0.0.1:7070"))
 	if err != nil {

@@ -57,14 +57,15 @@ func (h *Header) Lookup(name string) (*TensorInfo, bool) {
 	return &h.Tensors[i], true
 }
 
-// headerProbe is how much ReadHeader reads at first: the length and the
+// headerProbe is how much DecodeHeader reads at first: the length and the
 // JSON of all but the largest headers, in one request to a remote file.
 const headerProbe = 1 << 20
 
-// ReadHeader reads and validates the header of a safetensors file of the
-// given size from r. It reads the first MiB (or the whole file, if
-// smaller), and the rest of the header only when it is longer.
-func ReadHeader(r io.ReaderAt, size int64) (*Header, error) {
+// DecodeHeader reads and validates the header of a safetensors file of the
+// given size from r, any io.ReaderAt (ReadHeader reads a path or URL). It
+// reads the first MiB (or the whole file, if smaller), and the rest of
+// the header only when it is longer.
+func DecodeHeader(r io.ReaderAt, size int64) (*Header, error) {
 	if size < 8 {
 		return nil, fmt.Errorf("%w: file of %d bytes is shorter than the 8-byte length", ErrInvalidHeader, size)
 	}

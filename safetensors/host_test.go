@@ -2,11 +2,13 @@ package safetensors
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +19,7 @@ func writeRandom(t *testing.T, rng *rand.Rand, n int, meta map[string]string) (s
 	t.Helper()
 	ts := randomTensors(rng, n)
 	p := filepath.Join(t.TempDir(), "m.safetensors")
-	if err := Save(p, ts, meta); err != nil {
+	if err := Save(context.Background(), p, ts, meta); err != nil {
 		t.Fatal(err)
 	}
 	return p, ts
@@ -30,7 +32,7 @@ func TestRoundTripHost(t *testing.T) {
 	for trial := range 8 {
 		meta := map[string]string{"format": "pt", "trial": strings.Repeat("x", trial)}
 		p, ts := writeRandom(t, rng, 1+rng.IntN(60), meta)
-		m, err := LoadHost(p, nil)
+		m, err := LoadHost(context.Background(), p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +48,7 @@ func TestRoundTripHost(t *testing.T) {
 				names = append(names, w.Name)
 			}
 		}
-		sub, err := LoadHost(p, &Options{Names: names})
+		sub, err := LoadHost(context.Background(), p, &Options{Names: names})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +60,7 @@ func TestRoundTripHost(t *testing.T) {
 				checkHostTensor(t, sub, w)
 			}
 		}
-		f16, err := LoadHost(p, &Options{Filter: func(ti *TensorInfo) bool { return ti.Dtype == F32 }})
+		f16, err := LoadHost(context.Background(), p, &Options{Filter: func(ti *TensorInfo) bool { return ti.Dtype == F32 }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +108,7 @@ func nonNil(s []int64) []int64 {
 
 func TestNamesNotFound(t *testing.T) {
 	p, _ := writeRandom(t, rand.New(rand.NewPCG(5, 6)), 4, nil)
-	if _, err := LoadHost(p, &Options{Names: []string{"nope"}}); !errors.Is(err, ErrNotFound) {
+	if _, err := LoadHost(context.Background(), p, &Options{Names: []string{"nope"}}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("got %v, want ErrNotFound", err)
 	}
 }
@@ -123,9 +125,12 @@ func TestSaveLayout(t *testing.T) {
 	if n%8 != 0 {
 		t.Errorf("header length %d not a multiple of 8", n)
 	}
-	h, err := ReadHeader(bytes.NewReader(b), int64(len(b)))
+	h, err := DecodeHeader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if byName, err := ReadHeader(context.Background(), p, nil); err != nil || !reflect.DeepEqual(byName, h) {
+		t.Fatalf("ReadHeader by name differs from DecodeHeader: %v", err)
 	}
 	for i := 1; i < len(h.Tensors); i++ {
 		a, c := h.Tensors[i-1], h.Tensors[i]
@@ -145,8 +150,8 @@ func TestSaveRejects(t *testing.T) {
 		{{Name: "__metadata__", Dtype: U8, Data: []byte{1}}},
 		{{Name: "a", Dtype: U8, Shape: []int64{-1}}},
 	} {
-		if err := Save(p, ts, nil); err == nil || !(errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrUnknownDtype)) {
-			t.Errorf("Save(%+v) = %v", ts, err)
+		if err := Save(context.Background(), p, ts, nil); err == nil || !(errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrUnknownDtype)) {
+			t.Errorf("Save(context.Background(), %+v) = %v", ts, err)
 		}
 	}
 }
@@ -155,7 +160,7 @@ func TestSaveRejects(t *testing.T) {
 // any device is touched (so without a GPU too).
 func TestPlaceOutOfRange(t *testing.T) {
 	p, _ := writeRandom(t, rand.New(rand.NewPCG(8, 8)), 3, nil)
-	if _, err := Load(p, &Options{Devices: []int{0, 1}, Place: func(*TensorInfo) int { return 2 }}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := Load(context.Background(), p, &Options{Devices: []int{0, 1}, Place: func(*TensorInfo) int { return 2 }}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,8 +32,8 @@ const MaxIndexSize = 64 << 20
 // URL opened with opts: every file it names must be a plain relative path
 // in the index's directory tree, and shard names resolve against the
 // index's own path or URL (see ShardName).
-func ReadIndex(name string, opts ...kvik.RemoteOption) (*Index, error) {
-	b, err := readSmall(name, opts)
+func ReadIndex(ctx context.Context, name string, opts ...kvik.RemoteOption) (*Index, error) {
+	b, err := readSmall(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -52,8 +53,8 @@ func ReadIndex(name string, opts ...kvik.RemoteOption) (*Index, error) {
 }
 
 // readSmall reads the whole file at name, of at most MaxIndexSize bytes.
-func readSmall(name string, opts []kvik.RemoteOption) ([]byte, error) {
-	return tensorload.Open(name, opts, func(r kvik.Reader) ([]byte, error) {
+func readSmall(ctx context.Context, name string, opts []kvik.RemoteOption) ([]byte, error) {
+	return tensorload.Open(ctx, name, opts, func(r kvik.Reader) ([]byte, error) {
 		size, err := r.Size()
 		if err != nil {
 			return nil, err
@@ -62,7 +63,7 @@ func readSmall(name string, opts []kvik.RemoteOption) ([]byte, error) {
 			return nil, tensorload.PathError(r, fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidIndex, size, MaxIndexSize))
 		}
 		b := make([]byte, size)
-		if err := readFull(r, b, 0); err != nil {
+		if err := readFull(tensorload.ReaderAt(ctx, r), b, 0); err != nil {
 			return nil, tensorload.PathError(r, err)
 		}
 		return b, nil
@@ -136,18 +137,18 @@ func (ix *Index) Files() []string {
 // o.Place and balanced placement apply per shard. A tensor the index names
 // that its shard lacks is an error matching ErrNotFound. name is a local
 // path or a URL, opened with opts as the shards are; shard files lie
-// beside the index (ShardName).
-func LoadIndex(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
-	return loadIndex(name, o, false, opts)
+// beside the index (ShardName). Cancelling ctx stops every shard's load.
+func LoadIndex(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return loadIndex(ctx, name, o, false, opts)
 }
 
 // LoadIndexHost is LoadIndex into host memory.
-func LoadIndexHost(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
-	return loadIndex(name, o, true, opts)
+func LoadIndexHost(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return loadIndex(ctx, name, o, true, opts)
 }
 
-func loadIndex(name string, o *Options, host bool, opts []kvik.RemoteOption) (*Model, error) {
-	ix, err := ReadIndex(name, opts...)
+func loadIndex(ctx context.Context, name string, o *Options, host bool, opts []kvik.RemoteOption) (*Model, error) {
+	ix, err := ReadIndex(ctx, name, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +184,7 @@ func loadIndex(name string, o *Options, host bool, opts []kvik.RemoteOption) (*M
 		so.Names = names
 		// Shards load concurrently; each is one parallel read per device.
 		shard, _ := ShardName(name, file) // checked by ReadIndex
-		wg.Go(func() { models[i], errs[i] = load(shard, &so, host, opts) })
+		wg.Go(func() { models[i], errs[i] = load(ctx, shard, &so, host, opts) })
 	}
 	wg.Wait()
 	for _, m := range models {

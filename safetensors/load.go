@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"context"
 	"errors"
 
 	"github.com/kvikgo/kvik"
@@ -109,52 +110,77 @@ func (m *Model) Close() error {
 // contiguous range. The header is validated before any allocation. name
 // is a local path or a URL (s3://, http(s)://; see kvik.OpenReader),
 // opened with opts: a remote file's header comes in one ranged GET and
-// its tensors in parallel ranged GETs into device memory.
-func Load(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
-	return load(name, o, false, opts)
+// its tensors in parallel ranged GETs into device memory. Cancelling ctx
+// abandons the requests and copies in flight, frees the memory and
+// returns ctx.Err().
+func Load(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return load(ctx, name, o, false, opts)
 }
 
 // LoadHost is Load into host memory: each Tensor's Data holds its bytes
 // (aligned to Alignment); placement options are ignored.
-func LoadHost(name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
-	return load(name, o, true, opts)
+func LoadHost(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Model, error) {
+	return load(ctx, name, o, true, opts)
 }
 
 // LoadReader is Load from a file the caller opened (any kvik handle); r
 // stays open.
-func LoadReader(r kvik.Reader, o *Options) (*Model, error) {
-	return loadReader(r, o, false)
+func LoadReader(ctx context.Context, r kvik.Reader, o *Options) (*Model, error) {
+	return loadReader(ctx, r, o, false)
 }
 
 // LoadHostReader is LoadHost from a file the caller opened; r stays open.
-func LoadHostReader(r kvik.Reader, o *Options) (*Model, error) {
-	return loadReader(r, o, true)
+func LoadHostReader(ctx context.Context, r kvik.Reader, o *Options) (*Model, error) {
+	return loadReader(ctx, r, o, true)
 }
 
-func load(name string, o *Options, host bool, opts []kvik.RemoteOption) (*Model, error) {
-	return tensorload.Open(name, opts, func(r kvik.Reader) (*Model, error) { return loadReader(r, o, host) })
+// ReadHeader reads and validates the header of the safetensors file at
+// name, a path or URL opened with opts as Load does, without reading any
+// tensor: one ranged GET for most remote files. o may be nil; no option
+// changes how a safetensors header is read (gguf's do), it is there so
+// that every format's ReadHeader takes the same arguments.
+func ReadHeader(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Header, error) {
+	return tensorload.Open(ctx, name, opts, func(r kvik.Reader) (*Header, error) { return ReadHeaderReader(ctx, r, o) })
 }
 
-func loadReader(r kvik.Reader, o *Options, host bool) (*Model, error) {
-	if o == nil {
-		o = &Options{}
+// ReadHeaderReader is ReadHeader from a file the caller opened; r stays
+// open.
+func ReadHeaderReader(ctx context.Context, r kvik.Reader, o *Options) (*Header, error) {
+	h, err := readerHeader(ctx, r)
+	if err != nil {
+		return nil, tensorload.PathError(r, err)
 	}
+	return h, nil
+}
+
+func readerHeader(ctx context.Context, r kvik.Reader) (*Header, error) {
 	size, err := r.Size()
 	if err != nil {
 		return nil, err
 	}
-	h, err := ReadHeader(r, size)
+	return DecodeHeader(tensorload.ReaderAt(ctx, r), size)
+}
+
+func load(ctx context.Context, name string, o *Options, host bool, opts []kvik.RemoteOption) (*Model, error) {
+	return tensorload.Open(ctx, name, opts, func(r kvik.Reader) (*Model, error) { return loadReader(ctx, r, o, host) })
+}
+
+func loadReader(ctx context.Context, r kvik.Reader, o *Options, host bool) (*Model, error) {
+	if o == nil {
+		o = &Options{}
+	}
+	h, err := readerHeader(ctx, r)
 	if err == nil {
 		var m *Model
-		if m, err = loadFrom(r, h, o, host); err == nil {
+		if m, err = loadFrom(ctx, r, h, o, host); err == nil {
 			return m, nil
 		}
 	}
 	return nil, tensorload.PathError(r, err)
 }
 
-func loadFrom(f kvik.Reader, h *Header, o *Options, host bool) (*Model, error) {
-	res, err := tensorload.Load(f, &tensorload.Request[TensorInfo]{
+func loadFrom(ctx context.Context, f kvik.Reader, h *Header, o *Options, host bool) (*Model, error) {
+	res, err := tensorload.Load(ctx, f, &tensorload.Request[TensorInfo]{
 		Tensors: h.Tensors,
 		Name:    func(t *TensorInfo) string { return t.Name },
 		Range:   func(t *TensorInfo) (int64, int64) { return h.DataOffset + t.Begin, t.Size() },

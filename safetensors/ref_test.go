@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,13 +35,13 @@ func referenceFiles(t *testing.T, dir string) {
 	}
 	for name, want := range e.Files {
 		p := filepath.Join(dir, name)
-		m, err := LoadHost(p, nil)
+		m, err := LoadHost(context.Background(), p, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		checkExpected(t, name, m, want, false)
 		if gpu {
-			md, err := Load(p, nil)
+			md, err := Load(context.Background(), p, nil)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -94,7 +95,7 @@ func TestIndex(t *testing.T) {
 			ts[j].Name = fmt.Sprintf("layers.%d.%s", i, ts[j].Name)
 			wm[ts[j].Name] = fmt.Sprintf("model-%05d-of-00003.safetensors", i+1)
 		}
-		if err := Save(filepath.Join(dir, wm[ts[0].Name]), ts, nil); err != nil {
+		if err := Save(context.Background(), filepath.Join(dir, wm[ts[0].Name]), ts, nil); err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, ts...)
@@ -102,7 +103,7 @@ func TestIndex(t *testing.T) {
 	b, _ := json.Marshal(Index{Metadata: map[string]json.RawMessage{"total_size": json.RawMessage("16106127360")}, WeightMap: wm})
 	ix := filepath.Join(dir, "model.safetensors.index.json")
 	os.WriteFile(ix, b, 0o644)
-	m, err := LoadIndexHost(ix, nil)
+	m, err := LoadIndexHost(context.Background(), ix, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +113,12 @@ func TestIndex(t *testing.T) {
 	for _, w := range all {
 		checkHostTensor(t, m, w)
 	}
-	sub, err := LoadIndexHost(ix, &Options{Names: []string{all[0].Name, all[len(all)-1].Name}})
+	sub, err := LoadIndexHost(context.Background(), ix, &Options{Names: []string{all[0].Name, all[len(all)-1].Name}})
 	if err != nil || len(sub.Tensors) != 2 {
 		t.Fatalf("subset: %v", err)
 	}
 	checkHostTensor(t, sub, all[len(all)-1])
-	if _, err := LoadIndexHost(ix, &Options{Names: []string{"x"}}); !errors.Is(err, ErrNotFound) {
+	if _, err := LoadIndexHost(context.Background(), ix, &Options{Names: []string{"x"}}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing name: %v", err)
 	}
 	for _, dir := range refDirs() {
@@ -133,7 +134,7 @@ func referenceIndex(t *testing.T, dir string) {
 		return
 	}
 	e := readExpected(t, dir)
-	rm, err := LoadIndexHost(ref, nil)
+	rm, err := LoadIndexHost(context.Background(), ref, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,18 +165,18 @@ func TestBadIndex(t *testing.T) {
 	} {
 		p := filepath.Join(dir, name+".json")
 		os.WriteFile(p, []byte(body), 0o644)
-		if _, err := LoadIndexHost(p, nil); !errors.Is(err, ErrInvalidIndex) {
+		if _, err := LoadIndexHost(context.Background(), p, nil); !errors.Is(err, ErrInvalidIndex) {
 			t.Errorf("%s: %v, want ErrInvalidIndex", name, err)
 		}
 	}
 	// A tensor the index names that its shard lacks.
 	p := filepath.Join(dir, "s.safetensors")
-	if err := Save(p, []SaveTensor{{Name: "a", Dtype: U8, Shape: []int64{1}, Data: []byte{7}}}, nil); err != nil {
+	if err := Save(context.Background(), p, []SaveTensor{{Name: "a", Dtype: U8, Shape: []int64{1}, Data: []byte{7}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	ix := filepath.Join(dir, "m.index.json")
 	os.WriteFile(ix, []byte(`{"weight_map":{"a":"s.safetensors","b":"s.safetensors"}}`), 0o644)
-	if _, err := LoadIndexHost(ix, nil); !errors.Is(err, ErrNotFound) {
+	if _, err := LoadIndexHost(context.Background(), ix, nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("missing tensor: %v, want ErrNotFound", err)
 	}
 }

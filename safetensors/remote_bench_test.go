@@ -50,7 +50,7 @@ func writeCheckpoint(tb testing.TB, path string, size int64) {
 		ts[i] = SaveTensor{Name: fmt.Sprintf("layers.%02d.weight", i), Dtype: BF16, Shape: []int64{rows, 4096},
 			Data: data[int64(i)*rows*row : int64(i+1)*rows*row]}
 	}
-	if err := Save(path, ts, map[string]string{"format": "pt"}); err != nil {
+	if err := Save(context.Background(), path, ts, map[string]string{"format": "pt"}); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -88,7 +88,7 @@ func BenchmarkS3Load(b *testing.B) {
 	}
 	defer dev.PrimaryCtxRelease()
 	load := func() error {
-		m, err := Load(url, nil, v.Opts()...)
+		m, err := Load(context.Background(), url, nil, v.Opts()...)
 		if err != nil {
 			return err
 		}

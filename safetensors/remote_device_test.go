@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -64,7 +65,7 @@ func TestRemoteDevice(t *testing.T) {
 	}
 	ts = append(ts, SaveTensor{Name: "big", Dtype: BF16, Shape: []int64{int64(len(big) / 2)}, Data: big})
 	p := t.TempDir() + "/m.safetensors"
-	if err := Save(p, ts, nil); err != nil {
+	if err := Save(context.Background(), p, ts, nil); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(p)
@@ -83,7 +84,7 @@ func TestRemoteDevice(t *testing.T) {
 			{Devices: two, Place: func(ti *TensorInfo) int { return int(ti.Name[1]) % 2 }},
 			{Devices: two, Split: func(ti *TensorInfo) bool { return ti.Name == "big" }},
 		} {
-			m, err := Load(src.url, o, src.opts...)
+			m, err := Load(context.Background(), src.url, o, src.opts...)
 			if err != nil {
 				t.Fatalf("%s: %v", src.url, err)
 			}
@@ -107,11 +108,11 @@ func TestRemoteIndexDevice(t *testing.T) {
 	for name, b := range fixtures(t) {
 		v.Put(t, name, b)
 	}
-	want, err := LoadIndexHost("testdata/torch/model.safetensors.index.json", nil)
+	want, err := LoadIndexHost(context.Background(), "testdata/torch/model.safetensors.index.json", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := LoadIndex(v.URLOf("torch/model.safetensors.index.json"), &Options{Devices: []int{0, 0}}, v.Opts()...)
+	m, err := LoadIndex(context.Background(), v.URLOf("torch/model.safetensors.index.json"), &Options{Devices: []int{0, 0}}, v.Opts()...)
 	if err != nil {
 		t.Fatal(err)
 	}

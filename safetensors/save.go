@@ -54,13 +54,14 @@ func (t *SaveTensor) bytes() (int64, error) {
 // save leaves no partial file and any old file at path intact. path may
 // also be an s3:// URL, uploaded with opts. Tensors are stored by
 // descending element size, then by name, as the reference library does;
-// the header is padded with spaces to a multiple of 8 bytes.
-func Save(path string, tensors []SaveTensor, metadata map[string]string, opts ...kvik.RemoteOption) error {
+// the header is padded with spaces to a multiple of 8 bytes. Cancelling
+// ctx stops the writes: the old file (or object) stays, or none.
+func Save(ctx context.Context, path string, tensors []SaveTensor, metadata map[string]string, opts ...kvik.RemoteOption) error {
 	hdr, offs, err := encodeHeader(tensors, metadata)
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: path, Err: err}
 	}
-	return kvik.SaveFile(context.Background(), path, pieces(hdr, tensors, offs), opts...)
+	return kvik.SaveFile(ctx, path, pieces(hdr, tensors, offs), opts...)
 }
 
 // pieces lays out the file: the header, then each tensor at its offset

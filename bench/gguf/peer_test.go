@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -54,7 +55,7 @@ func elemType(x any) int {
 // compare checks that both parsers read the same header from path.
 func compare(t *testing.T, path string) {
 	t.Helper()
-	h, err := gguf.ReadFileHeader(path, nil)
+	h, err := gguf.ReadHeader(context.Background(), path, nil)
 	if err != nil {
 		t.Fatalf("kvik: %v", err)
 	}
@@ -83,7 +84,7 @@ func compare(t *testing.T, path string) {
 			shape[j] = int64(d)
 		}
 		if p.Name != ti.Name || uint32(p.Type) != uint32(ti.Type) || !reflect.DeepEqual(shape, ti.Shape) ||
-			int64(p.Offset) != ti.Offset || int64(p.Bytes()) != ti.Size {
+			int64(p.Offset) != ti.Offset || int64(p.Bytes()) != ti.Size() {
 			t.Errorf("%s: tensor %d: kvik %+v, gguf-parser-go %s %s %v at %d, %d bytes", path, i, ti, p.Name, p.Type, p.Dimensions, p.Offset, p.Bytes())
 		}
 	}
@@ -153,7 +154,7 @@ func synthetic(tb testing.TB) string {
 		ts = append(ts, gguf.SaveTensor{Name: fmt.Sprintf("blk.%d.t%d.weight", i/10, i%10), Type: typ, Shape: shape,
 			Data: make([]byte, typ.TypeSize()*shape[1])})
 	}
-	if err := gguf.Save(p, ts, meta); err != nil {
+	if err := gguf.Save(context.Background(), p, ts, meta); err != nil {
 		tb.Fatal(err)
 	}
 	return p
@@ -171,7 +172,7 @@ func TestMain(m *testing.M) {
 // mmap).
 func BenchmarkParse(b *testing.B) {
 	p := synthetic(b)
-	h, err := gguf.ReadFileHeader(p, nil)
+	h, err := gguf.ReadHeader(context.Background(), p, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func BenchmarkParse(b *testing.B) {
 		name  string
 		parse func() error
 	}{
-		{"kvik", func() error { _, err := gguf.ReadFileHeader(p, nil); return err }},
+		{"kvik", func() error { _, err := gguf.ReadHeader(context.Background(), p, nil); return err }},
 		{"gguf-parser-go", func() error { _, err := parser.ParseGGUFFile(p); return err }},
 		{"gguf-parser-go-mmap", func() error { _, err := parser.ParseGGUFFile(p, parser.UseMMap()); return err }},
 	} {

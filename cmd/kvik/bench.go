@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -220,12 +221,12 @@ func runBench(e *env, args []string) error {
 	}
 	if o.st != "" {
 		return benchModel(e, o, o.st, "safetensors", func(devs []int, replicate bool) error {
-			return closeLoaded(safetensors.Load(o.st, &safetensors.Options{Devices: devs, Replicate: replicate}))
+			return closeLoaded(safetensors.Load(context.Background(), o.st, &safetensors.Options{Devices: devs, Replicate: replicate}))
 		})
 	}
 	if o.gguf != "" {
 		return benchModel(e, o, o.gguf, "gguf", func(devs []int, replicate bool) error {
-			return closeLoaded(gguf.Load(o.gguf, &gguf.Options{Devices: devs, Replicate: replicate}))
+			return closeLoaded(gguf.Load(context.Background(), o.gguf, &gguf.Options{Devices: devs, Replicate: replicate}))
 		})
 	}
 	b := &bench{e: e, o: o}

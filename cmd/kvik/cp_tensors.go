@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -101,7 +100,7 @@ func tensorFiles(src, dst string) ([]tensorFile, error) {
 	if format != formatIndex {
 		return []tensorFile{{format, src, dst}}, nil
 	}
-	ix, err := safetensors.ReadIndex(src)
+	ix, err := safetensors.ReadIndex(context.Background(), src)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +146,7 @@ func downloadTensors(ctx context.Context, mem memoryChoice, f tensorFile, verify
 		return 0, 0, err
 	}
 	defer r.Close()
-	pieces, release, err := loadPieces(r, size, f.format, mem.device)
+	pieces, release, err := loadPieces(ctx, r, size, f.format, mem.device)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -202,7 +201,7 @@ func piecesCRC(pieces []kvik.Piece, g *gpuDevice) (uint32, error) {
 // device memory or host memory, and returns it as the pieces of the same
 // file: its header's bytes, then the data from where the loader put it.
 // release frees the memory.
-func loadPieces(r kvik.Reader, size int64, format string, device bool) ([]kvik.Piece, func(), error) {
+func loadPieces(ctx context.Context, r kvik.Reader, size int64, format string, device bool) ([]kvik.Piece, func(), error) {
 	var dataOff int64
 	var data []kvik.Piece
 	var release func()
@@ -210,30 +209,30 @@ func loadPieces(r kvik.Reader, size int64, format string, device bool) ([]kvik.P
 	case formatIndex:
 		return headerPiece(r, size, nil, func() {})
 	case formatNpy:
-		h, err := npy.ReadHeader(r, size)
+		h, err := npy.ReadHeaderReader(ctx, r, nil)
 		if err != nil {
-			return nil, nil, &fs.PathError{Op: "read", Path: r.Name(), Err: err}
+			return nil, nil, err
 		}
-		load := npy.LoadReader
+		load := npy.LoadHostReader
 		if device {
-			load = func(r kvik.Reader) (*npy.Array, error) { return npy.LoadDeviceReader(r, 0) }
+			load = npy.LoadReader
 		}
-		a, err := load(r)
+		a, err := load(ctx, r, nil)
 		if err != nil {
 			return nil, nil, err
 		}
 		dataOff, release = h.DataOffset, func() { a.Close() }
 		data = []kvik.Piece{{Data: a.Data, Ptr: a.Ptr, Size: a.Size()}}
 	default:
-		h, err := safetensors.ReadHeader(r, size)
+		h, err := safetensors.ReadHeaderReader(ctx, r, nil)
 		if err != nil {
-			return nil, nil, &fs.PathError{Op: "read", Path: r.Name(), Err: err}
+			return nil, nil, err
 		}
 		load := safetensors.LoadHostReader
 		if device {
 			load = safetensors.LoadReader
 		}
-		m, err := load(r, nil)
+		m, err := load(ctx, r, nil)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -274,7 +273,7 @@ func uploadTensors(ctx context.Context, f tensorFile) (int64, uint32, error) {
 	var err error
 	switch f.format {
 	case formatNpy:
-		_, err = npy.ReadFileHeader(f.src)
+		_, err = npy.ReadHeader(ctx, f.src, nil)
 	case formatSafetensors:
 		_, err = safetensorsHeader(f.src)
 	}

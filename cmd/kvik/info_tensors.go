@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"net/url"
 	"slices"
@@ -117,7 +116,7 @@ func tensorInfo(e *env, name string, asJSON bool) error {
 }
 
 func (r *tensorFileInfo) npy(name string) error {
-	h, err := npy.ReadFileHeader(name)
+	h, err := npy.ReadHeader(context.Background(), name, nil)
 	if err != nil {
 		return err
 	}
@@ -133,7 +132,7 @@ func (r *tensorFileInfo) npy(name string) error {
 // gguf fills r from a GGUF file's header (a tensor of unknown type
 // is listed, its size spanning to the next tensor's data).
 func (r *tensorFileInfo) gguf(name string) error {
-	h, err := gguf.ReadFileHeader(name, &gguf.Options{AllowUnknownTypes: true})
+	h, err := gguf.ReadHeader(context.Background(), name, &gguf.Options{AllowUnknownTypes: true})
 	if err != nil {
 		return err
 	}
@@ -150,7 +149,7 @@ func (r *tensorFileInfo) gguf(name string) error {
 	}
 	byType := map[gguf.Type]int{}
 	for _, t := range h.Tensors {
-		r.Tensors = append(r.Tensors, tensorRow{Name: t.Name, Dtype: t.Type.String(), Shape: t.Shape, Bytes: t.Size})
+		r.Tensors = append(r.Tensors, tensorRow{Name: t.Name, Dtype: t.Type.String(), Shape: t.Shape, Bytes: t.Size()})
 		i, ok := byType[t.Type]
 		if !ok {
 			i = len(r.Types)
@@ -158,7 +157,7 @@ func (r *tensorFileInfo) gguf(name string) error {
 			r.Types = append(r.Types, typeRow{Type: t.Type.String()})
 		}
 		r.Types[i].Tensors++
-		r.Types[i].Bytes += t.Size
+		r.Types[i].Bytes += t.Size()
 	}
 	slices.SortStableFunc(r.Types, func(a, b typeRow) int { return cmp.Compare(b.Bytes, a.Bytes) })
 	return nil
@@ -167,7 +166,7 @@ func (r *tensorFileInfo) gguf(name string) error {
 // index lists the tensors of every shard of an index, reading the
 // shards' headers at once.
 func (r *tensorFileInfo) index(name string) error {
-	ix, err := safetensors.ReadIndex(name)
+	ix, err := safetensors.ReadIndex(context.Background(), name)
 	if err != nil {
 		return err
 	}
@@ -212,16 +211,7 @@ func rows(h *safetensors.Header, ix *safetensors.Index, file string) []tensorRow
 // safetensorsHeader reads the header of the safetensors file at a path
 // or URL.
 func safetensorsHeader(name string) (*safetensors.Header, error) {
-	f, size, err := openSized(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	h, err := safetensors.ReadHeader(f, size)
-	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: f.Name(), Err: err}
-	}
-	return h, nil
+	return safetensors.ReadHeader(context.Background(), name, nil)
 }
 
 // openSized opens the file or object at name and returns its size.

@@ -265,9 +265,9 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 	}
 	defer closeStore(a.Store())
 	dt := a.DataType()
-	nd := npy.Dtype{Order: '<', Kind: byte(dt.Kind), Size: dt.Size}
-	if dt.Size == 1 {
-		nd.Order = '|'
+	nd, err := npy.MakeDtype('<', byte(dt.Kind), dt.Size)
+	if err != nil {
+		return err
 	}
 	shape := a.Shape()
 	shape64 := make([]int64, len(shape))
@@ -288,7 +288,7 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 		if err := a.ReadRegionDevice(ctx, make([]int, len(shape)), shape, buf.Ptr()); err != nil {
 			return err
 		}
-		if err := npy.SaveDevice(dst, nd, shape64, false, buf.Ptr()); err != nil {
+		if err := npy.Save(ctx, dst, npy.SaveArray{Dtype: nd, Shape: shape64, Ptr: buf.Ptr()}); err != nil {
 			return err
 		}
 		if err := mem.gpu.do(func() error { return cuda.MemcpyDtoH(host, buf.Ptr()) }); err != nil {
@@ -298,7 +298,7 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 		if err := a.ReadRegion(ctx, make([]int, len(shape)), shape, host); err != nil {
 			return err
 		}
-		if err := npy.Save(dst, nd, shape64, false, host); err != nil {
+		if err := npy.Save(ctx, dst, npy.SaveArray{Dtype: nd, Shape: shape64, Data: host}); err != nil {
 			return err
 		}
 	}
@@ -317,7 +317,7 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 // verifyNpy checks that the data of the .npy file at path (its last size
 // bytes) has CRC-32C sum.
 func verifyNpy(path string, size int64, sum uint32) error {
-	h, err := npy.ReadFileHeader(path)
+	h, err := npy.ReadHeader(context.Background(), path, nil)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func TestZarrCpInfoBenchS3(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "a.npy")
 	runKvik(t, env, "cp", url+"/"+arr, out).expect(t, 0)
-	got, err := npy.Load(out)
+	got, err := npy.LoadHost(context.Background(), out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

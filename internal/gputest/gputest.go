@@ -56,3 +56,24 @@ func FromDevice(t testing.TB, ord int, p cuda.DevicePtr, n int64) []byte {
 	}
 	return out
 }
+
+// FreeMemory returns the free memory of device ord in bytes. It retains
+// the device's primary context until the test ends, so that the context
+// (which holds memory of its own) lives on between two measurements.
+func FreeMemory(t testing.TB, ord int) int64 {
+	t.Helper()
+	dev, err := cuda.DeviceGet(ord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := dev.PrimaryCtxRetain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.PrimaryCtxRelease() })
+	var free int64
+	if err := cuda.WithContext(ctx, func() (err error) { free, _, err = cuda.MemGetInfo(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return free
+}

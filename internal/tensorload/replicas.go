@@ -24,12 +24,12 @@ const replicaChunk = 256 << 20
 // the host otherwise). Every device ends with the whole slot at the same
 // offsets: Bases[k] is device k's copy. Reading the checkpoint once per
 // device would share the host's read limit N ways instead.
-func (p *Plan) ReadReplicas(r kvik.Reader, devices []int) (*Memory, error) {
+func (p *Plan) ReadReplicas(ctx context.Context, r kvik.Reader, devices []int) (*Memory, error) {
 	if len(p.Totals) != 1 {
 		return nil, errors.New("tensorload: replicas need a plan of one slot")
 	}
 	if len(devices) == 1 {
-		return p.ReadDevices(r, devices)
+		return p.ReadDevices(ctx, r, devices)
 	}
 	if err := cuda.Init(); err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func (p *Plan) ReadReplicas(r kvik.Reader, devices []int) (*Memory, error) {
 	}
 	f, err := newFanout(m)
 	if err == nil {
-		err = readRuns(shares(p.Runs, len(devices), replicaChunk), func(ctx context.Context, run Run) *kvik.Future {
+		err = readRuns(ctx, shares(p.Runs, len(devices), replicaChunk), func(ctx context.Context, run Run) *kvik.Future {
 			return r.PReadDevice(ctx, m.Bases[run.Slot], int(run.Sz), run.FileOff, run.MemOff)
 		}, f.copy)
 		err = errors.Join(err, f.close())

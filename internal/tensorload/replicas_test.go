@@ -2,6 +2,7 @@ package tensorload
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"testing"
 
@@ -72,7 +73,7 @@ func TestReadReplicas(t *testing.T) {
 		}
 	}
 	p := New(ts, 1)
-	m, err := p.ReadReplicas(f, devices)
+	m, err := p.ReadReplicas(context.Background(), f, devices)
 	if err != nil {
 		t.Fatal(err)
 	}

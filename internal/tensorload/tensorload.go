@@ -136,12 +136,16 @@ func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
 
 // ReadHost reads a one-slot plan into one host allocation aligned to
 // Alignment, and returns it: piece i's bytes are at mem[Pieces[i].MemOff:].
-func (p *Plan) ReadHost(r kvik.Reader) ([]byte, error) {
+// Cancelling ctx abandons the reads; the allocation is then dropped.
+func (p *Plan) ReadHost(ctx context.Context, r kvik.Reader) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	total := p.Totals[0]
 	raw := make([]byte, total+Alignment)
 	pad := int64((Alignment - uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%Alignment) % Alignment)
 	mem := raw[pad : pad+total : pad+total]
-	err := p.read(func(ctx context.Context, run Run) *kvik.Future {
+	err := p.read(ctx, func(ctx context.Context, run Run) *kvik.Future {
 		return r.PRead(ctx, mem[run.MemOff:run.MemOff+run.Sz], run.FileOff)
 	})
 	if err != nil {
@@ -177,9 +181,13 @@ func (m *Memory) Close() error {
 }
 
 // ReadDevices allocates each slot's bytes on the device of that index in
-// devices and reads every run into it, all at once. On error it frees
-// what it allocated.
-func (p *Plan) ReadDevices(r kvik.Reader, devices []int) (*Memory, error) {
+// devices and reads every run into it, all at once. On error, a cancelled
+// ctx included, it waits for the reads it started and frees what it
+// allocated.
+func (p *Plan) ReadDevices(ctx context.Context, r kvik.Reader, devices []int) (*Memory, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := cuda.Init(); err != nil {
 		return nil, err
 	}
@@ -188,7 +196,7 @@ func (p *Plan) ReadDevices(r kvik.Reader, devices []int) (*Memory, error) {
 		m.Close()
 		return nil, err
 	}
-	err := p.read(func(ctx context.Context, run Run) *kvik.Future {
+	err := p.read(ctx, func(ctx context.Context, run Run) *kvik.Future {
 		return r.PReadDevice(ctx, m.Bases[run.Slot], int(run.Sz), run.FileOff, run.MemOff)
 	})
 	if err != nil {
@@ -259,16 +267,17 @@ func eachSlot(n int, f func(s int)) {
 // is left running. The first run to fail (or come up short), whichever
 // its position, cancels those still running: a failed load neither waits
 // for nor pays for the rest of the file. It reports that first failure,
-// not the cancellations it caused.
-func (p *Plan) read(start func(context.Context, Run) *kvik.Future) error {
-	return readRuns(p.Runs, start, nil)
+// not the cancellations it caused, or parent's error when parent was
+// cancelled.
+func (p *Plan) read(parent context.Context, start func(context.Context, Run) *kvik.Future) error {
+	return readRuns(parent, p.Runs, start, nil)
 }
 
 // readRuns is read for runs, calling done (if not nil) on each run's
 // goroutine once that run is in; an error from done fails the read as a
 // failed run would.
-func readRuns(runs []Run, start func(context.Context, Run) *kvik.Future, done func(Run) error) error {
-	ctx, cancel := context.WithCancel(context.Background())
+func readRuns(parent context.Context, runs []Run, start func(context.Context, Run) *kvik.Future, done func(Run) error) error {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	var (
 		wg    sync.WaitGroup
@@ -291,6 +300,9 @@ func readRuns(runs []Run, start func(context.Context, Run) *kvik.Future, done fu
 		})
 	}
 	wg.Wait()
+	if first != nil && parent.Err() != nil {
+		return parent.Err()
+	}
 	return first
 }
 
@@ -357,7 +369,9 @@ type Result[T any] struct {
 // Load selects, places and reads the tensors of q from r: one allocation
 // per device (or one host allocation) and one parallel read per run.
 // Selection and placement are checked before anything is allocated.
-func Load[T any](r kvik.Reader, q *Request[T]) (*Result[T], error) {
+// Cancelling ctx stops the reads; Load then frees what it allocated and
+// returns ctx.Err().
+func Load[T any](ctx context.Context, r kvik.Reader, q *Request[T]) (*Result[T], error) {
 	ts, err := q.selected()
 	if err != nil {
 		return nil, err
@@ -384,7 +398,7 @@ func Load[T any](r kvik.Reader, q *Request[T]) (*Result[T], error) {
 		res.Loaded[i].Device = -1
 	}
 	if q.Host {
-		mem, err := p.ReadHost(r)
+		mem, err := p.ReadHost(ctx, r)
 		if err != nil {
 			return nil, err
 		}
@@ -394,7 +408,7 @@ func Load[T any](r kvik.Reader, q *Request[T]) (*Result[T], error) {
 		return res, nil
 	}
 	if replicate {
-		if res.Mem, err = p.ReadReplicas(r, devices); err != nil {
+		if res.Mem, err = p.ReadReplicas(ctx, r, devices); err != nil {
 			return nil, err
 		}
 		for _, pc := range p.Pieces {
@@ -406,7 +420,7 @@ func Load[T any](r kvik.Reader, q *Request[T]) (*Result[T], error) {
 		}
 		return res, nil
 	}
-	if res.Mem, err = p.ReadDevices(r, devices); err != nil {
+	if res.Mem, err = p.ReadDevices(ctx, r, devices); err != nil {
 		return nil, err
 	}
 	for _, pc := range p.Pieces {
@@ -472,17 +486,41 @@ func (q *Request[T]) specs(ts []T, ndev int) ([]Tensor, error) {
 	return specs, nil
 }
 
-// Open opens name, a local path or a URL (see kvik.OpenReader), with opts,
-// calls f on it and closes it: a format's Load by name around its load
-// from an open kvik.Reader.
-func Open[M any](name string, opts []kvik.RemoteOption, f func(kvik.Reader) (M, error)) (M, error) {
-	r, err := kvik.OpenReader(context.Background(), name, opts...)
+// Open opens name, a local path or a URL (see kvik.OpenReader), with opts
+// and ctx, calls f on it and closes it: a format's Load by name around its
+// load from an open kvik.Reader.
+func Open[M any](ctx context.Context, name string, opts []kvik.RemoteOption, f func(kvik.Reader) (M, error)) (M, error) {
+	if err := ctx.Err(); err != nil {
+		var zero M
+		return zero, err
+	}
+	r, err := kvik.OpenReader(ctx, name, opts...)
 	if err != nil {
 		var zero M
 		return zero, err
 	}
 	defer r.Close()
 	return f(r)
+}
+
+// ReaderAt returns r as an io.ReaderAt whose reads are cancelled with
+// ctx, for a format's header reads: each ReadAt is r.PRead with ctx.
+func ReaderAt(ctx context.Context, r kvik.Reader) io.ReaderAt { return ctxReader{ctx, r} }
+
+type ctxReader struct {
+	ctx context.Context
+	r   kvik.Reader
+}
+
+func (c ctxReader) ReadAt(p []byte, off int64) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := c.r.PRead(c.ctx, p, off).Get()
+	if err != nil && c.ctx.Err() != nil {
+		err = c.ctx.Err()
+	}
+	return n, err
 }
 
 // PathError names r's file in err, unless a kvik handle already did. A

@@ -160,7 +160,7 @@ func TestReadHost(t *testing.T) {
 	ts, data, f := randomFile(t, rand.New(rand.NewPCG(3, 4)), 37)
 	end := int64(len(data))
 	p := New(ts, 1)
-	mem, err := p.ReadHost(f)
+	mem, err := p.ReadHost(context.Background(), f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestReadHost(t *testing.T) {
 	}
 	// A run past the end of the file is a short read, reported.
 	short := New([]Tensor{{Off: end - 10, Size: 20}}, 1)
-	if _, err := short.ReadHost(f); err == nil {
+	if _, err := short.ReadHost(context.Background(), f); err == nil {
 		t.Fatal("read past the end succeeded")
 	}
 }
@@ -190,7 +190,7 @@ func TestReadDevices(t *testing.T) {
 		devices[i] = i
 	}
 	p := New(ts, len(devices))
-	m, err := p.ReadDevices(f, devices)
+	m, err := p.ReadDevices(context.Background(), f, devices)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestFailedRunCancelsOthers(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.ReadHost(r)
+		_, err := p.ReadHost(context.Background(), r)
 		done <- err
 	}()
 	select {
