@@ -109,8 +109,8 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 	tasks := deviceTasks(fileOffset, size, d)
 	if size < d.GDSThreshold {
 		pool = nil
-	} else if kind == opRead && spreadDeviceReads {
-		tasks = sched.Spread(fileOffset, size, d.TaskSize, d.NumThreads, minSpreadTask, pageSize)
+	} else if kind == opRead && tune.spreadDeviceReads {
+		tasks = sched.Spread(fileOffset, size, d.TaskSize, d.NumThreads, tune.minSpreadTask, pageSize)
 	}
 	// A read of at most one task per worker has no later task to keep
 	// the link busy while it reads: each task overlaps its own reads and
@@ -118,7 +118,7 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 	// already have tasks queued on the pool (many chunk reads at once,
 	// say), those keep the link busy, and one chunk per task is faster.
 	pipeline := kind == opRead && len(tasks) <= d.NumThreads && (pool == nil || pool.Pending() == 0)
-	if pool != nil && len(tasks) > 1 && fut == nil && reserveBounce {
+	if pool != nil && len(tasks) > 1 && fut == nil && tune.reserveBounce {
 		// Allocate the bounce buffers the tasks will need at once, as one
 		// slab, rather than one registration per task. (Not for a Future,
 		// whose caller must not wait: its tasks allocate for themselves.)
@@ -154,37 +154,17 @@ func deviceTasks(off int64, size int, d Defaults) []sched.Task {
 	return sched.SplitAligned(off, size, d.TaskSize, taskAlign())
 }
 
-// alignTasks turns deviceTasks' page alignment, and that of the staging
-// chunks inside a task, on; benchmarks compare.
-var alignTasks = true
-
 // taskAlign is the alignment of device tasks and their staging chunks in
-// the file: the page size, or 0 (none) with alignTasks off.
+// the file: the page size, or 0 (none) with tune.alignTasks off.
 func taskAlign() int {
-	if alignTasks {
+	if tune.alignTasks {
 		return pageSize
 	}
 	return 0
 }
 
-// Tuning of small device reads, variables so that benchmarks can compare.
-var (
-	// spreadDeviceReads spreads reads of fewer tasks than workers over all
-	// workers (sched.Spread). Off: on an H100 a 16 MiB read on 16 workers
-	// was faster as 4 pipelined tasks of 4 MiB than as 16 of 1 MiB
-	// (docs/performance.md).
-	spreadDeviceReads = false
-	// minSpreadTask is the smallest task Spread makes: below it, the cost
-	// of a task (a context push, a stream, two copies and syncs) outweighs
-	// the parallelism.
-	minSpreadTask = 1 << 20
-	// reserveBounce allocates an operation's pinned bounce buffers as one
-	// slab before its tasks start.
-	reserveBounce = true
-)
-
 // smallBounceSize is the size of the buffers of pinnedSmall: two chunks of
-// the smallest pipeline chunk (staging.MinChunk at its built-in 512 KiB).
+// the smallest pipeline chunk (staging.Builtin's MinChunk, 512 KiB).
 const smallBounceSize = 1 << 20
 
 // bounceSize is the size of pinnedBounce's buffers under settings d: one
@@ -214,9 +194,9 @@ func planStaging(kind opKind, d Defaults, n int, pipeline bool) stagingPlan {
 	if kind == opWrite {
 		workers = staging.SoloWorkers
 	}
-	chunk := staging.ChunkSize(n, bufSize, pageSize, workers)
+	chunk := tune.staging.ChunkSize(n, bufSize, pageSize, workers)
 	if pipeline {
-		chunk = staging.PipelineChunk(n, bufSize, pageSize)
+		chunk = tune.staging.PipelineChunk(n, bufSize, pageSize)
 	}
 	need := chunk
 	if n > chunk {
@@ -286,7 +266,7 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 				md.AutoDirectIORead, md.DirectIOReadPolicy = false, ReadPolicyBuffered
 			}
 		}
-		if kind == opRead && readStaging.serial {
+		if kind == opRead && tune.serialStaging {
 			chunk = min(alignUp(t.Len, pageSize), bounceSize(d))
 			p = stagingPlan{chunk: chunk, pool: pinnedBounce, bufSize: bounceSize(d)}
 		}
@@ -297,7 +277,7 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 		defer p.pool.put(b)
 		bufs := [][]byte{b.mem}
 		switch {
-		case t.Len <= chunk || readStaging.serial && kind == opRead:
+		case t.Len <= chunk || tune.serialStaging && kind == opRead:
 		case 2*chunk <= len(b.mem):
 			bufs = [][]byte{b.mem[:chunk], b.mem[chunk : 2*chunk]}
 		default:
@@ -309,14 +289,14 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 			bufs = append(bufs, b2.mem)
 		}
 		m := &deviceMover{f: f, d: md, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
-		if blockSync {
+		if tune.wait == waitBlock {
 			if m.event, err = cuda.EventCreate(cuda.EventBlockingSync | cuda.EventDisableTiming); err != nil {
 				return err
 			}
 			defer cuda.EventDestroy(m.event)
 		}
 		if kind == opRead {
-			n, err = staging.Read(m, bufs, chunk, taskAlign(), t.Off, 0, t.Len)
+			n, err = tune.staging.Read(m, bufs, chunk, taskAlign(), t.Off, 0, t.Len)
 		} else {
 			n, err = staging.Write(m, bufs, chunk, t.Off, 0, t.Len)
 		}
@@ -325,21 +305,13 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 	return n, err
 }
 
-// readStaging is how the POSIX path stages device read tasks; benchmarks
-// compare (docs/performance.md).
-var readStaging struct {
-	// serial reads each task whole into one buffer, copies it and waits,
-	// as KvikIO does, instead of overlapping chunks.
-	serial bool
-}
-
 // deviceMover connects the staging pipeline to a file and a device range.
 type deviceMover struct {
 	f      *FileHandle
 	d      Defaults
 	dev    cuda.DevicePtr
 	stream cuda.Stream
-	event  cuda.Event // not 0: Sync sleeps on it (blockSync)
+	event  cuda.Event // not 0: Sync sleeps on it (waitBlock)
 }
 
 func (m *deviceMover) ReadFile(p []byte, off int64) (int, error) {
@@ -377,7 +349,7 @@ func (m *deviceMover) Sync() error {
 // 1.04x (geometric mean): 1.05-1.08x on three, level on two
 // (docs/performance.md, "Waiting for copies").
 func waitStream(s cuda.Stream) error {
-	if spinSync {
+	if tune.wait == waitSpin {
 		return cuda.StreamSynchronize(s)
 	}
 	for {
@@ -388,9 +360,3 @@ func waitStream(s cuda.Stream) error {
 		runtime.Gosched()
 	}
 }
-
-// spinSync and blockSync are the waits benchmarks compare with polling
-// (export_test.go): cuStreamSynchronize, and a blocking-sync event that
-// sleeps until the copy completes (0.89-0.95x at 4-32 workers: waking up
-// costs more than the spin).
-var spinSync, blockSync = false, false

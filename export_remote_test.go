@@ -31,7 +31,7 @@ func SetRemoteBackoff(d time.Duration) (restore func()) {
 // transport).
 func SetRemoteVariant(v string) (restore func(), err error) {
 	oldStage, oldRcv, oldRbuf := remote.BodyStage, remote.SocketReadBuffer, remote.ConnReadBuffer
-	oldProcs, oldWaves := runtime.GOMAXPROCS(0), remoteWaves
+	oldProcs, oldWaves := runtime.GOMAXPROCS(0), tune.remoteWaves
 	var undo []func()
 	restore = func() {
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -39,7 +39,7 @@ func SetRemoteVariant(v string) (restore func(), err error) {
 		}
 		remote.BodyStage, remote.SocketReadBuffer, remote.ConnReadBuffer = oldStage, oldRcv, oldRbuf
 		runtime.GOMAXPROCS(oldProcs)
-		remoteWaves = oldWaves
+		tune.remoteWaves = oldWaves
 	}
 	for _, part := range strings.Split(v, "+") {
 		u, err := setRemoteVariant(part)
@@ -84,9 +84,9 @@ func setRemoteVariant(v string) (undo func(), err error) {
 	case strings.HasPrefix(v, "threads"):
 		return defaults("threads", func(d *Defaults, n int) { d.NumThreads = n })
 	case v == "nowaves":
-		remoteWaves = 0
+		tune.remoteWaves = 0
 	case strings.HasPrefix(v, "waves"):
-		remoteWaves, err = num("waves", strconv.Atoi)
+		tune.remoteWaves, err = num("waves", strconv.Atoi)
 	case strings.HasPrefix(v, "procs"):
 		if n, err = num("procs", strconv.Atoi); err == nil {
 			runtime.GOMAXPROCS(n)

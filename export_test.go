@@ -6,14 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"unsafe"
-
-	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // KVIK_BENCH_CHUNK lets benchmarks try other staging chunk sizes;
 // KVIK_BENCH_SPREAD=1 turns on spreading small device reads over the
 // workers and KVIK_BENCH_SPREAD_MIN sets its smallest task;
-// KVIK_BENCH_PARTS sets staging.PipelineParts; KVIK_BENCH_SPINSYNC=1 waits
+// KVIK_BENCH_PARTS sets the staging tuning's PipelineParts; KVIK_BENCH_SPINSYNC=1 waits
 // for device copies in cuStreamSynchronize instead of polling;
 // KVIK_BENCH_RESERVE=0 turns off allocating an operation's bounce buffers
 // as one slab; KVIK_BENCH_QDEPTH and KVIK_BENCH_MINPIECE set
@@ -22,23 +20,25 @@ import (
 // can compare.
 func init() {
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_CHUNK")); err == nil && n > 0 {
-		staging.MinChunk = n
+		tune.staging.MinChunk = n
 	}
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_SPREAD_MIN")); err == nil && n > 0 {
-		minSpreadTask = n
+		tune.minSpreadTask = n
 	}
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_PARTS")); err == nil && n > 0 {
-		staging.PipelineParts = n
+		tune.staging.PipelineParts = n
 	}
-	spreadDeviceReads = os.Getenv("KVIK_BENCH_SPREAD") == "1"
-	reserveBounce = os.Getenv("KVIK_BENCH_RESERVE") != "0"
-	alignTasks = os.Getenv("KVIK_BENCH_ALIGN") != "0"
-	spinSync = os.Getenv("KVIK_BENCH_SPINSYNC") == "1"
+	tune.spreadDeviceReads = os.Getenv("KVIK_BENCH_SPREAD") == "1"
+	tune.reserveBounce = os.Getenv("KVIK_BENCH_RESERVE") != "0"
+	tune.alignTasks = os.Getenv("KVIK_BENCH_ALIGN") != "0"
+	if os.Getenv("KVIK_BENCH_SPINSYNC") == "1" {
+		tune.wait = waitSpin
+	}
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_QDEPTH")); err == nil && n > 0 {
-		directQueueDepth = n
+		tune.directQueueDepth = n
 	}
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_MINPIECE")); err == nil && n > 0 {
-		minDirectPiece = n
+		tune.minDirectPiece = n
 	}
 }
 
@@ -47,9 +47,9 @@ func unsafePointer(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.Slice
 // SetAlignTasks turns the page alignment of task boundaries on or off and
 // returns a function that restores it (for benchmarks that compare).
 func SetAlignTasks(on bool) (restore func()) {
-	old := alignTasks
-	alignTasks = on
-	return func() { alignTasks = old }
+	old := tune.alignTasks
+	tune.alignTasks = on
+	return func() { tune.alignTasks = old }
 }
 
 // SetStagingVariant switches how device reads are staged and returns a
@@ -67,14 +67,8 @@ func SetAlignTasks(on bool) (restore func()) {
 // (Task sizes are compared across processes, KVIKIO_TASK_SIZE: changing
 // it re-pins the bounce buffers.)
 func SetStagingVariant(v string) (restore func(), err error) {
-	oldStaging, oldSpread, oldParts := readStaging, spreadDeviceReads, staging.PipelineParts
-	oldOn, oldAll, oldPiece, oldMin := zc.on, zc.all, zc.piece, zc.minBytes
-	oldBlock, oldSpin, oldRamp := blockSync, spinSync, staging.Ramp
-	restore = func() {
-		readStaging, spreadDeviceReads, staging.PipelineParts = oldStaging, oldSpread, oldParts
-		blockSync, spinSync, staging.Ramp = oldBlock, oldSpin, oldRamp
-		zc.on, zc.all, zc.piece, zc.minBytes = oldOn, oldAll, oldPiece, oldMin
-	}
+	old := tune
+	restore = func() { tune = old }
 	for _, part := range strings.Split(v, "+") {
 		if err := setVariant(part); err != nil {
 			return restore, err
@@ -87,41 +81,41 @@ func setVariant(v string) error {
 	switch {
 	case v == "pipeline":
 	case v == "serial":
-		readStaging.serial = true
+		tune.serialStaging = true
 	case v == "spread":
-		spreadDeviceReads = true
+		tune.spreadDeviceReads = true
 	case v == "nozc":
-		zc.on = false
+		tune.zc.on = false
 	case v == "blocksync":
-		blockSync = true
+		tune.wait = waitBlock
 	case v == "spinsync":
-		spinSync = true
+		tune.wait = waitSpin
 	case v == "zcall":
-		zc.all = true
+		tune.zc.all = true
 	case strings.HasPrefix(v, "zcmin"):
 		n, err := parseSize(v[5:])
 		if err != nil || n <= 0 {
 			return fmt.Errorf("variant %q: bad size", v)
 		}
-		zc.minBytes = n
+		tune.zc.minBytes = n
 	case strings.HasPrefix(v, "zc"):
 		n, err := parseSize(v[2:])
 		if err != nil || n <= 0 {
 			return fmt.Errorf("variant %q: bad piece size", v)
 		}
-		zc.piece = n
+		tune.zc.piece = n
 	case strings.HasPrefix(v, "ramp"):
 		n, err := parseSize(v[4:])
 		if err != nil || n <= 0 || n%pageSize != 0 {
 			return fmt.Errorf("variant %q: bad first chunk", v)
 		}
-		staging.Ramp = n
+		tune.staging.Ramp = n
 	case strings.HasPrefix(v, "parts"):
 		n, err := strconv.Atoi(v[5:])
 		if err != nil || n <= 0 {
 			return fmt.Errorf("variant %q: bad part count", v)
 		}
-		staging.PipelineParts = n
+		tune.staging.PipelineParts = n
 	default:
 		return fmt.Errorf("unknown staging variant %q", v)
 	}

@@ -369,23 +369,14 @@ func (h *RemoteHandle) fetcher(d Defaults) fetchFunc {
 	return func(ctx context.Context, p []byte, off int64) (int, error) { return c.ReadRange(ctx, h.ep, p, off) }
 }
 
-// remoteWaves, when positive, lets a remote read of n bytes into host
-// memory use tasks larger than TaskSize, about remoteWaves per worker, so
-// that a large read makes fewer requests, each of which costs the server
-// (and the client) a fixed amount. On the H200 with versitygw on
-// loopback, two per worker read a 1 GiB object 1.38x faster than 4 MiB
-// tasks, with a third less CPU on both ends (docs/performance.md); 0
-// keeps TaskSize (SetRemoteVariant compares). Device reads keep TaskSize,
-// which also sizes their pinned bounce buffers.
-var remoteWaves = 2
-
 // hostTaskSize is the task size of a remote read of n bytes into host
-// memory.
+// memory: about tune.remoteWaves tasks per worker, none below TaskSize.
 func (h *RemoteHandle) hostTaskSize(d Defaults, n int) int {
-	if remoteWaves <= 0 {
+	waves := tune.remoteWaves
+	if waves <= 0 {
 		return d.TaskSize
 	}
-	per := n / (d.NumThreads * remoteWaves)
+	per := n / (d.NumThreads * waves)
 	return max(d.TaskSize, (per+pageSize-1)/pageSize*pageSize)
 }
 

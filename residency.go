@@ -329,7 +329,7 @@ func (p ReadPlan) String() string {
 // decides for the whole task.
 type deviceTaskCheck struct {
 	// oneChunk: the task goes to the drive with O_DIRECT and with fewer
-	// workers than directQueueDepth, so it is staged as one chunk, which
+	// workers than tune.directQueueDepth, so it is staged as one chunk, which
 	// directRead splits into concurrent requests.
 	oneChunk bool
 	// buffered: the sampled pages are all cached (or the task is too
@@ -353,7 +353,7 @@ func (f *FileHandle) checkDeviceTask(d Defaults, off int64, n int) deviceTaskChe
 // checkDeviceTaskSample is checkDeviceTask, with what the sample found
 // ("" outside the auto policy).
 func (f *FileHandle) checkDeviceTaskSample(d Defaults, off int64, n int) (deviceTaskCheck, string) {
-	few := f.fdDirect >= 0 && d.NumThreads*2 <= directQueueDepth
+	few := f.fdDirect >= 0 && d.NumThreads*2 <= tune.directQueueDepth
 	switch d.ReadPolicy() {
 	case ReadPolicyDirect:
 		return deviceTaskCheck{oneChunk: few}, ""
@@ -376,22 +376,10 @@ func (f *FileHandle) checkDeviceTaskSample(d Defaults, off int64, n int) (device
 	return deviceTaskCheck{}, verdictNames[v]
 }
 
-// directQueueDepth is the number of O_DIRECT requests a read keeps in
-// flight, over all workers. With fewer workers than this, a task splits
-// its direct reads into concurrent requests: one synchronous request at a
-// time leaves the drive idle between requests (a 1-worker host read
-// reached 0.77x of 16 workers on the H200's virtio disk).
-var directQueueDepth = 4
-
-// minDirectPiece is the smallest request a split direct read makes. (Four
-// 256 KiB requests instead of the device path's one 1 MiB chunk at one
-// worker measured no better on the GPU machine's virtio disk.)
-var minDirectPiece = 1 << 20
-
 // directRead reads page-aligned b at page-aligned off with O_DIRECT, in
-// up to directQueueDepth/NumThreads concurrent requests.
+// up to tune.directQueueDepth/NumThreads concurrent requests.
 func (f *FileHandle) directRead(d Defaults, b []byte, off int64) (int, error) {
-	pieces := min(directQueueDepth/max(d.NumThreads, 1), len(b)/minDirectPiece)
+	pieces := min(tune.directQueueDepth/max(d.NumThreads, 1), len(b)/tune.minDirectPiece)
 	if pieces < 2 {
 		return f.directIO(opRead, d, b, off)
 	}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/sched"
-	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // stagedRead moves one task of a read into the device through pinned
@@ -56,7 +55,7 @@ func stagedRead(d Defaults, r deviceRange, t sched.Task, read func(p []byte, off
 		bufs = [][]byte{held[0].mem[:p.chunk], held[0].mem[p.chunk : 2*p.chunk]}
 	}
 	m := &readMover{read: read, cctx: r.ctx, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
-	return staging.Read(m, bufs, p.chunk, 0, t.Off, 0, t.Len)
+	return tune.staging.Read(m, bufs, p.chunk, 0, t.Off, 0, t.Len)
 }
 
 // readMover feeds the staging pipeline from a read function; it only

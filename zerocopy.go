@@ -30,15 +30,11 @@ import (
 // workers take tasks from the front, until they meet; each piece's
 // mapping and registration overlaps the copy of the one before.
 
-// zc holds the lane's settings; benchmarks compare (export_test.go).
-var zc = struct {
-	on       bool // run a lane for reads that qualify
-	all      bool // whatever the worker count, not only with one worker
-	minBytes int  // smallest read that runs a lane
-	piece    int  // bytes the lane maps and registers at once (64 MiB measured best of 8-128 MiB)
-	broken   atomic.Bool
-	moved    atomic.Int64 // bytes lanes have moved, for tests and logs
-}{on: true, minBytes: 32 << 20, piece: 64 << 20}
+// zc is the lanes' state; their settings are tune.zc.
+var zc struct {
+	broken atomic.Bool
+	moved  atomic.Int64 // bytes lanes have moved, for tests and logs
+}
 
 // zcRead is one device read with a zero-copy lane.
 type zcRead struct {
@@ -67,15 +63,15 @@ var laneTask = sched.Task{BufOff: -1}
 // withLane returns tasks with the lane's task first and the function
 // that runs them, or tasks and fn unchanged when the read does not
 // qualify: a read on one worker, of the page cache, of at least
-// zc.minBytes, inside the file, with more than one task.
+// tune.zc.minBytes, inside the file, with more than one task.
 func (f *FileHandle) withLane(d Defaults, r deviceRange, tasks []sched.Task, fn sched.TaskFunc) ([]sched.Task, sched.TaskFunc) {
 	n := len(tasks)
-	if !zc.on || zc.broken.Load() || n < 2 || (d.NumThreads > 1 && !zc.all) {
+	if !tune.zc.on || zc.broken.Load() || n < 2 || (d.NumThreads > 1 && !tune.zc.all) {
 		return tasks, fn
 	}
 	first, last := tasks[0], tasks[n-1]
 	size := int(last.Off-first.Off) + last.Len
-	if size < zc.minBytes || !f.cachedRange(d, first.Off, size) {
+	if size < tune.zc.minBytes || !f.cachedRange(d, first.Off, size) {
 		return tasks, fn
 	}
 	z := &zcRead{f: f, r: r, tasks: tasks, hi: n, owner: make([]*zcPiece, n)}
@@ -135,7 +131,7 @@ func (z *zcRead) claim() *zcPiece {
 		return nil
 	}
 	first, bytes := z.hi, 0
-	for first > z.front && bytes < zc.piece {
+	for first > z.front && bytes < tune.zc.piece {
 		first--
 		bytes += z.tasks[first].Len
 	}

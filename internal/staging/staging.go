@@ -23,21 +23,28 @@ type Mover interface {
 	Sync() error
 }
 
-// MinChunk is the smallest chunk ChunkSize picks: smaller device copies
-// waste the link on per-copy overhead.
-var MinChunk = 512 << 10
+// Tuning is how a pipeline cuts a task into chunks. Builtin is the
+// measured choice; other values are for benchmarks that compare.
+type Tuning struct {
+	// MinChunk is the smallest chunk ChunkSize picks: smaller device
+	// copies waste the link on per-copy overhead.
+	MinChunk int
+	// PipelineParts is how many chunks PipelineChunk aims at. Two measured
+	// faster than four at 4 to 16 workers on an H100 (up to 1.1x; the same
+	// at 32): a device copy and a stream wait per chunk cost more than the
+	// deeper overlap saves.
+	PipelineParts int
+	// Ramp, when positive and smaller than a pipelined read's chunk, is
+	// the size of its first chunk: the device copies start after a short
+	// read instead of a whole chunk (a multiple of the page size). Off
+	// (0): with polling waits it measured level on an H200 at 16 MiB, and
+	// 0.85-0.91x where tasks are one chunk.
+	Ramp int
+}
 
-// PipelineParts is how many chunks PipelineChunk aims at. Two measured
-// faster than four at 4 to 16 workers on an H100 (up to 1.1x; the same
-// at 32): a device copy and a stream wait per chunk cost more than the
-// deeper overlap saves.
-var PipelineParts = 2
-
-// Ramp, when positive and smaller than a pipelined read's chunk, is the
-// size of its first chunk: the device copies start after a short read
-// instead of a whole chunk, and the last copy, which nothing overlaps, is
-// shorter (an experiment for benchmarks; a multiple of the page size).
-var Ramp = 0
+// Builtin returns the measured tuning: 512 KiB smallest chunks, two
+// chunks per pipelined task, no ramp.
+func Builtin() Tuning { return Tuning{MinChunk: 512 << 10, PipelineParts: 2} }
 
 // SoloWorkers is the worker count from which a task is moved as one chunk:
 // other workers' tasks then keep storage and the link busy, and one large
@@ -50,9 +57,9 @@ const SoloWorkers = 8
 // workers a task overlaps its own reads and copies in chunks of about
 // 1/PipelineParts of the task, at least MinChunk; with SoloWorkers or
 // more it is one chunk. The chunk never exceeds bufSize. align is the page size.
-func ChunkSize(n, bufSize, align, workers int) int {
+func (t Tuning) ChunkSize(n, bufSize, align, workers int) int {
 	if workers < SoloWorkers {
-		return PipelineChunk(n, bufSize, align)
+		return t.PipelineChunk(n, bufSize, align)
 	}
 	return max(min((n+align-1)/align*align, bufSize), 1)
 }
@@ -62,8 +69,9 @@ func ChunkSize(n, bufSize, align, workers int) int {
 // align, at most bufSize. Callers use it where no other task will keep
 // the link busy meanwhile: with few workers, or for an operation that
 // gives each worker at most one task.
-func PipelineChunk(n, bufSize, align int) int {
-	c := max((n+PipelineParts-1)/PipelineParts, MinChunk)
+func (t Tuning) PipelineChunk(n, bufSize, align int) int {
+	parts := max(t.PipelineParts, 1)
+	c := max((n+parts-1)/parts, t.MinChunk)
 	c = (c + align - 1) / align * align
 	return max(min(c, bufSize), 1)
 }
@@ -74,13 +82,13 @@ func PipelineChunk(n, bufSize, align int) int {
 // chunk is cut short so that the later ones start at multiples of align
 // in the file (chunk is then a multiple of align): each storage read then
 // has whole pages, and O_DIRECT no partial page at each chunk's edges.
-func Read(m Mover, bufs [][]byte, chunk, align int, off, devOff int64, size int) (int, error) {
+func (t Tuning) Read(m Mover, bufs [][]byte, chunk, align int, off, devOff int64, size int) (int, error) {
 	if err := check(bufs, chunk); err != nil {
 		return 0, err
 	}
 	first := chunk
-	if Ramp > 0 && Ramp < chunk && size > chunk && len(bufs) > 1 {
-		first = Ramp
+	if t.Ramp > 0 && t.Ramp < chunk && size > chunk && len(bufs) > 1 {
+		first = t.Ramp
 	}
 	if r := int(off % int64(max(align, 1))); r != 0 && chunk > align && first > r {
 		first -= r

@@ -93,7 +93,6 @@ func buffers(n, size int) [][]byte {
 
 func TestReadPipeline(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	t.Cleanup(func() { Ramp = 0 })
 	for range 300 {
 		size := rng.IntN(5000)
 		align := []int{0, 1, 16, 64}[rng.IntN(4)]
@@ -106,11 +105,11 @@ func TestReadPipeline(t *testing.T) {
 		off := int64(rng.IntN(200))
 		m := &fakeMover{file: randomBytes(rng, max(fileLen, 0)+int(off)), dev: make([]byte, size+40), failAfter: -1}
 		devOff := int64(rng.IntN(40))
-		Ramp = 0
+		tu := Builtin()
 		if rng.IntN(3) == 0 {
-			Ramp = (rng.IntN(3) + 1) * max(align, 1)
+			tu.Ramp = (rng.IntN(3) + 1) * max(align, 1)
 		}
-		n, err := Read(m, buffers(nbuf, chunk), chunk, align, off, devOff, size)
+		n, err := tu.Read(m, buffers(nbuf, chunk), chunk, align, off, devOff, size)
 		want := min(size, max(len(m.file)-int(off), 0))
 		if n != want || (n < size) != (err == io.EOF) || (n == size && err != nil) {
 			t.Fatalf("size %d chunk %d bufs %d: n=%d err=%v, want n=%d", size, chunk, nbuf, n, err, want)
@@ -118,7 +117,7 @@ func TestReadPipeline(t *testing.T) {
 		if !bytes.Equal(m.dev[devOff:devOff+int64(n)], m.file[off:off+int64(n)]) {
 			t.Fatalf("size %d chunk %d bufs %d: device bytes differ", size, chunk, nbuf)
 		}
-		if chunks := (want + chunk - 1) / chunk; Ramp == 0 && nbuf >= 2 && chunks >= 2 && m.overlaps < chunks-1 {
+		if chunks := (want + chunk - 1) / chunk; tu.Ramp == 0 && nbuf >= 2 && chunks >= 2 && m.overlaps < chunks-1 {
 			t.Fatalf("only %d of %d reads overlapped a copy", m.overlaps, chunks-1)
 		}
 		if align > 1 && chunk > align && chunk%align == 0 {
@@ -156,7 +155,7 @@ func TestWritePipeline(t *testing.T) {
 func TestPipelineErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	m := &fakeMover{file: randomBytes(rng, 10000), dev: make([]byte, 10000), failRead: 3000, failAfter: -1}
-	n, err := Read(m, buffers(2, 1000), 1000, 0, 0, 0, 10000)
+	n, err := Builtin().Read(m, buffers(2, 1000), 1000, 0, 0, 0, 10000)
 	if n != 3000 || !errors.Is(err, syscall.EIO) || !bytes.Equal(m.dev[:3000], m.file[:3000]) {
 		t.Fatalf("read error: n=%d err=%v", n, err)
 	}
@@ -165,7 +164,7 @@ func TestPipelineErrors(t *testing.T) {
 	if n != 4321 || !errors.Is(err, syscall.ENOSPC) || !bytes.Equal(w.file[:n], w.dev[:n]) {
 		t.Fatalf("write error: n=%d err=%v", n, err)
 	}
-	if _, err := Read(m, nil, 10, 0, 0, 0, 10); err == nil {
+	if _, err := Builtin().Read(m, nil, 10, 0, 0, 0, 10); err == nil {
 		t.Fatal("no buffers accepted")
 	}
 	if _, err := Write(m, buffers(1, 5), 10, 0, 0, 10); err == nil {
@@ -185,7 +184,7 @@ func TestChunkSize(t *testing.T) {
 		{10 << 20, 16 << 20, 4, 5 << 20},
 		{10<<20 + 1, 16 << 20, 2, 5246976},
 	} {
-		if got := ChunkSize(c.n, c.buf, 4096, c.workers); got != c.want {
+		if got := Builtin().ChunkSize(c.n, c.buf, 4096, c.workers); got != c.want {
 			t.Errorf("ChunkSize(%d, %d, workers %d) = %d, want %d", c.n, c.buf, c.workers, got, c.want)
 		}
 	}
@@ -200,10 +199,10 @@ func TestPipelineChunk(t *testing.T) {
 		{8 << 20, 1 << 20, 1 << 20},     // at most the buffer
 		{3 << 20, 4 << 20, 1572864},
 	} {
-		if got := PipelineChunk(c.n, c.buf, 4096); got != c.want {
+		if got := Builtin().PipelineChunk(c.n, c.buf, 4096); got != c.want {
 			t.Errorf("PipelineChunk(%d, %d) = %d, want %d", c.n, c.buf, got, c.want)
 		}
-		if got, solo := PipelineChunk(c.n, c.buf, 4096), ChunkSize(c.n, c.buf, 4096, 1); got != solo {
+		if got, solo := Builtin().PipelineChunk(c.n, c.buf, 4096), Builtin().ChunkSize(c.n, c.buf, 4096, 1); got != solo {
 			t.Errorf("PipelineChunk(%d, %d) = %d, ChunkSize with one worker %d", c.n, c.buf, got, solo)
 		}
 	}
