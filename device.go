@@ -2,12 +2,11 @@ package kvik
 
 import (
 	"context"
-	"errors"
 	"io"
-	"runtime"
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/cufile"
+	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/sched"
 	"github.com/kvikgo/kvik/internal/staging"
 )
@@ -288,7 +287,7 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 			defer p.pool.put(b2)
 			bufs = append(bufs, b2.mem)
 		}
-		m := &deviceMover{f: f, d: md, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
+		m := &deviceMover{copier: copier{ctx: r.ctx, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}, f: f, d: md}
 		if tune.wait == waitBlock {
 			if m.event, err = cuda.EventCreate(cuda.EventBlockingSync | cuda.EventDisableTiming); err != nil {
 				return err
@@ -305,13 +304,53 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 	return n, err
 }
 
-// deviceMover connects the staging pipeline to a file and a device range.
-type deviceMover struct {
-	f      *FileHandle
-	d      Defaults
-	dev    cuda.DevicePtr
+// copier is the device side of every staged task, file, mapping or
+// remote: copies between bounce buffers and device memory, queued in
+// order on one stream, and the wait for them (tune.wait). With enter set
+// each call makes ctx current for itself (a task whose storage side must
+// not hold a locked thread, stagedRead); otherwise the task runs with ctx
+// current throughout (posixDeviceTask).
+type copier struct {
+	ctx    cuda.Context
+	enter  bool
+	dev    cuda.DevicePtr // the task's first device byte
 	stream cuda.Stream
 	event  cuda.Event // not 0: Sync sleeps on it (waitBlock)
+}
+
+// in runs f with c's context current.
+func (c *copier) in(f func() error) error {
+	if c.enter {
+		return cuda.WithContext(c.ctx, f)
+	}
+	return f()
+}
+
+func (c *copier) ToDevice(p []byte, devOff int64) error {
+	return c.in(func() error { return cuda.MemcpyHtoDAsync(c.dev+cuda.DevicePtr(devOff), p, c.stream) })
+}
+
+func (c *copier) FromDevice(p []byte, devOff int64) error {
+	return c.in(func() error { return cuda.MemcpyDtoHAsync(p, c.dev+cuda.DevicePtr(devOff), c.stream) })
+}
+
+func (c *copier) Sync() error {
+	return c.in(func() error {
+		if c.event != 0 {
+			if err := cuda.EventRecord(c.event, c.stream); err != nil {
+				return err
+			}
+			return cuda.EventSynchronize(c.event)
+		}
+		return waitStream(c.stream)
+	})
+}
+
+// deviceMover connects the staging pipeline to a file and a device range.
+type deviceMover struct {
+	copier
+	f *FileHandle
+	d Defaults
 }
 
 func (m *deviceMover) ReadFile(p []byte, off int64) (int, error) {
@@ -322,41 +361,12 @@ func (m *deviceMover) WriteFile(p []byte, off int64) (int, error) {
 	return m.f.hostTask(opWrite, m.d, p, off)
 }
 
-func (m *deviceMover) ToDevice(p []byte, devOff int64) error {
-	return cuda.MemcpyHtoDAsync(m.dev+cuda.DevicePtr(devOff), p, m.stream)
-}
-
-func (m *deviceMover) FromDevice(p []byte, devOff int64) error {
-	return cuda.MemcpyDtoHAsync(p, m.dev+cuda.DevicePtr(devOff), m.stream)
-}
-
-func (m *deviceMover) Sync() error {
-	if m.event != 0 {
-		if err := cuda.EventRecord(m.event, m.stream); err != nil {
-			return err
-		}
-		return cuda.EventSynchronize(m.event)
-	}
-	return waitStream(m.stream)
-}
-
-// waitStream waits for the work queued on s by polling it and yielding the
-// processor in between. cuStreamSynchronize spins in the driver (the
-// primary context's default scheduling) on a thread that Go's scheduler
-// counts as blocked in a system call, so with many workers the spinning
-// threads take CPUs from the other workers' reads; a polling worker leaves
-// them to the scheduler. Over 69 cells on five H200 machines polling was
-// 1.04x (geometric mean): 1.05-1.08x on three, level on two
-// (docs/performance.md, "Waiting for copies").
+// waitStream waits for the work queued on s as tune.wait says: by
+// polling (devmem.WaitStream, the measured choice) or in
+// cuStreamSynchronize.
 func waitStream(s cuda.Stream) error {
 	if tune.wait == waitSpin {
 		return cuda.StreamSynchronize(s)
 	}
-	for {
-		err := cuda.StreamQuery(s)
-		if !errors.Is(err, cuda.ErrorNotReady) {
-			return err
-		}
-		runtime.Gosched()
-	}
+	return devmem.WaitStream(s)
 }

@@ -3,13 +3,15 @@ package kvik
 import (
 	"errors"
 	"io/fs"
+
+	"github.com/kvikgo/kvik/internal/devmem"
 )
 
 // Errors returned (wrapped) by this package; test with errors.Is.
 var (
 	// ErrInvalidArgument reports a bad argument: a negative offset or size,
 	// a size larger than its buffer, an offset+size overflow, a bad flag.
-	ErrInvalidArgument = errors.New("kvik: invalid argument")
+	ErrInvalidArgument = devmem.ErrInvalidArgument
 	// ErrClosed reports use of a closed FileHandle. It is fs.ErrClosed, so
 	// errors.Is(err, os.ErrClosed) holds too.
 	ErrClosed = fs.ErrClosed
@@ -27,4 +29,4 @@ var (
 
 // ErrNotDeviceMemory reports host, freed or unknown memory passed where
 // device memory is required.
-var ErrNotDeviceMemory = errors.New("kvik: not device memory")
+var ErrNotDeviceMemory = devmem.ErrNotDeviceMemory

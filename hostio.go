@@ -124,39 +124,21 @@ func (f *FileHandle) run(ctx context.Context, kind opKind, d Defaults, pool *sch
 	return f.runTasks(ctx, kind, d, pool, sched.Split(off, size, d.TaskSize), fn, fut, after)
 }
 
-// runTasks is run with the tasks given.
+// runTasks is run with the tasks given (runOp).
 func (f *FileHandle) runTasks(ctx context.Context, kind opKind, d Defaults, pool *sched.Pool, tasks []sched.Task, fn sched.TaskFunc, fut *Future, after func()) (int, error) {
-	blocking := fut == nil
-	if blocking {
-		fut = newFuture()
-	}
-	if blocking && len(tasks) == 1 {
-		pool = nil // run in the caller: no hand-off for a single task
-	}
-	if !blocking && pool == nil {
-		pool = f.pool(d) // a Future must not make its caller wait
-	}
-	sched.Run(ctx, pool, tasks, fn, func(n int, err error) {
+	return runOp(ctx, pool, f.pool(d), tasks, fn, fut, func(n int, err error) (int, error) {
 		if after != nil {
 			after()
 		}
 		f.release()
-		fut.complete(n, f.wrapErr(kind, err))
+		return n, f.wrapErr(kind, err)
 	})
-	if blocking {
-		return fut.Get()
-	}
-	return 0, nil
 }
 
 // fail reports an operation refused before it started, completing fut
 // when there is one.
 func (f *FileHandle) fail(kind opKind, err error, fut *Future) (int, error) {
-	err = f.pathErr(kind, err)
-	if fut != nil {
-		fut.complete(0, err)
-	}
-	return 0, err
+	return failOp(f.pathErr(kind, err), fut)
 }
 
 // wrapErr adds the path to an operation's error, leaving io.EOF bare as

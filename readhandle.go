@@ -198,18 +198,7 @@ func (h *readMethods) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int
 // clamped at the end of the data, and release ends the operation. With
 // fut nil it blocks; otherwise it completes fut and returns at once.
 func (h *readMethods) run(ctx context.Context, d Defaults, pool *sched.Pool, off int64, n int, eof bool, fn sched.TaskFunc, release func(), fut *Future) (int, error) {
-	blocking := fut == nil
-	if blocking {
-		fut = newFuture()
-	}
-	tasks := sched.Split(off, n, d.TaskSize)
-	if blocking && len(tasks) == 1 {
-		pool = nil
-	}
-	if !blocking && pool == nil {
-		pool = poolFor(d, "")
-	}
-	sched.Run(ctx, pool, tasks, fn, func(done int, err error) {
+	return runOp(ctx, pool, poolFor(d, ""), sched.Split(off, n, d.TaskSize), fn, fut, func(done int, err error) (int, error) {
 		release()
 		if err == nil && eof {
 			err = io.EOF
@@ -217,20 +206,12 @@ func (h *readMethods) run(ctx context.Context, d Defaults, pool *sched.Pool, off
 		if err != nil && err != io.EOF {
 			err = h.src.pathErr(err)
 		}
-		fut.complete(done, err)
+		return done, err
 	})
-	if blocking {
-		return fut.Get()
-	}
-	return 0, nil
 }
 
 // fail reports an operation refused before it started, completing fut
 // when there is one.
 func (h *readMethods) fail(err error, fut *Future) (int, error) {
-	err = h.src.pathErr(err)
-	if fut != nil {
-		fut.complete(0, err)
-	}
-	return 0, err
+	return failOp(h.src.pathErr(err), fut)
 }

@@ -54,37 +54,19 @@ func stagedRead(d Defaults, r deviceRange, t sched.Task, read func(p []byte, off
 	case t.Len > p.chunk && 2*p.chunk <= len(held[0].mem):
 		bufs = [][]byte{held[0].mem[:p.chunk], held[0].mem[p.chunk : 2*p.chunk]}
 	}
-	m := &readMover{read: read, cctx: r.ctx, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}
+	m := &readMover{copier: copier{ctx: r.ctx, enter: true, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}, read: read}
 	return tune.staging.Read(m, bufs, p.chunk, 0, t.Off, 0, t.Len)
 }
 
 // readMover feeds the staging pipeline from a read function; it only
-// reads, and enters the CUDA context for each copy.
+// reads, and its copier enters the CUDA context for each copy.
 type readMover struct {
-	read   func(p []byte, off int64) (int, error)
-	cctx   cuda.Context
-	dev    cuda.DevicePtr
-	stream cuda.Stream
+	copier
+	read func(p []byte, off int64) (int, error)
 }
 
 func (m *readMover) ReadFile(p []byte, off int64) (int, error) { return m.read(p, off) }
 
 func (m *readMover) WriteFile(p []byte, off int64) (int, error) {
 	return 0, errors.New("kvik: staged reads do not write")
-}
-
-func (m *readMover) ToDevice(p []byte, devOff int64) error {
-	return cuda.WithContext(m.cctx, func() error {
-		return cuda.MemcpyHtoDAsync(m.dev+cuda.DevicePtr(devOff), p, m.stream)
-	})
-}
-
-func (m *readMover) FromDevice(p []byte, devOff int64) error {
-	return cuda.WithContext(m.cctx, func() error {
-		return cuda.MemcpyDtoHAsync(p, m.dev+cuda.DevicePtr(devOff), m.stream)
-	})
-}
-
-func (m *readMover) Sync() error {
-	return cuda.WithContext(m.cctx, func() error { return waitStream(m.stream) })
 }

@@ -2,10 +2,12 @@ package zarr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/devmem"
 )
 
 // directRunMin is the average run length from which uncompressed chunks
@@ -14,37 +16,19 @@ import (
 // copied, so that many tiny reads do not cost more than the copy saves.
 const directRunMin = 1 << 20
 
-// deviceTarget checks that [dst, dst+size) is device memory and returns
-// the context to work in, and a release function.
+// deviceTarget checks that [dst, dst+size) is device memory, with the
+// engine's rules (devmem.Resolve), and returns the context to work in and
+// a release function (a no-op: the engine keeps primary contexts
+// retained).
 func deviceTarget(dst cuda.DevicePtr, size int) (cuda.Context, func(), error) {
-	if dst == 0 {
-		return 0, nil, fmt.Errorf("%w: nil device pointer", kvik.ErrInvalidArgument)
+	r, err := devmem.Resolve(dst, size, 0)
+	if errors.Is(err, devmem.ErrOverrun) {
+		return 0, nil, fmt.Errorf("%w: %w", ErrInvalidRegion, err)
 	}
-	if err := cuda.Init(); err != nil {
-		return 0, nil, err
-	}
-	at, err := cuda.PointerGetAttributes(uintptr(dst))
 	if err != nil {
 		return 0, nil, err
 	}
-	if at.MemoryType != cuda.MemoryTypeDevice && at.MemoryType != cuda.MemoryTypeUnified {
-		return 0, nil, fmt.Errorf("%w: %#x is %v memory", kvik.ErrNotDeviceMemory, uint64(dst), at.MemoryType)
-	}
-	if at.RangeSize > 0 && uint64(dst)+uint64(size) > uint64(at.RangeStart)+uint64(at.RangeSize) {
-		return 0, nil, fmt.Errorf("%w: a %d-byte region overruns the %d-byte allocation at %#x", ErrInvalidRegion, size, at.RangeSize, uint64(at.RangeStart))
-	}
-	if at.Context != 0 {
-		return at.Context, func() {}, nil
-	}
-	dev, err := cuda.DeviceGet(at.DeviceOrdinal)
-	if err != nil {
-		return 0, nil, err
-	}
-	ctx, err := dev.PrimaryCtxRetain()
-	if err != nil {
-		return 0, nil, err
-	}
-	return ctx, func() { dev.PrimaryCtxRelease() }, nil
+	return r.Ctx, func() {}, nil
 }
 
 // deviceWorker holds what one goroutine needs to copy decoded chunks to
@@ -75,7 +59,7 @@ func (w *deviceWorker) staging(n int) ([]byte, cuda.Stream, error) {
 			}
 		}
 		if w.pending[k] {
-			if err := cuda.StreamSynchronize(w.streams[k]); err != nil {
+			if err := devmem.WaitStream(w.streams[k]); err != nil {
 				return err
 			}
 			w.pending[k] = false
@@ -97,7 +81,7 @@ func (w *deviceWorker) close() error {
 	cuda.WithContext(w.ctx, func() error {
 		for k := range w.streams {
 			if w.streams[k] != 0 {
-				if e := cuda.StreamSynchronize(w.streams[k]); e != nil && err == nil {
+				if e := devmem.WaitStream(w.streams[k]); e != nil && err == nil {
 					err = e
 				}
 				cuda.StreamDestroy(w.streams[k])

@@ -1,0 +1,169 @@
+// Package devmem is the device side of the staging engine, shared by the
+// root package's handles and the format packages: resolving device
+// memory to its allocation and context, the primary contexts and streams
+// kept for the life of the process, and waiting for queued copies. It
+// depends on the cuda binding only.
+package devmem
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/kvikgo/kvik/cuda"
+)
+
+// Errors of Resolve. kvik re-exports the first two as its own, so they
+// match errors.Is at every level.
+var (
+	// ErrInvalidArgument reports a nil pointer or a negative offset or size.
+	ErrInvalidArgument = errors.New("kvik: invalid argument")
+	// ErrNotDeviceMemory reports host, freed or unknown memory.
+	ErrNotDeviceMemory = errors.New("kvik: not device memory")
+	// ErrOverrun reports a range that runs past its allocation; it
+	// matches ErrInvalidArgument too.
+	ErrOverrun = fmt.Errorf("%w: range overruns its allocation", ErrInvalidArgument)
+)
+
+// Range is device memory checked for an operation: where it lives and
+// which context owns it.
+type Range struct {
+	Ptr  cuda.DevicePtr // first byte of the operation
+	Base cuda.DevicePtr // start of the allocation, as cuFile wants it
+	Ctx  cuda.Context
+	// Primary: Ctx is its device's primary context, which this package
+	// keeps retained, so streams made in it may be cached.
+	Primary bool
+}
+
+// Resolve checks that [buf+devOffset, +size) lies in one device
+// allocation and finds the context to use for it: the pointer's own, else
+// the calling thread's, else the device's primary context.
+func Resolve(buf cuda.DevicePtr, size int, devOffset int64) (Range, error) {
+	if devOffset < 0 || size < 0 {
+		return Range{}, fmt.Errorf("%w: negative device offset %d or size %d", ErrInvalidArgument, devOffset, size)
+	}
+	if buf == 0 {
+		return Range{}, fmt.Errorf("%w: nil device pointer", ErrInvalidArgument)
+	}
+	if err := cuda.Init(); err != nil {
+		return Range{}, err
+	}
+	a, err := cuda.PointerGetAttributes(uintptr(buf))
+	if err != nil {
+		return Range{}, err
+	}
+	if a.MemoryType != cuda.MemoryTypeDevice && a.MemoryType != cuda.MemoryTypeUnified {
+		return Range{}, fmt.Errorf("%w: %#x is %v memory (freed, or not allocated by CUDA on a device)", ErrNotDeviceMemory, uint64(buf), a.MemoryType)
+	}
+	end := uint64(buf) + uint64(devOffset) + uint64(size)
+	if a.RangeSize > 0 && (end < uint64(buf) || end > uint64(a.RangeStart)+uint64(a.RangeSize)) {
+		return Range{}, fmt.Errorf("%w: %d bytes at device offset %d overrun the %d-byte allocation at %#x",
+			ErrOverrun, size, devOffset, a.RangeSize, uint64(a.RangeStart))
+	}
+	r := Range{Ptr: buf + cuda.DevicePtr(devOffset), Base: a.RangeStart, Ctx: a.Context}
+	if r.Base == 0 {
+		r.Base = buf
+	}
+	if r.Ctx == 0 {
+		r.Ctx, _ = cuda.CtxGetCurrent()
+	}
+	// Retaining the device's primary context keeps it (and the streams
+	// cached in it) alive even if the caller releases it.
+	pctx, err := PrimaryContext(cuda.Device(a.DeviceOrdinal))
+	if err != nil {
+		return Range{}, err
+	}
+	if r.Ctx == 0 {
+		r.Ctx = pctx
+	}
+	r.Primary = r.Ctx == pctx
+	return r, nil
+}
+
+// primaryContexts holds the primary contexts this package retained; they
+// stay retained for the life of the process, as in KvikIO.
+var primaryContexts sync.Map // cuda.Device -> cuda.Context
+
+// PrimaryContext returns device d's primary context, retained once for
+// the life of the process.
+func PrimaryContext(d cuda.Device) (cuda.Context, error) {
+	if c, ok := primaryContexts.Load(d); ok {
+		return c.(cuda.Context), nil
+	}
+	c, err := d.PrimaryCtxRetain()
+	if err != nil {
+		return 0, err
+	}
+	if prev, loaded := primaryContexts.LoadOrStore(d, c); loaded {
+		d.PrimaryCtxRelease()
+		return prev.(cuda.Context), nil
+	}
+	return c, nil
+}
+
+// streams caches non-blocking streams of primary contexts, one per
+// concurrent task, so that tasks do not create and destroy a stream each.
+// Other contexts can be destroyed by their owner at any time, so their
+// streams are not cached.
+var streams struct {
+	mu   sync.Mutex
+	free map[cuda.Context][]cuda.Stream
+}
+
+// GetStream returns a non-blocking stream of ctx, which must be current:
+// a cached one when ctx is primary.
+func GetStream(ctx cuda.Context, primary bool) (cuda.Stream, error) {
+	if primary {
+		streams.mu.Lock()
+		if l := streams.free[ctx]; len(l) > 0 {
+			s := l[len(l)-1]
+			streams.free[ctx] = l[:len(l)-1]
+			streams.mu.Unlock()
+			return s, nil
+		}
+		streams.mu.Unlock()
+	}
+	return cuda.StreamCreate(cuda.StreamNonBlocking)
+}
+
+// PutStream caches s, a stream of ctx with nothing left queued on it, or
+// destroys it when ctx is not primary (ctx must then be current).
+func PutStream(ctx cuda.Context, primary bool, s cuda.Stream) {
+	if !primary {
+		cuda.StreamDestroy(s)
+		return
+	}
+	streams.mu.Lock()
+	defer streams.mu.Unlock()
+	if streams.free == nil {
+		streams.free = map[cuda.Context][]cuda.Stream{}
+	}
+	streams.free[ctx] = append(streams.free[ctx], s)
+}
+
+// IdleStreams returns how many streams of ctx are cached.
+func IdleStreams(ctx cuda.Context) int {
+	streams.mu.Lock()
+	defer streams.mu.Unlock()
+	return len(streams.free[ctx])
+}
+
+// WaitStream waits for the work queued on s by polling it and yielding
+// the processor in between. cuStreamSynchronize spins in the driver (the
+// primary context's default scheduling) on a thread that Go's scheduler
+// counts as blocked in a system call, so with many workers the spinning
+// threads take CPUs from the other workers' reads; a polling worker leaves
+// them to the scheduler. Over 69 cells on five H200 machines polling was
+// 1.04x (geometric mean): 1.05-1.08x on three, level on two
+// (docs/performance.md, "Waiting for copies").
+func WaitStream(s cuda.Stream) error {
+	for {
+		err := cuda.StreamQuery(s)
+		if !errors.Is(err, cuda.ErrorNotReady) {
+			return err
+		}
+		runtime.Gosched()
+	}
+}
