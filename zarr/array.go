@@ -189,6 +189,10 @@ func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, erro
 	if err != nil {
 		return nil, err
 	}
+	// An array that could not be written is refused before anything is.
+	if err := a.pipe.writable(); err != nil {
+		return nil, err
+	}
 	docs, err := m.marshal()
 	if err != nil {
 		return nil, err
