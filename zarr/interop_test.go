@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // zarrPython returns a Python interpreter that imports zarr 2 and
@@ -537,6 +539,242 @@ func interopShape(rng *rand.Rand, ndim int) (shape, chunks []int) {
 		}
 		if n <= 4000 && grid <= 24 {
 			return shape, chunks
+		}
+	}
+}
+
+// TestDeltaNumcodecs checks the delta filter against numcodecs 0.11
+// (Delta.encode and Delta.decode of the arrays below, little-endian
+// hex): decoding sums floats in the wider of dtype and astype, rounding
+// each partial sum to dtype, as np.cumsum(enc, out=dec) does. Encoding
+// gives numcodecs' bytes unless astype is wider than dtype; then the
+// exact differences, which read back exactly.
+func TestDeltaNumcodecs(t *testing.T) {
+	for _, c := range []struct{ dtype, astype, data, enc, dec string }{
+		// zarr-python's Delta(dtype='<f4', astype='<f8') of [0.1, 0.3, 0.1].
+		{"<f4", "<f8", "cdcccc3d9a99993ecdcccc3d", "000000a09999b93f000000c09999c93f000000c09999c9bf", "cdcccc3d9a99993ecdcccc3d"},
+		{"<f4", "<f8", "c391a03f62619b4214f07c3a07262dc1d9f45d3fdec189bc36a93dc315265740", "000000603812f43f00000060e31b5340000000801c6c53c0000000603fa525c0000000a0aa602740000000005d48ecbf000000009db467c0000000c0b9206840", "c391a03f62619b4200187c3a0b262dc1a6f45d3f40c889bc36a93dc3f0255740"},
+		{"<f2", "<f4", "fdb6ffd7b18ffcc95cbf74a3395e7cc6", "00a0dfbe0000ffc200e0ff4200803fc10000224100a0e93f0020c7430060cac3", "fdb6ffd70012fcc95fbf90a4395e85c6"},
+		{"<f2", "<f8", "6a23614ead095acafab4c4a4c45eb9c3", "0000000000a88d3f000000000080394000000000008439c000000000006829c00000000000c828400000000000b8d23f0000000000107b4000000000004c7bc0", "6a23614eb0945aca05b56ba5c45e8bc3"},
+		{"<f8", "<f4", "12e59fb5d589d83fdfc81e3f08cc584099b0f7438abd62bf047f44f945ea0140dc0b2c2f026df8bf733eb930b07491bf155a1ddb2f4185c0ca2be0be36910e40", "ae4ec43ef39bc5426e61c6c2ab770f40390671c07b39c13f68082ac409fe2a44", "000000c0d589d83f0000c03508cc58400000000020c562bf0000001844ea014000000010066df8bf00000000ac7591bf000058eb2f4185c0000000a834910e40"},
+		{"<f4", "<f2", "ccea693dc80e9f42133489ba655e93404f10b63fa2d890bdec77264491d8b83f", "4f2bf854f8d49b445ec2f9bd346131e1", "00e0693d3c1d9f4200e0693dc0339540004fbd3f008068bc187f26440030be3f"},
+		{"<f4", "<f4", "ca7384bd774cfac24e6d9439fdfb2cc0f71d1a3fdf839f3d48d1bf446f9e20c0", "ca7384bd5a2bfac29c4cfa42a0002dc07b8353407b2d06bfcacebf449721c0c4", "ca7384bd774cfac20000943900fc2cc0ec1d1a3f88839f3d48d1bf44009e20c0"},
+	} {
+		hexBytes := func(s string) []byte {
+			b := make([]byte, len(s)/2)
+			for i := range b {
+				v, err := strconv.ParseUint(s[2*i:2*i+2], 16, 8)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b[i] = byte(v)
+			}
+			return b
+		}
+		name := c.dtype + "<-" + c.astype
+		dt, _, _ := parseV2Type(c.dtype)
+		d, err := newDelta(map[string]any{"dtype": c.dtype, "astype": c.astype}, dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, enc, dec := hexBytes(c.data), hexBytes(c.enc), hexBytes(c.dec)
+		got, err := d.decode(enc, nil, 1<<20)
+		if err != nil || !bytes.Equal(got, dec) {
+			t.Errorf("%s: decode %x, %v, numcodecs %x", name, got, err, dec)
+		}
+		ours, _ := d.encode(data)
+		as, _, _ := parseV2Type(c.astype)
+		if as.Size <= dt.Size {
+			if !bytes.Equal(ours, enc) {
+				t.Errorf("%s: encode %x, numcodecs %x", name, ours, enc)
+			}
+			continue
+		}
+		// A float64 holds the difference of any two narrower floats;
+		// a float32 not always that of two float16s (values 2^13 apart).
+		if back, err := d.decode(ours, nil, 1<<20); as.Size == 8 && (err != nil || !bytes.Equal(back, data)) {
+			t.Errorf("%s: own encoding decodes to %x, %v, want %x", name, back, err, data)
+		}
+		rng := rand.New(rand.NewPCG(27, uint64(dt.Size)))
+		data = interopValues(rng, dt, 5000, false) // 1 to 1000 in magnitude
+		ours, _ = d.encode(data)
+		if back, err := d.decode(ours, nil, 1<<20); err != nil || !bytes.Equal(back, data) {
+			t.Errorf("%s: own encoding of values 1 to 1000 does not read back: %v", name, err)
+		}
+	}
+	// Integers: differences wrap in dtype and are sign-extended into a
+	// wider astype, as np.diff and NumPy's casts do; sums are modular.
+	rng := rand.New(rand.NewPCG(27, 1))
+	for _, p := range [][2]string{{"|i1", "<i2"}, {"<i2", "<i8"}, {"<u2", "<u4"}, {"<u4", "<i8"}, {">i4", "<i2"}, {"<i8", ">i8"}} {
+		dt, _, _ := parseV2Type(p[0])
+		as, _, _ := parseV2Type(p[1])
+		d, err := newDelta(map[string]any{"dtype": p[0], "astype": p[1]}, dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := interopValues(rng, dt, 200, false)
+		enc, _ := d.encode(data)
+		dc := d.(deltaCodec)
+		for i := 1; i < 200; i++ {
+			x := signExtendIf(loadUint(data[i*dt.Size:][:dt.Size], dc.dtBig), dt)
+			y := signExtendIf(loadUint(data[(i-1)*dt.Size:][:dt.Size], dc.dtBig), dt)
+			want := signExtendIf((x-y)&sizeMask(dt.Size), dt) & sizeMask(as.Size)
+			if got := loadUint(enc[i*as.Size:][:as.Size], dc.asBig); got != want {
+				t.Fatalf("%s<-%s: difference %d is %#x, want %#x", p[0], p[1], i, got, want)
+			}
+		}
+		back, err := d.decode(enc, nil, 1<<20)
+		if as.Size >= dt.Size && (err != nil || !bytes.Equal(back, data)) {
+			t.Errorf("%s<-%s: read back %v", p[0], p[1], err)
+		}
+	}
+}
+
+func sizeMask(size int) uint64 { return math.MaxUint64 >> (64 - 8*size) }
+
+func signExtendIf(u uint64, t DataType) uint64 {
+	if t.Kind == Int {
+		return signExtend(u, t.Size)
+	}
+	return u
+}
+
+// TestZstdContentSize checks that every zstd frame written declares its
+// content size, small ones included: numcodecs before 0.16.2 cannot
+// decode a frame without it.
+func TestZstdContentSize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 2))
+	for _, n := range []int{1, 2, 17, 100, 255, 256, 257, 1000, 1024, 1025, 4096, 70000, 1 << 20} {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(rng.IntN(1 + i%7)) // compressible, not constant
+		}
+		for _, c := range []zstdCodec{{level: 1}, {level: 5, checksum: true}, {level: -3}} {
+			enc, err := c.encode(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var h zstd.Header
+			if err := h.Decode(enc); err != nil || !h.HasFCS || h.FrameContentSize != uint64(n) {
+				t.Errorf("%d bytes, %+v: header %x: content size %v %d, %v", n, c, enc[:min(len(enc), 8)], h.HasFCS, h.FrameContentSize, err)
+			}
+			got, err := c.decode(enc, nil, n)
+			if err != nil || !bytes.Equal(got, src) {
+				t.Errorf("%d bytes, %+v: read back %v", n, c, err)
+			}
+		}
+	}
+}
+
+// TestCreateMetadataForZarrPython checks what zarr-python 2.13 needs of
+// the documents Create writes: a 0-d array's shape and chunks are [],
+// never null; non-ASCII attribute text is \u-escaped (zarr-python before
+// 2.14 decodes metadata as ASCII), also in consolidated metadata; a NaN
+// fill is NumPy's np.nan.
+func TestCreateMetadataForZarrPython(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := map[string]any{"unit": "°C", "clef": "𝄞", "note": "température\u2028ok", "ascii": "plain <&>"}
+	for _, f := range []int{2, 3} {
+		path := fmt.Sprintf("g/scalar%d", f)
+		if _, err := Create(bg, s, path, Metadata{ZarrFormat: f, DataType: DataType{Int, 2}, Attributes: attrs}); err != nil {
+			t.Fatal(err)
+		}
+		key := map[int]string{2: "/.zarray", 3: "/zarr.json"}[f]
+		var doc map[string]any
+		if err := json.Unmarshal(mustRead(t, filepath.Join(dir, path+key)), &doc); err != nil {
+			t.Fatal(err)
+		}
+		chunks := doc["chunks"]
+		if f == 3 {
+			chunks = doc["chunk_grid"].(map[string]any)["configuration"].(map[string]any)["chunk_shape"]
+		}
+		if shape, ok := doc["shape"].([]any); !ok || len(shape) != 0 {
+			t.Errorf("v%d 0-d shape %#v, want []", f, doc["shape"])
+		}
+		if c, ok := chunks.([]any); !ok || len(c) != 0 {
+			t.Errorf("v%d 0-d chunks %#v, want []", f, chunks)
+		}
+	}
+	if err := Consolidate(bg, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"g/scalar2/.zattrs", "g/scalar3/zarr.json", ".zmetadata", "zarr.json"} {
+		b := mustRead(t, filepath.Join(dir, key))
+		if i := bytes.IndexFunc(b, func(r rune) bool { return r > 0x7f }); i >= 0 {
+			t.Errorf("%s: non-ASCII at %d: %q", key, i, b[max(i-10, 0):min(i+10, len(b))])
+		}
+		if key != "zarr.json" && !bytes.Contains(b, []byte(`\u00b0C`)) || key == "g/scalar2/.zattrs" && !bytes.Contains(b, []byte(`"\ud834\udd1e"`)) {
+			t.Errorf("%s: escapes missing: %s", key, b)
+		}
+	}
+	for f := 2; f <= 3; f++ {
+		a, err := Open(bg, s, fmt.Sprintf("g/scalar%d", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.Metadata().Attributes; fmt.Sprint(got) != fmt.Sprint(attrs) {
+			t.Errorf("v%d attributes read back %v, want %v", f, got, attrs)
+		}
+	}
+
+	// NaN fills, given as "NaN" or as a float, read back as np.nan.
+	for _, c := range []struct {
+		size int
+		fill any
+		want string
+	}{
+		{8, "NaN", "000000000000f87f"}, {8, math.NaN(), "000000000000f87f"}, {8, math.Float64frombits(0x7ff8000000000001), "000000000000f87f"},
+		{4, "NaN", "0000c07f"}, {4, float32(math.NaN()), "0000c07f"}, {2, "NaN", "007e"},
+	} {
+		for _, f := range []int{2, 3} {
+			a, err := Create(bg, s, "nan", Metadata{ZarrFormat: f, Shape: []int{3}, ChunkShape: []int{2}, DataType: DataType{Float, c.size}, FillValue: c.fill})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.WriteRegion(bg, []int{0}, []int{1}, make([]byte, c.size)); err != nil {
+				t.Fatal(err)
+			}
+			got, err := interopRead(t, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h := fmt.Sprintf("%x", got); h != strings.Repeat("00", c.size)+strings.Repeat(c.want, 2) {
+				t.Errorf("v%d float%d fill %v: %s, want a zero and np.nan (%s) twice", f, 8*c.size, c.fill, h, c.want)
+			}
+			for _, k := range []string{"nan/.zarray", "nan/.zattrs", "nan/zarr.json", "nan/0", "nan/c/0", "nan/1", "nan/c/1"} {
+				s.Delete(bg, k)
+			}
+		}
+	}
+}
+
+// TestCreateRefusesUnwritable checks that Create refuses a codec chain
+// it can read but not write (blosc with blosclz or snappy, also inside
+// shards) with ErrUnsupportedCodec before writing anything.
+func TestCreateRefusesUnwritable(t *testing.T) {
+	for _, cname := range []string{"blosclz", "snappy"} {
+		blosc := Codec{Name: "blosc", Configuration: map[string]any{"cname": cname, "clevel": 5, "shuffle": 1}}
+		v3 := Codec{Name: "blosc", Configuration: map[string]any{"cname": cname, "clevel": 5, "shuffle": "shuffle", "typesize": 4}}
+		for name, m := range map[string]Metadata{
+			"v2 compressor": {ZarrFormat: 2, Compressor: &blosc},
+			"v2 filter":     {ZarrFormat: 2, Filters: []Codec{blosc}},
+			"v3":            {Codecs: []Codec{{Name: "bytes"}, v3}},
+			"v3 sharded":    {Codecs: shardCodecs([]int{2}, false, []Codec{{Name: "bytes"}, v3})},
+		} {
+			m.Shape, m.ChunkShape, m.DataType = []int{8}, []int{4}, DataType{Float, 4}
+			dir := t.TempDir()
+			s, _ := NewDirStore(dir)
+			_, err := Create(bg, s, "g/a", m)
+			if !errors.Is(err, ErrUnsupportedCodec) || !strings.Contains(err.Error(), cname) {
+				t.Errorf("%s %s: %v, want ErrUnsupportedCodec", cname, name, err)
+			}
+			if keys, _ := s.List(bg, ""); len(keys) != 0 {
+				t.Errorf("%s %s: refused Create wrote %q", cname, name, keys)
+			}
 		}
 	}
 }

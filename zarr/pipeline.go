@@ -234,10 +234,13 @@ func newPipelineV2(m *Metadata) (*pipeline, error) {
 // differences of consecutive elements, stored as astype. numcodecs
 // encodes with np.diff in dtype and decodes with np.cumsum(enc, out=dec),
 // which sums floats in the wider of dtype and astype (integers in 64
-// bits) and rounds each partial sum to dtype; decode does the same. encode matches numcodecs byte for byte
-// except for floats with an astype wider than dtype, whose differences it
-// takes in astype, exactly, where numcodecs rounds them to dtype: such
-// chunks read back exactly, here and in numcodecs.
+// bits) and rounds each partial sum to dtype; decode does the same.
+// encode matches numcodecs byte for byte except for floats with an
+// astype wider than dtype: numcodecs rounds the differences to dtype, so
+// the sums drift; encode stores each element's difference from the
+// running sum the decoder will hold, rounded to astype, so nothing
+// accumulates and the chunk reads back exactly (here and in numcodecs)
+// wherever astype holds the differences.
 type deltaCodec struct {
 	dt, as       DataType
 	dtBig, asBig bool
@@ -336,17 +339,22 @@ func roundFloat(f float64, size int) float64 {
 func (d deltaCodec) encode(src []byte) ([]byte, error) {
 	n := len(src) / d.dt.Size
 	out := make([]byte, n*d.as.Size)
-	// Float differences are taken in the wider of dtype and astype.
-	wide := max(d.dt.Size, d.as.Size)
 	var prevU uint64
-	var prevF float64
+	var prev, acc float64
 	for i := 0; i < n; i++ {
 		e := src[i*d.dt.Size : (i+1)*d.dt.Size]
 		o := out[i*d.as.Size : (i+1)*d.as.Size]
 		if d.dt.Kind == Float {
 			f := loadFloat(e, d.dtBig)
-			storeFloat(o, roundFloat(f-prevF, wide), d.asBig)
-			prevF = f
+			if d.as.Size > d.dt.Size {
+				diff := roundFloat(f-acc, d.as.Size)
+				acc = roundFloat(acc+diff, d.as.Size) // as decode sums
+				storeFloat(o, diff, d.asBig)
+				continue
+			}
+			// np.diff in dtype, then cast to astype.
+			storeFloat(o, roundFloat(f-prev, d.dt.Size), d.asBig)
+			prev = f
 			continue
 		}
 		// Integer differences wrap in dtype, then convert to astype
