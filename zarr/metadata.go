@@ -421,7 +421,7 @@ func marshalJSON(v any, indent string) ([]byte, error) {
 
 // asciiJSON escapes the non-ASCII characters of a JSON document, which
 // can only be inside strings, as \uXXXX (UTF-16 surrogate pairs beyond
-// the BMP). The encoder has already replaced invalid UTF-8.
+// the BMP); invalid UTF-8 becomes \ufffd.
 func asciiJSON(b []byte) []byte {
 	i := bytes.IndexFunc(b, func(r rune) bool { return r >= utf8.RuneSelf })
 	if i < 0 {

@@ -360,10 +360,7 @@ func (d deltaCodec) encode(src []byte) ([]byte, error) {
 		// Integer differences wrap in dtype, then convert to astype
 		// as NumPy casts (sign-extended from a signed dtype).
 		u := loadUint(e, d.dtBig)
-		diff := (u - prevU) & (1<<(8*d.dt.Size) - 1)
-		if d.dt.Size == 8 {
-			diff = u - prevU
-		}
+		diff := (u - prevU) & (math.MaxUint64 >> (64 - 8*d.dt.Size))
 		if d.dt.Kind == Int {
 			diff = signExtend(diff, d.dt.Size)
 		}
