@@ -135,7 +135,9 @@ func newArray(s Store, prefix string, m *Metadata) (*Array, error) {
 // first, as zarr-python does: {"zarr_format": 2} as .zgroup, or
 // {"zarr_format": 3, "node_type": "group", "attributes": {}} as
 // zarr.json. Existing group documents are kept. A parent that holds an
-// array fails with ErrInvalidMetadata before anything is written.
+// array fails with ErrInvalidMetadata before anything is written, and so
+// does a codec chain that can be read but not written (blosc with
+// blosclz or snappy) with ErrUnsupportedCodec.
 func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, error) {
 	if m.ZarrFormat == 0 {
 		m.ZarrFormat = 3
@@ -187,6 +189,10 @@ func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, erro
 	prefix := keyPrefix(path)
 	a, err := newArray(s, prefix, &m)
 	if err != nil {
+		return nil, err
+	}
+	// An array that could not be written is refused before anything is.
+	if err := a.pipe.writable(); err != nil {
 		return nil, err
 	}
 	docs, err := m.marshal()

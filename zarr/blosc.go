@@ -307,12 +307,20 @@ func bitShuffle(dst, src []byte, ts int) {
 	copy(dst[n*ts:], src[n*ts:])
 }
 
-// encode writes a Blosc 1 chunk with unsplit blocks. blosclz and snappy
-// have no encoder here.
+// writable fails for the compressors that have no encoder here: blosclz
+// and snappy.
+func (c bloscCodec) writable() error {
+	if c.cname == "blosclz" || c.cname == "snappy" {
+		return fmt.Errorf("%w: writing blosc with compressor %q (reading is supported)", ErrUnsupportedCodec, c.cname)
+	}
+	return nil
+}
+
+// encode writes a Blosc 1 chunk with unsplit blocks.
 func (c bloscCodec) encode(src []byte) ([]byte, error) {
 	format := bloscCompressors[c.cname]
-	if c.cname == "blosclz" || c.cname == "snappy" {
-		return nil, fmt.Errorf("%w: writing blosc with compressor %q (reading is supported)", ErrUnsupportedCodec, c.cname)
+	if err := c.writable(); err != nil {
+		return nil, err
 	}
 	ts := c.typesize
 	if ts <= 0 || ts > 255 {

@@ -87,18 +87,32 @@ var zstdDec = sync.OnceValue(func() *zstd.Decoder {
 	return d
 })
 
-var zstdEnc sync.Map // zstd.EncoderLevel<<1|checksum -> *zstd.Encoder
+var zstdEnc sync.Map // zstd.EncoderLevel<<2|small<<1|checksum -> *zstd.Encoder
 
-func (c zstdCodec) encoder() (*zstd.Encoder, error) {
+// zstdSmall is the largest input encoded as a single segment: klauspost's
+// encoder leaves the frame content size out of frames under 256 bytes
+// unless they are single segments, and numcodecs before 0.16.2 cannot
+// decode a frame without it. Larger inputs keep their window (a single
+// segment's window is the whole content, which streaming decoders limit).
+const zstdSmall = 1 << 10
+
+func (c zstdCodec) encoder(small bool) (*zstd.Encoder, error) {
 	lvl := zstd.EncoderLevelFromZstd(c.level)
-	key := int(lvl) << 1
+	key := int(lvl) << 2
+	if small {
+		key |= 2
+	}
 	if c.checksum {
 		key |= 1
 	}
 	if e, ok := zstdEnc.Load(key); ok {
 		return e.(*zstd.Encoder), nil
 	}
-	e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(lvl), zstd.WithEncoderCRC(c.checksum), zstd.WithEncoderConcurrency(1))
+	opts := []zstd.EOption{zstd.WithEncoderLevel(lvl), zstd.WithEncoderCRC(c.checksum), zstd.WithEncoderConcurrency(1)}
+	if small {
+		opts = append(opts, zstd.WithSingleSegment(true), zstd.WithZeroFrames(true))
+	}
+	e, err := zstd.NewWriter(nil, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -106,8 +120,9 @@ func (c zstdCodec) encoder() (*zstd.Encoder, error) {
 	return e, nil
 }
 
+// encode writes one frame that declares its content size.
 func (c zstdCodec) encode(src []byte) ([]byte, error) {
-	e, err := c.encoder()
+	e, err := c.encoder(len(src) <= zstdSmall)
 	if err != nil {
 		return nil, err
 	}

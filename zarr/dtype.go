@@ -188,14 +188,29 @@ func putUint(b []byte, v uint64) {
 	}
 }
 
+// putFloat stores f as a little-endian float of len(b) bytes; a NaN as
+// NumPy's np.nan (0x7e00, 0x7fc00000, 0x7ff8000000000000), sign kept.
 func putFloat(b []byte, f float64) {
+	nan := math.IsNaN(f)
+	sign := uint64(0)
+	if math.Signbit(f) {
+		sign = 1
+	}
 	switch len(b) {
 	case 2:
-		binary.LittleEndian.PutUint16(b, Float16FromFloat64(f))
+		binary.LittleEndian.PutUint16(b, Float16FromFloat64(f)) // NaN: 0x7e00
 	case 4:
-		binary.LittleEndian.PutUint32(b, math.Float32bits(float32(f)))
+		u := math.Float32bits(float32(f))
+		if nan {
+			u = uint32(sign)<<31 | 0x7fc00000
+		}
+		binary.LittleEndian.PutUint32(b, u)
 	case 8:
-		binary.LittleEndian.PutUint64(b, math.Float64bits(f))
+		u := math.Float64bits(f)
+		if nan {
+			u = sign<<63 | 0x7ff8000000000000
+		}
+		binary.LittleEndian.PutUint64(b, u)
 	}
 }
 

@@ -13,7 +13,11 @@ import (
 
 // ArrayPaths returns the paths of the arrays in s, sorted: from a listing
 // where the store has one, else (a plain HTTP store) from its
-// consolidated metadata, else the root if it is an array.
+// consolidated metadata, else the root if it is an array. As in
+// zarr-python's hierarchy, an array below the root is listed only when
+// every node above it, root included, is a group of the array's format
+// (a .zgroup for a v2 array, a zarr.json group for a v3 one): arrays
+// under a plain directory are left out.
 func ArrayPaths(ctx context.Context, s Store) ([]string, error) {
 	keys, err := s.List(ctx, "")
 	if errors.Is(err, errors.ErrUnsupported) {
@@ -27,29 +31,52 @@ func ArrayPaths(ctx context.Context, s Store) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var paths []string
+	// By node, whether it holds an array or a group of format 2 and 3.
+	arrays := map[string][2]bool{}
+	groups := map[string][2]bool{}
 	for _, k := range keys {
 		dir, base := "", k
 		if i := strings.LastIndexByte(k, '/'); i >= 0 {
 			dir, base = k[:i], k[i+1:]
 		}
+		a, g := arrays[dir], groups[dir]
 		switch base {
+		case ".zgroup":
+			g[0] = true
 		case ".zarray":
+			a[0] = true
 		case "zarr.json":
-			if !isArrayDoc(ctx, s, k) {
-				continue
+			switch nodeTypeAt(ctx, s, k) {
+			case "array":
+				a[1] = true
+			case "group":
+				g[1] = true
 			}
 		default:
 			continue
 		}
-		paths = append(paths, dir)
+		arrays[dir], groups[dir] = a, g
+	}
+	var paths []string
+	for dir, formats := range arrays {
+		for f, isArray := range formats {
+			ok := isArray
+			for _, p := range parentPrefixes(keyPrefix(dir)) {
+				ok = ok && groups[strings.TrimSuffix(p, "/")][f]
+			}
+			if ok {
+				paths = append(paths, dir)
+				break
+			}
+		}
 	}
 	sort.Strings(paths)
 	return paths, nil
 }
 
-// isArrayDoc reports whether the zarr.json at key describes an array.
-func isArrayDoc(ctx context.Context, s Store, key string) bool {
+// nodeTypeAt returns the node_type of the zarr.json at key, "" if it
+// cannot be read.
+func nodeTypeAt(ctx context.Context, s Store, key string) string {
 	var b []byte
 	if cs, ok := s.(consolidatedStore); ok {
 		b, _ = cs.cached(key)
@@ -57,10 +84,10 @@ func isArrayDoc(ctx context.Context, s Store, key string) bool {
 	if b == nil {
 		var err error
 		if b, err = s.Get(ctx, key, nil); err != nil {
-			return false
+			return ""
 		}
 	}
-	return docNodeType(b) == "array"
+	return docNodeType(b)
 }
 
 // consolidatedKeys returns the metadata keys a store's consolidated

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Codec names a codec and its configuration: a v3 codec ({"name",
@@ -302,6 +304,14 @@ func jsonFill(v any) (json.RawMessage, error) {
 // marshal renders m as the metadata documents of its format: key ->
 // document.
 func (m *Metadata) marshal() (map[string][]byte, error) {
+	// A 0-d array's shapes are empty lists, never null.
+	shape, chunks := m.Shape, m.ChunkShape
+	if shape == nil {
+		shape = []int{}
+	}
+	if chunks == nil {
+		chunks = []int{}
+	}
 	fill := fillJSON(m.DataType, m.fill)
 	if f, ok := fill.(float64); ok && math.Trunc(f) == f && math.Abs(f) < 1e15 {
 		fill = json.Number(fmt.Sprintf("%.1f", f))
@@ -320,7 +330,7 @@ func (m *Metadata) marshal() (map[string][]byte, error) {
 			comp = v2Codec(*m.Compressor)
 		}
 		doc := map[string]any{
-			"zarr_format": 2, "shape": m.Shape, "chunks": m.ChunkShape, "dtype": dt,
+			"zarr_format": 2, "shape": shape, "chunks": chunks, "dtype": dt,
 			"compressor": comp, "fill_value": fill, "order": string(m.Order), "filters": filters,
 			"dimension_separator": m.Separator,
 		}
@@ -343,8 +353,8 @@ func (m *Metadata) marshal() (map[string][]byte, error) {
 		codecs[i] = v3Codec(c)
 	}
 	doc := map[string]any{
-		"zarr_format": 3, "node_type": "array", "shape": m.Shape, "data_type": m.DataType.Name(),
-		"chunk_grid":         map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": m.ChunkShape}},
+		"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": m.DataType.Name(),
+		"chunk_grid":         map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": chunks}},
 		"chunk_key_encoding": map[string]any{"name": m.ChunkKeyEncoding, "configuration": map[string]any{"separator": m.Separator}},
 		"fill_value":         fill, "codecs": codecs, "attributes": m.Attributes,
 	}
@@ -395,7 +405,9 @@ func v3Codec(c Codec) map[string]any {
 	return m
 }
 
-// marshalJSON indents v without HTML escaping ("<f4" stays readable).
+// marshalJSON indents v without HTML escaping ("<f4" stays readable),
+// with every non-ASCII character escaped (\u00e9), as zarr-python writes
+// metadata: zarr-python before 2.14 decodes metadata as ASCII.
 func marshalJSON(v any, indent string) ([]byte, error) {
 	var b bytes.Buffer
 	e := json.NewEncoder(&b)
@@ -404,5 +416,28 @@ func marshalJSON(v any, indent string) ([]byte, error) {
 	if err := e.Encode(v); err != nil {
 		return nil, err
 	}
-	return b.Bytes(), nil
+	return asciiJSON(b.Bytes()), nil
+}
+
+// asciiJSON escapes the non-ASCII characters of a JSON document, which
+// can only be inside strings, as \uXXXX (UTF-16 surrogate pairs beyond
+// the BMP); invalid UTF-8 becomes \ufffd.
+func asciiJSON(b []byte) []byte {
+	i := bytes.IndexFunc(b, func(r rune) bool { return r >= utf8.RuneSelf })
+	if i < 0 {
+		return b
+	}
+	out := append(make([]byte, 0, len(b)+len(b)/4), b[:i]...)
+	for _, r := range string(b[i:]) {
+		switch {
+		case r < utf8.RuneSelf:
+			out = append(out, byte(r))
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, "\\u%04x\\u%04x", r1, r2)
+		default:
+			out = fmt.Appendf(out, "\\u%04x", r)
+		}
+	}
+	return out
 }

@@ -84,6 +84,22 @@ func (p *pipeline) encode(a chunkArray) ([]byte, error) {
 	return b, nil
 }
 
+// writable fails with ErrUnsupportedCodec when a codec of the chain,
+// inside shards included, can read but not write.
+func (p *pipeline) writable() error {
+	for _, c := range p.bb {
+		if w, ok := c.(interface{ writable() error }); ok {
+			if err := w.writable(); err != nil {
+				return err
+			}
+		}
+	}
+	if s, ok := p.ab.(*shardingCodec); ok {
+		return s.codecs.writable()
+	}
+	return nil
+}
+
 // newPipelineV3 builds the chain of a v3 codec list for chunks of shape.
 func newPipelineV3(codecs []Codec, dt DataType, fill []byte, shape []int) (*pipeline, error) {
 	p := &pipeline{dt: dt, fill: fill}
@@ -215,8 +231,16 @@ func newPipelineV2(m *Metadata) (*pipeline, error) {
 }
 
 // deltaCodec is numcodecs' delta filter: the first element, then the
-// differences of consecutive elements, stored as astype; decoding is a
-// running sum in dtype.
+// differences of consecutive elements, stored as astype. numcodecs
+// encodes with np.diff in dtype and decodes with np.cumsum(enc, out=dec),
+// which sums floats in the wider of dtype and astype (integers in 64
+// bits) and rounds each partial sum to dtype; decode does the same.
+// encode matches numcodecs byte for byte except for floats with an
+// astype wider than dtype: numcodecs rounds the differences to dtype, so
+// the sums drift; encode stores each element's difference from the
+// running sum the decoder will hold, rounded to astype, so nothing
+// accumulates and the chunk reads back exactly (here and in numcodecs)
+// wherever astype holds the differences.
 type deltaCodec struct {
 	dt, as       DataType
 	dtBig, asBig bool
@@ -298,22 +322,49 @@ func signExtend(u uint64, size int) uint64 {
 	return uint64(int64(u<<s) >> s)
 }
 
+// roundFloat rounds f to a float of size bytes. Arithmetic in a
+// narrower float is the float64 result rounded: for +, - this equals the
+// narrower type's own rounding (float16 in NumPy goes through float32,
+// which is as exact).
+func roundFloat(f float64, size int) float64 {
+	switch size {
+	case 2:
+		return Float16ToFloat64(Float16FromFloat64(f))
+	case 4:
+		return float64(float32(f))
+	}
+	return f
+}
+
 func (d deltaCodec) encode(src []byte) ([]byte, error) {
 	n := len(src) / d.dt.Size
 	out := make([]byte, n*d.as.Size)
 	var prevU uint64
-	var prevF float64
+	var prev, acc float64
 	for i := 0; i < n; i++ {
 		e := src[i*d.dt.Size : (i+1)*d.dt.Size]
 		o := out[i*d.as.Size : (i+1)*d.as.Size]
 		if d.dt.Kind == Float {
 			f := loadFloat(e, d.dtBig)
-			storeFloat(o, f-prevF, d.asBig)
-			prevF = f
+			if d.as.Size > d.dt.Size {
+				diff := roundFloat(f-acc, d.as.Size)
+				acc = roundFloat(acc+diff, d.as.Size) // as decode sums
+				storeFloat(o, diff, d.asBig)
+				continue
+			}
+			// np.diff in dtype, then cast to astype.
+			storeFloat(o, roundFloat(f-prev, d.dt.Size), d.asBig)
+			prev = f
 			continue
 		}
+		// Integer differences wrap in dtype, then convert to astype
+		// as NumPy casts (sign-extended from a signed dtype).
 		u := loadUint(e, d.dtBig)
-		storeUint(o, u-prevU, d.asBig)
+		diff := (u - prevU) & (math.MaxUint64 >> (64 - 8*d.dt.Size))
+		if d.dt.Kind == Int {
+			diff = signExtend(diff, d.dt.Size)
+		}
+		storeUint(o, diff, d.asBig)
 		prevU = u
 	}
 	return out, nil
@@ -328,26 +379,17 @@ func (d deltaCodec) decode(src, _ []byte, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: delta output exceeds %d bytes", ErrCorruptChunk, limit)
 	}
 	out := make([]byte, n*d.dt.Size)
+	wide := max(d.dt.Size, d.as.Size)
 	var accU uint64
-	var acc32 float32
 	var acc float64
 	for i := 0; i < n; i++ {
 		e := src[i*d.as.Size : (i+1)*d.as.Size]
 		o := out[i*d.dt.Size : (i+1)*d.dt.Size]
 		if d.dt.Kind == Float {
-			v := loadFloat(e, d.asBig)
-			// The running sum is kept in dtype precision, as NumPy's cumsum does.
-			switch d.dt.Size {
-			case 8:
-				acc += v
-				storeFloat(o, acc, d.dtBig)
-			case 4:
-				acc32 += float32(v)
-				storeFloat(o, float64(acc32), d.dtBig)
-			default:
-				acc = Float16ToFloat64(Float16FromFloat64(acc + v))
-				storeFloat(o, acc, d.dtBig)
-			}
+			// The running sum is kept in the wider type, each
+			// partial sum rounded to dtype on its way out.
+			acc = roundFloat(acc+loadFloat(e, d.asBig), wide)
+			storeFloat(o, acc, d.dtBig)
 			continue
 		}
 		u := loadUint(e, d.asBig)

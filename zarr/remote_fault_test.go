@@ -26,15 +26,46 @@ import (
 )
 
 // objectServer serves the files of a directory from memory over HTTP,
-// with Range support, logging each request and letting fault misbehave
-// instead of answering (fault returns false to answer normally).
+// with Range support, logging each request and letting a fault (set by
+// setFault) misbehave instead of answering (it returns false to answer
+// normally). Files and the fault are changed only through its methods:
+// handlers of a read that failed may still be running when a test
+// changes them for the next case.
 type objectServer struct {
 	*httptest.Server
-	files map[string][]byte
-	fault func(key string, w http.ResponseWriter, r *http.Request) bool
 
-	mu  sync.Mutex
-	log []string // "key range"
+	mu    sync.Mutex
+	files map[string][]byte
+	fault faultFunc
+	log   []string // "key range"
+}
+
+type faultFunc func(key string, w http.ResponseWriter, r *http.Request) bool
+
+// setFault makes f answer the requests from now on (nil: none).
+func (o *objectServer) setFault(f faultFunc) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.fault = f
+}
+
+// file returns the content served at key.
+func (o *objectServer) file(key string) ([]byte, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	b, ok := o.files[key]
+	return b, ok
+}
+
+// setFile serves b at key; nil removes the key.
+func (o *objectServer) setFile(key string, b []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if b == nil {
+		delete(o.files, key)
+	} else {
+		o.files[key] = b
+	}
 }
 
 func serveDir(t *testing.T, dir string) *objectServer {
@@ -51,11 +82,12 @@ func serveDir(t *testing.T, dir string) *objectServer {
 		key := strings.TrimPrefix(r.URL.Path, "/")
 		o.mu.Lock()
 		o.log = append(o.log, strings.TrimSpace(key+" "+r.Header.Get("Range")))
+		fault := o.fault
 		o.mu.Unlock()
-		if o.fault != nil && o.fault(key, w, r) {
+		if fault != nil && fault(key, w, r) {
 			return
 		}
-		b, ok := o.files[key]
+		b, ok := o.file(key)
 		if !ok {
 			http.Error(w, "NoSuchKey", http.StatusNotFound)
 			return
@@ -146,13 +178,13 @@ func TestRemoteFaults(t *testing.T) {
 	}
 	for _, code := range []int{503, 429} {
 		var tries atomic.Int32
-		srv.fault = func(key string, w http.ResponseWriter, r *http.Request) bool {
+		srv.setFault(func(key string, w http.ResponseWriter, r *http.Request) bool {
 			if key == victim && tries.Add(1) == 1 {
 				http.Error(w, "slow down", code)
 				return true
 			}
 			return false
-		}
+		})
 		if got, err := read(); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("%d once: %v", code, err)
 		}
@@ -173,22 +205,22 @@ func TestRemoteFaults(t *testing.T) {
 			var se *kvik.HTTPStatusError
 			return errors.As(err, &se) && se.Code == 500 && strings.Contains(err.Error(), "giving up after 2 attempts")
 		}},
-		{"reset mid-chunk", func(w http.ResponseWriter) { resetHalf(w, srv.files[victim]) }, func(err error) bool {
+		{"reset mid-chunk", func(w http.ResponseWriter) { b, _ := srv.file(victim); resetHalf(w, b) }, func(err error) bool {
 			return errors.Is(err, kvik.ErrShortBody)
 		}},
 		{"short body", func(w http.ResponseWriter) {
-			b := srv.files[victim]
+			b, _ := srv.file(victim)
 			w.Header().Set("Content-Length", fmt.Sprint(len(b)))
 			w.Write(b[:len(b)-7])
 		}, func(err error) bool { return errors.Is(err, kvik.ErrShortBody) }},
 	} {
-		srv.fault = func(key string, w http.ResponseWriter, r *http.Request) bool {
+		srv.setFault(func(key string, w http.ResponseWriter, r *http.Request) bool {
 			if key == victim {
 				c.fault(w)
 				return true
 			}
 			return false
-		}
+		})
 		if _, err := read(); err == nil || !c.check(err) || errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("%s: %v", c.name, err)
 		} else {
@@ -196,8 +228,8 @@ func TestRemoteFaults(t *testing.T) {
 		}
 	}
 	// A missing chunk (404 NoSuchKey) is the fill value, NaN.
-	srv.fault = nil
-	delete(srv.files, victim)
+	srv.setFault(nil)
+	srv.setFile(victim, nil)
 	got, err := read()
 	if err != nil {
 		t.Fatal(err)
@@ -264,7 +296,7 @@ func TestRemoteCancel(t *testing.T) {
 	srv := serveDir(t, dir)
 	var inflight, most, ended atomic.Int32
 	started := make(chan struct{}, 64)
-	srv.fault = func(key string, w http.ResponseWriter, r *http.Request) bool {
+	srv.setFault(func(key string, w http.ResponseWriter, r *http.Request) bool {
 		if !strings.HasPrefix(key, "c/") {
 			return false
 		}
@@ -276,7 +308,7 @@ func TestRemoteCancel(t *testing.T) {
 		inflight.Add(-1)
 		ended.Add(1)
 		return true
-	}
+	})
 	s, err := OpenURL(bg, srv.URL, WithMaxRequests(4))
 	if err != nil {
 		t.Fatal(err)
@@ -389,14 +421,14 @@ func TestRemoteConsolidated(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A broken .zmetadata is an error, not an empty store.
-	srv.files["v2/.zmetadata"] = []byte("{")
+	srv.setFile("v2/.zmetadata", []byte("{"))
 	if _, err := OpenURL(bg, srv.URL+"/v2"); !errors.Is(err, ErrInvalidMetadata) {
 		t.Fatalf("broken .zmetadata: %v", err)
 	}
-	srv.fault = func(key string, w http.ResponseWriter, r *http.Request) bool {
+	srv.setFault(func(key string, w http.ResponseWriter, r *http.Request) bool {
 		http.Error(w, "AccessDenied", http.StatusForbidden)
 		return true
-	}
+	})
 	if _, err := OpenURL(bg, srv.URL+"/v3"); !errors.Is(err, fs.ErrPermission) {
 		t.Fatalf("refused zarr.json: %v", err)
 	}

@@ -241,13 +241,43 @@ func TestRemoteRoundTrip(t *testing.T) {
 var _ = fmt.Sprint
 
 // TestArrayPaths lists the arrays of a fixture store locally, on S3 and,
-// with consolidated metadata only, over plain HTTP.
+// with consolidated metadata only, over plain HTTP. As zarr-python's
+// tree, it lists an array only below groups of its format.
 func TestArrayPaths(t *testing.T) {
-	root := filepath.Join("testdata", "zarrs")
+	root := t.TempDir()
+	copyTree(t, filepath.Join("testdata", "zarrs"), root)
 	local, _ := NewDirStore(root)
+	// The fixture directories are no groups.
+	if got, err := ArrayPaths(bg, local); err != nil || len(got) != 0 {
+		t.Fatalf("arrays under plain directories: %q, %v", got, err)
+	}
+	v2Only := []string{"v2", "v3"}
+	for _, d := range []string{"", "v2", "v3", "v3_zarr_python", "sharded_array_write_read.zarr"} {
+		keys := []string{".zgroup", "zarr.json"}
+		if slices.Contains(v2Only, d) {
+			keys = keys[:1]
+		}
+		for _, k := range keys {
+			if err := local.Set(bg, keyPrefix(d)+k, groupDocs[map[string]int{".zgroup": 2, "zarr.json": 3}[k]].doc); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	want, err := ArrayPaths(bg, local)
-	if err != nil || len(want) < 15 || !slices.Contains(want, "sharded_array_write_read.zarr/group/array") || slices.Contains(want, "sharded_array_write_read.zarr/group") {
+	if err != nil || len(want) != 17 || !slices.Contains(want, "sharded_array_write_read.zarr/group/array") || slices.Contains(want, "sharded_array_write_read.zarr/group") ||
+		!slices.Contains(want, "v3/array_zstd.zarr") || !slices.IsSorted(want) || len(slices.Compact(slices.Clone(want))) != len(want) {
 		t.Fatalf("local: %q, %v", want, err)
+	}
+	// v3/array_zstd.zarr is listed as the v2 array it also is; the v3
+	// arrays of v3_zarr_python need v3 parents all the way up.
+	if err := local.Delete(bg, "zarr.json"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ArrayPaths(bg, local); len(got) != 17-7 || slices.ContainsFunc(got, func(p string) bool { return strings.HasPrefix(p, "v3_zarr_python/") || strings.HasPrefix(p, "sharded") }) {
+		t.Fatalf("without a v3 root group: %q", got)
+	}
+	if err := local.Set(bg, "zarr.json", groupDocs[3].doc); err != nil {
+		t.Fatal(err)
 	}
 	srv := s3test.Start(t)
 	copyTree(t, root, filepath.Join(srv.Dir, s3test.Bucket, "z"))

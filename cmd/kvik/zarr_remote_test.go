@@ -14,6 +14,41 @@ import (
 	"github.com/kvikgo/kvik/zarr"
 )
 
+// zarrsHierarchy returns a copy of the zarrs fixtures with a group
+// document of both formats in each directory above an array, so that
+// every array is in the hierarchy (zarr.ArrayPaths, like zarr-python,
+// lists none under a plain directory).
+func zarrsHierarchy(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join("..", "..", "zarr", "testdata", "zarrs")
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		b, err := os.ReadFile(p)
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(filepath.Join(dst, rel)), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"", "v2", "v3", "v3_zarr_python", "sharded_array_write_read.zarr"} {
+		for k, doc := range map[string]string{".zgroup": `{"zarr_format": 2}`, "zarr.json": `{"zarr_format": 3, "node_type": "group", "attributes": {}}`} {
+			if err := os.WriteFile(filepath.Join(dst, d, k), []byte(doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dst
+}
+
 // TestZarrCpInfoBenchS3 copies a local Zarr store of the zarrs fixtures
 // to S3 (versitygw), describes it with kvik info, copies an array from
 // S3 into a .npy file and back into a local store, and benchmarks an
@@ -22,7 +57,7 @@ func TestZarrCpInfoBenchS3(t *testing.T) {
 	srv := s3test.Start(t)
 	env := []string{"AWS_ACCESS_KEY_ID=" + s3test.Key, "AWS_SECRET_ACCESS_KEY=" + s3test.Secret,
 		"AWS_DEFAULT_REGION=" + s3test.Region, "AWS_ENDPOINT_URL=" + srv.URL}
-	local := filepath.Join("..", "..", "zarr", "testdata", "zarrs")
+	local := zarrsHierarchy(t)
 	url := srv.URLOf("copy.zarr")
 	r := runKvik(t, env, "cp", local, url).expect(t, 0)
 	if !strings.Contains(r.stdout, "verified") {
