@@ -354,7 +354,7 @@ func (h *RemoteHandle) Close() error {
 	return nil
 }
 
-func (h *RemoteHandle) closeIdle() { h.client.CloseIdleConnections() }
+func (h *RemoteHandle) closeIdle() { h.client.Close() }
 
 // begin checks a read and clamps it to the object: it returns the bytes
 // to fetch and whether the read ends at the object's end.

@@ -92,7 +92,7 @@ func (p *RemotePrefix) EndpointType() RemoteEndpointType { return p.ep.Type }
 
 // Close closes idle connections.
 func (p *RemotePrefix) Close() error {
-	p.c.CloseIdleConnections()
+	p.c.Close()
 	return nil
 }
 

@@ -59,7 +59,7 @@ func uploadPieces(ctx context.Context, url string, pieces []Piece, devs []device
 		if err != nil {
 			return err
 		}
-		defer c.CloseIdleConnections()
+		defer c.Close()
 		return uploadObject(ctx, ep, c, d, pieces, devs)
 	}()
 	if err != nil {

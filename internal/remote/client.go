@@ -57,9 +57,16 @@ type Client struct {
 	// response body is read, and none while it backs off. The last one
 	// is always Requests, the process-wide cap.
 	limits []*Limiter
-	// transport is the shared transport the client sends with; nil with
-	// a caller's http.Client.
-	transport *http.Transport
+	// shared is the shared transport the client sends with; nil with a
+	// caller's http.Client.
+	shared *clientShare
+}
+
+// clientShare is a client's (and its copies') hold on a shared
+// transport.
+type clientShare struct {
+	once  sync.Once
+	entry *sharedEntry
 }
 
 // ClientOptions say how NewClient builds a client.
@@ -87,10 +94,10 @@ type ClientOptions struct {
 // NewClient returns a client that signs requests for signed endpoints,
 // retries under o.Policy, holds a slot of o.MaxRequests' limiter, of
 // o.Limits and of Requests for each attempt, refuses redirects as
-// CheckRedirect does and masks secrets in its errors. Clients of the same
-// Conns and TLS settings share one transport, and so their connections:
-// many handles to one server (the shards of a checkpoint) do not each
-// open their own.
+// CheckRedirect does and masks secrets in its errors. Open clients of the
+// same Conns and TLS settings share one transport, and so their
+// connections: many handles to one server (the shards of a checkpoint)
+// do not each open their own. Close the client when done.
 func NewClient(o ClientOptions) (*Client, error) {
 	c := &Client{policy: o.Policy}
 	if o.MaxRequests > 0 {
@@ -104,28 +111,29 @@ func NewClient(o ClientOptions) (*Client, error) {
 		c.http = &hc
 		return c, nil
 	}
-	t, err := sharedTransport(o.Conns, o.TLS, o.CABundle)
+	e, err := sharedTransport(o.Conns, o.TLS, o.CABundle)
 	if err != nil {
 		return nil, err
 	}
-	c.transport = t
-	c.http = &http.Client{Transport: t, CheckRedirect: CheckRedirect}
+	c.shared = &clientShare{entry: e}
+	c.http = &http.Client{Transport: e.t, CheckRedirect: CheckRedirect}
 	return c, nil
 }
 
 // WithPolicy returns a copy of c under policy p; it shares c's
-// connections and limits.
+// connections and limits, and is closed with c.
 func (c *Client) WithPolicy(p Policy) *Client {
 	d := *c
 	d.policy = p
 	return &d
 }
 
-// CloseIdleConnections closes the idle connections of c's transport,
-// unless c uses a caller's http.Client.
-func (c *Client) CloseIdleConnections() {
-	if c.transport != nil {
-		c.transport.CloseIdleConnections()
+// Close gives up c's share of its transport (once, for c and its
+// copies): when no open client uses the transport any more its idle
+// connections are closed. With a caller's http.Client it does nothing.
+func (c *Client) Close() {
+	if c.shared != nil {
+		c.shared.once.Do(c.shared.entry.release)
 	}
 }
 
@@ -159,28 +167,33 @@ type transportKey struct {
 	caBundle string
 }
 
-// maxTransports bounds the shared transports kept (one per TLS config
-// a caller passed, and per CA bundle): beyond it the oldest is dropped
-// from the table, and its clients keep it to themselves.
-const maxTransports = 32
+// sharedEntry is a transport and the clients using it.
+type sharedEntry struct {
+	key  transportKey
+	t    *http.Transport
+	refs int
+}
 
+// transports holds the transports of open clients; one is dropped, its
+// idle connections closed, when its last client closes.
 var transports struct {
 	sync.Mutex
-	m     map[transportKey]*http.Transport
-	order []transportKey
+	m map[transportKey]*sharedEntry
 }
 
 // sharedTransport returns the transport of conns idle connections per
-// host for the TLS settings, made on first use.
-func sharedTransport(conns int, cfg *tls.Config, caBundle string) (*http.Transport, error) {
+// host for the TLS settings, made on first use, and counts one more
+// client of it.
+func sharedTransport(conns int, cfg *tls.Config, caBundle string) (*sharedEntry, error) {
 	k := transportKey{conns: max(conns, 2), tls: cfg}
 	if cfg == nil {
 		k.caBundle = caBundle
 	}
 	transports.Lock()
 	defer transports.Unlock()
-	if t := transports.m[k]; t != nil {
-		return t, nil
+	if e := transports.m[k]; e != nil {
+		e.refs++
+		return e, nil
 	}
 	if cfg == nil && caBundle != "" {
 		var err error
@@ -188,18 +201,27 @@ func sharedTransport(conns int, cfg *tls.Config, caBundle string) (*http.Transpo
 			return nil, err
 		}
 	}
-	t := NewTransport(k.conns, cfg)
 	if transports.m == nil {
-		transports.m = map[transportKey]*http.Transport{}
+		transports.m = map[transportKey]*sharedEntry{}
 	}
-	if len(transports.order) >= maxTransports {
-		old := transports.order[0]
-		transports.order = transports.order[1:]
-		delete(transports.m, old)
+	e := &sharedEntry{key: k, t: NewTransport(k.conns, cfg), refs: 1}
+	transports.m[k] = e
+	return e, nil
+}
+
+// release counts one client less; the last one closes the idle
+// connections and drops the transport.
+func (e *sharedEntry) release() {
+	transports.Lock()
+	e.refs--
+	last := e.refs == 0
+	if last && transports.m[e.key] == e {
+		delete(transports.m, e.key)
 	}
-	transports.m[k] = t
-	transports.order = append(transports.order, k)
-	return t, nil
+	transports.Unlock()
+	if last {
+		e.t.CloseIdleConnections()
+	}
 }
 
 // RedirectError is a redirect that was not followed (ErrRedirect): from
