@@ -155,6 +155,11 @@ func TestKeysEscapedOnce(t *testing.T) {
 		h.Close()
 	}
 	check("OpenRemote a%2520b", err, "HEAD /bkt/dir/a%2520b.bin", "GET /bkt/dir/a%2520b.bin")
+	// OpenS3 takes the key itself.
+	if h, err = kvik.OpenS3(ctx, "bkt", "dir/a%20b.bin", opts...); err == nil {
+		h.Close()
+	}
+	check("OpenS3 literal key", err, "HEAD /bkt/dir/a%2520b.bin")
 	check("SaveFile unicode, space, plus", save("s3://bkt/k/%C3%A9 +x"), "PUT /bkt/k/%C3%A9%20%2Bx")
 
 	p, err := kvik.NewRemotePrefix("s3://bkt/scratch/user1", opts...)

@@ -107,9 +107,11 @@ func WithS3Endpoint(endpointURL string) RemoteOption {
 	return func(o *remoteOptions) { o.s3.EndpointURL = endpointURL }
 }
 
-// WithHTTPClient sends requests with c instead of the handle's own
-// keep-alive client (one idle connection per worker). c's transport then
-// decides TLS: WithTLSConfig and AWS_CA_BUNDLE do not apply.
+// WithHTTPClient sends requests with c instead of kvik's shared
+// keep-alive transport (one idle connection per worker). c's transport
+// then decides TLS: WithTLSConfig and AWS_CA_BUNDLE do not apply. kvik
+// sends through a copy of c whose CheckRedirect applies kvik's redirect
+// policy (see ErrRedirect) before c's own; c is not changed.
 func WithHTTPClient(c *http.Client) RemoteOption { return func(o *remoteOptions) { o.client = c } }
 
 // WithTLSConfig makes https requests with c (a clone of it): its RootCAs
@@ -177,7 +179,16 @@ var remoteBaseDelay = remote.DefaultBaseDelay
 // public when there are none or they are refused), URLs with
 // X-Amz-Signature are presigned S3, http(s)://host:port/webhdfs/v1/...
 // is WebHDFS, and any other http(s) URL is plain HTTP. The size comes from
-// the server unless WithRemoteSize gives it.
+// the server unless WithRemoteSize gives it. The fall-back to public S3
+// happens only when there are no credentials or the server answers 401
+// or 403, never after a timeout or a 5xx.
+//
+// An s3:// URL is not parsed as a URL: the text after "bucket/" is the
+// key, percent-decoded exactly once (s3://b/a%2520b names the key
+// "a%20b"). A malformed escape, or a key with an empty, "." or ".."
+// segment, fails with ErrInvalidKey before any request. Keys are sent
+// escaped once as SigV4 signs them and are never path-cleaned. http(s)
+// URLs are decoded once by the URL parser, never twice.
 func OpenRemote(ctx context.Context, url string, opts ...RemoteOption) (*RemoteHandle, error) {
 	o, err := newRemoteOptions(opts)
 	if err == nil {
@@ -194,9 +205,10 @@ func OpenHTTP(ctx context.Context, url string, opts ...RemoteOption) (*RemoteHan
 	return OpenRemote(ctx, url, append(opts, WithEndpointType(RemoteHTTP))...)
 }
 
-// OpenS3 opens bucket/key with signed requests (KvikIO's open_s3).
+// OpenS3 opens bucket/key with signed requests (KvikIO's open_s3). key
+// is the object key itself, not percent-encoded.
 func OpenS3(ctx context.Context, bucket, key string, opts ...RemoteOption) (*RemoteHandle, error) {
-	return OpenS3URL(ctx, "s3://"+bucket+"/"+key, opts...)
+	return OpenS3URL(ctx, "s3://"+bucket+"/"+remote.EscapeKey(key), opts...)
 }
 
 // OpenS3URL opens an s3:// URL or an S3 object's http(s) URL with signed
