@@ -427,7 +427,9 @@ func TestUnsignedFallbackOnlyOnRefusal(t *testing.T) {
 		fallsBack bool
 	}{
 		{"stall", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, 2, false},
-		{"503", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "slow down", http.StatusServiceUnavailable) }, 2, false},
+		{"503", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "slow down", http.StatusServiceUnavailable)
+		}, 2, false},
 		{"403 then public", func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "" {
 				http.Error(w, "AccessDenied", http.StatusForbidden)
