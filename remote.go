@@ -123,14 +123,13 @@ func WithHTTPClient(c *http.Client) RemoteOption { return func(o *remoteOptions)
 func WithTLSConfig(c *tls.Config) RemoteOption { return func(o *remoteOptions) { o.tls = c } }
 
 // newClient is the one place the root package gets a remote client:
-// signing, retries under the current settings (d), this handle's cap
-// (WithMaxRequests), the given limits and the process-wide cap, the
-// redirect policy and redaction all come with it. conns is how many idle
-// connections per host it keeps; s3 says the endpoint is S3, whose
-// https trusts AWS_CA_BUNDLE when set.
-func (o *remoteOptions) newClient(d Defaults, conns int, s3 bool, limits ...*remote.Limiter) (*remote.Client, error) {
-	co := remote.ClientOptions{HTTP: o.client, Conns: conns, TLS: o.tls, MaxRequests: o.maxRequests,
-		Limits: limits, Policy: policyOf(d)}
+// signing, retries under the current settings (d), this handle's,
+// upload's or prefix's cap (WithMaxRequests) and the process-wide cap,
+// the redirect policy and redaction all come with it. conns is how many
+// idle connections per host it keeps; s3 says the endpoint is S3, whose
+// https trusts AWS_CA_BUNDLE when set. Close it when done.
+func (o *remoteOptions) newClient(d Defaults, conns int, s3 bool) (*remote.Client, error) {
+	co := remote.ClientOptions{HTTP: o.client, Conns: conns, TLS: o.tls, MaxRequests: o.maxRequests, Policy: policyOf(d)}
 	if o.tls == nil && s3 {
 		co.CABundle = os.Getenv("AWS_CA_BUNDLE")
 	}

@@ -85,15 +85,12 @@ type ClientOptions struct {
 	// MaxRequests caps this client's requests in flight (0: no cap of
 	// its own), within the process-wide cap Requests.
 	MaxRequests int
-	// Limits are further caps (a prefix's, shared by the clients of its
-	// objects), taken after MaxRequests' and before Requests.
-	Limits []*Limiter
-	Policy Policy
+	Policy      Policy
 }
 
 // NewClient returns a client that signs requests for signed endpoints,
-// retries under o.Policy, holds a slot of o.MaxRequests' limiter, of
-// o.Limits and of Requests for each attempt, refuses redirects as
+// retries under o.Policy, holds a slot of o.MaxRequests' limiter and of
+// Requests for each attempt, refuses redirects as
 // CheckRedirect does and masks secrets in its errors. Open clients of the
 // same Conns and TLS settings share one transport, and so their
 // connections: many handles to one server (the shards of a checkpoint)
@@ -103,7 +100,6 @@ func NewClient(o ClientOptions) (*Client, error) {
 	if o.MaxRequests > 0 {
 		c.limits = append(c.limits, NewLimiter(o.MaxRequests))
 	}
-	c.limits = append(c.limits, o.Limits...)
 	c.limits = append(c.limits, Requests)
 	if o.HTTP != nil {
 		hc := *o.HTTP
