@@ -49,10 +49,24 @@ var (
 	// ErrNoCredentials reports a signed S3 endpoint without credentials
 	// or region.
 	ErrNoCredentials = remote.ErrNoCredentials
+	// ErrInvalidKey reports an object key that could leave its prefix or
+	// name a bucket's root: empty, with an empty, "." or ".." segment, or
+	// a malformed %-escape in an s3:// URL. RemotePrefix, the zarr stores
+	// and s3:// URLs refuse such keys before sending any request.
+	ErrInvalidKey = remote.ErrInvalidKey
+	// ErrRedirect reports a redirect that was not followed: from https to
+	// http, or of a request carrying credentials (signed S3, a session
+	// token, a password in the URL) to another scheme, host or port. The
+	// error is a *RedirectError naming the redirect's target.
+	ErrRedirect = remote.ErrRedirect
 )
 
 // HTTPStatusError is a remote response with an unexpected status code.
 type HTTPStatusError = remote.StatusError
+
+// RedirectError is a redirect that was refused (ErrRedirect); its To is
+// the target as RedactURL prints it.
+type RedirectError = remote.RedirectError
 
 // RemoteOption configures OpenRemote and the S3 uploads.
 type RemoteOption func(*remoteOptions)
@@ -93,9 +107,11 @@ func WithS3Endpoint(endpointURL string) RemoteOption {
 	return func(o *remoteOptions) { o.s3.EndpointURL = endpointURL }
 }
 
-// WithHTTPClient sends requests with c instead of the handle's own
-// keep-alive client (one idle connection per worker). c's transport then
-// decides TLS: WithTLSConfig and AWS_CA_BUNDLE do not apply.
+// WithHTTPClient sends requests with c instead of kvik's shared
+// keep-alive transport (one idle connection per worker). c's transport
+// then decides TLS: WithTLSConfig and AWS_CA_BUNDLE do not apply. kvik
+// sends through a copy of c whose CheckRedirect applies kvik's redirect
+// policy (see ErrRedirect) before c's own; c is not changed.
 func WithHTTPClient(c *http.Client) RemoteOption { return func(o *remoteOptions) { o.client = c } }
 
 // WithTLSConfig makes https requests with c (a clone of it): its RootCAs
@@ -106,22 +122,18 @@ func WithHTTPClient(c *http.Client) RemoteOption { return func(o *remoteOptions)
 // is set, as the AWS tools do.
 func WithTLSConfig(c *tls.Config) RemoteOption { return func(o *remoteOptions) { o.tls = c } }
 
-// httpClient returns the client that o gives, or a new keep-alive one of
-// conns connections, with its transport to close; s3 says the endpoint is
-// S3 (AWS_CA_BUNDLE applies).
-func (o *remoteOptions) httpClient(conns int, s3 bool) (*http.Client, *http.Transport, error) {
-	if o.client != nil {
-		return o.client, nil, nil
+// newClient is the one place the root package gets a remote client:
+// signing, retries under the current settings (d), this handle's,
+// upload's or prefix's cap (WithMaxRequests) and the process-wide cap,
+// the redirect policy and redaction all come with it. conns is how many
+// idle connections per host it keeps; s3 says the endpoint is S3, whose
+// https trusts AWS_CA_BUNDLE when set. Close it when done.
+func (o *remoteOptions) newClient(d Defaults, conns int, s3 bool) (*remote.Client, error) {
+	co := remote.ClientOptions{HTTP: o.client, Conns: conns, TLS: o.tls, MaxRequests: o.maxRequests, Policy: policyOf(d)}
+	if o.tls == nil && s3 {
+		co.CABundle = os.Getenv("AWS_CA_BUNDLE")
 	}
-	cfg := o.tls
-	if cfg == nil && s3 {
-		var err error
-		if cfg, err = remote.CABundleConfig(os.Getenv("AWS_CA_BUNDLE")); err != nil {
-			return nil, nil, err
-		}
-	}
-	t := remote.NewTransport(conns, cfg)
-	return &http.Client{Transport: t}, t, nil
+	return remote.NewClient(co)
 }
 
 // WithMaxRequests caps the requests in flight of one handle (or one
@@ -142,15 +154,6 @@ func newRemoteOptions(opts []RemoteOption) (remoteOptions, error) {
 	return o, nil
 }
 
-// limits returns the request limiters of a client made with o: its own
-// cap, if any, then the process's.
-func (o remoteOptions) limits() []*remote.Limiter {
-	if o.maxRequests > 0 {
-		return []*remote.Limiter{remote.NewLimiter(o.maxRequests), remote.Requests}
-	}
-	return []*remote.Limiter{remote.Requests}
-}
-
 // RemoteHandle is a remote object open for parallel reads into host or
 // device memory: the counterpart of kvikio::RemoteHandle. Reads are split
 // into TaskSize ranged GETs run on the worker pool, each retried under
@@ -158,8 +161,7 @@ func (o remoteOptions) limits() []*remote.Limiter {
 // waits for reads in flight.
 type RemoteHandle struct {
 	ep     *remote.Endpoint
-	client remote.Client
-	owned  *http.Transport // closed by Close; nil with WithHTTPClient
+	client *remote.Client
 	size   int64
 
 	opGate
@@ -176,7 +178,16 @@ var remoteBaseDelay = remote.DefaultBaseDelay
 // public when there are none or they are refused), URLs with
 // X-Amz-Signature are presigned S3, http(s)://host:port/webhdfs/v1/...
 // is WebHDFS, and any other http(s) URL is plain HTTP. The size comes from
-// the server unless WithRemoteSize gives it.
+// the server unless WithRemoteSize gives it. The fall-back to public S3
+// happens only when there are no credentials or the server answers 401
+// or 403, never after a timeout or a 5xx.
+//
+// An s3:// URL is not parsed as a URL: the text after "bucket/" is the
+// key, percent-decoded exactly once (s3://b/a%2520b names the key
+// "a%20b"). A malformed escape, or a key with an empty, "." or ".."
+// segment, fails with ErrInvalidKey before any request. Keys are sent
+// escaped once as SigV4 signs them and are never path-cleaned. http(s)
+// URLs are decoded once by the URL parser, never twice.
 func OpenRemote(ctx context.Context, url string, opts ...RemoteOption) (*RemoteHandle, error) {
 	o, err := newRemoteOptions(opts)
 	if err == nil {
@@ -193,9 +204,10 @@ func OpenHTTP(ctx context.Context, url string, opts ...RemoteOption) (*RemoteHan
 	return OpenRemote(ctx, url, append(opts, WithEndpointType(RemoteHTTP))...)
 }
 
-// OpenS3 opens bucket/key with signed requests (KvikIO's open_s3).
+// OpenS3 opens bucket/key with signed requests (KvikIO's open_s3). key
+// is the object key itself, not percent-encoded.
 func OpenS3(ctx context.Context, bucket, key string, opts ...RemoteOption) (*RemoteHandle, error) {
-	return OpenS3URL(ctx, "s3://"+bucket+"/"+key, opts...)
+	return OpenS3URL(ctx, "s3://"+bucket+"/"+remote.EscapeKey(key), opts...)
 }
 
 // OpenS3URL opens an s3:// URL or an S3 object's http(s) URL with signed
@@ -230,12 +242,9 @@ func openRemote(ctx context.Context, url string, o remoteOptions) (*RemoteHandle
 	h := &RemoteHandle{size: o.size}
 	h.initGate()
 	h.readMethods = readMethods{h}
-	hc, owned, err := o.httpClient(d.NumThreads, remote.IsS3(o.typ, url))
-	if err != nil {
+	if h.client, err = o.newClient(d, d.NumThreads, remote.IsS3(o.typ, url)); err != nil {
 		return nil, err
 	}
-	h.client, h.owned = remote.Client{HTTP: hc, Limits: o.limits()}, owned
-	h.client.Policy = policyOf(d)
 	if err := h.pickEndpoint(ctx, url, d, o); err != nil {
 		h.closeIdle()
 		return nil, err
@@ -278,8 +287,11 @@ func (h *RemoteHandle) pickEndpoint(ctx context.Context, url string, d Defaults,
 		if first == nil {
 			first = err
 		}
-		// Only a signed S3 endpoint falls back (to public S3).
-		if o.typ != RemoteAuto || t != RemoteS3 || ctx.Err() != nil {
+		// Only a signed S3 endpoint falls back (to public S3), and only
+		// when it has no credentials or the server refused them: after a
+		// timeout or a 5xx unsigned requests would only run the whole
+		// retry policy again.
+		if o.typ != RemoteAuto || t != RemoteS3 || ctx.Err() != nil || !credentialsRefused(err) {
 			break
 		}
 		if l := logAt(LevelInfo); l != nil {
@@ -291,6 +303,16 @@ func (h *RemoteHandle) pickEndpoint(ctx context.Context, url string, d Defaults,
 		first = fmt.Errorf("%w: %w", ErrInvalidArgument, first)
 	}
 	return first
+}
+
+// credentialsRefused reports a signed S3 attempt that failed for want of
+// credentials, or that the server answered 401 or 403.
+func credentialsRefused(err error) bool {
+	var se *HTTPStatusError
+	if errors.As(err, &se) {
+		return se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden
+	}
+	return errors.Is(err, ErrNoCredentials)
 }
 
 func (h *RemoteHandle) tryEndpoint(ctx context.Context, t RemoteEndpointType, url string, d Defaults, o remoteOptions) error {
@@ -343,11 +365,7 @@ func (h *RemoteHandle) Close() error {
 	return nil
 }
 
-func (h *RemoteHandle) closeIdle() {
-	if h.owned != nil {
-		h.owned.CloseIdleConnections()
-	}
-}
+func (h *RemoteHandle) closeIdle() { h.client.Close() }
 
 // begin checks a read and clamps it to the object: it returns the bytes
 // to fetch and whether the read ends at the object's end.
@@ -381,11 +399,7 @@ func (h *RemoteHandle) hostTaskSize(d Defaults, n int) int {
 }
 
 // clientFor applies the current HTTP settings.
-func (h *RemoteHandle) clientFor(d Defaults) *remote.Client {
-	c := h.client
-	c.Policy = policyOf(d)
-	return &c
-}
+func (h *RemoteHandle) clientFor(d Defaults) *remote.Client { return h.client.WithPolicy(policyOf(d)) }
 
 func (h *RemoteHandle) pathErr(err error) error {
 	name := "remote"

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
-	"net/url"
 	"os"
 	"strings"
 
@@ -20,12 +18,9 @@ import (
 // Zarr stores. Each request is retried under the HTTP settings of
 // Defaults. A RemotePrefix is safe for concurrent use.
 type RemotePrefix struct {
-	base  string // ends in "/"
-	typ   RemoteEndpointType
-	s3    remote.S3Config
-	opts  []RemoteOption // for SaveFile
-	hc    *http.Client
-	owned *http.Transport // closed by Close; nil with WithHTTPClient
+	base string // ends in "/"
+	ep   *remote.Endpoint
+	c    *remote.Client
 }
 
 // NewRemotePrefix returns the prefix url (a trailing "/" is implied). It
@@ -33,13 +28,17 @@ type RemotePrefix struct {
 // RemoteS3Public or RemoteHTTP), or detected as OpenRemote does, except
 // that a signed S3 prefix without credentials is public S3 from the
 // start. Presigned URLs and WebHDFS name single objects, not prefixes.
+// An s3:// prefix's path is percent-decoded once, as OpenRemote decodes
+// an s3:// URL; keys given to the methods are not decoded at all (see
+// Get). WithMaxRequests caps the requests of the whole prefix.
 func NewRemotePrefix(url string, opts ...RemoteOption) (*RemotePrefix, error) {
-	o := remoteOptions{size: -1}
-	for _, opt := range opts {
-		opt(&o)
+	o, err := newRemoteOptions(opts)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: RedactURL(url), Err: err}
 	}
-	p := &RemotePrefix{base: strings.TrimRight(url, "/") + "/", s3: o.s3.FromEnv(os.Getenv), opts: opts}
-	if err := p.pickType(o.typ); err != nil {
+	o.s3 = o.s3.FromEnv(os.Getenv)
+	p := &RemotePrefix{base: strings.TrimRight(url, "/") + "/"}
+	if err := p.pickType(o.typ, o.s3); err != nil {
 		return nil, &fs.PathError{Op: "open", Path: RedactURL(url), Err: err}
 	}
 	d, err := GetDefaults()
@@ -48,22 +47,21 @@ func NewRemotePrefix(url string, opts ...RemoteOption) (*RemotePrefix, error) {
 	}
 	// Idle connections for several requests per worker: a format keeps
 	// more GETs in flight than there are workers.
-	if p.hc, p.owned, err = o.httpClient(4*d.NumThreads, p.typ != RemoteHTTP); err != nil {
+	if p.c, err = o.newClient(d, 4*d.NumThreads, p.ep.Type != RemoteHTTP); err != nil {
 		return nil, &fs.PathError{Op: "open", Path: RedactURL(url), Err: err}
 	}
 	return p, nil
 }
 
-func (p *RemotePrefix) pickType(t RemoteEndpointType) error {
+func (p *RemotePrefix) pickType(t RemoteEndpointType, cfg remote.S3Config) error {
 	if strings.ContainsAny(p.base, "?#") {
 		// Keys are appended to the path: a query (a presigned
 		// signature) would end up in the middle.
 		return fmt.Errorf("%w: %w: a prefix URL takes no query", ErrInvalidArgument, ErrUnsupportedURL)
 	}
-	probe := p.base + "k"
 	types := []RemoteEndpointType{t}
 	if t == RemoteAuto {
-		types = remote.Candidates(probe)
+		types = remote.Candidates(p.base + "k")
 	}
 	for _, t := range types {
 		switch t {
@@ -71,52 +69,49 @@ func (p *RemotePrefix) pickType(t RemoteEndpointType) error {
 		default:
 			continue
 		}
-		_, err := remote.New(t, probe, p.s3)
+		ep, err := remote.NewPrefix(t, p.base, cfg)
 		if errors.Is(err, ErrNoCredentials) && t == RemoteS3 && len(types) > 1 {
 			continue // public S3 next
 		}
 		if err != nil {
 			return err
 		}
-		p.typ = t
+		p.ep = ep
 		return nil
 	}
 	return fmt.Errorf("%w: %w: %q is not an S3 or HTTP prefix", ErrInvalidArgument, ErrUnsupportedURL, RedactURL(p.base))
 }
 
-// URL returns the URL of key.
-func (p *RemotePrefix) URL(key string) string { return p.base + key }
+// URL returns the URL of key: the prefix's URL followed by key escaped
+// as a request path (remote.EscapeKey), so that the URL, decoded once as
+// OpenRemote decodes it, names exactly key.
+func (p *RemotePrefix) URL(key string) string { return p.base + remote.EscapeKey(key) }
 
 // EndpointType returns the endpoint type in use.
-func (p *RemotePrefix) EndpointType() RemoteEndpointType { return p.typ }
+func (p *RemotePrefix) EndpointType() RemoteEndpointType { return p.ep.Type }
 
 // Close closes idle connections.
 func (p *RemotePrefix) Close() error {
-	if p.owned != nil {
-		p.owned.CloseIdleConnections()
-	}
+	p.c.Close()
 	return nil
 }
 
 // endpoint returns the endpoint of key and a client under the current
-// settings.
+// settings. key is literal: a key that could leave the prefix (empty,
+// with an empty, "." or ".." segment) fails with ErrInvalidKey.
 func (p *RemotePrefix) endpoint(key string) (*remote.Endpoint, *remote.Client, error) {
-	segs := strings.Split(key, "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
-	}
-	e, err := remote.New(p.typ, p.base+strings.Join(segs, "/"), p.s3)
+	e, err := p.ep.Join(key)
 	if err != nil {
 		return nil, nil, err
 	}
 	return e, p.client(), nil
 }
 
-// client returns a client of the prefix's connection pool under the
-// current settings.
+// client returns a client of the prefix's connection pool and limits
+// under the current settings.
 func (p *RemotePrefix) client() *remote.Client {
 	d, _ := GetDefaults()
-	return &remote.Client{HTTP: p.hc, Policy: policyOf(d)}
+	return p.c.WithPolicy(policyOf(d))
 }
 
 func (p *RemotePrefix) pathErr(op, key string, err error) error {
@@ -125,7 +120,10 @@ func (p *RemotePrefix) pathErr(op, key string, err error) error {
 
 // Get returns the whole object key, read with one GET: into buf when it
 // fits in cap(buf), else into a new slice. A missing object fails with an
-// error matching fs.ErrNotExist.
+// error matching fs.ErrNotExist. Keys, here and in every method, are
+// object keys below the prefix, taken literally ("50%25" is the key
+// 50%25, not 50%); a key that is empty or has an empty, "." or ".."
+// segment fails with ErrInvalidKey before any request.
 func (p *RemotePrefix) Get(ctx context.Context, key string, buf []byte) ([]byte, error) {
 	e, c, err := p.endpoint(key)
 	if err == nil {
@@ -158,14 +156,23 @@ func (p *RemotePrefix) ReadRange(ctx context.Context, key string, b []byte, off 
 // or a multipart upload aborted on failure). Plain HTTP prefixes are
 // read-only: errors.ErrUnsupported.
 func (p *RemotePrefix) Save(ctx context.Context, key string, pieces []Piece) error {
-	if err := p.writable(); err != nil {
+	err := p.writable()
+	var e *remote.Endpoint
+	var c *remote.Client
+	if err == nil {
+		e, c, err = p.endpoint(key)
+	}
+	if err == nil {
+		err = uploadToEndpoint(ctx, e, c, pieces)
+	}
+	if err != nil {
 		return p.pathErr("write", key, err)
 	}
-	return SaveFile(ctx, p.URL(key), pieces, append(p.opts[:len(p.opts):len(p.opts)], WithHTTPClient(p.hc))...)
+	return nil
 }
 
 func (p *RemotePrefix) writable() error {
-	if p.typ == RemoteHTTP {
+	if p.ep.Type == RemoteHTTP {
 		return fmt.Errorf("%w: a plain HTTP prefix is read-only", errors.ErrUnsupported)
 	}
 	return nil
@@ -193,20 +200,10 @@ func (p *RemotePrefix) Delete(ctx context.Context, key string) error {
 // order (sorted by UTF-8 bytes), with ListObjectsV2. Plain HTTP has no
 // listing: errors.ErrUnsupported.
 func (p *RemotePrefix) List(ctx context.Context, prefix string) ([]string, error) {
-	if p.typ == RemoteHTTP {
+	if p.ep.Type == RemoteHTTP {
 		return nil, p.pathErr("list", prefix, fmt.Errorf("%w: plain HTTP has no listing", errors.ErrUnsupported))
 	}
-	// The prefix's own endpoint, built from the raw URL: a trailing "/"
-	// or an empty key must survive.
-	e, err := remote.New(p.typ, p.base+prefix+"k", p.s3)
-	var keys []string
-	if err == nil {
-		u := *e.URL
-		u.Path = strings.TrimSuffix(u.Path, "k")
-		u.RawPath = ""
-		e.URL = &u
-		keys, err = p.client().List(ctx, e)
-	}
+	keys, err := p.client().List(ctx, p.ep, prefix)
 	if err != nil {
 		return nil, p.pathErr("list", prefix, err)
 	}

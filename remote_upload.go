@@ -42,22 +42,36 @@ func UploadS3Device(ctx context.Context, url string, buf cuda.DevicePtr, size in
 // devs holds the resolved range of each device piece, by index (nil
 // when there is none).
 func uploadPieces(ctx context.Context, url string, pieces []Piece, devs []deviceRange, opts []RemoteOption) error {
-	var total int64
-	for _, p := range pieces {
-		total += p.Len()
-	}
-	d, _ := GetDefaults()
-	src := func(off int64, n int) remote.Body {
-		return func() (io.Reader, error) { return piecesReader(d, pieces, devs, off, int64(n)), nil }
-	}
-	if err := uploadObject(ctx, url, total, src, opts); err != nil {
+	err := func() error {
+		o, err := newRemoteOptions(opts)
+		if err != nil {
+			return err
+		}
+		d, err := GetDefaults()
+		if err != nil {
+			return err
+		}
+		ep, err := remote.New(RemoteS3, url, o.s3.FromEnv(os.Getenv))
+		if err != nil {
+			return err
+		}
+		c, err := o.newClient(d, d.NumThreads, true)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return uploadObject(ctx, ep, c, d, pieces, devs)
+	}()
+	if err != nil {
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
 	}
 	return nil
 }
 
-func uploadObject(ctx context.Context, url string, size int64, src func(off int64, n int) remote.Body, opts []RemoteOption) error {
-	o, err := newRemoteOptions(opts)
+// uploadToEndpoint uploads the concatenated pieces as the object of ep
+// with c (a RemotePrefix's object and client).
+func uploadToEndpoint(ctx context.Context, ep *remote.Endpoint, c *remote.Client, pieces []Piece) error {
+	devs, err := resolvePieces(pieces)
 	if err != nil {
 		return err
 	}
@@ -65,18 +79,39 @@ func uploadObject(ctx context.Context, url string, size int64, src func(off int6
 	if err != nil {
 		return err
 	}
-	ep, err := remote.New(RemoteS3, url, o.s3.FromEnv(os.Getenv))
-	if err != nil {
-		return err
+	return uploadObject(ctx, ep, c, d, pieces, devs)
+}
+
+// resolvePieces resolves the device pieces of pieces, by index (nil
+// when there is none).
+func resolvePieces(pieces []Piece) ([]deviceRange, error) {
+	var devs []deviceRange
+	for i, p := range pieces {
+		if p.Ptr == 0 || p.Size == 0 {
+			continue
+		}
+		if devs == nil {
+			devs = make([]deviceRange, len(pieces))
+		}
+		r, err := resolveSynced(p.Ptr, int(p.Size), 0)
+		if err != nil {
+			return nil, err
+		}
+		devs[i] = r
 	}
-	hc, owned, err := o.httpClient(d.NumThreads, true)
-	if err != nil {
-		return err
+	return devs, nil
+}
+
+// uploadObject uploads the concatenated pieces as the object of ep with
+// c: one PUT, or a multipart upload aborted on any error.
+func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d Defaults, pieces []Piece, devs []deviceRange) error {
+	var size int64
+	for _, p := range pieces {
+		size += p.Len()
 	}
-	if owned != nil {
-		defer owned.CloseIdleConnections()
+	src := func(off int64, n int) remote.Body {
+		return func() (io.Reader, error) { return piecesReader(d, pieces, devs, off, int64(n)), nil }
 	}
-	c := remote.Client{HTTP: hc, Policy: policyOf(d)}
 	part := remote.PartSize(size, d.TaskSize)
 	if size <= part {
 		err := c.PutObject(ctx, ep, size, src(0, int(size)))

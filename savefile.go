@@ -221,19 +221,9 @@ func writePieces(ctx context.Context, f *FileHandle, pieces []Piece) error {
 }
 
 func savePiecesS3(ctx context.Context, url string, pieces []Piece, opts []RemoteOption) error {
-	var devs []deviceRange // resolved device pieces, by index
-	for i, p := range pieces {
-		if p.Ptr == 0 || p.Size == 0 {
-			continue
-		}
-		if devs == nil {
-			devs = make([]deviceRange, len(pieces))
-		}
-		r, err := resolveSynced(p.Ptr, int(p.Size), 0)
-		if err != nil {
-			return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
-		}
-		devs[i] = r
+	devs, err := resolvePieces(pieces)
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
 	}
 	return uploadPieces(ctx, url, pieces, devs, opts)
 }

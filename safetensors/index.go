@@ -79,6 +79,11 @@ func ShardName(index, file string) (string, error) {
 	if !filepath.IsLocal(file) || strings.ContainsRune(file, '\\') || kvik.IsURL(file) {
 		return "", fmt.Errorf("%w: file %q is outside the index's directory", ErrInvalidIndex, file)
 	}
+	// Nor may it leave once percent-decoded ("%2e%2e/x"), by a server
+	// or a proxy that decodes the path it is sent.
+	if dec, err := url.PathUnescape(file); err == nil && (!filepath.IsLocal(dec) || strings.ContainsRune(dec, '\\')) {
+		return "", fmt.Errorf("%w: file %q is outside the index's directory once percent-decoded", ErrInvalidIndex, file)
+	}
 	if !kvik.IsURL(index) {
 		return filepath.Join(filepath.Dir(index), file), nil
 	}

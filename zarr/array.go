@@ -62,10 +62,16 @@ func readMetadata(ctx context.Context, s Store, prefix string) (*Metadata, error
 	if err == nil {
 		return ParseMetadataV3(b)
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
+	if !absent(err) {
 		return nil, err
 	}
+	// A 403 for zarr.json may be a public bucket's answer for a missing
+	// key (a v2 array): try .zarray, and keep the 403 if that fails too.
+	v3err := err
 	if b, err = s.Get(ctx, prefix+".zarray", nil); err != nil {
+		if errors.Is(v3err, fs.ErrPermission) {
+			return nil, v3err
+		}
 		return nil, err
 	}
 	m, err := ParseMetadataV2(b, dimSep(s))

@@ -1,6 +1,10 @@
 package zarr
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/kvikgo/kvik"
+)
 
 // Errors returned (wrapped, with context) by this package; test with errors.Is.
 // A missing key is reported with an error that matches fs.ErrNotExist.
@@ -19,9 +23,11 @@ var (
 	// compressed stream, a checksum mismatch, a chunk of the wrong size, a
 	// shard index that points outside its shard.
 	ErrCorruptChunk = errors.New("zarr: corrupt chunk")
-	// ErrInvalidKey reports a store key that cannot name a file below the
-	// store's root (empty, absolute, or with "." or ".." segments).
-	ErrInvalidKey = errors.New("zarr: invalid key")
+	// ErrInvalidKey reports a store key that cannot name a file or object
+	// below the store's root (empty, absolute, or with empty, "." or ".."
+	// segments); it is kvik.ErrInvalidKey, which remote stores get from
+	// kvik.RemotePrefix too, always before any request.
+	ErrInvalidKey = kvik.ErrInvalidKey
 	// ErrInvalidRegion reports a region of the wrong rank, with start >
 	// stop or outside the array, or a buffer of the wrong size for it.
 	ErrInvalidRegion = errors.New("zarr: invalid region")

@@ -288,9 +288,13 @@ func (s *RemoteStore) loadConsolidated(ctx context.Context) error {
 // metadata by key, from .zmetadata and the root zarr.json.
 func readConsolidated(ctx context.Context, s Store) (map[string][]byte, error) {
 	docs := map[string][]byte{}
+	// Both documents are optional probes: a public bucket answers 403, not
+	// 404, for a missing key when listing is not allowed, so a refusal
+	// means absent here. A document that is required (an array's own
+	// zarr.json) keeps its 403 when it is read.
 	v2, err := s.Get(ctx, ".zmetadata", nil)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case absent(err):
 	case err != nil:
 		return nil, err
 	default:
@@ -307,7 +311,7 @@ func readConsolidated(ctx context.Context, s Store) (map[string][]byte, error) {
 	}
 	root, err := s.Get(ctx, "zarr.json", nil)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case absent(err):
 		return docs, nil
 	case err != nil:
 		return nil, err
@@ -331,6 +335,12 @@ func readConsolidated(ctx context.Context, s Store) (map[string][]byte, error) {
 		}
 	}
 	return docs, nil
+}
+
+// absent reports an optional document that is missing: not found, or
+// refused (403), as S3 answers for missing keys without list permission.
+func absent(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)
 }
 
 // cached returns key's document from the consolidated metadata; known is

@@ -11,9 +11,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -44,14 +46,91 @@ func (p Policy) backoff(attempt int) time.Duration {
 	return min(d, p.MaxDelay)
 }
 
-// Client performs requests for endpoints with a Policy.
+// Client performs requests for endpoints under a Policy, within request
+// limits and a redirect policy. Only NewClient makes one, so that no
+// request goes out without them.
 type Client struct {
-	HTTP   *http.Client
-	Policy Policy
-	// Limits bound the requests in flight: each attempt holds a slot of
+	http   *http.Client
+	policy Policy
+	// limits bound the requests in flight: each attempt holds a slot of
 	// every one, taken in order, from before it is sent until its
-	// response body is read, and none while it backs off.
-	Limits []*Limiter
+	// response body is read, and none while it backs off. The last one
+	// is always Requests, the process-wide cap.
+	limits []*Limiter
+	// shared is the shared transport the client sends with; nil with a
+	// caller's http.Client.
+	shared *clientShare
+}
+
+// clientShare is a client's (and its copies') hold on a shared
+// transport.
+type clientShare struct {
+	once  sync.Once
+	entry *sharedEntry
+}
+
+// ClientOptions say how NewClient builds a client.
+type ClientOptions struct {
+	// HTTP, when not nil, is the caller's client: requests go through a
+	// copy of it that also applies CheckRedirect (the caller's own
+	// CheckRedirect runs after it). Its transport decides TLS.
+	HTTP *http.Client
+	// Conns is how many idle connections per host the transport keeps
+	// (one per worker): parallel ranged GETs each use their own.
+	Conns int
+	// TLS, cloned, configures https; nil trusts the system's roots, or
+	// the PEM bundle at CABundle when that is set (AWS_CA_BUNDLE).
+	TLS      *tls.Config
+	CABundle string
+	// MaxRequests caps this client's requests in flight (0: no cap of
+	// its own), within the process-wide cap Requests.
+	MaxRequests int
+	Policy      Policy
+}
+
+// NewClient returns a client that signs requests for signed endpoints,
+// retries under o.Policy, holds a slot of o.MaxRequests' limiter and of
+// Requests for each attempt, refuses redirects as
+// CheckRedirect does and masks secrets in its errors. Open clients of the
+// same Conns and TLS settings share one transport, and so their
+// connections: many handles to one server (the shards of a checkpoint)
+// do not each open their own. Close the client when done.
+func NewClient(o ClientOptions) (*Client, error) {
+	c := &Client{policy: o.Policy}
+	if o.MaxRequests > 0 {
+		c.limits = append(c.limits, NewLimiter(o.MaxRequests))
+	}
+	c.limits = append(c.limits, Requests)
+	if o.HTTP != nil {
+		hc := *o.HTTP
+		hc.CheckRedirect = chainRedirect(o.HTTP.CheckRedirect)
+		c.http = &hc
+		return c, nil
+	}
+	e, err := sharedTransport(o.Conns, o.TLS, o.CABundle)
+	if err != nil {
+		return nil, err
+	}
+	c.shared = &clientShare{entry: e}
+	c.http = &http.Client{Transport: e.t, CheckRedirect: CheckRedirect}
+	return c, nil
+}
+
+// WithPolicy returns a copy of c under policy p; it shares c's
+// connections and limits, and is closed with c.
+func (c *Client) WithPolicy(p Policy) *Client {
+	d := *c
+	d.policy = p
+	return &d
+}
+
+// Close gives up c's share of its transport (once, for c and its
+// copies): when no open client uses the transport any more its idle
+// connections are closed. With a caller's http.Client it does nothing.
+func (c *Client) Close() {
+	if c.shared != nil {
+		c.shared.once.Do(c.shared.entry.release)
+	}
 }
 
 // NewTransport returns a keep-alive HTTP/1.1 transport that keeps up to
@@ -77,6 +156,147 @@ func NewTransport(conns int, tlsConfig *tls.Config) *http.Transport {
 	}
 }
 
+// transportKey identifies the transports clients share.
+type transportKey struct {
+	conns    int
+	tls      *tls.Config
+	caBundle string
+}
+
+// sharedEntry is a transport and the clients using it.
+type sharedEntry struct {
+	key  transportKey
+	t    *http.Transport
+	refs int
+}
+
+// transports holds the transports of open clients; one is dropped, its
+// idle connections closed, when its last client closes.
+var transports struct {
+	sync.Mutex
+	m map[transportKey]*sharedEntry
+}
+
+// sharedTransport returns the transport of conns idle connections per
+// host for the TLS settings, made on first use, and counts one more
+// client of it.
+func sharedTransport(conns int, cfg *tls.Config, caBundle string) (*sharedEntry, error) {
+	k := transportKey{conns: max(conns, 2), tls: cfg}
+	if cfg == nil {
+		k.caBundle = caBundle
+	}
+	transports.Lock()
+	defer transports.Unlock()
+	if e := transports.m[k]; e != nil {
+		e.refs++
+		return e, nil
+	}
+	if cfg == nil && caBundle != "" {
+		var err error
+		if cfg, err = CABundleConfig(caBundle); err != nil {
+			return nil, err
+		}
+	}
+	if transports.m == nil {
+		transports.m = map[transportKey]*sharedEntry{}
+	}
+	e := &sharedEntry{key: k, t: NewTransport(k.conns, cfg), refs: 1}
+	transports.m[k] = e
+	return e, nil
+}
+
+// release counts one client less; the last one closes the idle
+// connections and drops the transport.
+func (e *sharedEntry) release() {
+	transports.Lock()
+	e.refs--
+	last := e.refs == 0
+	if last && transports.m[e.key] == e {
+		delete(transports.m, e.key)
+	}
+	transports.Unlock()
+	if last {
+		e.t.CloseIdleConnections()
+	}
+}
+
+// RedirectError is a redirect that was not followed (ErrRedirect): from
+// https to http, or of a request carrying credentials (an S3 signature,
+// a session token, a password in the URL) to another scheme, host or
+// port. To is the redirect's target as Redact prints it.
+type RedirectError struct {
+	From, To string
+	Reason   string
+}
+
+func (e *RedirectError) Error() string {
+	return fmt.Sprintf("remote: redirect from %s to %s refused: %s", e.From, e.To, e.Reason)
+}
+
+// Is makes a *RedirectError match ErrRedirect.
+func (e *RedirectError) Is(target error) bool { return target == ErrRedirect }
+
+// CheckRedirect is the redirect policy of every client (http.Client's
+// CheckRedirect): nothing follows https -> http, and a request that
+// carries credentials (Authorization, X-Amz-Security-Token, userinfo)
+// follows only redirects to its own origin (scheme, host and port), so
+// credentials never reach another server, and never in clear text.
+// Redirects without credentials (WebHDFS's to a datanode) are followed,
+// up to 10.
+func CheckRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("remote: stopped after 10 redirects")
+	}
+	first, prev := via[0], via[len(via)-1]
+	refuse := func(reason string) error {
+		return &RedirectError{From: Redact(prev.URL.String()), To: Redact(req.URL.String()), Reason: reason}
+	}
+	for _, r := range via {
+		if strings.EqualFold(r.URL.Scheme, "https") && !strings.EqualFold(req.URL.Scheme, "https") {
+			return refuse("https to " + req.URL.Scheme)
+		}
+	}
+	if carriesCredentials(first) && !sameOrigin(first.URL, req.URL) {
+		return refuse("a request with credentials goes only to its own origin")
+	}
+	return nil
+}
+
+// carriesCredentials reports a request that holds a secret in its
+// headers or its userinfo (which net/http turns into Authorization).
+func carriesCredentials(r *http.Request) bool {
+	return r.Header.Get("Authorization") != "" || r.Header.Get("X-Amz-Security-Token") != "" || r.URL.User != nil
+}
+
+// sameOrigin compares scheme, host and port (the scheme's default when
+// none is given).
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if strings.EqualFold(u.Scheme, "https") {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+// chainRedirect runs CheckRedirect, then the caller's own policy, if
+// any.
+func chainRedirect(own func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if err := CheckRedirect(req, via); err != nil {
+			return err
+		}
+		if own != nil {
+			return own(req, via)
+		}
+		return nil
+	}
+}
+
 // retryable marks an attempt's error as worth another attempt.
 type retryable struct{ err error }
 
@@ -89,11 +309,11 @@ func (r retryable) Unwrap() error { return r.err }
 // does not count against the timeout.
 func (c *Client) do(ctx context.Context, e *Endpoint, method string, attempt func(ctx context.Context) error) error {
 	for i := 1; ; i++ {
-		release, err := acquireAll(ctx, c.Limits)
+		release, err := acquireAll(ctx, c.limits)
 		if err != nil {
 			return err
 		}
-		actx, cancel := context.WithTimeout(ctx, c.Policy.Timeout)
+		actx, cancel := context.WithTimeout(ctx, c.policy.Timeout)
 		err = attempt(actx)
 		timedOut := actx.Err() == context.DeadlineExceeded
 		cancel()
@@ -105,19 +325,19 @@ func (c *Client) do(ctx context.Context, e *Endpoint, method string, attempt fun
 			return ctx.Err()
 		}
 		if timedOut {
-			err = retryable{fmt.Errorf("%w after %v: %w", ErrTimeout, c.Policy.Timeout, err)}
+			err = retryable{fmt.Errorf("%w after %v: %w", ErrTimeout, c.policy.Timeout, err)}
 		}
 		var r retryable
 		if !errors.As(err, &r) {
 			c.logAttempt(ctx, "kvik: http request failed", e, method, i, err)
 			return err
 		}
-		if i >= c.Policy.MaxAttempts {
+		if i >= c.policy.MaxAttempts {
 			err = fmt.Errorf("remote: giving up after %d attempts: %w", i, r.err)
 			c.logAttempt(ctx, "kvik: http request failed", e, method, i, r.err)
 			return err
 		}
-		delay := c.Policy.backoff(i)
+		delay := c.policy.backoff(i)
 		c.logAttempt(ctx, "kvik: http retry", e, method, i, r.err, slog.Duration("backoff", delay))
 		t := time.NewTimer(delay)
 		select {
@@ -131,7 +351,7 @@ func (c *Client) do(ctx context.Context, e *Endpoint, method string, attempt fun
 
 // logAt returns the policy's logger if it takes records at level.
 func (c *Client) logAt(ctx context.Context, level slog.Level) *slog.Logger {
-	if l := c.Policy.Log; l != nil && l.Enabled(ctx, level) {
+	if l := c.policy.Log; l != nil && l.Enabled(ctx, level) {
 		return l
 	}
 	return nil
@@ -144,7 +364,7 @@ func (c *Client) logAttempt(ctx context.Context, msg string, e *Endpoint, method
 		return
 	}
 	attrs := []slog.Attr{slog.String("method", method), slog.String("url", e.String()),
-		slog.Int("attempt", attempt), slog.Int("max_attempts", c.Policy.MaxAttempts)}
+		slog.Int("attempt", attempt), slog.Int("max_attempts", c.policy.MaxAttempts)}
 	var se *StatusError
 	if errors.As(err, &se) {
 		attrs = append(attrs, slog.Int("status", se.Code))
@@ -155,7 +375,7 @@ func (c *Client) logAttempt(ctx context.Context, msg string, e *Endpoint, method
 
 // logRequest records one request sent (status 0 when none came back).
 func (c *Client) logRequest(e *Endpoint, req *http.Request, status int, took time.Duration, err error) {
-	l := c.logAt(req.Context(), c.Policy.RequestLevel)
+	l := c.logAt(req.Context(), c.policy.RequestLevel)
 	if l == nil {
 		return
 	}
@@ -167,7 +387,7 @@ func (c *Client) logRequest(e *Endpoint, req *http.Request, status int, took tim
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
-	l.LogAttrs(req.Context(), c.Policy.RequestLevel, "kvik: http request", attrs...)
+	l.LogAttrs(req.Context(), c.policy.RequestLevel, "kvik: http request", attrs...)
 }
 
 // send signs and sends req; a status other than want is a *StatusError,
@@ -181,10 +401,13 @@ func (c *Client) send(e *Endpoint, req *http.Request, want ...int) (*http.Respon
 		return nil, err
 	}
 	start := time.Now()
-	resp, err := c.HTTP.Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		err = e.scrubErr(err)
 		c.logRequest(e, req, 0, time.Since(start), err)
+		if errors.Is(err, ErrRedirect) {
+			return nil, err
+		}
 		if untrusted(err) {
 			return nil, fmt.Errorf("%w (trust its CA with SSL_CERT_FILE, kvik.WithTLSConfig, or AWS_CA_BUNDLE for S3): %w", ErrCertificate, err)
 		}
@@ -199,7 +422,7 @@ func (c *Client) send(e *Endpoint, req *http.Request, want ...int) (*http.Respon
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	resp.Body.Close()
 	serr := &StatusError{Method: req.Method, URL: e.String(), Code: resp.StatusCode, Body: e.scrub(strings.TrimSpace(string(snippet)))}
-	if c.Policy.Retry != nil && c.Policy.Retry(resp.StatusCode) {
+	if c.policy.Retry != nil && c.policy.Retry(resp.StatusCode) {
 		return nil, retryable{serr}
 	}
 	return nil, serr

@@ -84,7 +84,17 @@ func (c S3Config) hasCredentials() bool { return c.AccessKeyID != "" && c.Secret
 type Endpoint struct {
 	Type Type
 	// URL is the object's http(s) URL; for WebHDFS without the query.
+	// For S3 and prefix endpoints it is built by keyURL from root and
+	// key, and nowhere else.
 	URL *url.URL
+	// root is the URL keys are appended to: an S3 bucket's root (for
+	// virtual-hosted AWS URLs the host's root), or a plain HTTP prefix;
+	// nil for an endpoint made from a whole URL (plain HTTP, presigned,
+	// WebHDFS), whose URL is sent as given.
+	root *url.URL
+	// key is the object's key below root, literal: a '%' is a '%'. A
+	// prefix endpoint's key is empty or ends in "/".
+	key string
 	// user is WebHDFS's user.name, if the URL gave one.
 	user string
 	// S3 signing; nil for unsigned endpoints.
@@ -116,6 +126,8 @@ func (e *Endpoint) SetDefaultUser(name string) {
 
 var (
 	s3Scheme   = regexp.MustCompile(`(?i)^s3://([^/]+)/(.+)$`)
+	s3Prefix   = regexp.MustCompile(`(?i)^s3://([^/]+)(?:/(.*))?$`)
+	bucketName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 	webhdfsURL = regexp.MustCompile(`(?i)^https?://[^/]+:\d+/webhdfs/v1/.+$`)
 	// AWS's S3 URL forms: virtual-hosted and path-style, with and
 	// without a region, and the legacy s3-<region> host names.
@@ -143,21 +155,29 @@ func isPresigned(u *url.URL) bool {
 	return q.Get("X-Amz-Algorithm") != "" && q.Get("X-Amz-Signature") != ""
 }
 
+// isS3Scheme reports an s3:// URL. Such URLs are not parsed as URLs: the
+// text after the bucket is the key, percent-decoded once (s3Location).
+func isS3Scheme(raw string) bool {
+	return len(raw) >= 5 && strings.EqualFold(raw[:5], "s3://")
+}
+
 // Candidates returns the endpoint types whose URL form raw has, in the
 // order KvikIO's auto-detection tries them: S3 then S3Public (s3:// or an
 // AWS S3 URL), presigned S3, WebHDFS, and any other http(s) URL with a
 // path.
 func Candidates(raw string) []Type {
+	if isS3Scheme(raw) {
+		if s3Scheme.MatchString(raw) {
+			return []Type{S3, S3Public}
+		}
+		return nil
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil
 	}
 	var types []Type
 	switch {
-	case strings.EqualFold(u.Scheme, "s3"):
-		if s3Scheme.MatchString(raw) {
-			types = append(types, S3, S3Public)
-		}
 	case isHTTP(u) && isPresigned(u):
 		types = append(types, S3Presigned)
 	case isHTTP(u) && isAWSS3URL(raw):
@@ -179,15 +199,15 @@ func isHTTP(u *url.URL) bool {
 // asked for explicitly: S3 types also take any http(s) object URL (an
 // S3-compatible server's path-style URL, say).
 func Accepts(t Type, raw string) bool {
+	if isS3Scheme(raw) {
+		return (t == S3 || t == S3Public) && s3Scheme.MatchString(raw)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return false
 	}
 	switch t {
 	case S3, S3Public:
-		if strings.EqualFold(u.Scheme, "s3") {
-			return s3Scheme.MatchString(raw)
-		}
 		return isHTTP(u) && len(u.Path) > 1 && !isPresigned(u)
 	case S3Presigned:
 		return isHTTP(u) && isPresigned(u)
@@ -201,77 +221,218 @@ func Accepts(t Type, raw string) bool {
 
 // New builds an endpoint of type t (not Auto) for raw. cfg is used by S3
 // (credentials, region, endpoint override) and S3Public (region and
-// endpoint override for s3:// URLs).
+// endpoint override for s3:// URLs). An S3 URL's key must pass CheckKey
+// (ErrInvalidKey): no request ever goes to a bucket's root or to a
+// cleaned-up path.
 func New(t Type, raw string, cfg S3Config) (*Endpoint, error) {
 	if !Accepts(t, raw) {
+		if isS3Scheme(raw) {
+			return nil, fmt.Errorf("%w: %q is not a %v URL (s3://bucket/key)", ErrUnsupportedURL, Redact(raw), t)
+		}
 		return nil, fmt.Errorf("%w: %q is not a %v URL", ErrUnsupportedURL, Redact(raw), t)
 	}
-	u, err := objectURL(raw, cfg)
-	if err != nil {
-		return nil, err
-	}
-	e := &Endpoint{Type: t, URL: u, secrets: secretsOf(raw, cfg)}
+	e := &Endpoint{Type: t, secrets: secretsOf(raw, cfg)}
 	switch t {
 	case S3, S3Public:
-		setS3Path(u)
+		root, key, err := s3Location(raw, cfg, false)
+		if err != nil {
+			return nil, err
+		}
+		if err := CheckKey(key); err != nil {
+			return nil, err
+		}
+		e.root, e.key, e.URL = root, key, keyURL(root, key)
+	default:
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnsupportedURL, err)
+		}
+		e.URL = u
 	}
-	switch t {
+	return e, e.setup(cfg)
+}
+
+// setup adds what the endpoint's type needs besides its URL.
+func (e *Endpoint) setup(cfg S3Config) error {
+	switch e.Type {
 	case S3:
 		if !cfg.hasCredentials() {
-			return nil, fmt.Errorf("%w: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or pass credentials", ErrNoCredentials)
+			return fmt.Errorf("%w: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or pass credentials", ErrNoCredentials)
 		}
 		if cfg.Region == "" {
-			return nil, fmt.Errorf("%w: set AWS_DEFAULT_REGION or pass a region", ErrNoCredentials)
+			return fmt.Errorf("%w: set AWS_DEFAULT_REGION or pass a region", ErrNoCredentials)
 		}
 		e.creds = &aws.Credentials{AccessKeyID: cfg.AccessKeyID, SecretAccessKey: cfg.SecretAccessKey, SessionToken: cfg.SessionToken}
 		e.region = cfg.Region
-		// S3 wants the path escaped once, as sent.
+		// The path is sent escaped once, as keyURL made it, and S3
+		// signs the path as sent.
 		e.signer = v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
 	case WebHDFS:
-		q := u.Query()
+		q := e.URL.Query()
 		e.user = q.Get("user.name")
-		u.RawQuery = ""
+		e.URL.RawQuery = ""
 	}
-	return e, nil
+	return nil
 }
 
-// objectURL turns s3://bucket/key into an http(s) URL: path-style under
-// the endpoint override, else AWS's virtual-hosted form for the region.
-func objectURL(raw string, cfg S3Config) (*url.URL, error) {
-	m := s3Scheme.FindStringSubmatch(raw)
-	if m == nil {
-		return url.Parse(raw)
+// NewPrefix builds the endpoint of a prefix: the objects whose keys
+// start with the path of raw, which Join names. t is S3, S3Public or HTTP
+// (a read-only HTTP base URL). An S3 prefix's own key must be empty (the
+// whole bucket) or pass CheckKey once its trailing "/" is dropped.
+func NewPrefix(t Type, raw string, cfg S3Config) (*Endpoint, error) {
+	e := &Endpoint{Type: t, secrets: secretsOf(raw, cfg)}
+	switch t {
+	case S3, S3Public:
+		if !isS3Scheme(raw) && !Accepts(t, strings.TrimRight(raw, "/")+"/k") {
+			return nil, fmt.Errorf("%w: %q is not a %v prefix", ErrUnsupportedURL, Redact(raw), t)
+		}
+		root, key, err := s3Location(raw, cfg, true)
+		if err != nil {
+			return nil, err
+		}
+		if key = strings.TrimRight(key, "/"); key != "" {
+			if err := CheckKey(key); err != nil {
+				return nil, err
+			}
+			key += "/"
+		}
+		e.root, e.key = root, key
+	case HTTP:
+		u, err := url.Parse(raw)
+		if err != nil || !isHTTP(u) || u.Host == "" {
+			return nil, fmt.Errorf("%w: %q is not an HTTP prefix", ErrUnsupportedURL, Redact(raw))
+		}
+		e.root = u
+	default:
+		return nil, fmt.Errorf("%w: a %v URL names one object, not a prefix", ErrUnsupportedURL, t)
 	}
-	bucket, key := m[1], m[2]
-	// Keys may come percent-encoded (KvikIO asks for %20 for spaces).
-	if k, err := url.PathUnescape(key); err == nil {
-		key = k
+	e.URL = keyURL(e.root, e.key)
+	return e, e.setup(cfg)
+}
+
+// Join returns the endpoint of the object key below the prefix e (made
+// by NewPrefix). key is taken literally, never percent-decoded: it must
+// pass CheckKey, so it cannot leave the prefix.
+func (e *Endpoint) Join(key string) (*Endpoint, error) {
+	if e.root == nil {
+		return nil, fmt.Errorf("%w: %s is not a prefix", ErrUnsupportedURL, e)
+	}
+	if err := CheckKey(key); err != nil {
+		return nil, err
+	}
+	o := *e
+	o.key = e.key + key
+	o.URL = keyURL(e.root, o.key)
+	return &o, nil
+}
+
+// Key returns the object key of an S3 or prefix endpoint.
+func (e *Endpoint) Key() string { return e.key }
+
+// CheckKey reports, as ErrInvalidKey, an object key that is empty, has
+// an empty, "." or ".." segment (a leading, trailing or doubled "/"), or
+// holds a NUL byte: such keys are ambiguous (servers and proxies clean or
+// reject such paths) and could reach another object, a bucket's root or
+// another bucket.
+func CheckKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	}
+	if strings.IndexByte(key, 0) >= 0 {
+		return fmt.Errorf("%w: %q holds a NUL byte", ErrInvalidKey, key)
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return fmt.Errorf("%w: %q has an empty, \".\" or \"..\" segment", ErrInvalidKey, key)
+		}
+	}
+	return nil
+}
+
+// s3Location returns the root URL of the bucket an S3 URL names and the
+// object key in it. An s3://bucket/key URL is not parsed as a URL: the
+// text after "bucket/" is percent-decoded exactly once (KvikIO asks for
+// %20 for a space, so s3://b/a%2520b names the key "a%20b"; a malformed
+// escape is ErrInvalidKey), and the bucket's root is path-style under
+// cfg.EndpointURL, else AWS's virtual-hosted host for the region. An
+// http(s) URL's path is decoded once by url.Parse; AWS's virtual-hosted
+// hosts carry the bucket, other URLs are path-style (host/bucket/key).
+// prefix allows an empty key.
+func s3Location(raw string, cfg S3Config, prefix bool) (*url.URL, string, error) {
+	if !isS3Scheme(raw) {
+		u, err := url.Parse(raw)
+		if err != nil || !isHTTP(u) || u.Host == "" {
+			return nil, "", fmt.Errorf("%w: %q is not an S3 URL", ErrUnsupportedURL, Redact(raw))
+		}
+		root := *u
+		root.RawQuery, root.Fragment, root.RawFragment, root.ForceQuery = "", "", "", false
+		path := strings.TrimPrefix(u.Path, "/")
+		if virtualHosted.MatchString(u.Hostname()) {
+			root.Path, root.RawPath = "/", ""
+			return &root, path, nil
+		}
+		bucket, key, _ := strings.Cut(path, "/")
+		if !bucketName.MatchString(bucket) || bucket == "." || bucket == ".." {
+			return nil, "", fmt.Errorf("%w: no bucket in %q", ErrUnsupportedURL, Redact(raw))
+		}
+		root.Path, root.RawPath = "/"+bucket, ""
+		return &root, key, nil
+	}
+	re := s3Scheme
+	if prefix {
+		re = s3Prefix
+	}
+	m := re.FindStringSubmatch(raw)
+	if m == nil {
+		return nil, "", fmt.Errorf("%w: %q is not an s3://bucket/key URL", ErrUnsupportedURL, Redact(raw))
+	}
+	bucket := m[1]
+	if !bucketName.MatchString(bucket) || bucket == "." || bucket == ".." {
+		return nil, "", fmt.Errorf("%w: bad bucket name in %q", ErrUnsupportedURL, Redact(raw))
+	}
+	key, err := url.PathUnescape(m[2])
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %q: %v", ErrInvalidKey, Redact(raw), err)
 	}
 	var base string
 	switch {
 	case cfg.EndpointURL != "":
 		base = strings.TrimRight(cfg.EndpointURL, "/") + "/" + bucket
 	case cfg.Region != "":
-		base = "https://" + bucket + ".s3." + cfg.Region + ".amazonaws.com"
+		base = "https://" + bucket + ".s3." + cfg.Region + ".amazonaws.com/"
 	default:
-		return nil, fmt.Errorf("%w: s3:// URLs need a region (AWS_DEFAULT_REGION) or an endpoint URL (AWS_ENDPOINT_URL)", ErrNoCredentials)
+		return nil, "", fmt.Errorf("%w: s3:// URLs need a region (AWS_DEFAULT_REGION) or an endpoint URL (AWS_ENDPOINT_URL)", ErrNoCredentials)
 	}
 	u, err := url.Parse(base)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("%w: bad S3 endpoint URL %q", ErrUnsupportedURL, Redact(cfg.EndpointURL))
+	if err != nil || !isHTTP(u) || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, "", fmt.Errorf("%w: bad S3 endpoint URL %q", ErrUnsupportedURL, Redact(cfg.EndpointURL))
 	}
-	u = u.JoinPath(strings.Split(key, "/")...)
-	return u, nil
+	return u, key, nil
 }
 
-// setS3Path encodes the path as S3's SigV4 canonical form does: every
-// byte but A-Z a-z 0-9 - _ . ~ and the separating slashes escaped, so the
-// path sent is the path signed.
-func setS3Path(u *url.URL) {
+// keyURL is the one place a request URL is made from a root and an
+// object key, for every operation (GET, HEAD, PUT, multipart, DELETE;
+// LIST sends the key as a query parameter): the key is appended to the
+// root's path with each byte escaped exactly once by EscapeKey, never
+// decoded and never path-cleaned.
+func keyURL(root *url.URL, key string) *url.URL {
+	u := *root
+	u.RawQuery, u.Fragment, u.RawFragment, u.ForceQuery = "", "", "", false
+	u.Path = strings.TrimSuffix(root.Path, "/") + "/" + key
+	u.RawPath = strings.TrimSuffix(root.EscapedPath(), "/") + "/" + EscapeKey(key)
+	return &u
+}
+
+// EscapeKey escapes an object key as S3's SigV4 canonical URI does:
+// every byte but A-Z a-z 0-9 - _ . ~ and the separating slashes becomes
+// %XX, so the path sent is the path signed and any server decodes it
+// back to exactly key.
+func EscapeKey(key string) string {
 	const hex = "0123456789ABCDEF"
 	var b strings.Builder
-	for i := 0; i < len(u.Path); i++ {
-		c := u.Path[i]
+	b.Grow(len(key))
+	for i := 0; i < len(key); i++ {
+		c := key[i]
 		switch {
 		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9',
 			c == '-', c == '_', c == '.', c == '~', c == '/':
@@ -282,7 +443,7 @@ func setS3Path(u *url.URL) {
 			b.WriteByte(hex[c&15])
 		}
 	}
-	u.RawPath = b.String()
+	return b.String()
 }
 
 // sign adds SigV4 headers to req for signed endpoints; the payload is

@@ -27,6 +27,15 @@ var (
 	ErrCertificate = errors.New("remote: TLS certificate not trusted")
 	// ErrNoCredentials reports an S3 endpoint without credentials or region.
 	ErrNoCredentials = errors.New("remote: missing S3 credentials or region")
+	// ErrInvalidKey reports an object key that could leave its prefix or
+	// name a bucket's root: empty, with an empty, "." or ".." segment, or
+	// a malformed %-escape in an s3:// URL. It is refused before any
+	// request.
+	ErrInvalidKey = errors.New("invalid object key")
+	// ErrRedirect reports a redirect that was not followed: from https to
+	// http, or of a request carrying credentials to another origin. The
+	// error is a *RedirectError.
+	ErrRedirect = errors.New("remote: redirect refused")
 )
 
 // StatusError is an HTTP response with an unexpected status code. A 404

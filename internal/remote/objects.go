@@ -157,35 +157,26 @@ func (c *Client) DeleteObject(ctx context.Context, e *Endpoint) error {
 // (host/bucket/key).
 var virtualHosted = regexp.MustCompile(`(?i)^.+\.s3([.-][^.]+)?\.amazonaws\.com$`)
 
-// bucket splits an S3 endpoint into its bucket's endpoint (the same
-// signing, the bucket's root URL) and the object key.
+// bucket returns the endpoint of e's bucket (the same signing, the
+// bucket's root URL) and the object key of e.
 func (e *Endpoint) bucket() (*Endpoint, string, error) {
-	path := strings.TrimPrefix(e.URL.Path, "/")
-	b := *e
-	u := *e.URL
-	u.RawQuery, u.Fragment = "", ""
-	if virtualHosted.MatchString(u.Hostname()) {
-		u.Path, u.RawPath = "/", ""
-		b.URL = &u
-		return &b, path, nil
-	}
-	name, key, ok := strings.Cut(path, "/")
-	if !ok || name == "" {
+	if e.root == nil || (e.Type != S3 && e.Type != S3Public) {
 		return nil, "", fmt.Errorf("%w: no bucket in %s", ErrUnsupportedURL, e)
 	}
-	u.Path, u.RawPath = "/"+name, ""
-	setS3Path(&u)
-	b.URL = &u
-	return &b, key, nil
+	b := *e
+	u := *e.root
+	b.URL, b.key = &u, ""
+	return &b, e.key, nil
 }
 
 // ListLimit bounds one ListObjectsV2 answer read into memory.
 const listLimit = 16 << 20
 
 // List returns the keys of the objects whose key starts with the key of
-// e (an S3 endpoint naming a prefix), relative to that prefix, in the
-// order S3 lists them (UTF-8 binary). It follows continuation tokens.
-func (c *Client) List(ctx context.Context, e *Endpoint) ([]string, error) {
+// e (an S3 endpoint naming a prefix) followed by sub, relative to that,
+// in the order S3 lists them (UTF-8 binary). It follows continuation
+// tokens.
+func (c *Client) List(ctx context.Context, e *Endpoint, sub string) ([]string, error) {
 	if e.Type != S3 && e.Type != S3Public {
 		return nil, fmt.Errorf("%w: listing needs an S3 endpoint, not %v", ErrUnsupportedURL, e.Type)
 	}
@@ -193,6 +184,7 @@ func (c *Client) List(ctx context.Context, e *Endpoint) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	prefix += sub
 	var keys []string
 	token := ""
 	for {
