@@ -178,6 +178,7 @@ type stagingPlan struct {
 	chunk   int
 	pool    *bouncePool
 	bufSize int
+	single  bool // one buffer, whatever the chunks (serial staging)
 }
 
 // planStaging plans a task of n bytes. A task that needs at most
@@ -243,65 +244,104 @@ func (f *FileHandle) cufileCall(kind opKind, r deviceRange, size int, fileOffset
 // where they fit) so that storage transfers and device copies overlap.
 // pipeline asks for that overlap even with many workers (see deviceOp).
 func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t sched.Task, pipeline bool) (n int, err error) {
+	p := planStaging(kind, d, t.Len, pipeline)
+	md := d
+	if kind == opRead {
+		chk := f.checkDeviceTask(d, t.Off, t.Len)
+		if chk.oneChunk {
+			// One chunk, so that the drive sees the task's direct
+			// read as concurrent requests (directRead); the copy to
+			// the device is a few percent of a read from the drive.
+			p.chunk = min(alignUp(t.Len, pageSize), p.bufSize)
+		}
+		if chk.buffered {
+			// Cached: the chunks need no check of their own.
+			md.AutoDirectIORead, md.DirectIOReadPolicy = false, ReadPolicyBuffered
+		}
+		if tune.serialStaging {
+			p = stagingPlan{chunk: min(alignUp(t.Len, pageSize), bounceSize(d)), pool: pinnedBounce, bufSize: bounceSize(d), single: true}
+		}
+	}
 	err = cuda.WithContext(r.ctx, func() error {
-		s, err := getStream(r)
-		if err != nil {
-			return err
-		}
-		defer putStream(r, s)
-		p := planStaging(kind, d, t.Len, pipeline)
-		chunk := p.chunk
-		md := d
-		if kind == opRead {
-			chk := f.checkDeviceTask(d, t.Off, t.Len)
-			if chk.oneChunk {
-				// One chunk, so that the drive sees the task's direct
-				// read as concurrent requests (directRead); the copy to
-				// the device is a few percent of a read from the drive.
-				chunk = min(alignUp(t.Len, pageSize), p.bufSize)
-			}
-			if chk.buffered {
-				// Cached: the chunks need no check of their own.
-				md.AutoDirectIORead, md.DirectIOReadPolicy = false, ReadPolicyBuffered
-			}
-		}
-		if kind == opRead && tune.serialStaging {
-			chunk = min(alignUp(t.Len, pageSize), bounceSize(d))
-			p = stagingPlan{chunk: chunk, pool: pinnedBounce, bufSize: bounceSize(d)}
-		}
-		b, err := p.pool.get(p.bufSize)
-		if err != nil {
-			return err
-		}
-		defer p.pool.put(b)
-		bufs := [][]byte{b.mem}
-		switch {
-		case t.Len <= chunk || tune.serialStaging && kind == opRead:
-		case 2*chunk <= len(b.mem):
-			bufs = [][]byte{b.mem[:chunk], b.mem[chunk : 2*chunk]}
-		default:
-			b2, err := p.pool.get(p.bufSize)
-			if err != nil {
-				return err
-			}
-			defer p.pool.put(b2)
-			bufs = append(bufs, b2.mem)
-		}
-		m := &deviceMover{copier: copier{ctx: r.ctx, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}, f: f, d: md}
-		if tune.wait == waitBlock {
-			if m.event, err = cuda.EventCreate(cuda.EventBlockingSync | cuda.EventDisableTiming); err != nil {
-				return err
-			}
-			defer cuda.EventDestroy(m.event)
-		}
-		if kind == opRead {
-			n, err = tune.staging.Read(m, bufs, chunk, taskAlign(), t.Off, 0, t.Len)
-		} else {
-			n, err = staging.Write(m, bufs, chunk, t.Off, 0, t.Len)
-		}
+		n, err = stageTask(kind, r, t, p, taskAlign(), false, func(c copier) staging.Mover {
+			return &deviceMover{copier: c, f: f, d: md}
+		})
 		return err
 	})
 	return n, err
+}
+
+// stageTask is the one staging loop: it moves task t of a device
+// operation on r through bounce buffers of plan p with the mover that
+// storage makes around the task's copier: it takes a stream and the
+// buffers (one for a task of one chunk or a single-buffer plan; two
+// halves of one buffer where two chunks fit, else two buffers), runs the
+// pipeline and gives everything back. enter is the copier's: false when
+// the caller runs the task with r's context current, true when only the
+// CUDA calls may (the storage side then runs on an unlocked goroutine).
+func stageTask(kind opKind, r deviceRange, t sched.Task, p stagingPlan, align int, enter bool, storage func(copier) staging.Mover) (int, error) {
+	in := func(f func() error) error {
+		if enter {
+			return cuda.WithContext(r.ctx, f)
+		}
+		return f()
+	}
+	c := copier{ctx: r.ctx, enter: enter, dev: r.ptr + cuda.DevicePtr(t.BufOff)}
+	var held []*bounceBuffer
+	defer func() {
+		for _, b := range held {
+			p.pool.put(b)
+		}
+		if c.stream != 0 || c.event != 0 {
+			in(func() error {
+				if c.event != 0 {
+					cuda.EventDestroy(c.event)
+				}
+				if c.stream != 0 {
+					putStream(r, c.stream)
+				}
+				return nil
+			})
+		}
+	}()
+	two := t.Len > p.chunk && !p.single
+	need := 1
+	if two && 2*p.chunk > p.bufSize {
+		need = 2
+	}
+	err := in(func() (err error) {
+		if c.stream, err = getStream(r); err != nil {
+			return err
+		}
+		if tune.wait == waitBlock {
+			if c.event, err = cuda.EventCreate(cuda.EventBlockingSync | cuda.EventDisableTiming); err != nil {
+				return err
+			}
+		}
+		for range need {
+			b, err := p.pool.get(p.bufSize) // pins in the current context
+			if err != nil {
+				return err
+			}
+			held = append(held, b)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	bufs := [][]byte{held[0].mem}
+	switch {
+	case need == 2:
+		bufs = append(bufs, held[1].mem)
+	case two:
+		bufs = [][]byte{held[0].mem[:p.chunk], held[0].mem[p.chunk : 2*p.chunk]}
+	}
+	m := storage(c)
+	if kind == opRead {
+		return tune.staging.Read(m, bufs, p.chunk, align, t.Off, 0, t.Len)
+	}
+	return staging.Write(m, bufs, p.chunk, t.Off, 0, t.Len)
 }
 
 // copier is the device side of every staged task, file, mapping or

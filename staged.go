@@ -3,8 +3,8 @@ package kvik
 import (
 	"errors"
 
-	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/sched"
+	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // stagedRead moves one task of a read into the device through pinned
@@ -14,48 +14,9 @@ import (
 // locked OS thread); read runs on the task's goroutine as it is, so a
 // blocking download or a page fault does not hold a locked thread.
 func stagedRead(d Defaults, r deviceRange, t sched.Task, read func(p []byte, off int64) (int, error)) (int, error) {
-	p := planStaging(opRead, d, t.Len, false)
-	var s cuda.Stream
-	var held []*bounceBuffer
-	err := cuda.WithContext(r.ctx, func() (err error) {
-		if s, err = getStream(r); err != nil {
-			return err
-		}
-		// One buffer, split in two when two chunks fit, as FileHandle does.
-		need := 1
-		if t.Len > p.chunk && 2*p.chunk > p.bufSize {
-			need = 2
-		}
-		for range need {
-			b, err := p.pool.get(p.bufSize)
-			if err != nil {
-				return err
-			}
-			held = append(held, b)
-		}
-		return nil
+	return stageTask(opRead, r, t, planStaging(opRead, d, t.Len, false), 0, true, func(c copier) staging.Mover {
+		return &readMover{copier: c, read: read}
 	})
-	defer cuda.WithContext(r.ctx, func() error {
-		for _, b := range held {
-			p.pool.put(b)
-		}
-		if s != 0 {
-			putStream(r, s)
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	bufs := [][]byte{held[0].mem}
-	switch {
-	case len(held) == 2:
-		bufs = append(bufs, held[1].mem)
-	case t.Len > p.chunk && 2*p.chunk <= len(held[0].mem):
-		bufs = [][]byte{held[0].mem[:p.chunk], held[0].mem[p.chunk : 2*p.chunk]}
-	}
-	m := &readMover{copier: copier{ctx: r.ctx, enter: true, dev: r.ptr + cuda.DevicePtr(t.BufOff), stream: s}, read: read}
-	return tune.staging.Read(m, bufs, p.chunk, 0, t.Off, 0, t.Len)
 }
 
 // readMover feeds the staging pipeline from a read function; it only
