@@ -279,7 +279,7 @@ func TestShardSpans(t *testing.T) {
 	const k = 1 << 10
 	pieces := []piece{
 		pc(0, 4*k, 0), pc(4*k, 4*k, 4*k), // back to back: direct
-		pc(8*k+spanGap, 4*k, 8*k), // after a gap of spanGap: joined, buffered
+		pc(8*k+spanGap, 4*k, 8*k),       // after a gap of spanGap: joined, buffered
 		pc(12*k+2*spanGap+1, 4*k, 12*k), // after a larger gap: a new span
 		{key: "k", n: -1, missing: true, pipe: raw, shape: []int{1}, sel: box{start: []int{0}, count: []int{1}}, dstStart: []int{16 * k}},
 	}
