@@ -138,7 +138,11 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 	out := view{shape: r.count, es: a.meta.DataType.Size}
 	_, direct := a.store.(*DirStore)
 	spans := a.spans(pieces, out, direct)
-	stage := 0 // the largest span's staging: one size of pinned buffer
+	// One size of pinned buffer for every read, TaskSize unless a span
+	// needs more, so that reads of different arrays do not make kvik's
+	// staging pool drop its buffers for another size.
+	d, _ := kvik.GetDefaults()
+	stage := d.TaskSize
 	for _, sp := range spans {
 		stage = max(stage, spanStaging(sp, out.es))
 	}
