@@ -479,3 +479,46 @@ func TestShardHostileObjects(t *testing.T) {
 		t.Errorf("%v, %d bytes allocated; want ErrCorruptChunk", rerr, alloc)
 	}
 }
+
+// TestShardLargeIndex reads shards whose index (20,000 inner chunks,
+// 320 KiB) is larger than the first read of an index: it is completed
+// with a second ranged read, at either end, and values match.
+func TestShardLargeIndex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, start := range []bool{false, true} {
+		ds, err := NewDirStore(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := &countingStore{Store: ds}
+		shape := []int{80000}
+		dt := DataType{Uint, 2}
+		a, err := Create(bg, cs, "a", Metadata{Shape: shape, ChunkShape: []int{40000}, DataType: dt, Codecs: shardCodecs([]int{2}, start, []Codec{{Name: "bytes"}})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if is := a.pipe.sharded().indexSize(); is <= indexProbe {
+			t.Fatalf("index of %d bytes, want more than %d", is, indexProbe)
+		}
+		ref := model{shape: shape, es: 2, buf: randValues(rng, dt, shape[0])}
+		if err := a.WriteRegion(bg, []int{0}, shape, ref.buf); err != nil {
+			t.Fatal(err)
+		}
+		cs.reset()
+		for _, r := range [][2]int{{0, 80000}, {39997, 40003}, {12345, 12346}} {
+			want := ref.region([]int{r[0]}, []int{r[1]})
+			got := make([]byte, len(want))
+			if err := a.ReadRegion(bg, []int{r[0]}, []int{r[1]}, got); err != nil {
+				t.Fatalf("start=%v %v: %v", start, r, err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("start=%v: region %v differs from the reference", start, r)
+			}
+		}
+		// Two index reads per shard read, and one read of its data: the
+		// regions touch 2, 2 and 1 shards.
+		if ranges, _ := cs.reset(); len(ranges) != 3*(2+2+1) {
+			t.Errorf("start=%v: %d ranged reads, want 15: %q", start, len(ranges), ranges)
+		}
+	}
+}
