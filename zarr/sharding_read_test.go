@@ -3,6 +3,7 @@ package zarr
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -520,5 +521,43 @@ func TestShardLargeIndex(t *testing.T) {
 		if ranges, _ := cs.reset(); len(ranges) != 3*(2+2+1) {
 			t.Errorf("start=%v: %d ranged reads, want 15: %q", start, len(ranges), ranges)
 		}
+	}
+}
+
+// TestShardSharedRanges reads a shard, written by hand, whose index
+// points two inner chunks at the same bytes and leaves a gap before a
+// third: every inner chunk reads its bytes, with one ranged read.
+func TestShardSharedRanges(t *testing.T) {
+	ds, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &countingStore{Store: ds}
+	if _, err := Create(bg, cs, "a", Metadata{Shape: []int{12}, ChunkShape: []int{12}, DataType: DataType{Uint, 1},
+		Codecs: []Codec{{Name: "sharding_indexed", Configuration: map[string]any{"chunk_shape": []int{4}, "codecs": []Codec{{Name: "bytes"}}, "index_codecs": []Codec{{Name: "bytes"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	shard := []byte("abcd....wxyz")
+	for _, e := range [][2]uint64{{0, 4}, {0, 4}, {8, 4}} {
+		shard = binary.LittleEndian.AppendUint64(shard, e[0])
+		shard = binary.LittleEndian.AppendUint64(shard, e[1])
+	}
+	if err := ds.Set(bg, "a/c/0", shard); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(bg, cs, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.reset()
+	got := make([]byte, 12)
+	if err := a.ReadRegion(bg, []int{0}, []int{12}, got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "abcdabcdwxyz" {
+		t.Errorf("read %q, want %q", got, "abcdabcdwxyz")
+	}
+	if ranges, _ := cs.reset(); len(ranges) != 2 {
+		t.Errorf("%d ranged reads, want 2 (index, data): %q", len(ranges), ranges)
 	}
 }
