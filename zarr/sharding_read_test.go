@@ -295,6 +295,20 @@ func TestShardSpans(t *testing.T) {
 	if !sp[0].pieces[0].missing || sp[2].off != 12*k+2*spanGap+1 || !sp[2].single() {
 		t.Errorf("spans %+v", sp)
 	}
+	// A direct piece of spanGap bytes or more is not buffered to join a
+	// piece that is not direct (a partial inner chunk), nor the reverse.
+	partial := pc(0, spanGap, 0)
+	partial.sel.count[0]--
+	for _, ps := range [][]piece{{partial, pc(spanGap, spanGap, spanGap)}, {pc(0, spanGap, 0), pc(spanGap, spanGap, 2*spanGap)}} {
+		if sp := a.spans(ps, out, true); len(sp) != 2 || !sp[0].single() || !sp[1].single() {
+			t.Errorf("a direct piece and another: %d spans, want 2", len(sp))
+		}
+	}
+	small := pc(0, 4*k, 0)
+	small.sel.count[0]--
+	if sp := a.spans([]piece{small, pc(4*k, 4*k, 4*k)}, out, true); len(sp) != 1 || sp[0].direct {
+		t.Errorf("two small pieces, one partial: %d spans, want one buffered", len(sp))
+	}
 	// Back to back pieces chain up to the direct size, others to the
 	// buffered size.
 	var many []piece

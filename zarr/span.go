@@ -88,8 +88,13 @@ func (a *Array) spans(pieces []piece, out view, chain bool) []span {
 				newEnd := max(end, p.off+p.n)
 				chained := sp.direct && direct && p.off == end && dstOff == dstEnd
 				limit := smallMax
-				if chained {
+				switch {
+				case chained:
 					limit = bigMax
+				case sp.direct && sp.n >= spanGap || !sp.direct && direct && p.n >= spanGap:
+					// Buffering a large direct part to save a request
+					// costs more than the request.
+					limit = 0
 				}
 				if p.off <= end+spanGap && newEnd-sp.off <= limit {
 					sp.n = newEnd - sp.off
