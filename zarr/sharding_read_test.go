@@ -578,3 +578,68 @@ func TestShardSharedRanges(t *testing.T) {
 		t.Errorf("%d ranged reads, want 2 (index, data): %q", len(ranges), ranges)
 	}
 }
+
+// TestShardDeviceSpans checks on the host what device reads of sharded
+// arrays do with spans (device tests need a GPU): the plan of a device
+// read (no direct spans from a generic store), staging sizes within the
+// pinned buffer, and the copies of each uncompressed span's rows from its
+// buffer into the region, for random unaligned regions with missing
+// inner chunks, against the reference.
+func TestShardDeviceSpans(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	ds, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &countingStore{Store: ds}
+	shape := []int{50 + rng.IntN(30), 40 + rng.IntN(30)}
+	a, ref := shardedArray(t, rng, cs, shape, []int{16, 20}, []int{4, 5}, rng.IntN(2) == 0, []Codec{{Name: "bytes"}}, func(i int) bool { return i%5 == 2 })
+	for r := 0; r < 30; r++ {
+		start, stop := randRegion(rng, shape)
+		if r == 0 {
+			start, stop = []int{0, 0}, shape
+		}
+		want := ref.region(start, stop)
+		if len(want) == 0 {
+			continue
+		}
+		reg, _, err := a.region(start, stop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pieces, err := a.plan(bg, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := view{buf: make([]byte, len(want)), shape: reg.count, es: 4}
+		spans := a.spans(pieces, out, false)
+		multi := 0
+		for _, sp := range spans {
+			if sp.direct {
+				t.Fatal("a direct span from a store that cannot read into device memory")
+			}
+			if st := spanStaging(sp, 4); sp.single() {
+				if err := a.readPieceHost(bg, sp.pieces[0], out); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			} else if int64(st) != sp.n {
+				t.Fatalf("staging of %d bytes for a span of %d", st, sp.n)
+			}
+			multi++
+			buf := make([]byte, sp.n)
+			if _, err := cs.ReadRange(bg, sp.key, sp.off, buf); err != nil {
+				t.Fatal(err)
+			}
+			if err := sp.rawRuns(buf, out, func(dstOff int, b []byte) error { copy(out.buf[dstOff:], b); return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r == 0 && multi == 0 {
+			t.Fatal("the whole array made no span of several inner chunks")
+		}
+		if !bytes.Equal(out.buf, want) {
+			t.Fatalf("region %v-%v by device spans differs from the reference", start, stop)
+		}
+	}
+}

@@ -260,19 +260,28 @@ func (a *Array) readSpanDevice(ctx context.Context, w *deviceWorker, sp span, ou
 		return err
 	}
 	return cuda.WithContext(w.ctx, func() error {
-		for _, pc := range sp.pieces {
-			b := sp.bytes(pinned, pc)
-			if err := checkRaw(pc, int64(len(b))); err != nil {
-				return err
-			}
-			src := view{buf: b, shape: pc.shape, es: es, start: pc.sel.start}
-			err := pairRuns(out.sub(pc.dstStart), src, pc.sel.count, func(dOff, sOff, n int) error {
-				return cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(dOff), b[sOff:sOff+n], stream)
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return sp.rawRuns(pinned, out, func(dstOff int, b []byte) error {
+			return cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(dstOff), b, stream)
+		})
 	})
+}
+
+// rawRuns calls f for each stretch of the region that the uncompressed
+// inner chunks of sp fill from buf, the span's bytes: its offset in the
+// region and its bytes in buf.
+func (sp *span) rawRuns(buf []byte, out view, f func(dstOff int, b []byte) error) error {
+	for _, pc := range sp.pieces {
+		b := sp.bytes(buf, pc)
+		if err := checkRaw(pc, int64(len(b))); err != nil {
+			return err
+		}
+		src := view{buf: b, shape: pc.shape, es: out.es, start: pc.sel.start}
+		err := pairRuns(out.sub(pc.dstStart), src, pc.sel.count, func(dOff, sOff, n int) error {
+			return f(dOff, b[sOff:sOff+n])
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
