@@ -120,16 +120,22 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 		return err
 	}
 	out := view{shape: r.count, es: a.meta.DataType.Size}
-	stage := 0 // the largest piece's bytes: one size of pinned buffer
-	for _, pc := range pieces {
-		stage = max(stage, numElements(pc.sel.count)*out.es)
+	_, direct := a.store.(*DirStore)
+	spans := a.spans(pieces, out, direct)
+	// One size of pinned buffer for every read, TaskSize unless a span
+	// needs more, so that reads of different arrays do not make kvik's
+	// staging pool drop its buffers for another size.
+	d, _ := kvik.GetDefaults()
+	stage := d.TaskSize
+	for _, sp := range spans {
+		stage = max(stage, spanStaging(sp, out.es))
 	}
-	workers := make([]*deviceWorker, min(a.concurrency(), len(pieces)))
+	workers := make([]*deviceWorker, min(a.concurrency(), len(spans)))
 	for i := range workers {
 		workers[i] = &deviceWorker{ctx: cctx, size: stage}
 	}
-	err = a.run(ctx, len(pieces), func(ctx context.Context, k, i int) error {
-		return a.readPieceDevice(ctx, workers[k], pieces[i], out, dst)
+	err = a.run(ctx, len(spans), func(ctx context.Context, k, i int) error {
+		return a.readSpanDevice(ctx, workers[k], spans[i], out, dst)
 	})
 	for _, w := range workers {
 		if e := w.close(); e != nil && err == nil {
@@ -168,6 +174,12 @@ func (a *Array) readPieceDevice(ctx context.Context, w *deviceWorker, pc piece, 
 	if err := a.decodePiece(ctx, pc, hv, place); err != nil {
 		return err
 	}
+	return w.copyOut(pinned, stream, pc, out, dst)
+}
+
+// copyOut queues the copies of pc's selection, decoded in C order into
+// pinned, to its place in the region at dst.
+func (w *deviceWorker) copyOut(pinned []byte, stream cuda.Stream, pc piece, out view, dst cuda.DevicePtr) error {
 	pos := 0
 	return cuda.WithContext(w.ctx, func() error {
 		return out.sub(pc.dstStart).runs(pc.sel.count, func(off, n int) error {
@@ -198,16 +210,7 @@ func (a *Array) decodePiece(ctx context.Context, pc piece, hv view, place []byte
 		hv.fill(pc.sel.count, pc.pipe.fill)
 		return nil
 	}
-	if pc.pipe.raw() {
-		if err := checkRaw(pc, int64(len(b))); err != nil {
-			return err
-		}
-		if place == nil {
-			copyBox(hv, view{buf: b, shape: pc.shape, es: hv.es, start: pc.sel.start}, pc.sel.count)
-		}
-		return nil
-	}
-	return a.decodeInto(pc, b, hv, place)
+	return a.decodeStored(pc, b, hv, place)
 }
 
 // WriteRegionDevice writes the region [start, stop) from device memory at

@@ -101,7 +101,11 @@ var deviceCases = map[string]Metadata{
 	"zstd":       {Shape: []int{300, 200}, ChunkShape: []int{64, 50}, DataType: DataType{Float, 8}, Codecs: roundTripCodecs["zstd+crc"], FillValue: "NaN"},
 	"blosc":      {Shape: []int{97, 33}, ChunkShape: []int{10, 10}, DataType: DataType{Uint, 4}, Codecs: roundTripCodecs["blosc-lz4"]},
 	"sharded":    {Shape: []int{40, 36}, ChunkShape: []int{8, 12}, DataType: DataType{Float, 2}, Codecs: shardCodecs([]int{4, 6}, false, roundTripCodecs["gzip"])},
-	"v2-F-zlib":  {ZarrFormat: 2, Order: 'F', Shape: []int{33, 21}, ChunkShape: []int{8, 8}, DataType: DataType{Int, 8}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
+	// Inner chunks read together: staged through pinned memory, and for
+	// 1 MiB inner chunks of a DirStore, straight from the file.
+	"sharded-raw":     {Shape: []int{45, 36}, ChunkShape: []int{16, 12}, DataType: DataType{Int, 4}, Codecs: shardCodecs([]int{4, 6}, true, []Codec{{Name: "bytes"}}), FillValue: 7},
+	"sharded-raw-1mb": {Shape: []int{40, 1 << 16}, ChunkShape: []int{16, 1 << 16}, DataType: DataType{Float, 4}, Codecs: shardCodecs([]int{4, 1 << 16}, false, []Codec{{Name: "bytes"}})},
+	"v2-F-zlib":       {ZarrFormat: 2, Order: 'F', Shape: []int{33, 21}, ChunkShape: []int{8, 8}, DataType: DataType{Int, 8}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
 }
 
 // checkDeviceRegions creates array m in s with its last chunk row

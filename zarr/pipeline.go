@@ -152,7 +152,25 @@ func newPipelineV3(codecs []Codec, dt DataType, fill []byte, shape []int) (*pipe
 	if p.ab == nil {
 		return nil, fmt.Errorf("%w: no array-to-bytes codec (bytes or sharding_indexed)", ErrInvalidMetadata)
 	}
+	if p.sharded() == nil { // a shard is read by inner chunk, each checked here
+		if err := checkChunkBytes(shape, dt.Size); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
+}
+
+// checkChunkBytes fails for chunks of shape whose decoded size, which a
+// read allocates at once, passes maxChunkBytes or overflows.
+func checkChunkBytes(shape []int, es int) error {
+	n := int64(max(es, 1))
+	for _, d := range shape {
+		if d < 0 || d > 0 && int64(d) > maxChunkBytes/n {
+			return fmt.Errorf("%w: chunks of shape %v and %d-byte elements exceed %d bytes", ErrInvalidMetadata, shape, es, int64(maxChunkBytes))
+		}
+		n *= int64(max(d, 1))
+	}
+	return nil
 }
 
 func (p *pipeline) setAB(c arrayBytesCodec) error {
@@ -226,6 +244,9 @@ func newPipelineV2(m *Metadata) (*pipeline, error) {
 			return nil, fmt.Errorf("compressor: %w", err)
 		}
 		p.bb = append(p.bb, c)
+	}
+	if err := checkChunkBytes(m.ChunkShape, m.DataType.Size); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"sync"
 )
@@ -73,31 +72,21 @@ func (a *Array) plan(ctx context.Context, r box) ([]piece, error) {
 	return pieces, nil
 }
 
-// shardPieces reads the index of the shard of pc (one ranged read) and
-// returns the inner chunks pc's selection needs.
+// shardPieces reads the index of the shard of pc and returns the inner
+// chunks pc's selection needs. Sizes the index gives are checked before
+// anything is allocated for them: an uncompressed inner chunk must have
+// its exact size, others at most storedLimit.
 func (a *Array) shardPieces(ctx context.Context, s *shardingCodec, pc piece) ([]piece, error) {
-	is := s.indexSize()
-	b := make([]byte, is)
-	off := -is
-	if s.indexStart {
-		off = 0
-	}
-	size, err := a.store.ReadRange(ctx, pc.key, off, b)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	idx, err := s.readShardIndex(ctx, a.store, pc.key)
+	if errors.Is(err, fs.ErrNotExist) {
 		pc.missing = true
 		return []piece{pc}, nil
-	case errors.Is(err, io.ErrUnexpectedEOF) && size >= 0 && size < is:
-		return nil, fmt.Errorf("%w: %s: shard of %d bytes is shorter than its %d-byte index", ErrCorruptChunk, pc.key, size, is)
-	case err != nil:
+	}
+	if err != nil {
 		return nil, err
 	}
-	idx, err := parseShardIndex(b, s.nInner(), s.indexCRC, size)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", pc.key, err)
-	}
 	var out []piece
-	forChunks(s.inner, s.perShard, pc.sel, func(t chunkTask) error {
+	err = forChunks(s.inner, s.perShard, pc.sel, func(t chunkTask) error {
 		e := idx[flatIndex(t.coords, s.perShard)]
 		dst := make([]int, len(t.dstStart))
 		for d := range dst {
@@ -105,11 +94,25 @@ func (a *Array) shardPieces(ctx context.Context, s *shardingCodec, pc piece) ([]
 		}
 		p := piece{key: pc.key, off: int64(e[0]), n: int64(e[1]), pipe: s.codecs, shape: s.inner, sel: t.sel, dstStart: dst}
 		p.missing = e[0] == missingEntry
+		if !p.missing {
+			if p.pipe.raw() {
+				if err := checkRaw(p, p.n); err != nil {
+					return err
+				}
+			} else if lim := storedLimit(p.storedSize()); p.n > lim {
+				return fmt.Errorf("%w: %s: inner chunk %v of %d bytes, more than %d for %d decoded", ErrCorruptChunk, pc.key, t.coords, p.n, lim, p.storedSize())
+			}
+		}
 		out = append(out, p)
 		return nil
 	})
-	return out, nil
+	return out, err
 }
+
+// storedLimit bounds the stored size of an encoded chunk of decoded
+// bytes: codecs add a little (headers, checksums, an inner shard's index
+// of up to 16 bytes per element, a delta's wider type), never more.
+func storedLimit(decoded int64) int64 { return 20*decoded + 1<<20 }
 
 // fetch returns the stored bytes of pc, in buf when they fit in cap(buf).
 // ok is false for a chunk that does not exist.
@@ -175,8 +178,9 @@ func (a *Array) ReadRegion(ctx context.Context, start, stop []int, dst []byte) e
 		return err
 	}
 	out := view{buf: dst, shape: r.count, es: a.meta.DataType.Size}
-	return a.run(ctx, len(pieces), func(ctx context.Context, _, i int) error {
-		return a.readPieceHost(ctx, pieces[i], out)
+	spans := a.spans(pieces, out, true)
+	return a.run(ctx, len(spans), func(ctx context.Context, _, i int) error {
+		return a.readSpanHost(ctx, spans[i], out)
 	})
 }
 
@@ -188,11 +192,7 @@ const hostRunMin = 64 << 10
 
 func (a *Array) readPieceHost(ctx context.Context, pc piece, out view) error {
 	d := out.sub(pc.dstStart)
-	var place []byte // the destination of the whole decoded piece
-	if pc.whole() && contiguous(out, pc.dstStart, pc.sel.count) {
-		off, n := d.offset(), numElements(pc.sel.count)*out.es
-		place = out.buf[off : off+n : off+n]
-	}
+	place := hostPlace(pc, out) // the destination of the whole decoded piece
 	if ds, ok := a.store.(*DirStore); ok && place == nil && pc.pipe.raw() && pc.n < 0 && !pc.missing {
 		runs := 0
 		a.rawRuns(pc, out, func(int64, int, int) error { runs++; return nil })

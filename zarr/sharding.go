@@ -1,9 +1,28 @@
 package zarr
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math"
+)
+
+// Limits on sizes taken from metadata, checked when an array is opened,
+// so that no document can make a read allocate more than a caller could
+// expect.
+const (
+	// maxShardIndex bounds the encoded index of a shard (16 bytes per
+	// inner chunk): 4 Mi inner chunks per shard.
+	maxShardIndex = 64 << 20
+	// maxChunkBytes bounds the decoded size of what a read decodes at
+	// once: a chunk, or an inner chunk of a sharded array.
+	maxChunkBytes = 1 << 34
+	// indexProbe is the most of a shard index read before the shard's
+	// size is known: a larger index is read in two requests, the second
+	// only once the shard is known to hold it.
+	indexProbe = 256 << 10
 )
 
 // rangeReader reads byte ranges of one stored value (a chunk file, or a
@@ -76,6 +95,13 @@ func newSharding(cfg map[string]any, dt DataType, fill []byte, shard []int) (*sh
 			return nil, fmt.Errorf("%w: inner chunk shape %v does not divide shard shape %v", ErrInvalidMetadata, inner, shard)
 		}
 		s.perShard[i] = shard[i] / inner[i]
+	}
+	n := int64(1)
+	for _, p := range s.perShard {
+		if int64(p) > maxShardIndex/16/n {
+			return nil, fmt.Errorf("%w: shard shape %v in inner chunks of %v: more than %d inner chunks per shard", ErrInvalidMetadata, shard, inner, maxShardIndex/16)
+		}
+		n *= int64(p)
 	}
 	codecs, err := cfgCodecs(cfg, "codecs")
 	if err != nil {
@@ -155,6 +181,50 @@ func parseShardIndex(b []byte, n int, crc bool, shardSize int64) ([][2]uint64, e
 			return nil, fmt.Errorf("%w: shard index entry %d: [%d, +%d) outside a %d-byte shard", ErrCorruptChunk, i, off, nb, shardSize)
 		}
 		idx[i] = [2]uint64{off, nb}
+	}
+	return idx, nil
+}
+
+// readShardIndex reads and checks the index of the shard stored under
+// key. A missing shard fails with an error matching fs.ErrNotExist. No
+// more than indexProbe bytes are allocated before the shard's size, from
+// the store, shows that it can hold its index.
+func (s *shardingCodec) readShardIndex(ctx context.Context, st Store, key string) ([][2]uint64, error) {
+	is := s.indexSize()
+	first := min(is, indexProbe)
+	b := make([]byte, first)
+	off := -first
+	if s.indexStart {
+		off = 0
+	}
+	size, err := st.ReadRange(ctx, key, off, b)
+	if err == nil && size < is || errors.Is(err, io.ErrUnexpectedEOF) && size >= 0 && size < is {
+		return nil, fmt.Errorf("%w: %s: shard of %d bytes is shorter than its %d-byte index", ErrCorruptChunk, key, size, is)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if first < is {
+		full := make([]byte, is)
+		rest, restOff := full[first:], first
+		if s.indexStart {
+			copy(full, b)
+		} else {
+			copy(full[is-first:], b)
+			rest, restOff = full[:is-first], size-is
+		}
+		size2, err := st.ReadRange(ctx, key, restOff, rest)
+		if err != nil {
+			return nil, err
+		}
+		if size2 != size {
+			return nil, fmt.Errorf("%w: %s: shard of %d bytes, then of %d", ErrCorruptChunk, key, size, size2)
+		}
+		b = full
+	}
+	idx, err := parseShardIndex(b, s.nInner(), s.indexCRC, size)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	return idx, nil
 }

@@ -135,7 +135,7 @@ func main() {
 	fmt.Printf("RATIO zarr raw / chunk loop    %.2fx (target >= 8)\n", ratio("zarr raw region", "chunk loop"))
 	fmt.Printf("RATIO zarr raw / raw object    %.2fx (target >= 0.7)\n", ratio("zarr raw region", "raw object"))
 	fmt.Printf("RATIO zarr zstd / raw object   %.2fx\n", ratio("zarr zstd region", "raw object"))
-	fmt.Printf("RATIO zarr sharded / raw object %.2fx\n", ratio("zarr sharded region", "raw object"))
+	fmt.Printf("RATIO zarr sharded / raw object %.2fx (target >= 0.8)\n", ratio("zarr sharded region", "raw object"))
 	fmt.Println("ZARRREMOTEBENCH OK")
 }
 
@@ -145,7 +145,10 @@ func main() {
 func chunkLoop(cctx cuda.Context, a *zarr.Array, rows, rowsPerChunk, cols int, buf *cuda.DeviceBuffer) error {
 	n := rowsPerChunk * cols * 4
 	var pb *kvik.PinnedBuffer
-	if err := cuda.WithContext(cctx, func() (err error) { pb, err = kvik.GetPinnedBuffer(n); return err }); err != nil {
+	// A buffer of the size zarr's device reads stage through, so that
+	// kvik's staging pool keeps its buffers from one run to the next.
+	d, _ := kvik.GetDefaults()
+	if err := cuda.WithContext(cctx, func() (err error) { pb, err = kvik.GetPinnedBuffer(max(n, d.TaskSize)); return err }); err != nil {
 		return err
 	}
 	defer cuda.WithContext(cctx, func() error { pb.Release(); return nil })

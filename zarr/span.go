@@ -1,0 +1,287 @@
+package zarr
+
+import (
+	"context"
+	"slices"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
+)
+
+// span is one read of stored bytes: a single piece (a whole chunk, a
+// missing one, or one inner chunk), or the bytes [off, off+n) of a shard
+// that hold the inner chunks of several pieces, in order of offset,
+// fetched with one ranged read. A sharded region read costs a request
+// per span instead of one per inner chunk.
+type span struct {
+	key    string
+	off, n int64
+	pieces []piece
+	// direct: the pieces are uncompressed, wanted whole, and lie back to
+	// back in the store and in the region from dstOff, so that the
+	// span's bytes are read straight into the region.
+	direct bool
+	dstOff int
+}
+
+// single reports whether the span is one piece read as it is.
+func (sp *span) single() bool { return len(sp.pieces) == 1 }
+
+// Span sizes. spanGap is the most unneeded stored bytes read to join two
+// ranges into one request. A span is at most spanMax bytes when read
+// straight into the region (it allocates nothing) and at most TaskSize
+// when its bytes are buffered; below those, spans are made small enough
+// that the region's requests keep every request slot busy (two per
+// slot), but not below spanMin.
+const (
+	spanGap = 64 << 10
+	spanMin = 1 << 20
+	spanMax = 64 << 20
+)
+
+// spanSizes returns the largest direct and buffered spans for pieces.
+func (a *Array) spanSizes(pieces []piece) (direct, buffered int64) {
+	var total int64
+	for _, p := range pieces {
+		if p.n > 0 && !p.missing {
+			total += p.n
+		}
+	}
+	req := a.workers
+	if r, ok := a.store.(interface{ MaxRequests() int }); ok {
+		req = r.MaxRequests()
+	}
+	per := total / int64(2*max(req, 1))
+	d, _ := kvik.GetDefaults()
+	buffered = min(max(per, spanMin), int64(max(d.TaskSize, spanMin)))
+	direct = min(max(per, buffered), spanMax)
+	return direct, buffered
+}
+
+// spans groups the pieces of a plan into reads: inner chunks of one
+// shard whose byte ranges lie within spanGap of each other are read
+// together, up to the sizes of spanSizes. chain allows direct spans
+// (see span.direct); a device read allows them only where the store can
+// read into device memory.
+func (a *Array) spans(pieces []piece, out view, chain bool) []span {
+	bigMax, smallMax := a.spanSizes(pieces)
+	var spans []span
+	var ranged []piece
+	flush := func() {
+		slices.SortStableFunc(ranged, func(x, y piece) int {
+			switch {
+			case x.off < y.off:
+				return -1
+			case x.off > y.off:
+				return 1
+			}
+			return 0
+		})
+		cur := -1 // index in spans of the span being built
+		dstEnd := 0
+		for _, p := range ranged {
+			dstOff, direct := directPiece(p, out)
+			direct = direct && chain
+			if cur >= 0 {
+				sp := &spans[cur]
+				end := sp.off + sp.n
+				newEnd := max(end, p.off+p.n)
+				chained := sp.direct && direct && p.off == end && dstOff == dstEnd
+				limit := smallMax
+				switch {
+				case chained:
+					limit = bigMax
+				case sp.direct && sp.n >= spanGap || !sp.direct && direct && p.n >= spanGap:
+					// Buffering a large direct part to save a request
+					// costs more than the request.
+					limit = 0
+				}
+				if p.off <= end+spanGap && newEnd-sp.off <= limit {
+					sp.n = newEnd - sp.off
+					sp.pieces = append(sp.pieces, p)
+					sp.direct = chained
+					dstEnd = dstOff + int(p.n)
+					continue
+				}
+			}
+			spans = append(spans, span{key: p.key, off: p.off, n: p.n, pieces: []piece{p}, direct: direct, dstOff: dstOff})
+			cur = len(spans) - 1
+			dstEnd = dstOff + int(p.n)
+		}
+		ranged = ranged[:0]
+	}
+	for _, p := range pieces {
+		if len(ranged) > 0 && p.key != ranged[0].key {
+			flush()
+		}
+		if p.n < 0 || p.missing {
+			spans = append(spans, span{key: p.key, off: p.off, n: p.n, pieces: []piece{p}})
+			continue
+		}
+		ranged = append(ranged, p)
+	}
+	flush()
+	return spans
+}
+
+// directPiece returns where p starts in the region, and whether its
+// stored bytes are its place there: uncompressed (of the right size,
+// which shardPieces checked), wanted whole, contiguous in the region.
+func directPiece(p piece, out view) (int, bool) {
+	if !p.pipe.raw() || p.missing || p.n < 0 || !p.whole() || !contiguous(out, p.dstStart, p.sel.count) {
+		return 0, false
+	}
+	return out.sub(p.dstStart).offset(), true
+}
+
+// hostPlace returns the memory of pc's selection in the region when it
+// is the whole piece and contiguous there, else nil.
+func hostPlace(pc piece, out view) []byte {
+	if !pc.whole() || !contiguous(out, pc.dstStart, pc.sel.count) {
+		return nil
+	}
+	off, n := out.sub(pc.dstStart).offset(), numElements(pc.sel.count)*out.es
+	return out.buf[off : off+n : off+n]
+}
+
+// readSpanHost reads sp into the region in host memory: with one ranged
+// read, straight into the region for a direct span, else into a buffer
+// whose inner chunks are then decoded (concurrently, when compressed).
+func (a *Array) readSpanHost(ctx context.Context, sp span, out view) error {
+	if sp.single() {
+		return a.readPieceHost(ctx, sp.pieces[0], out)
+	}
+	if sp.direct {
+		_, err := a.store.ReadRange(ctx, sp.key, sp.off, out.buf[sp.dstOff:sp.dstOff+int(sp.n)])
+		return err
+	}
+	buf := make([]byte, sp.n)
+	if _, err := a.store.ReadRange(ctx, sp.key, sp.off, buf); err != nil {
+		return err
+	}
+	one := func(pc piece) error {
+		return a.decodeStored(pc, sp.bytes(buf, pc), out.sub(pc.dstStart), hostPlace(pc, out))
+	}
+	if sp.pieces[0].pipe.raw() {
+		for _, pc := range sp.pieces {
+			if err := one(pc); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return parallel(ctx, len(sp.pieces), a.workers, func(_ context.Context, _, i int) error { return one(sp.pieces[i]) })
+}
+
+// bytes returns pc's stored bytes in buf, the bytes of sp.
+func (sp *span) bytes(buf []byte, pc piece) []byte {
+	o := pc.off - sp.off
+	return buf[o : o+pc.n : o+pc.n]
+}
+
+// decodeStored writes the selection of pc, whose stored bytes are b,
+// into hv (a view of the region or of a buffer of the selection's
+// shape); place, when not nil, is the memory of the whole decoded piece.
+func (a *Array) decodeStored(pc piece, b []byte, hv view, place []byte) error {
+	if !pc.pipe.raw() {
+		return a.decodeInto(pc, b, hv, place)
+	}
+	if err := checkRaw(pc, int64(len(b))); err != nil {
+		return err
+	}
+	switch {
+	case place == nil:
+		copyBox(hv, view{buf: b, shape: pc.shape, es: hv.es, start: pc.sel.start}, pc.sel.count)
+	case len(b) > 0 && &b[0] != &place[0]:
+		copy(place, b)
+	}
+	return nil
+}
+
+// spanStaging returns the pinned bytes a device worker needs for sp.
+func spanStaging(sp span, es int) int {
+	if sp.single() || !sp.pieces[0].pipe.raw() {
+		n := 0
+		for _, pc := range sp.pieces {
+			n = max(n, numElements(pc.sel.count)*es)
+		}
+		return n
+	}
+	if sp.direct && sp.n >= directRunMin {
+		return 0 // read straight into device memory
+	}
+	return int(sp.n)
+}
+
+// readSpanDevice reads sp into the region at dst in device memory. A
+// direct span of a DirStore goes from the file to the device; the bytes
+// of other uncompressed spans land in w's pinned buffer and each inner
+// chunk's rows are copied from there; compressed spans are read into
+// host memory and each inner chunk is decoded into a pinned buffer and
+// copied, while w's other buffer's copies run.
+func (a *Array) readSpanDevice(ctx context.Context, w *deviceWorker, sp span, out view, dst cuda.DevicePtr) error {
+	if sp.single() {
+		return a.readPieceDevice(ctx, w, sp.pieces[0], out, dst)
+	}
+	es := out.es
+	if !sp.pieces[0].pipe.raw() {
+		buf := make([]byte, sp.n)
+		if _, err := a.store.ReadRange(ctx, sp.key, sp.off, buf); err != nil {
+			return err
+		}
+		for _, pc := range sp.pieces {
+			pinned, stream, err := w.staging(numElements(pc.sel.count) * es)
+			if err != nil {
+				return err
+			}
+			hv := view{buf: pinned, shape: pc.sel.count, es: es, start: make([]int, len(pc.sel.count))}
+			var place []byte
+			if pc.whole() {
+				place = pinned
+			}
+			if err := a.decodeStored(pc, sp.bytes(buf, pc), hv, place); err != nil {
+				return err
+			}
+			if err := w.copyOut(pinned, stream, pc, out, dst); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if ds, ok := a.store.(*DirStore); ok && sp.direct && sp.n >= directRunMin {
+		_, err := ds.ReadRangeDevice(ctx, sp.key, sp.off, dst, int(sp.n), int64(sp.dstOff))
+		return err
+	}
+	pinned, stream, err := w.staging(int(sp.n))
+	if err != nil {
+		return err
+	}
+	if _, err := a.store.ReadRange(ctx, sp.key, sp.off, pinned); err != nil {
+		return err
+	}
+	return cuda.WithContext(w.ctx, func() error {
+		return sp.rawRuns(pinned, out, func(dstOff int, b []byte) error {
+			return cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(dstOff), b, stream)
+		})
+	})
+}
+
+// rawRuns calls f for each stretch of the region that the uncompressed
+// inner chunks of sp fill from buf, the span's bytes: its offset in the
+// region and its bytes in buf.
+func (sp *span) rawRuns(buf []byte, out view, f func(dstOff int, b []byte) error) error {
+	for _, pc := range sp.pieces {
+		b := sp.bytes(buf, pc)
+		if err := checkRaw(pc, int64(len(b))); err != nil {
+			return err
+		}
+		src := view{buf: b, shape: pc.shape, es: out.es, start: pc.sel.start}
+		err := pairRuns(out.sub(pc.dstStart), src, pc.sel.count, func(dOff, sOff, n int) error {
+			return f(dOff, b[sOff:sOff+n])
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
