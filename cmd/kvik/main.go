@@ -94,9 +94,23 @@ func report(e *env, name string, err error) int {
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "kvik: %s: %s (see kvik %s -h)\n", name, oneLine(ue.msg), name)
 		return exitUsage
+	case errors.As(err, new(reportedError)):
+		return exitFailure // the command's output shows it already
 	}
-	fmt.Fprintf(e.stderr, "kvik: %s: %s\n", name, shortenTried(oneLine(err.Error())))
+	fmt.Fprintf(e.stderr, "kvik: %s: %s\n", name, dropInnerPrefix(shortenTried(oneLine(err.Error()))))
 	return exitFailure
+}
+
+// reportedError is a failure that the command has shown in its output
+// (kvik info's report): it sets the exit status without a second message.
+type reportedError struct{ error }
+
+// dropInnerPrefix removes the "kvik: " that the library's errors start
+// with from a message that report prefixes with "kvik: NAME: " already:
+// "open ftp://x/y: kvik: invalid argument" reads "open ftp://x/y: invalid
+// argument".
+func dropInnerPrefix(msg string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(msg, "kvik: "), ": kvik: ", ": ")
 }
 
 // oneLine folds a message onto one line.
