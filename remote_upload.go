@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/kvikgo/kvik/cuda"
@@ -67,6 +68,11 @@ func uploadObject(ctx context.Context, url string, size int64, src func(off int6
 	}
 	ep, err := remote.New(RemoteS3, url, o.s3.FromEnv(os.Getenv))
 	if err != nil {
+		if !strings.HasPrefix(url, "s3://") {
+			// Someone who tried an http(s) server may not know that only
+			// S3 takes uploads.
+			err = fmt.Errorf("uploads go to S3 only (s3://bucket/key, or an S3 object's http(s) URL with S3 credentials): %w", err)
+		}
 		return err
 	}
 	hc, owned, err := o.httpClient(d.NumThreads, true)

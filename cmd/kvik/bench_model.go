@@ -39,7 +39,11 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 	r.Close()
 	g, err := openGPU() // holds GPU 0's context for every run
 	if err != nil {
-		return fmt.Errorf("--%s needs a GPU: %w", kind, err)
+		what := "--" + kind
+		if o.url != "" {
+			what = "--url of a " + kind + " file" // the user typed --url, not --safetensors
+		}
+		return fmt.Errorf("%s needs a GPU (it times loads onto GPU 0): %w", what, err)
 	}
 	defer g.close()
 	ngpu, err := cuda.DeviceGetCount()
