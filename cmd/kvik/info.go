@@ -201,7 +201,7 @@ func systemInfoNow() systemInfo {
 func probeCUDA() cudaInfo {
 	c := cudaInfo{Devices: []gpuInfo{}}
 	if err := cuda.Init(); err != nil {
-		c.Error = err.Error()
+		c.Error = fmt.Sprintf("%+v", err) // with the paths tried
 		c.Library = cuda.LibraryPath()
 		c.Found = c.Library != ""
 		return c
@@ -241,7 +241,7 @@ func probeCuFileInfo() cufileInfo {
 	_, err := os.Stat(c.Config)
 	c.ConfigFound = err == nil
 	if err := cufile.Load(); err != nil {
-		c.Error = err.Error()
+		c.Error = fmt.Sprintf("%+v", err) // with the paths tried
 	} else {
 		c.Found, c.Library, c.MissingSymbols = true, cufile.LibraryPath(), cufile.MissingSymbols()
 		if v, err := cufile.GetVersion(); err == nil {

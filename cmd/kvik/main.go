@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/kvikgo/kvik/cuda"
 )
 
 // Exit statuses.
@@ -45,6 +47,8 @@ type env struct {
 	stdout, stderr io.Writer
 	// progress is true when stderr is a terminal, so progress bars show.
 	progress bool
+	// verbose is true after -v: errors come with their detail.
+	verbose bool
 }
 
 // commands lists kvik's subcommands in the order help shows them.
@@ -98,6 +102,10 @@ func report(e *env, name string, err error) int {
 		return exitFailure // the command's output shows it already
 	}
 	fmt.Fprintf(e.stderr, "kvik: %s: %s\n", name, dropInnerPrefix(shortenTried(oneLine(err.Error()))))
+	var le *cuda.LoadError
+	if e.verbose && errors.As(err, &le) {
+		fmt.Fprintf(e.stderr, "kvik: %s: %+v\n", name, le) // -v: every path tried
+	}
 	return exitFailure
 }
 

@@ -334,6 +334,17 @@ func TestCpWithoutGPU(t *testing.T) {
 	r.oneLineError(t, "needs a GPU")
 	r = runKvik(t, nil, "bench", "--memory", "device", "--size", "1MiB").expect(t, 1)
 	r.oneLineError(t, "needs a GPU")
+	// One short line without the driver; -v adds the paths tried.
+	if cuda.Load() != nil {
+		r.oneLineError(t, "no CUDA driver (libcuda.so.1 not found)")
+		if len(r.stderr) > 160 || strings.Contains(r.stderr, "tried") {
+			t.Errorf("error is not short: %q", r.stderr)
+		}
+		r = runKvik(t, nil, "bench", "-v", "--memory", "device", "--size", "1MiB").expect(t, 1)
+		if !strings.Contains(r.stderr, "tried libcuda.so.1: ") {
+			t.Errorf("-v does not show the paths tried: %q", r.stderr)
+		}
+	}
 }
 
 // TestDeviceMemory runs bench and cp through GPU memory; it needs a GPU.
