@@ -6,6 +6,7 @@
 //	kvik info [--json] [PATH]     what this machine offers for GPU file I/O
 //	kvik bench [flags]            compare kvik's I/O paths with baselines and ceilings
 //	kvik cp [flags] SRC DST       copy a file through GPU (or host) memory, verified
+//	kvik version                  kvik's version, VCS revision and Go version
 //	kvik help [COMMAND]           show help
 //
 // Exit status: 0 on success, 1 on failure, 2 on a usage error.
@@ -57,6 +58,7 @@ func commands() []*command {
 		{name: "info", summary: "show CUDA, cuFile, kvik settings and what a path supports", run: runInfo, flags: infoFlags},
 		{name: "bench", summary: "benchmark kvik's I/O paths against baselines and hardware ceilings", run: runBench, flags: benchFlagSet},
 		{name: "cp", summary: "copy a file through GPU (or host) memory and verify it", run: runCp, flags: cpFlags},
+		{name: "version", summary: "print kvik's version, VCS revision and Go version", run: runVersion, flags: versionFlags},
 	}
 }
 
@@ -76,6 +78,8 @@ func run(e *env, args []string) int {
 	switch name {
 	case "help", "-h", "-help", "--help":
 		return runHelp(e, args[1:])
+	case "-version", "--version":
+		name = "version"
 	}
 	cmd := findCommand(name)
 	if cmd == nil {
@@ -157,9 +161,9 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "kvik: fast file I/O between storage and host or GPU memory (kvikgo)")
 	fmt.Fprintln(w, "\nUsage:\n  kvik COMMAND [flags] [args]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-6s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "  help   show this help, or a command's: kvik help COMMAND")
+	fmt.Fprintln(w, "  help    show this help, or a command's: kvik help COMMAND")
 	fmt.Fprintln(w, "\nRun 'kvik COMMAND -h' for a command's flags.")
 	fmt.Fprintln(w, "Exit status: 0 success, 1 failure, 2 usage error.")
 	fmt.Fprintln(w, "KVIKIO_* environment variables set kvik's defaults (see kvik info).")

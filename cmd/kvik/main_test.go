@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -388,5 +389,21 @@ func sameFile(t *testing.T, a, b string) {
 	}
 	if !bytes.Equal(x, y) {
 		t.Errorf("%s and %s differ (%d and %d bytes)", a, b, len(x), len(y))
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out := runKvik(t, nil, "version").expect(t, 0).stdout
+	if !strings.HasPrefix(out, "kvik ") || !strings.Contains(out, runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH) || strings.Count(out, "\n") != 1 {
+		t.Errorf("kvik version = %q", out)
+	}
+	for _, flag := range []string{"-version", "--version"} {
+		if got := runKvik(t, nil, flag).expect(t, 0).stdout; got != out {
+			t.Errorf("kvik %s = %q, kvik version = %q", flag, got, out)
+		}
+	}
+	runKvik(t, nil, "version", "extra").expect(t, 2)
+	if help := runKvik(t, nil, "help").expect(t, 0).stdout; !strings.Contains(help, "version") {
+		t.Errorf("help lacks version:\n%s", help)
 	}
 }

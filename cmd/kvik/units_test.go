@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -230,5 +232,18 @@ func TestReportPairedCeiling(t *testing.T) {
 	}
 	if plain.PairedCeilingGBs != 0 || *plain.RatioToCeiling != 0.5 {
 		t.Errorf("unpaired row: %v, ratio %v; want none and 0.5 (the ceiling row's 2 GB/s)", plain.PairedCeilingGBs, *plain.RatioToCeiling)
+	}
+}
+
+func TestFormatVersion(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.99", Main: debug.Module{Path: "github.com/kvikgo/kvik", Version: "(devel)"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "00bddf274863cc95390cb76b89477cfd05b1b0a9"}, {Key: "vcs.time", Value: "2026-11-25T23:53:35Z"}, {Key: "vcs.modified", Value: "true"}}}
+	want := "kvik devel, revision 00bddf274863cc95390cb76b89477cfd05b1b0a9 (modified), committed 2026-11-25T23:53:35Z, go1.99 " + runtime.GOOS + "/" + runtime.GOARCH
+	if got := formatVersion(bi, true); got != want {
+		t.Errorf("formatVersion = %q, want %q", got, want)
+	}
+	bi.Main.Version, bi.Settings = "v1.2.3", nil
+	if got := formatVersion(bi, true); got != "kvik v1.2.3, go1.99 "+runtime.GOOS+"/"+runtime.GOARCH {
+		t.Errorf("formatVersion without VCS = %q", got)
 	}
 }
