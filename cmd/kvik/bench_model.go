@@ -106,7 +106,7 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 	case o.dropCache:
 		cache = "cold (page cache dropped)"
 	}
-	fmt.Fprintf(e.stdout, "%s %s: %.2f GB, %s, %d repetitions taking turns; best (median)\n", kind, redact(name), float64(size)/1e9, cache, o.repeats)
+	fmt.Fprintf(e.stdout, "%s %s: %.2f GB, %s, %s taking turns; best (median)\n", kind, redact(name), float64(size)/1e9, cache, count(o.repeats, "repetition"))
 	for _, r := range results {
 		fmt.Fprintf(e.stdout, "  %-34s %8.3f s  %7.2f GB/s (%.2f)  %.2fx (%.2fx) %s\n",
 			r.Name, r.Best, r.GBps, r.MedianGBps, results[0].Best/r.Best, results[0].Median/r.Median, results[0].Name)

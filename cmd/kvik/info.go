@@ -476,10 +476,10 @@ func (p pathInfo) print(w io.Writer) {
 		fmt.Fprintf(w, "  compat mode\t%s: %s\n", p.CompatMode, shortenTried(p.CompatReason))
 	}
 	if p.Kind == "file" {
-		fmt.Fprintf(w, "  size\t%s (%d bytes)\n", formatSize(p.Size), p.Size)
+		fmt.Fprintf(w, "  size\t%s (%s)\n", formatSize(p.Size), count(p.Size, "byte"))
 	}
 	if c := p.PageCache; c != nil && c.TotalPages > 0 {
-		fmt.Fprintf(w, "  page cache\t%d of %d pages resident (%.1f%%)\n", c.ResidentPages, c.TotalPages, 100*float64(c.ResidentPages)/float64(c.TotalPages))
+		fmt.Fprintf(w, "  page cache\t%d of %s resident (%.1f%%)\n", c.ResidentPages, count(c.TotalPages, "page"), 100*float64(c.ResidentPages)/float64(c.TotalPages))
 	}
 	p.ReadPolicy.print(w)
 	for _, e := range p.Errors {

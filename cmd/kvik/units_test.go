@@ -247,3 +247,14 @@ func TestFormatVersion(t *testing.T) {
 		t.Errorf("formatVersion without VCS = %q", got)
 	}
 }
+
+func TestCount(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{{0, "0 tensors"}, {1, "1 tensor"}, {2, "2 tensors"}} {
+		if got := count(c.n, "tensor"); got != c.want {
+			t.Errorf("count(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}
