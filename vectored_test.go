@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/kvikgo/kvik"
@@ -225,4 +226,67 @@ func TestReadVReadOnlyHandles(t *testing.T) {
 		t.Fatalf("RemoteHandle.ReadV after Close: %v", err)
 	}
 	srv.CloseClientConnections()
+}
+
+// TestReadVWriteVEIO: an I/O error at a random offset inside a vector
+// stops the count there, as ReadAt and WriteAt do: n is the bytes before
+// the failing offset, in whichever buffer it lies, and the error is EIO.
+func TestReadVWriteVEIO(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 6))
+	path := filepath.Join(t.TempDir(), "eio")
+	const size = 1<<20 + 999
+	data := randomBytes(rng, size)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := kvik.Open(path, "r+", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	l := relInstallFaults(t, f, 6, func(l *relFaultLayer, c relCall) (int, error) {
+		end := c.off + int64(len(c.p))
+		if l.at < c.off || l.at >= end {
+			return c.do(c.p)
+		}
+		l.fault()
+		if l.at == c.off {
+			return -1, syscall.EIO
+		}
+		return c.do(c.p[:l.at-c.off])
+	})
+	relWithConfig(t, relPropConfig{threads: 4, taskSize: 64 << 10, bounce: 1 << 20}, func() {
+		for i := range 30 {
+			off := int64(rng.IntN(size / 2))
+			bufs := randomVec(rng, rng.IntN(size/2)+1)
+			total := vecLen(bufs)
+			if total == 0 {
+				continue
+			}
+			l.at = off + rng.Int64N(int64(total))
+			var n int
+			var err error
+			op := "ReadV"
+			if i%2 == 0 {
+				n, err = f.ReadV(bufs, off)
+			} else {
+				op = "WriteV"
+				n, err = f.WriteV(bufs, off)
+			}
+			if n != int(l.at-off) || !errors.Is(err, syscall.EIO) {
+				t.Fatalf("%s of %d bytes at %d, EIO at %d: (%d, %v), want (%d, EIO)", op, total, off, l.at, n, err, l.at-off)
+			}
+			if op == "ReadV" && !bytes.Equal(bytes.Join(bufs, nil)[:n], data[off:off+int64(n)]) {
+				t.Fatalf("ReadV: the %d bytes before the error differ", n)
+			}
+			if op == "WriteV" {
+				// Tasks after the failing one may have written too.
+				onDisk, err := os.ReadFile(path)
+				if err != nil || !bytes.Equal(onDisk[off:off+int64(n)], bytes.Join(bufs, nil)[:n]) {
+					t.Fatalf("WriteV: the %d bytes before the error are not on disk (%v)", n, err)
+				}
+				data = onDisk
+			}
+		}
+	})
 }
