@@ -163,8 +163,8 @@ func (j *copyJob) run() error {
 	if err := j.pending.Commit(); err != nil {
 		return err
 	}
-	fmt.Fprintf(j.e.stdout, "copied %s (%d bytes) %s -> %s in %.2f s, %.2f GB/s, through %s%s\n",
-		formatSize(j.size), j.size, j.src, j.dst, elapsed.Seconds(), gbps(j.size, elapsed.Seconds()), j.via, sum)
+	fmt.Fprintf(j.e.stdout, "copied %s (%s) %s -> %s in %.2f s, %.2f GB/s, through %s%s\n",
+		formatSize(j.size), count(j.size, "byte"), j.src, j.dst, elapsed.Seconds(), gbps(j.size, elapsed.Seconds()), j.via, sum)
 	return nil
 }
 

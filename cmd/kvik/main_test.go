@@ -306,6 +306,9 @@ func TestCp(t *testing.T) {
 			if !strings.Contains(r.stdout, "verified") {
 				t.Errorf("cp output lacks verified: %q", r.stdout)
 			}
+			if n == 1 && !strings.Contains(r.stdout, "(1 byte)") {
+				t.Errorf("cp of one byte: %q", r.stdout)
+			}
 			sameFile(t, src, dst)
 		})
 	}
