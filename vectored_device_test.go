@@ -62,8 +62,9 @@ func TestDeviceReadVWriteV(t *testing.T) {
 			want := before
 			done := 0
 			for j, s := range sizes {
-				k := min(s, max(wantN-done, 0))
-				copy(want[at[j]:], data[int(off)+done:int(off)+done+k])
+				if k := min(s, wantN-done); k > 0 {
+					copy(want[at[j]:], data[int(off)+done:int(off)+done+k])
+				}
 				done += s
 			}
 			if !bytes.Equal(got, want) {
