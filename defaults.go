@@ -399,6 +399,11 @@ func settingsOf(d Defaults, source func(name string) string) []Setting {
 	s := make([]Setting, len(envVars))
 	for i, ev := range envVars {
 		s[i] = Setting{Name: ev.name, Env: ev.env, Value: ev.format(d), Source: source(ev.name)}
+		if ev.name == "AutoDirectIORead" && !d.AutoDirectIORead && s[i].Source == "built-in" {
+			// Not set: the read policy decides, which "false" (never
+			// O_DIRECT, as KVIKIO_AUTO_DIRECT_IO_READ=0 means) would not say.
+			s[i].Value = "unset"
+		}
 	}
 	return s
 }

@@ -215,3 +215,32 @@ func FuzzDefaultsFromEnv(f *testing.F) {
 		}
 	})
 }
+
+// KVIKIO_AUTO_DIRECT_IO_READ shows as "unset" when it is, as the docs
+// give its default: "false" is what KVIKIO_AUTO_DIRECT_IO_READ=0 means
+// (never O_DIRECT), not what an unset variable does.
+func TestDefaultsAutoDirectIOReadUnset(t *testing.T) {
+	value := func(env map[string]string) string {
+		t.Helper()
+		_, s, err := defaultsFrom(lookupIn(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range s {
+			if x.Env == "KVIKIO_AUTO_DIRECT_IO_READ" {
+				return x.Value + " (" + x.Source + ")"
+			}
+		}
+		t.Fatal("no KVIKIO_AUTO_DIRECT_IO_READ setting")
+		return ""
+	}
+	for env, want := range map[string]string{"": "unset (built-in)", "0": "false (env)", "1": "true (env)"} {
+		m := map[string]string{}
+		if env != "" {
+			m["KVIKIO_AUTO_DIRECT_IO_READ"] = env
+		}
+		if got := value(m); got != want {
+			t.Errorf("KVIKIO_AUTO_DIRECT_IO_READ=%q shows %q, want %q", env, got, want)
+		}
+	}
+}

@@ -58,6 +58,26 @@ func ExampleOpen() {
 	// 4 "kvik" EOF
 }
 
+// ExampleFileHandle_ReadV fills several buffers from consecutive ranges
+// of a file in one call, as preadv(2) does: here a 4-byte header and a
+// body. The file ends inside the last buffer, so the read returns the
+// bytes it got and io.EOF.
+func ExampleFileHandle_ReadV() {
+	path, cleanup := exampleFile("KVIKhello, vectors")
+	defer cleanup()
+	f, err := kvik.Open(path, "r", 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+
+	magic, body := make([]byte, 4), make([]byte, 20)
+	n, err := f.ReadV([][]byte{magic, body}, 0) // a net.Buffers works too
+	fmt.Printf("%d %q %q %v\n", n, magic, body[:n-len(magic)], err)
+	// Output:
+	// 18 "KVIK" "hello, vectors" EOF
+}
+
 // ExampleFileHandle_PRead starts a read in the background and collects its
 // result from the Future.
 func ExampleFileHandle_PRead() {

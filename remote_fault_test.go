@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -231,6 +232,9 @@ func TestRemoteBadContentRange(t *testing.T) {
 		n, err := h.ReadAt(make([]byte, 100), 100)
 		if !errors.Is(err, kvik.ErrBadContentRange) || n != 0 || count.Load() != 1 {
 			t.Fatalf("%s: %d, %v after %d requests", name, n, err, count.Load())
+		}
+		if hint := "docs/remote.md"; (name == "ignored range") != strings.Contains(err.Error(), hint) {
+			t.Errorf("%s: error %q: the local-server hint (%s) belongs to an ignored Range only", name, err, hint)
 		}
 		h.Close()
 		srv.Close()

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/kvikgo/kvik/cuda"
@@ -53,6 +54,11 @@ func uploadPieces(ctx context.Context, url string, pieces []Piece, devs []device
 		}
 		ep, err := remote.New(RemoteS3, url, o.s3.FromEnv(os.Getenv))
 		if err != nil {
+			if !strings.HasPrefix(url, "s3://") {
+				// Someone who tried an http(s) server may not know that only
+				// S3 takes uploads.
+				err = fmt.Errorf("uploads go to S3 only (s3://bucket/key, or an S3 object's http(s) URL with S3 credentials): %w", err)
+			}
 			return err
 		}
 		c, err := o.newClient(d, d.NumThreads, true)

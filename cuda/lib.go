@@ -7,7 +7,7 @@ import "github.com/kvikgo/kvik/internal/dl"
 // libcuda.so.1.
 const LibraryEnv = "KVIK_LIBCUDA_PATH"
 
-var lib = &dl.Library{Sonames: []string{"libcuda.so.1", "libcuda.so"}, EnvVar: LibraryEnv, OnLoad: initDriver}
+var lib = &dl.Library{Sonames: []string{"libcuda.so.1", "libcuda.so"}, EnvVar: LibraryEnv, What: "CUDA driver", OnLoad: initDriver}
 
 // The result of the cuInit(0) that initDriver makes when the library
 // loads: initErr when cuInit could not be called, else initResult.

@@ -14,6 +14,13 @@ import (
 // found.
 var ErrLibraryNotFound = dl.ErrNotFound
 
+// LoadError is the error (errors.As) that reports a library that could not
+// be opened, such as libcuda.so.1 on a machine without an NVIDIA driver.
+// Its Error is one short line, "kvik: no CUDA driver (libcuda.so.1 not
+// found)"; Tried holds every path tried and why it failed, which the %+v
+// verb prints too. It matches ErrLibraryNotFound.
+type LoadError = dl.LoadError
+
 // Result is a CUDA driver status code (CUresult). Functions in this package
 // return failures as Result values; Success is never returned as an error.
 type Result int32

@@ -17,7 +17,7 @@ const LibraryEnv = "KVIK_LIBCUFILE_PATH"
 // libcufile, or one of its symbols, missing. It is dl.ErrNotFound.
 var ErrLibraryNotFound = dl.ErrNotFound
 
-var lib = &dl.Library{Sonames: []string{"libcufile.so.0", "libcufile.so"}, EnvVar: LibraryEnv}
+var lib = &dl.Library{Sonames: []string{"libcufile.so.0", "libcufile.so"}, EnvVar: LibraryEnv, What: "cuFile library"}
 
 // Load opens the cuFile library if it is not open yet. Every function in
 // this package loads it on demand; Load lets callers test availability up

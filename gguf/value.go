@@ -180,7 +180,15 @@ func NewValue(x any) (Value, error) {
 		v := array(ValueArray, x)
 		return v, v.check()
 	}
-	return Value{}, fmt.Errorf("%w: a %T is no GGUF value", ErrInvalidArgument, x)
+	hint := ""
+	switch x.(type) {
+	case int, uint, []int, []uint:
+		// The common slip: an untyped constant such as 8192 is an int,
+		// whose size GGUF cannot know.
+		hint = " (GGUF integers have a size: convert, e.g. uint32(8192) or int64(n))"
+	}
+	return Value{}, fmt.Errorf("%w: %T is not a GGUF value type%s; want one of uint8, int8, uint16, int16, uint32, int32, uint64, int64, float32, float64, bool, string, a slice of one of those, []gguf.Value of arrays, or a gguf.Value",
+		ErrInvalidArgument, x, hint)
 }
 
 func array(elem ValueType, x any) Value { return Value{typ: ValueArray, elem: elem, v: x} }

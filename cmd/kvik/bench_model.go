@@ -40,7 +40,11 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 	r.Close()
 	g, err := openGPU() // holds GPU 0's context for every run
 	if err != nil {
-		return fmt.Errorf("--%s needs a GPU: %w", kind, err)
+		what := "--" + kind
+		if o.url != "" {
+			what = "--url of a " + kind + " file" // the user typed --url, not --safetensors
+		}
+		return fmt.Errorf("%s needs a GPU (it times loads onto GPU 0): %w", what, err)
 	}
 	defer g.close()
 	ngpu, err := cuda.DeviceGetCount()
@@ -105,7 +109,7 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 	case o.dropCache:
 		cache = "cold (page cache dropped)"
 	}
-	fmt.Fprintf(e.stdout, "%s %s: %.2f GB, %s, %d repetitions taking turns; best (median)\n", kind, redact(name), float64(size)/1e9, cache, o.repeats)
+	fmt.Fprintf(e.stdout, "%s %s: %.2f GB, %s, %s taking turns; best (median)\n", kind, redact(name), float64(size)/1e9, cache, count(o.repeats, "repetition"))
 	for _, r := range results {
 		fmt.Fprintf(e.stdout, "  %-34s %8.3f s  %7.2f GB/s (%.2f)  %.2fx (%.2fx) %s\n",
 			r.Name, r.Best, r.GBps, r.MedianGBps, results[0].Best/r.Best, results[0].Median/r.Median, results[0].Name)

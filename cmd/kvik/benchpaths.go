@@ -219,7 +219,7 @@ func (b *bench) dropCache() error {
 	if !b.report.dropChecked {
 		b.report.dropChecked = true
 		if res, total, err := kvik.PageCacheInfo(b.path, 0, 0); err == nil && total > 0 && res*10 > total {
-			b.report.note("the page cache could not be dropped (%d of %d pages stay resident): reads come from memory", res, total)
+			b.report.note("the page cache could not be dropped (%d of %s stay resident): reads come from memory", res, count(total, "page"))
 		}
 	}
 	return nil

@@ -137,13 +137,24 @@ func (r *benchReport) note(format string, args ...any) {
 func (r *benchReport) add(c benchCase, size int64, secs, paired []float64, verified bool) {
 	row := benchResult{
 		Op: c.op, Path: c.path, Memory: c.memory, Threads: c.threads, Seconds: secs,
-		MedianGBs: gbps(size, median(secs)), MinGBs: gbps(size, slices.Max(secs)), MaxGBs: gbps(size, slices.Min(secs)),
+		MedianGBs: medianGBs(size, secs), MinGBs: gbps(size, slices.Max(secs)), MaxGBs: gbps(size, slices.Min(secs)),
 		Ceiling: c.ceiling, Verified: verified,
 	}
 	if len(paired) > 0 {
-		row.PairedCeilingGBs = gbps(size, median(paired))
+		row.PairedCeilingGBs = medianGBs(size, paired)
 	}
 	r.Results = append(r.Results, row)
+}
+
+// medianGBs returns the median of the throughputs of runs that moved size
+// bytes in secs (not empty): for an even count, the mean of the middle two
+// throughputs, which the time halfway between the middle two times is not.
+func medianGBs(size int64, secs []float64) float64 {
+	rates := make([]float64, len(secs))
+	for i, t := range secs {
+		rates[i] = gbps(size, t)
+	}
+	return median(rates)
 }
 
 // median returns the median of secs (not empty).
@@ -229,8 +240,21 @@ func (r *benchReport) print(w io.Writer) {
 	if r.Warmup > 0 {
 		warm = fmt.Sprintf(" after %d untimed", r.Warmup)
 	}
-	fmt.Fprintf(w, "setup:  %d repeats%s, task %s, bounce %s, kvik read policy %s, O_DIRECT write %v, page cache %s; writes include fsync\n",
-		r.Repeats, warm, formatSize(int64(r.TaskSize)), formatSize(int64(r.BounceSize)), r.ReadPolicy, r.DirectWrite, r.PageCache)
+	reads, writes := r.hasOp("read"), r.hasOp("write")
+	setup := fmt.Sprintf("%s%s, task %s, bounce %s", repeatsText(r.Repeats), warm, formatSize(int64(r.TaskSize)), formatSize(int64(r.BounceSize)))
+	if reads {
+		setup += fmt.Sprintf(", kvik read policy %s", r.ReadPolicy)
+	}
+	if writes {
+		setup += fmt.Sprintf(", O_DIRECT write %v", r.DirectWrite)
+	}
+	if reads {
+		setup += ", page cache " + r.PageCache
+	}
+	if writes {
+		setup += "; writes include fsync"
+	}
+	fmt.Fprintf(w, "setup:  %s\n", setup)
 	if r.Memory == "device" {
 		fmt.Fprintf(w, "cuFile: %s\n", shortenTried(r.CuFile))
 	}
@@ -261,9 +285,34 @@ func (r *benchReport) printSummary(w io.Writer) {
 		if best == nil {
 			continue
 		}
-		fmt.Fprintf(w, "%s: best kvik path %s with %d thread%s, %.2f GB/s: %s the naive baseline, %s its ceiling\n",
-			op, best.Path, best.Threads, plural(best.Threads), best.MedianGBs, timesText(best.SpeedupNaive), timesText(best.RatioToCeiling))
+		line := fmt.Sprintf("%s: best kvik path %s with %d thread%s, %.2f GB/s", op, best.Path, best.Threads, plural(best.Threads), best.MedianGBs)
+		// Without baselines (--no-baselines) there is nothing to compare.
+		var vs []string
+		if best.SpeedupNaive != nil {
+			vs = append(vs, timesText(best.SpeedupNaive)+" the naive baseline")
+		}
+		if best.RatioToCeiling != nil {
+			vs = append(vs, timesText(best.RatioToCeiling)+" its ceiling")
+		}
+		if len(vs) > 0 {
+			line += ": " + strings.Join(vs, ", ")
+		}
+		fmt.Fprintln(w, line)
 	}
+}
+
+// repeatsText says how many timed runs each row had and what its median
+// is: "3 repeats (median of 3)", "2 repeats (median of 2: the mean of both)".
+func repeatsText(n int) string {
+	switch {
+	case n == 1:
+		return "1 repeat (no median: one run)"
+	case n == 2:
+		return "2 repeats (median of 2: the mean of both GB/s)"
+	case n%2 == 0:
+		return fmt.Sprintf("%d repeats (median of %d: the mean of the middle two GB/s)", n, n)
+	}
+	return fmt.Sprintf("%d repeats (median of %d)", n, n)
 }
 
 func ratioText(v *float64, ceiling string) string {

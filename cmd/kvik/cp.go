@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -162,8 +163,8 @@ func (j *copyJob) run() error {
 	if err := j.pending.Commit(); err != nil {
 		return err
 	}
-	fmt.Fprintf(j.e.stdout, "copied %s (%d bytes) %s -> %s in %.2f s, %.2f GB/s, through %s%s\n",
-		formatSize(j.size), j.size, j.src, j.dst, elapsed.Seconds(), gbps(j.size, elapsed.Seconds()), j.via, sum)
+	fmt.Fprintf(j.e.stdout, "copied %s (%s) %s -> %s in %.2f s, %.2f GB/s, through %s%s\n",
+		formatSize(j.size), count(j.size, "byte"), j.src, j.dst, elapsed.Seconds(), gbps(j.size, elapsed.Seconds()), j.via, sum)
 	return nil
 }
 
@@ -189,6 +190,11 @@ func (j *copyJob) open() error {
 	j.dst = destPath(j.src, j.dst)
 	if di, err := os.Stat(j.dst); err == nil && os.SameFile(fi, di) {
 		return fmt.Errorf("%s and %s are the same file", j.src, j.dst)
+	}
+	// The destination's directory is made if missing, as for URL sources
+	// (kvik cp FILE newdir/).
+	if err := os.MkdirAll(filepath.Dir(j.dst), 0o755); err != nil {
+		return err
 	}
 	if j.pending, err = createPending(j.dst, fi.Mode().Perm(), opts...); err != nil {
 		return err

@@ -61,7 +61,7 @@ func tensorCopy(e *env, o *cpOptions, src, dst string) error {
 	}
 	if len(files) > 1 {
 		elapsed := time.Since(start).Seconds()
-		fmt.Fprintf(e.stdout, "copied %d files, %s (%d bytes), in %.2f s, %.2f GB/s\n", len(files), formatSize(total), total, elapsed, gbps(total, elapsed))
+		fmt.Fprintf(e.stdout, "copied %s, %s (%s), in %.2f s, %.2f GB/s\n", count(len(files), "file"), formatSize(total), count(total, "byte"), elapsed, gbps(total, elapsed))
 	}
 	return nil
 }

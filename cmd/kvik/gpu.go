@@ -23,6 +23,9 @@ type gpuDevice struct {
 // context. It fails when there is no driver or no device.
 func openGPU() (*gpuDevice, error) {
 	if err := cuda.Init(); err != nil {
+		if errors.Is(err, cuda.ErrLibraryNotFound) {
+			return nil, err // "no CUDA driver (libcuda.so.1 not found)" says it
+		}
 		return nil, fmt.Errorf("CUDA driver: %w", err)
 	}
 	n, err := cuda.DeviceGetCount()

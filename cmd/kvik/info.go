@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/kvikgo/kvik"
@@ -62,11 +64,19 @@ func runInfo(e *env, args []string) error {
 		return err
 	}
 	r := infoReport{System: systemInfoNow(), CUDA: probeCUDA(), CuFile: probeCuFileInfo(), Defaults: defaultsNow()}
-	r.Path = probePath(path)
+	// With a bad KVIKIO_* variable kvik opens no file: the report says so
+	// once, in its Defaults section, rather than once per open of the path.
+	r.Path = probePath(path, r.Defaults.Error == "")
 	if fs.Lookup("json").Value.(flag.Getter).Get().(bool) {
-		return writeJSON(e.stdout, r)
+		if err := writeJSON(e.stdout, r); err != nil {
+			return err
+		}
+	} else {
+		r.print(e.stdout)
 	}
-	r.print(e.stdout)
+	if r.Defaults.Error != "" || len(r.Path.Errors) > 0 {
+		return reportedError{errors.New("kvik info reported errors")}
+	}
 	return nil
 }
 
@@ -191,7 +201,7 @@ func systemInfoNow() systemInfo {
 func probeCUDA() cudaInfo {
 	c := cudaInfo{Devices: []gpuInfo{}}
 	if err := cuda.Init(); err != nil {
-		c.Error = err.Error()
+		c.Error = fmt.Sprintf("%+v", err) // with the paths tried
 		c.Library = cuda.LibraryPath()
 		c.Found = c.Library != ""
 		return c
@@ -231,7 +241,7 @@ func probeCuFileInfo() cufileInfo {
 	_, err := os.Stat(c.Config)
 	c.ConfigFound = err == nil
 	if err := cufile.Load(); err != nil {
-		c.Error = err.Error()
+		c.Error = fmt.Sprintf("%+v", err) // with the paths tried
 	} else {
 		c.Found, c.Library, c.MissingSymbols = true, cufile.LibraryPath(), cufile.MissingSymbols()
 		if v, err := cufile.GetVersion(); err == nil {
@@ -295,19 +305,20 @@ func defaultsNow() defaultsInfo {
 }
 
 // probePath describes the file system, device and kvik's view of path. A
-// directory is probed through a temporary file created in it.
-func probePath(path string) pathInfo {
+// directory is probed through a temporary file created in it. With
+// withKvik false it leaves out what opening the path with kvik shows.
+func probePath(path string, withKvik bool) pathInfo {
 	p := pathInfo{Path: path, Kind: "file"}
 	fi, err := os.Stat(path)
 	if err != nil {
-		p.Errors = append(p.Errors, err.Error())
+		p.addError(err)
 		return p
 	}
 	if abs, err := filepath.Abs(path); err == nil {
 		p.Path = abs
 	}
 	if p.FSType, err = blockdev.FSType(path); err != nil {
-		p.Errors = append(p.Errors, err.Error())
+		p.addError(err)
 	}
 	if dev, err := blockdev.ForPath(path); err == nil {
 		p.BlockDevice = &blockInfo{Name: dev.Name, Parent: dev.Parent, Device: fmt.Sprintf("%d:%d", dev.Major, dev.Minor), Rotational: dev.Rotational}
@@ -322,10 +333,21 @@ func probePath(path string) pathInfo {
 	} else if fi.Mode().IsRegular() {
 		p.Size = fi.Size()
 		p.PageCache = pageCacheOf(path, &p)
-		p.ReadPolicy = readPolicyOf(path, &p)
+		if withKvik {
+			p.ReadPolicy = readPolicyOf(path, &p)
+		}
 	}
-	p.openWithKvik(target)
+	if withKvik {
+		p.openWithKvik(target)
+	}
 	return p
+}
+
+// addError records err unless the same message is recorded already.
+func (p *pathInfo) addError(err error) {
+	if !slices.Contains(p.Errors, err.Error()) {
+		p.addError(err)
+	}
 }
 
 // openWithKvik opens target with kvik and records O_DIRECT support and the
@@ -333,7 +355,7 @@ func probePath(path string) pathInfo {
 func (p *pathInfo) openWithKvik(target string) {
 	f, err := kvik.Open(target, "r", 0)
 	if err != nil {
-		p.Errors = append(p.Errors, err.Error())
+		p.addError(err)
 		return
 	}
 	defer f.Close()
@@ -355,7 +377,7 @@ func probeFile(dir string) (string, func(), error) {
 func pageCacheOf(path string, p *pathInfo) *pageCacheInfo {
 	res, total, err := kvik.PageCacheInfo(path, 0, 0)
 	if err != nil {
-		p.Errors = append(p.Errors, err.Error())
+		p.addError(err)
 		return nil
 	}
 	return &pageCacheInfo{ResidentPages: res, TotalPages: total, PageSize: os.Getpagesize()}
@@ -426,10 +448,14 @@ func (c cufileInfo) print(w io.Writer) {
 func (d defaultsInfo) print(w io.Writer) {
 	fmt.Fprintln(w, "\nDefaults")
 	if d.Error != "" {
-		fmt.Fprintf(w, "  error\t%s (using built-in values)\n", d.Error)
+		fmt.Fprintf(w, "  error\t%s (kvik opens no file until this is fixed; built-in values below)\n", d.Error)
 	}
 	for _, s := range d.Settings {
-		fmt.Fprintf(w, "  %s\t%s\t(%s)\n", s.Env, s.Value, s.Source)
+		v := s.Value
+		if v == "" {
+			v = "unset"
+		}
+		fmt.Fprintf(w, "  %s\t%s\t(%s)\n", s.Env, v, s.Source)
 	}
 }
 
@@ -450,10 +476,10 @@ func (p pathInfo) print(w io.Writer) {
 		fmt.Fprintf(w, "  compat mode\t%s: %s\n", p.CompatMode, shortenTried(p.CompatReason))
 	}
 	if p.Kind == "file" {
-		fmt.Fprintf(w, "  size\t%s (%d bytes)\n", formatSize(p.Size), p.Size)
+		fmt.Fprintf(w, "  size\t%s (%s)\n", formatSize(p.Size), count(p.Size, "byte"))
 	}
 	if c := p.PageCache; c != nil && c.TotalPages > 0 {
-		fmt.Fprintf(w, "  page cache\t%d of %d pages resident (%.1f%%)\n", c.ResidentPages, c.TotalPages, 100*float64(c.ResidentPages)/float64(c.TotalPages))
+		fmt.Fprintf(w, "  page cache\t%d of %s resident (%.1f%%)\n", c.ResidentPages, count(c.TotalPages, "page"), 100*float64(c.ResidentPages)/float64(c.TotalPages))
 	}
 	p.ReadPolicy.print(w)
 	for _, e := range p.Errors {

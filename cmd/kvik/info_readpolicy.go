@@ -28,13 +28,13 @@ type readPlanInfo struct {
 func readPolicyOf(path string, p *pathInfo) *readPlanInfo {
 	f, err := kvik.Open(path, "r", 0)
 	if err != nil {
-		p.Errors = append(p.Errors, err.Error())
+		p.addError(err)
 		return nil
 	}
 	defer f.Close()
 	plan, err := f.ReadPlan(0, 0)
 	if err != nil {
-		p.Errors = append(p.Errors, err.Error())
+		p.addError(err)
 		return nil
 	}
 	d, _ := kvik.GetDefaults()

@@ -39,7 +39,7 @@ func TestInfoReadPolicy(t *testing.T) {
 			t.Errorf("%v: text lacks the read policy:\n%s", c.env, text)
 		}
 	}
-	r := runKvik(t, []string{"KVIKIO_AUTO_DIRECT_IO_READ=1", "KVIK_DIRECT_IO_READ_POLICY=buffered"}, "info").expect(t, 0)
+	r := runKvik(t, []string{"KVIKIO_AUTO_DIRECT_IO_READ=1", "KVIK_DIRECT_IO_READ_POLICY=buffered"}, "info").expect(t, 1)
 	if !strings.Contains(r.stdout, "conflict") {
 		t.Errorf("info does not report conflicting read settings:\n%s", r.stdout)
 	}

@@ -171,7 +171,7 @@ func (r *tensorFileInfo) index(name string) error {
 		return err
 	}
 	files := ix.Files()
-	r.Format = fmt.Sprintf("%s, %d shards", formatIndex, len(files))
+	r.Format = fmt.Sprintf("%s, %s", formatIndex, count(len(files), "shard"))
 	r.Metadata = ix.StringMetadata()
 	shards := make([][]tensorRow, len(files))
 	errs := make([]error, len(files))
@@ -237,7 +237,7 @@ func redact(name string) string {
 }
 
 func (r *tensorFileInfo) print(w io.Writer) {
-	fmt.Fprintf(w, "%s: %s, %d tensors, %s (%d bytes)\n", r.Path, r.Format, len(r.Tensors), formatSize(r.Bytes), r.Bytes)
+	fmt.Fprintf(w, "%s: %s, %s, %s (%s)\n", r.Path, r.Format, count(len(r.Tensors), "tensor"), formatSize(r.Bytes), count(r.Bytes, "byte"))
 	if r.Architecture != "" || r.Types != nil {
 		fmt.Fprintf(w, "  architecture %s, alignment %d, data at byte %d\n", r.Architecture, r.Alignment, r.DataOffset)
 		for _, t := range r.Types {

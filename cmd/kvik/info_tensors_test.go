@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,5 +72,20 @@ func TestInfoGGUF(t *testing.T) {
 	r = runKvik(t, nil, "info", filepath.Join("..", "..", "gguf", "testdata", "bigendian.gguf")).expect(t, exitFailure)
 	if !strings.Contains(r.stderr, "big-endian") {
 		t.Errorf("big-endian file: %s", r.stderr)
+	}
+}
+
+// One tensor is "1 tensor", one byte "1 byte".
+func TestInfoTensorsSingular(t *testing.T) {
+	hdr := `{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(hdr)))
+	b = append(append(b, hdr...), 7)
+	p := filepath.Join(t.TempDir(), "one.safetensors")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runKvik(t, nil, "info", p).expect(t, 0).stdout
+	if !strings.Contains(out, "1 tensor,") || !strings.Contains(out, "(1 byte)") {
+		t.Errorf("kvik info of one tensor:\n%s", out)
 	}
 }

@@ -41,6 +41,7 @@ func (v *verboseFlag) String() string   { return "" }
 func (v *verboseFlag) Set(s string) error {
 	if on, err := strconv.ParseBool(s); err == nil {
 		if on {
+			v.e.verbose = true
 			v.count++
 			v.e.setLogLevel(verboseLevels[min(v.count, len(verboseLevels))-1])
 		}

@@ -6,6 +6,7 @@
 //	kvik info [--json] [PATH]     what this machine offers for GPU file I/O
 //	kvik bench [flags]            compare kvik's I/O paths with baselines and ceilings
 //	kvik cp [flags] SRC DST       copy a file through GPU (or host) memory, verified
+//	kvik version                  kvik's version, VCS revision and Go version
 //	kvik help [COMMAND]           show help
 //
 // Exit status: 0 on success, 1 on failure, 2 on a usage error.
@@ -21,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/kvikgo/kvik/cuda"
 )
 
 // Exit statuses.
@@ -45,6 +48,8 @@ type env struct {
 	stdout, stderr io.Writer
 	// progress is true when stderr is a terminal, so progress bars show.
 	progress bool
+	// verbose is true after -v: errors come with their detail.
+	verbose bool
 }
 
 // commands lists kvik's subcommands in the order help shows them.
@@ -53,6 +58,7 @@ func commands() []*command {
 		{name: "info", summary: "show CUDA, cuFile, kvik settings and what a path supports", run: runInfo, flags: infoFlags},
 		{name: "bench", summary: "benchmark kvik's I/O paths against baselines and hardware ceilings", run: runBench, flags: benchFlagSet},
 		{name: "cp", summary: "copy a file through GPU (or host) memory and verify it", run: runCp, flags: cpFlags},
+		{name: "version", summary: "print kvik's version, VCS revision and Go version", run: runVersion, flags: versionFlags},
 	}
 }
 
@@ -72,6 +78,8 @@ func run(e *env, args []string) int {
 	switch name {
 	case "help", "-h", "-help", "--help":
 		return runHelp(e, args[1:])
+	case "-version", "--version":
+		name = "version"
 	}
 	cmd := findCommand(name)
 	if cmd == nil {
@@ -94,9 +102,27 @@ func report(e *env, name string, err error) int {
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "kvik: %s: %s (see kvik %s -h)\n", name, oneLine(ue.msg), name)
 		return exitUsage
+	case errors.As(err, new(reportedError)):
+		return exitFailure // the command's output shows it already
 	}
-	fmt.Fprintf(e.stderr, "kvik: %s: %s\n", name, shortenTried(oneLine(err.Error())))
+	fmt.Fprintf(e.stderr, "kvik: %s: %s\n", name, dropInnerPrefix(shortenTried(oneLine(err.Error()))))
+	var le *cuda.LoadError
+	if e.verbose && errors.As(err, &le) {
+		fmt.Fprintf(e.stderr, "kvik: %s: %+v\n", name, le) // -v: every path tried
+	}
 	return exitFailure
+}
+
+// reportedError is a failure that the command has shown in its output
+// (kvik info's report): it sets the exit status without a second message.
+type reportedError struct{ error }
+
+// dropInnerPrefix removes the "kvik: " that the library's errors start
+// with from a message that report prefixes with "kvik: NAME: " already:
+// "open ftp://x/y: kvik: invalid argument" reads "open ftp://x/y: invalid
+// argument".
+func dropInnerPrefix(msg string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(msg, "kvik: "), ": kvik: ", ": ")
 }
 
 // oneLine folds a message onto one line.
@@ -135,9 +161,9 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "kvik: fast file I/O between storage and host or GPU memory (kvikgo)")
 	fmt.Fprintln(w, "\nUsage:\n  kvik COMMAND [flags] [args]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-6s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "  help   show this help, or a command's: kvik help COMMAND")
+	fmt.Fprintln(w, "  help    show this help, or a command's: kvik help COMMAND")
 	fmt.Fprintln(w, "\nRun 'kvik COMMAND -h' for a command's flags.")
 	fmt.Fprintln(w, "Exit status: 0 success, 1 failure, 2 usage error.")
 	fmt.Fprintln(w, "KVIKIO_* environment variables set kvik's defaults (see kvik info).")

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -165,6 +167,12 @@ func TestMissingFile(t *testing.T) {
 	r.oneLineError(t, "kvik: cp: ", missing, "no such file or directory")
 	r = runKvik(t, nil, "info", missing).expect(t, 1)
 	r.oneLineError(t, "kvik: info: ", missing, "no such file or directory")
+	// The library's "kvik: " does not repeat after the command's prefix.
+	r = runKvik(t, nil, "info", "ftp://x/y").expect(t, 1)
+	r.oneLineError(t, "kvik: info: ", "ftp://x/y", "invalid argument")
+	if strings.Count(r.stderr, "kvik:") != 1 {
+		t.Errorf("kvik: twice in %q", r.stderr)
+	}
 	r = runKvik(t, nil, "bench", "--dir", missing, "--size", "1MiB").expect(t, 1)
 	r.oneLineError(t, "kvik: bench: ", missing)
 }
@@ -207,9 +215,24 @@ func TestInfoJSON(t *testing.T) {
 }
 
 func TestInfoBadEnv(t *testing.T) {
-	r := runKvik(t, []string{"KVIKIO_NTHREADS=lots"}, "info").expect(t, 0)
-	if !strings.Contains(r.stdout, "KVIKIO_NTHREADS") || !strings.Contains(r.stdout, "error") {
-		t.Errorf("info does not report the bad variable:\n%s", r.stdout)
+	// The bad variable is reported once, in the Defaults section, and the
+	// exit status says that something is wrong.
+	src := randomFile(t, 5000)
+	r := runKvik(t, []string{"KVIKIO_NTHREADS=lots"}, "info", src).expect(t, 1)
+	if n := strings.Count(r.stdout+r.stderr, `KVIKIO_NTHREADS="lots"`); n != 1 {
+		t.Errorf("info reports the bad variable %d times, want once:\n%s%s", n, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "using built-in values") {
+		t.Errorf("info claims kvik uses built-in values:\n%s", r.stdout)
+	}
+	r = runKvik(t, []string{"KVIKIO_NTHREADS=lots"}, "info", "--json", src).expect(t, 1)
+	var rep infoReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || !strings.Contains(rep.Defaults.Error, "KVIKIO_NTHREADS") || len(rep.Path.Errors) != 0 {
+		t.Errorf("info --json with a bad variable: %v\n%s", err, r.stdout)
+	}
+	r = runKvik(t, nil, "info", src).expect(t, 0)
+	if !regexp.MustCompile(`KVIKIO_AUTO_DIRECT_IO_READ +unset +\(built-in\)`).MatchString(r.stdout) {
+		t.Errorf("info does not show KVIKIO_AUTO_DIRECT_IO_READ unset:\n%s", r.stdout)
 	}
 	r = runKvik(t, []string{"KVIKIO_NTHREADS=lots"}, "bench", "--size", "1MiB").expect(t, 1)
 	r.oneLineError(t, "KVIKIO_NTHREADS")
@@ -283,6 +306,9 @@ func TestCp(t *testing.T) {
 			if !strings.Contains(r.stdout, "verified") {
 				t.Errorf("cp output lacks verified: %q", r.stdout)
 			}
+			if n == 1 && !strings.Contains(r.stdout, "(1 byte)") {
+				t.Errorf("cp of one byte: %q", r.stdout)
+			}
 			sameFile(t, src, dst)
 		})
 	}
@@ -297,6 +323,10 @@ func TestCpIntoDirectory(t *testing.T) {
 		t.Errorf("copy mode = %v, %v; want 0640", fi.Mode(), err)
 	}
 	runKvik(t, nil, "cp", src, src).expect(t, 1).oneLineError(t, "same file")
+	// A missing directory is made, as for a URL source (docs/cli.md).
+	newDir := filepath.Join(dir, "new", "sub") + "/"
+	runKvik(t, nil, "cp", src, newDir, "--memory=host").expect(t, 0)
+	sameFile(t, src, filepath.Join(newDir, filepath.Base(src)))
 }
 
 func TestCpWithoutGPU(t *testing.T) {
@@ -308,6 +338,17 @@ func TestCpWithoutGPU(t *testing.T) {
 	r.oneLineError(t, "needs a GPU")
 	r = runKvik(t, nil, "bench", "--memory", "device", "--size", "1MiB").expect(t, 1)
 	r.oneLineError(t, "needs a GPU")
+	// One short line without the driver; -v adds the paths tried.
+	if cuda.Load() != nil {
+		r.oneLineError(t, "no CUDA driver (libcuda.so.1 not found)")
+		if len(r.stderr) > 160 || strings.Contains(r.stderr, "tried") {
+			t.Errorf("error is not short: %q", r.stderr)
+		}
+		r = runKvik(t, nil, "bench", "-v", "--memory", "device", "--size", "1MiB").expect(t, 1)
+		if !strings.Contains(r.stderr, "tried libcuda.so.1: ") {
+			t.Errorf("-v does not show the paths tried: %q", r.stderr)
+		}
+	}
 }
 
 // TestDeviceMemory runs bench and cp through GPU memory; it needs a GPU.
@@ -370,4 +411,20 @@ func TestBenchProfiles(t *testing.T) {
 		t.Fatalf("trace: %d bytes starting %q, %v", len(b), b[:min(len(b), 8)], err)
 	}
 	runKvik(t, nil, "bench", "--size", "1MiB", "--no-baselines", "--dir", dir, "--cpuprofile", filepath.Join(dir, "no", "such", "dir")).expect(t, 1)
+}
+
+func TestVersion(t *testing.T) {
+	out := runKvik(t, nil, "version").expect(t, 0).stdout
+	if !strings.HasPrefix(out, "kvik ") || !strings.Contains(out, runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH) || strings.Count(out, "\n") != 1 {
+		t.Errorf("kvik version = %q", out)
+	}
+	for _, flag := range []string{"-version", "--version"} {
+		if got := runKvik(t, nil, flag).expect(t, 0).stdout; got != out {
+			t.Errorf("kvik %s = %q, kvik version = %q", flag, got, out)
+		}
+	}
+	runKvik(t, nil, "version", "extra").expect(t, 2)
+	if help := runKvik(t, nil, "help").expect(t, 0).stdout; !strings.Contains(help, "version") {
+		t.Errorf("help lacks version:\n%s", help)
+	}
 }

@@ -203,7 +203,7 @@ func remoteInfo(e *env, url string, asJSON bool) error {
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "URL\t%s\nEndpoint\t%s\nSize\t%s (%d bytes)\n", r.URL, r.Endpoint, formatSize(r.Size), r.Size)
-	fmt.Fprintf(tw, "Reads\t%d ranged GETs of %s on %d workers\n", r.ParallelGETs, formatSize(int64(r.TaskSize)), r.Threads)
+	fmt.Fprintf(tw, "Reads\t%s of %s on %s\n", count(r.ParallelGETs, "ranged GET"), formatSize(int64(r.TaskSize)), count(r.Threads, "worker"))
 	fmt.Fprintf(tw, "Retries\t%d attempts, %d s timeout, on HTTP %s\n", r.MaxAttempts, r.TimeoutS, r.RetryCodes)
 	return tw.Flush()
 }
@@ -267,8 +267,8 @@ func benchRemote(e *env, o *benchOptions) error {
 		}
 	}
 	d, _ := kvik.GetDefaults()
-	fmt.Fprintf(e.stdout, "%s (%s, %s read), %d workers, task size %s, %d repeats taking turns after %d warm-up\n",
-		h.URL(), h.EndpointType(), formatSize(size), d.NumThreads, formatSize(int64(d.TaskSize)), o.repeats, max(o.warmup, 1))
+	fmt.Fprintf(e.stdout, "%s (%s, %s read), %s, task size %s, %s taking turns after %d warm-up\n",
+		h.URL(), h.EndpointType(), formatSize(size), count(d.NumThreads, "worker"), formatSize(int64(d.TaskSize)), count(o.repeats, "repeat"), max(o.warmup, 1))
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "path\tbest GB/s\tmedian GB/s")
 	for i, r := range rows {

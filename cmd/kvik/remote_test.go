@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,4 +78,31 @@ func TestRemoteCpS3(t *testing.T) {
 	dir := t.TempDir()
 	runKvik(t, env, "cp", v.URLOf("d/x.bin"), dir).expect(t, 0)
 	sameFile(t, src, filepath.Join(dir, "x.bin"))
+}
+
+// kvik cp to an http URL says that uploads go to S3 and which variables
+// hold the credentials, not to "pass credentials" (the CLI has no flag).
+func TestCpUploadHint(t *testing.T) {
+	src := randomFile(t, 100)
+	r := runKvik(t, []string{"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY="}, "cp", src, "http://127.0.0.1:1/b/x.bin").expect(t, 1)
+	r.oneLineError(t, "kvik: cp: ", "S3 only", "s3://", "AWS_ACCESS_KEY_ID")
+}
+
+// kvik bench --url of a model without a GPU names the flag the user
+// typed, not --safetensors or --gguf.
+func TestBenchURLModelWithoutGPU(t *testing.T) {
+	if hasGPU() {
+		t.Skip("a GPU is present")
+	}
+	for _, name := range []string{"m.safetensors", "m.gguf"} {
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, []byte("not really a model"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := runKvik(t, nil, "bench", "--url", fileServer(t, p)).expect(t, 1)
+		r.oneLineError(t, "--url", "needs a GPU")
+		if strings.Contains(r.stderr, "--safetensors") || strings.Contains(r.stderr, "--gguf") {
+			t.Errorf("%s: error names a flag the user did not type: %s", name, r.stderr)
+		}
+	}
 }

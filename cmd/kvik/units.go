@@ -171,3 +171,12 @@ func shortenTried(s string) string {
 	}
 	return s[:i] + " (not found)"
 }
+
+// count writes n with unit, in the plural unless n is 1: "1 tensor",
+// "3 tensors", "0 bytes".
+func count[T ~int | ~int64](n T, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return strconv.FormatInt(int64(n), 10) + " " + unit + "s"
+}

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -201,11 +204,13 @@ func TestReportMedianAndRatios(t *testing.T) {
 	r.add(benchCase{op: "read", path: "kvik posix+bounce", memory: "device", threads: 4}, 1e9, []float64{1}, nil, true)
 	r.finish()
 	naive, host, dev := r.Results[2], r.Results[3], r.Results[4]
-	if naive.MedianGBs != 0.4 || naive.MinGBs != 0.25 || naive.MaxGBs != 1 {
-		t.Errorf("naive = %+v, want median 0.4 (2.5 s), min 0.25, max 1", naive)
+	// The median of an even count is the mean of the middle two GB/s,
+	// 1/3 and 1/2 GB/s: 5/12, not 0.4 (the rate at the mean time, 2.5 s).
+	if math.Abs(naive.MedianGBs-5.0/12) > 1e-12 || naive.MinGBs != 0.25 || naive.MaxGBs != 1 {
+		t.Errorf("naive = %+v, want median 5/12, min 0.25, max 1", naive)
 	}
-	if *host.RatioToCeiling != 1 || *host.SpeedupNaive != 5 {
-		t.Errorf("host ratios = %v, %v; want 1 (storage 2 GB/s), 5", *host.RatioToCeiling, *host.SpeedupNaive)
+	if *host.RatioToCeiling != 1 || math.Abs(*host.SpeedupNaive-4.8) > 1e-12 {
+		t.Errorf("host ratios = %v, %v; want 1 (storage 2 GB/s), 4.8 (2 / (5/12))", *host.RatioToCeiling, *host.SpeedupNaive)
 	}
 	if *dev.RatioToCeiling != 0.5 {
 		t.Errorf("device ratio = %v, want 0.5 (storage 2 GB/s < pcie 4 GB/s)", *dev.RatioToCeiling)
@@ -230,5 +235,29 @@ func TestReportPairedCeiling(t *testing.T) {
 	}
 	if plain.PairedCeilingGBs != 0 || *plain.RatioToCeiling != 0.5 {
 		t.Errorf("unpaired row: %v, ratio %v; want none and 0.5 (the ceiling row's 2 GB/s)", plain.PairedCeilingGBs, *plain.RatioToCeiling)
+	}
+}
+
+func TestFormatVersion(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.99", Main: debug.Module{Path: "github.com/kvikgo/kvik", Version: "(devel)"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "00bddf274863cc95390cb76b89477cfd05b1b0a9"}, {Key: "vcs.time", Value: "2026-11-25T23:53:35Z"}, {Key: "vcs.modified", Value: "true"}}}
+	want := "kvik devel, revision 00bddf274863cc95390cb76b89477cfd05b1b0a9 (modified), committed 2026-11-25T23:53:35Z, go1.99 " + runtime.GOOS + "/" + runtime.GOARCH
+	if got := formatVersion(bi, true); got != want {
+		t.Errorf("formatVersion = %q, want %q", got, want)
+	}
+	bi.Main.Version, bi.Settings = "v1.2.3", nil
+	if got := formatVersion(bi, true); got != "kvik v1.2.3, go1.99 "+runtime.GOOS+"/"+runtime.GOARCH {
+		t.Errorf("formatVersion without VCS = %q", got)
+	}
+}
+
+func TestCount(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{{0, "0 tensors"}, {1, "1 tensor"}, {2, "2 tensors"}} {
+		if got := count(c.n, "tensor"); got != c.want {
+			t.Errorf("count(%d) = %q, want %q", c.n, got, c.want)
+		}
 	}
 }

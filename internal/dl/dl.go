@@ -6,6 +6,7 @@ package dl
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -28,6 +29,9 @@ type Library struct {
 	// EnvVar names an environment variable that, when set, holds the exact
 	// path of the library; nothing else is tried then.
 	EnvVar string
+	// What names what the library provides ("CUDA driver") in the error
+	// that says it is missing.
+	What string
 	// OnLoad, when set, runs once right after the library is opened and
 	// before Load returns to anyone, with the library's handle and path. It must
 	// not use this Library's Funcs (they wait for Load to finish); it can
@@ -41,14 +45,52 @@ type Library struct {
 }
 
 // LoadError reports a library that could not be opened, with every path
-// tried and why each failed.
+// tried and why each failed. Its Error is one short line; the paths tried
+// and the reasons are in Tried, and printed by the %+v verb.
 type LoadError struct {
-	Lib   string   // first soname, naming the library
-	Tried []string // each attempt as "path: reason"
+	Lib    string // first soname, naming the library
+	What   string // what the library provides, e.g. "CUDA driver"; may be empty
+	EnvVar string // the variable that names the library's exact path; may be empty
+	// FromEnv is true when EnvVar was set: its path was the one attempt.
+	FromEnv bool
+	Tried   []string // each attempt as "path: reason"
 }
 
+// Error says what is missing in one line: "kvik: no CUDA driver
+// (libcuda.so.1 not found)". A path given by the environment variable is
+// the one attempt, so its reason is kept.
 func (e *LoadError) Error() string {
-	return fmt.Sprintf("cannot load %s (tried %s)", e.Lib, strings.Join(e.Tried, "; "))
+	var b strings.Builder
+	b.WriteString("kvik: ")
+	if e.What != "" {
+		b.WriteString("no " + e.What + " (")
+	}
+	if e.FromEnv && len(e.Tried) == 1 {
+		b.WriteString(e.EnvVar + "=" + e.Tried[0])
+	} else {
+		b.WriteString(e.Lib + " not found")
+	}
+	if e.What != "" {
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// Detail is Error followed by every path tried and why it failed.
+func (e *LoadError) Detail() string {
+	return e.Error() + ": tried " + strings.Join(e.Tried, "; ")
+}
+
+// Format prints Error for %v and %s, and Detail for %+v.
+func (e *LoadError) Format(s fmt.State, verb rune) {
+	switch {
+	case verb == 'v' && s.Flag('+'):
+		io.WriteString(s, e.Detail())
+	case verb == 'q':
+		fmt.Fprintf(s, "%q", e.Error())
+	default:
+		io.WriteString(s, e.Error())
+	}
 }
 
 // Is reports whether target is ErrNotFound.
@@ -111,7 +153,8 @@ func (l *Library) Load() (uintptr, error) {
 			}
 			tried = append(tried, p+": "+err.Error())
 		}
-		l.err = &LoadError{Lib: l.Sonames[0], Tried: tried}
+		l.err = &LoadError{Lib: l.Sonames[0], What: l.What, EnvVar: l.EnvVar,
+			FromEnv: l.EnvVar != "" && os.Getenv(l.EnvVar) != "", Tried: tried}
 	})
 	return l.handle, l.err
 }

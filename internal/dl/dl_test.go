@@ -2,6 +2,7 @@ package dl
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,5 +112,29 @@ func TestOnLoadNotCalledOnFailure(t *testing.T) {
 		OnLoad: func(uintptr, string) { t.Error("OnLoad ran for a library that did not load") }}
 	if _, err := l.Load(); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Load: %v", err)
+	}
+}
+
+// A missing library is one short line; the paths tried come with %+v.
+func TestLoadErrorShort(t *testing.T) {
+	l := &Library{Sonames: []string{"libkvik-nothere.so.1", "libkvik-nothere.so"}, EnvVar: "KVIK_TEST_LIBZ", What: "test driver"}
+	_, err := l.Load()
+	const want = "kvik: no test driver (libkvik-nothere.so.1 not found)"
+	if err == nil || err.Error() != want || fmt.Sprint(err) != want || fmt.Sprintf("%s", err) != want {
+		t.Fatalf("Load: %q, want %q", err, want)
+	}
+	wrapped := fmt.Errorf("read model.safetensors: %w", err)
+	var le *LoadError
+	if !errors.Is(wrapped, ErrNotFound) || !errors.As(wrapped, &le) {
+		t.Fatalf("wrapped error %v does not match", wrapped)
+	}
+	detail := fmt.Sprintf("%+v", le)
+	for _, c := range l.Candidates() {
+		if !strings.Contains(detail, c+": ") {
+			t.Errorf("%%+v lacks the attempt at %s: %s", c, detail)
+		}
+	}
+	if !strings.HasPrefix(detail, want+": tried ") {
+		t.Errorf("%%+v = %q", detail)
 	}
 }

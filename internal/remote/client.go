@@ -480,7 +480,8 @@ func checkRange(e *Endpoint, resp *http.Response, off int64, n int) error {
 		if off == 0 && resp.ContentLength == int64(n) {
 			return nil
 		}
-		return fmt.Errorf("%w: server ignored the Range header (HTTP 200 for %d bytes at offset %d)", ErrBadContentRange, n, off)
+		return fmt.Errorf("%w: server ignored the Range header (HTTP 200 for %d bytes at offset %d); "+
+			"kvik needs ranged GETs, which python3 -m http.server does not serve: to try URLs locally, see the versitygw recipe in docs/remote.md", ErrBadContentRange, n, off)
 	}
 	if resp.ContentLength > int64(n) {
 		return fmt.Errorf("%w: Content-Length %d for %d bytes at offset %d", ErrBadContentRange, resp.ContentLength, n, off)

@@ -257,10 +257,10 @@ func (e *Endpoint) setup(cfg S3Config) error {
 	switch e.Type {
 	case S3:
 		if !cfg.hasCredentials() {
-			return fmt.Errorf("%w: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or pass credentials", ErrNoCredentials)
+			return fmt.Errorf("%w: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (in Go also the kvik.WithS3Credentials option)", ErrNoCredentials)
 		}
 		if cfg.Region == "" {
-			return fmt.Errorf("%w: set AWS_DEFAULT_REGION or pass a region", ErrNoCredentials)
+			return fmt.Errorf("%w: set AWS_DEFAULT_REGION (in Go also the kvik.WithS3Region option)", ErrNoCredentials)
 		}
 		e.creds = &aws.Credentials{AccessKeyID: cfg.AccessKeyID, SecretAccessKey: cfg.SecretAccessKey, SessionToken: cfg.SessionToken}
 		e.region = cfg.Region
