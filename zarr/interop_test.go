@@ -48,7 +48,10 @@ func zarrPython(t *testing.T) string {
 		}
 	}
 	msg := "zarr-python interop needs python3 with zarr-python 2 and numcodecs (apt-get install python3-zarr python3-numcodecs): " + strings.Join(tried, "; ")
-	if os.Getenv("CI") == "true" {
+	// CI installs zarr-python and must not skip; the GPU machine, which
+	// has CI set for its other tests but no zarr-python and no network,
+	// opts out with KVIK_TEST_ZARR_PYTHON=skip.
+	if os.Getenv("CI") == "true" && os.Getenv("KVIK_TEST_ZARR_PYTHON") != "skip" {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
