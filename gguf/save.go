@@ -32,7 +32,7 @@ type SaveTensor struct {
 func Save(name string, tensors []SaveTensor, meta Metadata, opts ...kvik.RemoteOption) error {
 	ps, err := pieces(tensors, meta)
 	if err != nil {
-		return &fs.PathError{Op: "write", Path: name, Err: err}
+		return &fs.PathError{Op: "write", Path: kvik.RedactURL(name), Err: err}
 	}
 	return kvik.SaveFile(context.Background(), name, ps, opts...)
 }

@@ -182,7 +182,7 @@ func Save(path string, d Dtype, shape []int64, fortran bool, data []byte, opts .
 		err = fmt.Errorf("%w: %d bytes of data for shape %v of %s", ErrInvalidArgument, len(data), shape, d)
 	}
 	if err != nil {
-		return &fs.PathError{Op: "write", Path: path, Err: err}
+		return &fs.PathError{Op: "write", Path: kvik.RedactURL(path), Err: err}
 	}
 	return save(path, d, shape, fortran, kvik.Piece{Data: data}, opts)
 }
@@ -192,7 +192,7 @@ func Save(path string, d Dtype, shape []int64, fortran bool, data []byte, opts .
 func SaveDevice(path string, d Dtype, shape []int64, fortran bool, src cuda.DevicePtr, opts ...kvik.RemoteOption) error {
 	n, err := checkShape(d, shape)
 	if err != nil {
-		return &fs.PathError{Op: "write", Path: path, Err: err}
+		return &fs.PathError{Op: "write", Path: kvik.RedactURL(path), Err: err}
 	}
 	body := kvik.Piece{Ptr: src, Size: n}
 	if n == 0 {

@@ -400,10 +400,11 @@ func Open[M any](name string, opts []kvik.RemoteOption, f func(kvik.Reader) (M, 
 	r, err := kvik.OpenReader(context.Background(), name, opts...)
 	if err != nil {
 		var zero M
-		return zero, err
+		return zero, kvik.RedactError(err)
 	}
 	defer r.Close()
-	return f(r)
+	m, err := f(r)
+	return m, kvik.RedactError(err)
 }
 
 // PathError names r's file in err, unless a kvik handle already did. A
