@@ -95,8 +95,10 @@ func (s Secrets) Check(t testing.TB, label, out string) {
 // URL's bucket): M403 and M500 answer every request with that status and
 // a body that echoes every secret; MBad serves Junk, a file of no known
 // format that holds the secrets; MIndex serves a safetensors index whose
-// shard answers 403.
+// shard answers 403; MGood serves Good, a valid safetensors file, and
+// takes uploads.
 const (
+	MGood  = "mgood"
 	M403   = "m403"
 	M500   = "m500"
 	MBad   = "mbad"
@@ -145,6 +147,17 @@ func (srv *Server) Body(i int) []byte {
 	return b.Bytes()
 }
 
+// Good is a safetensors file of one F32 tensor "w" of 4 elements.
+func Good() []byte {
+	hdr := `{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}`
+	for len(hdr)%8 != 0 {
+		hdr += " "
+	}
+	b := []byte{byte(len(hdr)), 0, 0, 0, 0, 0, 0, 0}
+	b = append(b, hdr...)
+	return append(b, 0, 0, 0x80, 0x3f, 0, 0, 0, 0x40, 0, 0, 0x40, 0x40, 0, 0, 0x80, 0x40)
+}
+
 // Junk is what MBad serves: no safetensors, npy, gguf or zarr document,
 // with the secrets inside.
 func (srv *Server) Junk() []byte {
@@ -167,6 +180,13 @@ func (srv *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		http.ServeContent(w, r, "junk", timeZero, bytes.NewReader(srv.Junk()))
+		return
+	case mode == MGood:
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		http.ServeContent(w, r, "good", timeZero, bytes.NewReader(Good()))
 		return
 	case mode == MIndex && strings.HasSuffix(rest, ".index.json"):
 		http.ServeContent(w, r, "index.json", timeZero, strings.NewReader(`{"metadata": {}, "weight_map": {"w": "model-00001.safetensors"}}`))
@@ -192,7 +212,7 @@ func (srv *Server) URLs(path string) []string {
 	host := strings.TrimPrefix(srv.URL, "http://")
 	var us []string
 	for _, h := range []string{host, srv.Refused} {
-		for _, m := range []string{M403, M500, MBad, MIndex} {
+		for _, m := range []string{M403, M500, MBad, MIndex, MGood} {
 			p := m + "/" + path
 			us = append(us,
 				"http://user:"+s.Password+"@"+h+"/"+p,
