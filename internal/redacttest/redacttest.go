@@ -213,6 +213,9 @@ func (srv *Server) URLs(path string) []string {
 	var us []string
 	for _, h := range []string{host, srv.Refused} {
 		for _, m := range []string{M403, M500, MBad, MIndex, MGood} {
+			if h == srv.Refused && m != M403 {
+				break // refused whatever the mode
+			}
 			p := m + "/" + path
 			us = append(us,
 				"http://user:"+s.Password+"@"+h+"/"+p,
