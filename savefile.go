@@ -366,7 +366,10 @@ func (p Piece) Len() int64 {
 //
 //   - a local path is written through CreatePending, the pieces in
 //     parallel (PWrite, PWriteDevice), then committed: on any error the
-//     old file, if any, is left as it was and the temporary file removed;
+//     old file, if any, is left as it was and the temporary file removed.
+//     The new file keeps the replaced file's mode and owner, a symbolic
+//     link is written through, and other hard links of the old file keep
+//     the old contents (see PendingFile);
 //   - an s3:// URL or an S3 object's URL (see IsURL) is uploaded as
 //     UploadS3 does, with opts: in one PUT or a multipart upload that is
 //     aborted on any error, so the object appears whole or not at all.
