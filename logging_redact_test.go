@@ -26,7 +26,7 @@ func TestLogRecordsRedacted(t *testing.T) {
 		slog.String("url", u), slog.Any("error", errors.New("echo "+tok)),
 		slog.Any("list", []string{u}), slog.Group("req", slog.String("auth", "Authorization: Basic "+pw)))
 	out := buf.String()
-	if !strings.Contains(out, "xxxxx") || !strings.Contains(out, "failed") {
+	if !strings.Contains(out, "failed") {
 		t.Fatalf("no record: %q", out)
 	}
 	for _, s := range []string{pw, sig, tok, tok[:8]} {
