@@ -68,20 +68,21 @@ var (
 // common words that masking would garble.
 const minSecret = 8
 
-// known holds the secrets of every endpoint built so far (S3 keys,
-// session tokens, passwords, presigned signatures of minSecret bytes or
-// more), so that text made far from the endpoint (a log record, a CLI
-// line, an error wrapped by a caller) is masked too. It keeps the newest
-// maxKnown.
+// known holds the secrets of the endpoints built so far, so that text
+// made far from the endpoint (a log record, a CLI line, an error wrapped
+// by a caller) is masked too: keys (S3 keys, session tokens, passwords)
+// and query values (presigned signatures, credentials, tokens) of
+// minSecret bytes or more, the newest maxKnown of each, so that many URLs
+// with long query values never push a key out.
 var known struct {
-	mu   sync.RWMutex
-	list []string
+	mu           sync.RWMutex
+	keys, values []string
 }
 
 const maxKnown = 256
 
-// remember adds secrets to known.
-func remember(secrets []string) {
+// remember adds secrets to list, which known.mu guards.
+func remember(list *[]string, secrets []string) {
 	known.mu.Lock()
 	defer known.mu.Unlock()
 next:
@@ -89,15 +90,15 @@ next:
 		if len(s) < minSecret {
 			continue
 		}
-		for _, k := range known.list {
+		for _, k := range *list {
 			if k == s {
 				continue next
 			}
 		}
-		known.list = append(known.list, s)
+		*list = append(*list, s)
 	}
-	if n := len(known.list) - maxKnown; n > 0 {
-		known.list = append(known.list[:0:0], known.list[n:]...)
+	if n := len(*list) - maxKnown; n > 0 {
+		*list = append((*list)[:0:0], (*list)[n:]...)
 	}
 }
 
@@ -109,9 +110,10 @@ var secretEnv = []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECU
 // environment.
 func allSecrets(extra []string) []string {
 	known.mu.RLock()
-	s := make([]string, 0, len(extra)+len(known.list)+len(secretEnv))
+	s := make([]string, 0, len(extra)+len(known.keys)+len(known.values)+2*len(secretEnv))
 	s = append(s, extra...)
-	s = append(s, known.list...)
+	s = append(s, known.keys...)
+	s = append(s, known.values...)
 	known.mu.RUnlock()
 	for _, name := range secretEnv {
 		if v := os.Getenv(name); len(v) >= minSecret {
@@ -212,12 +214,13 @@ func redactError(err error, secrets []string) error {
 // tokens) and the S3 keys.
 func secretsOf(raw string, cfg S3Config) []string {
 	const minKey = 4 // shorter keys and passwords are not real ones
-	var s []string
+	var keys, values []string
+	s := &keys
 	add := func(v string, minLen int) {
 		if len(v) >= minLen {
-			s = append(s, v)
+			*s = append(*s, v)
 			if esc := url.QueryEscape(v); esc != v {
-				s = append(s, esc)
+				*s = append(*s, esc)
 			}
 		}
 	}
@@ -231,17 +234,20 @@ func secretsOf(raw string, cfg S3Config) []string {
 			// The Authorization header net/http makes of the userinfo.
 			add(base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+p)), minKey)
 		}
+		s = &values
 		for _, vs := range u.Query() {
 			for _, v := range vs {
 				add(v, minSecret)
 			}
 		}
+		s = &keys
 	}
 	add(cfg.AccessKeyID, minKey)
 	add(cfg.SecretAccessKey, minKey)
 	add(cfg.SessionToken, minKey)
-	remember(s)
-	return s
+	remember(&known.keys, keys)
+	remember(&known.values, values)
+	return append(keys, values...)
 }
 
 // scrub masks every secret of e, and every secret RedactText masks, in s.

@@ -3,6 +3,7 @@ package remote
 import (
 	"errors"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -103,6 +104,26 @@ func TestSnippetStraddle(t *testing.T) {
 			if len(got) > n+len(Mask) {
 				t.Fatalf("secret at %d: snippet of %d bytes", off, len(got))
 			}
+		}
+	}
+}
+
+// TestKnownSecrets checks that the secrets of an endpoint are masked in
+// text made far from it, and that many URLs with long query values do not
+// push an S3 key out.
+func TestKnownSecrets(t *testing.T) {
+	const key, tok = "KNOWNsecretKEY/1234+abcd", "KNOWNsessionTOKEN=="
+	if _, err := New(S3, "s3://bkt/k", S3Config{AccessKeyID: "AKIDKNOWN", SecretAccessKey: key, SessionToken: tok, Region: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 * maxKnown {
+		if _, err := New(HTTP, "http://h/o?versionId=v"+strings.Repeat("0", 8)+strconv.Itoa(i), S3Config{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, in := range []string{"echo " + key, "echo " + url.QueryEscape(key), tok + " tail"} {
+		if out := RedactText(in); strings.Contains(out, "KNOWN") {
+			t.Errorf("RedactText(%q) = %q", in, out)
 		}
 	}
 }
