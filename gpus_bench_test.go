@@ -1,6 +1,7 @@
 package kvik_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -40,6 +41,23 @@ func BenchmarkGPUs(b *testing.B) {
 		}
 		b.Cleanup(func() { dev.PrimaryCtxRelease() })
 		bufs[i] = devAlloc(b, ctx, size)
+	}
+	if count >= 2 {
+		// The shape of a balanced load: each GPU reads its half, started
+		// from one goroutine as Futures (tensorload does this).
+		b.Run("halves-futures", func(b *testing.B) {
+			b.SetBytes(int64(size))
+			half := size / 2
+			for b.Loop() {
+				f0 := f.PReadDevice(context.Background(), bufs[0].Ptr(), half, 0, 0)
+				f1 := f.PReadDevice(context.Background(), bufs[1].Ptr(), size-half, int64(half), 0)
+				for i, fu := range []*kvik.Future{f0, f1} {
+					if _, err := fu.Get(); err != nil {
+						b.Fatalf("GPU %d: %v", i, err)
+					}
+				}
+			}
+		})
 	}
 	for n := 1; n <= count; n++ {
 		b.Run(fmt.Sprintf("gpus=%d", n), func(b *testing.B) {

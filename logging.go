@@ -121,6 +121,9 @@ func refreshLoggerLocked() {
 	if l != nil && l.Handler() == slog.DiscardHandler {
 		l = nil
 	}
+	if l != nil {
+		l = slog.New(redactHandler{l.Handler()})
+	}
 	logs.active.Store(l)
 }
 
@@ -188,6 +191,77 @@ func levelNames(_ []string, a slog.Attr) slog.Attr {
 }
 
 // RedactURL returns a URL fit to print: the password of its userinfo
-// masked, its query (a presigned signature, a token) cut to "?…". kvik's
-// errors and log records print URLs this way.
+// masked, its query (a presigned signature, a token) cut to "?…"; a local
+// path (no "://") as it is. kvik's errors and log records print URLs this
+// way.
 func RedactURL(url string) string { return remote.Redact(url) }
+
+// RedactText returns s with every secret masked: userinfo passwords of
+// the URLs in it; the values of presigned signatures, credentials and
+// tokens (X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token,
+// Signature, AWSAccessKeyId, sig, Authorization, S3 secret keys and
+// session tokens as a server may echo them); the keys, tokens and
+// passwords of every remote endpoint opened so far; and the values of
+// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN. Every log record kvik
+// writes, the text of its remote errors and the kvik command's output go
+// through it.
+func RedactText(s string) string { return remote.RedactText(s) }
+
+// RedactError returns err, or an error wrapping it whose text is
+// RedactText's when that differs; errors.Is and errors.As still see err.
+func RedactError(err error) error { return remote.RedactError(err) }
+
+// redactHandler passes records on with RedactText applied to the message
+// and to every attribute, whatever handler (the application's included)
+// writes them.
+type redactHandler struct{ h slog.Handler }
+
+func (r redactHandler) Enabled(ctx context.Context, l slog.Level) bool { return r.h.Enabled(ctx, l) }
+
+func (r redactHandler) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, remote.RedactText(rec.Message), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(redactAttr(a))
+		return true
+	})
+	return r.h.Handle(ctx, out)
+}
+
+func (r redactHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	clean := make([]slog.Attr, len(as))
+	for i, a := range as {
+		clean[i] = redactAttr(a)
+	}
+	return redactHandler{r.h.WithAttrs(clean)}
+}
+
+func (r redactHandler) WithGroup(name string) slog.Handler { return redactHandler{r.h.WithGroup(name)} }
+
+// redactAttr masks the secrets in a's value: strings, errors and any
+// other value whose printed form holds one (which is then printed).
+func redactAttr(a slog.Attr) slog.Attr {
+	a.Value = a.Value.Resolve()
+	switch a.Value.Kind() {
+	case slog.KindString:
+		a.Value = slog.StringValue(remote.RedactText(a.Value.String()))
+	case slog.KindGroup:
+		g := a.Value.Group()
+		clean := make([]slog.Attr, len(g))
+		for i, ga := range g {
+			clean[i] = redactAttr(ga)
+		}
+		a.Value = slog.GroupValue(clean...)
+	case slog.KindAny:
+		v := a.Value.Any()
+		if err, ok := v.(error); ok {
+			if clean := remote.RedactError(err); clean != err {
+				a.Value = slog.AnyValue(clean)
+			}
+			break
+		}
+		if s := fmt.Sprint(v); remote.RedactText(s) != s {
+			a.Value = slog.StringValue(remote.RedactText(s))
+		}
+	}
+	return a
+}

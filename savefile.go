@@ -5,13 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -23,42 +28,170 @@ import (
 // the target see the old contents or the new, never a torn file, and a
 // failed write leaves the old file as it was. Its FileHandle methods
 // write the temporary file.
+//
+// The replacement keeps the file's identity where a rename can: the
+// replaced file's permission bits and, where the process may set them,
+// its owner and group carry over; a symbolic link is written through
+// (the file it points to is replaced, beside itself, and the link
+// stays). A rename cannot keep hard links: the name written gets the new
+// file, other hard links of the old one keep the old contents.
 type PendingFile struct {
 	*FileHandle
-	target string
+	target string // as given
+	final  string // target with symbolic links followed: what Commit replaces
+	lock   *os.File
 	done   bool
 }
 
 var pendingSeq atomic.Uint64
 
-// CreatePending opens a new temporary file in the directory of path for
-// writing, with permission perm (DefaultPerm when 0). Call Commit to
-// replace path with it, or Abort to remove it; Abort after Commit does
-// nothing, so it can be deferred.
+// CreatePending opens a new temporary file beside path for writing. A
+// perm of 0 keeps the identity of the file it replaces: its permission
+// bits (setuid, setgid and sticky excepted) and, where the process may
+// set them (Fchown; EPERM is ignored), its owner and group; a new file
+// gets 0666 less the umask, as os.Create gives. Another perm is used as
+// it is, less the umask. When path is a symbolic link (a chain of them),
+// the file it points to is replaced and the link kept. path must name a
+// file: an empty path, one ending in a slash or naming a directory fails
+// with ErrInvalidArgument (and syscall.EISDIR for a directory).
+//
+// Temporary files that a dead process left beside the file are removed
+// (see IsPendingName). Call Commit to replace path with the new file, or
+// Abort to remove it; Abort after Commit does nothing, so it can be
+// deferred.
 func CreatePending(path string, perm fs.FileMode, opts ...Option) (*PendingFile, error) {
-	if perm == 0 {
-		perm = DefaultPerm
-	}
-	tmp := pendingName(path)
-	f, err := OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm, opts...)
+	final, old, err := pendingTarget(path)
 	if err != nil {
-		if !errors.Is(err, fs.ErrExist) {
-			os.Remove(tmp) // created before a later step of the open failed
-		}
+		return nil, err
+	}
+	removeStalePending(filepath.Dir(final))
+	tmp := pendingName(final)
+	lock, err := createLocked(tmp, perm, old)
+	if err != nil {
 		return nil, &fs.PathError{Op: "create", Path: path, Err: pathErrInner(err)}
 	}
-	return &PendingFile{FileHandle: f, target: path}, nil
+	f, err := OpenFile(tmp, os.O_RDWR, 0, opts...)
+	if err != nil {
+		os.Remove(tmp)
+		lock.Close()
+		return nil, &fs.PathError{Op: "create", Path: path, Err: pathErrInner(err)}
+	}
+	return &PendingFile{FileHandle: f, target: path, final: final, lock: lock}, nil
+}
+
+// maxLinks bounds a chain of symbolic links, as the kernel's ELOOP does.
+const maxLinks = 40
+
+// pendingTarget checks that path names a file and returns the file it
+// stands for, its symbolic links followed, and that file's information
+// (nil when it does not exist yet).
+func pendingTarget(path string) (string, fs.FileInfo, error) {
+	bad := func(err error) (string, fs.FileInfo, error) {
+		return "", nil, &fs.PathError{Op: "create", Path: path, Err: err}
+	}
+	switch base := filepath.Base(path); {
+	case path == "":
+		return bad(fmt.Errorf("%w: empty path", ErrInvalidArgument))
+	case strings.HasSuffix(path, "/") || base == "." || base == "..":
+		return bad(fmt.Errorf("%w: %w: path names a directory", ErrInvalidArgument, syscall.EISDIR))
+	}
+	p := path
+	for i := 0; ; i++ {
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return p, nil, nil // a new file, or a dangling link's target
+		}
+		if err != nil {
+			return bad(pathErrInner(err))
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if fi.IsDir() {
+				return bad(fmt.Errorf("%w: %w: path names a directory", ErrInvalidArgument, syscall.EISDIR))
+			}
+			return p, fi, nil
+		}
+		if i == maxLinks {
+			return bad(syscall.ELOOP)
+		}
+		l, err := os.Readlink(p)
+		if err != nil {
+			return bad(pathErrInner(err))
+		}
+		if !filepath.IsAbs(l) {
+			// Not filepath.Join: cleaning "dir/../x" is wrong when dir
+			// is itself a link; the kernel resolves the joined path.
+			l = filepath.Dir(p) + string(filepath.Separator) + l
+		}
+		if strings.HasSuffix(l, "/") {
+			return bad(fmt.Errorf("%w: %w: link points to a directory", ErrInvalidArgument, syscall.EISDIR))
+		}
+		p = l
+	}
+}
+
+// createLocked creates the temporary file tmp, holding a lock on it
+// (flock) for as long as the file returned is open, so that no other
+// process takes it for stale; with perm 0 it takes old's owner, group
+// and permission bits, or 0666 less the umask for a new file.
+func createLocked(tmp string, perm fs.FileMode, old fs.FileInfo) (*os.File, error) {
+	mode := perm.Perm()
+	switch {
+	case perm != 0:
+	case old != nil:
+		mode = 0o600 // until it is the old file's
+	default:
+		mode = 0o666
+	}
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*os.File, error) {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	// On a file system without locks this fails: the process id and
+	// the age still guard the file (see removeStalePending).
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if perm == 0 && old != nil {
+		if st, ok := old.Sys().(*syscall.Stat_t); ok {
+			if err := f.Chown(int(st.Uid), int(st.Gid)); err != nil {
+				f.Chown(-1, int(st.Gid)) // a group of ours, where the owner cannot be kept
+			}
+		}
+		if err := f.Chmod(old.Mode().Perm()); err != nil {
+			return fail(err)
+		}
+	}
+	return f, nil
 }
 
 // pendingMark is in the name of every temporary file of CreatePending.
 const pendingMark = ".kvik-tmp-"
 
+// nameMax is the longest file name most file systems take (NAME_MAX).
+const nameMax = 255
+
 // pendingName names a temporary file next to path: hidden, marked with
 // the process id and a counter so that concurrent writers never share
-// one, and recognisable for clean-up (".name.kvik-tmp-PID-N").
+// one, and recognisable for clean-up (".name.kvik-tmp-PID-N"). A name too
+// long for that is shortened and a hash of it added, so that the
+// temporary name fits NAME_MAX whenever the name does.
 func pendingName(path string) string {
 	dir, base := filepath.Split(path)
-	return filepath.Join(dir, "."+base+pendingMark+strconv.Itoa(os.Getpid())+"-"+strconv.FormatUint(pendingSeq.Add(1), 10))
+	tail := pendingMark + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(pendingSeq.Add(1), 10)
+	if 1+len(base)+len(tail) > nameMax {
+		h := fnv.New32a()
+		h.Write([]byte(base))
+		sum := fmt.Sprintf("~%08x", h.Sum32())
+		keep := nameMax - 1 - len(sum) - len(tail)
+		for keep > 0 && !utf8.RuneStart(base[keep]) {
+			keep-- // whole characters, so that listings print it well
+		}
+		base = base[:keep] + sum
+	}
+	return dir + "." + base + tail
 }
 
 // IsPendingName reports whether the base name of a file is that of a
@@ -66,6 +199,81 @@ func pendingName(path string) string {
 // listings skip and clean-up may remove.
 func IsPendingName(name string) bool {
 	return strings.HasPrefix(filepath.Base(name), ".") && strings.Contains(filepath.Base(name), pendingMark)
+}
+
+// StalePendingAge is how old a temporary file of CreatePending must be
+// before another process removes it as stale.
+const StalePendingAge = time.Minute
+
+// staleScans records when each directory was last searched for stale
+// temporary files, so that a process searches one at most once per
+// StalePendingAge (a store writing many files into one directory lists
+// it rarely).
+var staleScans struct {
+	sync.Mutex
+	last map[string]time.Time
+}
+
+// removeStalePending removes the temporary files of CreatePending in
+// dir that a dead process left: ones that are older than
+// StalePendingAge, whose process id names no live process on this host
+// (kill(pid, 0) gives ESRCH) and whose lock (flock) no process holds. A
+// writer holds its lock until Commit or Abort, on any host of a file
+// system with shared locks (NFS), so a file in use is never taken.
+func removeStalePending(dir string) {
+	now := time.Now()
+	staleScans.Lock()
+	if t, ok := staleScans.last[dir]; ok && now.Sub(t) < StalePendingAge {
+		staleScans.Unlock()
+		return
+	}
+	if staleScans.last == nil || len(staleScans.last) >= 4096 {
+		staleScans.last = map[string]time.Time{}
+	}
+	staleScans.last[dir] = now
+	staleScans.Unlock()
+
+	d, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	for {
+		names, err := d.Readdirnames(1024)
+		for _, n := range names {
+			if IsPendingName(n) {
+				removeIfStale(filepath.Join(dir, n), now)
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// removeIfStale removes the temporary file at path if it is stale (see
+// removeStalePending).
+func removeIfStale(path string, now time.Time) {
+	n := filepath.Base(path)
+	rest := n[strings.LastIndex(n, pendingMark)+len(pendingMark):]
+	ps, _, _ := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(ps)
+	if err != nil || pid <= 0 || pid == os.Getpid() || unix.Kill(pid, 0) != unix.ESRCH {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < StalePendingAge {
+		return
+	}
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return // held by a writer, or a file system without locks
+	}
+	os.Remove(path)
 }
 
 // pathErrInner returns the error a *fs.PathError wraps, so that it can be
@@ -77,7 +285,8 @@ func pathErrInner(err error) error {
 	return err
 }
 
-// Target returns the path that Commit replaces.
+// Target returns the path given to CreatePending. When it is a symbolic
+// link, Commit replaces the file the link points to.
 func (p *PendingFile) Target() string { return p.target }
 
 // Commit syncs the temporary file, closes it, renames it over the target
@@ -89,19 +298,20 @@ func (p *PendingFile) Commit() error {
 		return &fs.PathError{Op: "commit", Path: p.target, Err: ErrClosed}
 	}
 	p.done = true
+	defer p.lock.Close()
 	tmp := p.FileHandle.Name()
 	err := p.FileHandle.Sync()
 	if cerr := p.FileHandle.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, p.target)
+		err = os.Rename(tmp, p.final)
 	}
 	if err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(filepath.Dir(p.target))
+	return syncDir(filepath.Dir(p.final))
 }
 
 // Abort closes and removes the temporary file, leaving the target as it
@@ -111,6 +321,7 @@ func (p *PendingFile) Abort() error {
 		return nil
 	}
 	p.done = true
+	defer p.lock.Close()
 	err := p.FileHandle.Close()
 	if rerr := os.Remove(p.FileHandle.Name()); err == nil {
 		err = rerr
@@ -155,7 +366,10 @@ func (p Piece) Len() int64 {
 //
 //   - a local path is written through CreatePending, the pieces in
 //     parallel (PWrite, PWriteDevice), then committed: on any error the
-//     old file, if any, is left as it was and the temporary file removed;
+//     old file, if any, is left as it was and the temporary file removed.
+//     The new file keeps the replaced file's mode and owner, a symbolic
+//     link is written through, and other hard links of the old file keep
+//     the old contents (see PendingFile);
 //   - an s3:// URL or an S3 object's URL (see IsURL) is uploaded as
 //     UploadS3 does, with opts: in one PUT or a multipart upload that is
 //     aborted on any error, so the object appears whole or not at all.

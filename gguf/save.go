@@ -34,7 +34,7 @@ type SaveTensor struct {
 func Save(ctx context.Context, name string, tensors []SaveTensor, meta Metadata, opts ...kvik.RemoteOption) error {
 	ps, err := pieces(tensors, meta)
 	if err != nil {
-		return &fs.PathError{Op: "write", Path: name, Err: err}
+		return &fs.PathError{Op: "write", Path: kvik.RedactURL(name), Err: err}
 	}
 	return kvik.SaveFile(ctx, name, ps, opts...)
 }

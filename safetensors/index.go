@@ -96,19 +96,14 @@ func ShardName(index, file string) (string, error) {
 	dir := path.Dir(base.Path)
 	if u.Scheme != base.Scheme || u.Host != base.Host || u.User.String() != base.User.String() ||
 		!strings.HasPrefix(u.Path, strings.TrimSuffix(dir, "/")+"/") {
-		return "", fmt.Errorf("%w: file %q resolves to %s, outside the index's directory", ErrInvalidIndex, file, u.Redacted())
+		return "", fmt.Errorf("%w: file %q resolves to %s, outside the index's directory", ErrInvalidIndex, file, kvik.RedactURL(u.String()))
 	}
 	return u.String(), nil
 }
 
-// redact drops a URL's query, which may hold a signature, so that it
-// stays out of errors.
-func redact(name string) string {
-	if kvik.IsURL(name) {
-		name, _, _ = strings.Cut(name, "?")
-	}
-	return name
-}
+// redact returns name fit for an error (kvik.RedactURL): no password,
+// no query, which may hold a signature.
+func redact(name string) string { return kvik.RedactURL(name) }
 
 // StringMetadata returns the index's metadata with each value as a
 // string: JSON strings unquoted, other values (numbers…) as written.

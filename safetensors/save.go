@@ -59,7 +59,7 @@ func (t *SaveTensor) bytes() (int64, error) {
 func Save(ctx context.Context, path string, tensors []SaveTensor, metadata map[string]string, opts ...kvik.RemoteOption) error {
 	hdr, offs, err := encodeHeader(tensors, metadata)
 	if err != nil {
-		return &fs.PathError{Op: "write", Path: path, Err: err}
+		return &fs.PathError{Op: "write", Path: kvik.RedactURL(path), Err: err}
 	}
 	return kvik.SaveFile(ctx, path, pieces(hdr, tensors, offs), opts...)
 }

@@ -188,15 +188,18 @@ func (j *copyJob) open() error {
 	}
 	j.size = fi.Size()
 	j.dst = destPath(j.src, j.dst)
+	perm := fi.Mode().Perm()
 	if di, err := os.Stat(j.dst); err == nil && os.SameFile(fi, di) {
 		return fmt.Errorf("%s and %s are the same file", j.src, j.dst)
+	} else if err == nil {
+		perm = 0 // an existing DST keeps its mode and owner, as with cp(1)
 	}
 	// The destination's directory is made if missing, as for URL sources
 	// (kvik cp FILE newdir/).
 	if err := os.MkdirAll(filepath.Dir(j.dst), 0o755); err != nil {
 		return err
 	}
-	if j.pending, err = createPending(j.dst, fi.Mode().Perm(), opts...); err != nil {
+	if j.pending, err = createPending(j.dst, perm, opts...); err != nil {
 		return err
 	}
 	j.out = j.pending.FileHandle

@@ -228,13 +228,9 @@ func openSized(name string) (kvik.Reader, int64, error) {
 	return r, size, nil
 }
 
-// redact drops a URL's query, which may hold a signature.
-func redact(name string) string {
-	if i := strings.IndexByte(name, '?'); i >= 0 && isURL(name) {
-		return name[:i] + "?…"
-	}
-	return name
-}
+// redact returns name as kvik prints URLs (kvik.RedactURL): no
+// password, the query (which may hold a signature) cut to "?…".
+func redact(name string) string { return kvik.RedactURL(name) }
 
 func (r *tensorFileInfo) print(w io.Writer) {
 	fmt.Fprintf(w, "%s: %s, %s, %s (%s)\n", r.Path, r.Format, count(len(r.Tensors), "tensor"), formatSize(r.Bytes), count(r.Bytes, "byte"))

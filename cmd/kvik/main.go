@@ -70,6 +70,7 @@ func main() {
 
 // run dispatches args to a command and returns the exit status.
 func run(e *env, args []string) int {
+	e = e.redacted()
 	if len(args) == 0 {
 		fmt.Fprintln(e.stderr, "kvik: no command (see kvik help)")
 		return exitUsage

@@ -428,3 +428,32 @@ func TestVersion(t *testing.T) {
 		t.Errorf("help lacks version:\n%s", help)
 	}
 }
+
+// TestCpKeepsDestination copies over an existing private file and
+// through a symbolic link: the destination keeps its mode, the link
+// stays and its target gets the copy.
+func TestCpKeepsDestination(t *testing.T) {
+	src := randomFile(t, 70000) // 0640
+	dir := t.TempDir()
+	dst, target, link := filepath.Join(dir, "private.bin"), filepath.Join(dir, "target.bin"), filepath.Join(dir, "link.bin")
+	for _, p := range []string{dst, target} {
+		if err := os.WriteFile(p, []byte("old"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("target.bin", link); err != nil {
+		t.Fatal(err)
+	}
+	runKvik(t, nil, "cp", "--memory", "host", src, dst).expect(t, 0)
+	runKvik(t, nil, "cp", "--memory", "host", src, link).expect(t, 0)
+	sameFile(t, src, dst)
+	sameFile(t, src, target)
+	for _, p := range []string{dst, target} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v (%v), want 0600 kept", filepath.Base(p), fi.Mode(), err)
+		}
+	}
+	if l, err := os.Readlink(link); err != nil || l != "target.bin" {
+		t.Errorf("link replaced: %q, %v", l, err)
+	}
+}

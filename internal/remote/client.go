@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -307,7 +308,8 @@ func (r retryable) Unwrap() error { return r.err }
 // policy and the limits. attempt gets a context bounded by the timeout;
 // it returns a retryable error to ask for another try. Waiting for a slot
 // does not count against the timeout.
-func (c *Client) do(ctx context.Context, e *Endpoint, method string, attempt func(ctx context.Context) error) error {
+func (c *Client) do(ctx context.Context, e *Endpoint, method string, attempt func(ctx context.Context) error) (err error) {
+	defer func() { err = e.scrubErr(err) }() // whatever the server put in an error
 	for i := 1; ; i++ {
 		release, err := acquireAll(ctx, c.limits)
 		if err != nil {
@@ -369,7 +371,7 @@ func (c *Client) logAttempt(ctx context.Context, msg string, e *Endpoint, method
 	if errors.As(err, &se) {
 		attrs = append(attrs, slog.Int("status", se.Code))
 	}
-	attrs = append(attrs, slog.String("error", err.Error()))
+	attrs = append(attrs, slog.String("error", e.scrub(err.Error())))
 	l.LogAttrs(ctx, slog.LevelWarn, msg, append(attrs, extra...)...)
 }
 
@@ -419,9 +421,11 @@ func (c *Client) send(e *Endpoint, req *http.Request, want ...int) (*http.Respon
 			return resp, nil
 		}
 	}
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	// Read past the 512 bytes kept, so that a secret straddling the cut
+	// is masked whole rather than cut first and left half unmasked.
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, e.snippetLimit(maxErrBody)))
 	resp.Body.Close()
-	serr := &StatusError{Method: req.Method, URL: e.String(), Code: resp.StatusCode, Body: e.scrub(strings.TrimSpace(string(snippet)))}
+	serr := &StatusError{Method: req.Method, URL: e.String(), Code: resp.StatusCode, Body: e.snippet(bytes.TrimSpace(body), maxErrBody)}
 	if c.policy.Retry != nil && c.policy.Retry(resp.StatusCode) {
 		return nil, retryable{serr}
 	}

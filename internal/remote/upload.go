@@ -99,7 +99,7 @@ func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string
 			Message string `xml:"Message"`
 		}
 		if xml.Unmarshal(data, &doc) == nil && doc.XMLName.Local == "Error" && resp.StatusCode < 300 {
-			return &StatusError{Method: method, URL: e.String(), Code: resp.StatusCode, Body: e.scrub(doc.Code + ": " + doc.Message)}
+			return &StatusError{Method: method, URL: e.String(), Code: resp.StatusCode, Body: e.snippet([]byte(doc.Code+": "+doc.Message), maxErrBody)}
 		}
 		rep = reply{status: resp.StatusCode, hdr: resp.Header, data: data}
 		return nil
@@ -123,7 +123,7 @@ func (c *Client) CreateMultipart(ctx context.Context, e *Endpoint) (string, erro
 		UploadID string `xml:"UploadId"`
 	}
 	if err := xml.Unmarshal(rep.data, &res); err != nil || res.UploadID == "" {
-		return "", fmt.Errorf("remote: CreateMultipartUpload %s: no upload id in %q", e, e.scrub(truncate(rep.data)))
+		return "", fmt.Errorf("remote: CreateMultipartUpload %s: no upload id in %q", e, e.snippet(rep.data, 200))
 	}
 	return res.UploadID, nil
 }
@@ -212,9 +212,5 @@ func PartSize(size int64, want int) int64 {
 	return p
 }
 
-func truncate(b []byte) string {
-	if len(b) > 200 {
-		b = b[:200]
-	}
-	return string(b)
-}
+// maxErrBody is how much of a server's error body an error quotes.
+const maxErrBody = 512

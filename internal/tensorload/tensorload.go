@@ -497,10 +497,11 @@ func Open[M any](ctx context.Context, name string, opts []kvik.RemoteOption, f f
 	r, err := kvik.OpenReader(ctx, name, opts...)
 	if err != nil {
 		var zero M
-		return zero, err
+		return zero, kvik.RedactError(err)
 	}
 	defer r.Close()
-	return f(r)
+	m, err := f(r)
+	return m, kvik.RedactError(err)
 }
 
 // ReaderAt returns r as an io.ReaderAt whose reads are cancelled with
