@@ -26,6 +26,8 @@ type RemotePrefix struct {
 	opts  []RemoteOption // for SaveFile
 	hc    *http.Client
 	owned *http.Transport // closed by Close; nil with WithHTTPClient
+	// maxGet bounds the objects Get reads.
+	maxGet int64
 }
 
 // NewRemotePrefix returns the prefix url (a trailing "/" is implied). It
@@ -38,7 +40,10 @@ func NewRemotePrefix(url string, opts ...RemoteOption) (*RemotePrefix, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	p := &RemotePrefix{base: strings.TrimRight(url, "/") + "/", s3: o.s3.FromEnv(os.Getenv), opts: opts}
+	p := &RemotePrefix{base: strings.TrimRight(url, "/") + "/", s3: o.s3.FromEnv(os.Getenv), opts: opts, maxGet: o.maxDocument}
+	if p.maxGet <= 0 {
+		p.maxGet = DefaultMaxDocumentSize
+	}
 	if err := p.pickType(o.typ); err != nil {
 		return nil, &fs.PathError{Op: "open", Path: RedactURL(url), Err: err}
 	}
@@ -124,12 +129,21 @@ func (p *RemotePrefix) pathErr(op, key string, err error) error {
 }
 
 // Get returns the whole object key, read with one GET: into buf when it
-// fits in cap(buf), else into a new slice. A missing object fails with an
-// error matching fs.ErrNotExist.
+// fits in cap(buf), else into a new slice. An object longer than both
+// cap(buf) and the prefix's document cap (WithMaxDocumentSize, default
+// DefaultMaxDocumentSize) fails with an error matching ErrTooLarge, and
+// no more memory than that cap is taken, whatever the server claims. A
+// missing object fails with an error matching fs.ErrNotExist.
 func (p *RemotePrefix) Get(ctx context.Context, key string, buf []byte) ([]byte, error) {
+	return p.GetMax(ctx, key, buf, max(int64(cap(buf)), p.maxGet))
+}
+
+// GetMax is Get for an object of at most limit bytes, the size the caller
+// expects: a longer one fails with an error matching ErrTooLarge.
+func (p *RemotePrefix) GetMax(ctx context.Context, key string, buf []byte, limit int64) ([]byte, error) {
 	e, c, err := p.endpoint(key)
 	if err == nil {
-		buf, err = c.GetObject(ctx, e, buf)
+		buf, err = c.GetObject(ctx, e, buf, limit)
 	}
 	if err != nil {
 		return nil, p.pathErr("read", key, err)
