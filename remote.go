@@ -256,7 +256,7 @@ func openRemote(ctx context.Context, url string, o remoteOptions) (*RemoteHandle
 	if err != nil {
 		return nil, err
 	}
-	h.client, h.owned = remote.Client{HTTP: hc, Limits: o.limits()}, owned
+	h.client, h.owned = remote.Client{HTTP: hc, Limits: o.limits(), Pin: &remote.Pin{}}, owned
 	h.client.Policy = policyOf(d)
 	if err := h.pickEndpoint(ctx, url, d, o); err != nil {
 		h.closeIdle()

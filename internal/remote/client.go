@@ -52,6 +52,10 @@ type Client struct {
 	// every one, taken in order, from before it is sent until its
 	// response body is read, and none while it backs off.
 	Limits []*Limiter
+	// Pin, when not nil, holds the object's version: Size and ReadRange
+	// pin the first ETag they see, and ReadRange fails with
+	// ErrObjectChanged on another.
+	Pin *Pin
 }
 
 // NewTransport returns a keep-alive HTTP/1.1 transport that keeps up to
@@ -225,11 +229,15 @@ func (c *Client) readOnce(ctx context.Context, e *Endpoint, p []byte, off int64)
 	if err != nil {
 		return 0, err
 	}
+	c.Pin.ifMatch(req)
 	resp, err := c.send(e, req, http.StatusOK, http.StatusPartialContent)
 	if err != nil {
-		return 0, err
+		return 0, changed(req, err)
 	}
 	defer resp.Body.Close()
+	if err := c.Pin.observe(resp); err != nil {
+		return 0, err
+	}
 	if err := checkRange(e, resp, off, len(p)); err != nil {
 		return 0, err
 	}
@@ -333,6 +341,9 @@ func (c *Client) sizeOnce(ctx context.Context, e *Endpoint) (int64, error) {
 		}
 		defer resp.Body.Close()
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10))
+		if err := c.Pin.observe(resp); err != nil {
+			return 0, err
+		}
 		if resp.StatusCode == http.StatusOK && resp.ContentLength >= 0 {
 			return resp.ContentLength, nil
 		}
@@ -353,6 +364,9 @@ func (c *Client) sizeOnce(ctx context.Context, e *Endpoint) (int64, error) {
 	resp.Body.Close()
 	if resp.ContentLength < 0 {
 		return 0, fmt.Errorf("remote: HEAD %s: no Content-Length; give the size explicitly", e)
+	}
+	if err := c.Pin.observe(resp); err != nil {
+		return 0, err
 	}
 	return resp.ContentLength, nil
 }
