@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/hostmem"
 )
 
 // Array is a loaded array: its header and its bytes in host memory (Data)
@@ -93,6 +94,11 @@ func LoadReader(r kvik.Reader) (*Array, error) {
 }
 
 func loadHost(r kvik.Reader, h *Header) (*Array, error) {
+	// The size comes from the file (and a server's claim of its length):
+	// one the machine cannot hold is an error, not a fatal allocation.
+	if err := hostmem.Check(h.Size(), "array"); err != nil {
+		return nil, readErr(r, err)
+	}
 	a := &Array{Header: *h, Data: make([]byte, h.Size()), Device: -1}
 	if err := readFull(r, a.Data, h.DataOffset); err != nil {
 		return nil, readErr(r, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/hostmem"
 )
 
 // Alignment is the alignment of every tensor's offset in its allocation
@@ -138,6 +139,11 @@ func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
 // Alignment, and returns it: piece i's bytes are at mem[Pieces[i].MemOff:].
 func (p *Plan) ReadHost(r kvik.Reader) ([]byte, error) {
 	total := p.Totals[0]
+	// Sizes come from the file and the server: refuse what the machine
+	// cannot hold instead of dying in the allocation.
+	if err := hostmem.Check(total+Alignment, "tensors"); err != nil {
+		return nil, err
+	}
 	raw := make([]byte, total+Alignment)
 	pad := int64((Alignment - uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%Alignment) % Alignment)
 	mem := raw[pad : pad+total : pad+total]
