@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/npy"
 )
 
 // swapServer serves one object at /obj whose content is replaced, with
@@ -155,5 +156,27 @@ func TestRemoteGetMaxBounds(t *testing.T) {
 	defer small.Close()
 	if _, err := small.Get(ctx, "doc", nil); !errors.Is(err, kvik.ErrTooLarge) {
 		t.Errorf("Get over WithMaxDocumentSize(100) = %v, want ErrTooLarge", err)
+	}
+}
+
+// TestRemoteFormatOneVersion: a format load from a URL takes its header
+// and its data from one version: an npy file replaced (same size, new
+// ETag) between the header's GET and the data's fails with
+// ErrObjectChanged.
+func TestRemoteFormatOneVersion(t *testing.T) {
+	rng := rand.New(rand.NewPCG(28, 8))
+	hdr := npyHeader("<u2", "(40000,)")
+	a := append(append([]byte{}, hdr...), randomBytes(rng, 80000)...)
+	b := append(append([]byte{}, hdr...), randomBytes(rng, 80000)...)
+	srv := &swapServer{versions: [][]byte{a, b}, after: 1, honor: true}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	h, err := kvik.OpenHTTP(context.Background(), ts.URL+"/obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if _, err := npy.LoadReader(h); !errors.Is(err, kvik.ErrObjectChanged) {
+		t.Fatalf("npy load of a file replaced after its header: %v, want ErrObjectChanged", err)
 	}
 }

@@ -159,3 +159,31 @@ func TestListTooLarge(t *testing.T) {
 		t.Fatalf("List of an endless answer: %v, want ErrTooLarge", err)
 	}
 }
+
+// TestReadRangeStallDeadline: a ranged body that stalls midway is
+// abandoned at the context's deadline, promptly.
+func TestReadRangeStallDeadline(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Range", "bytes 0-999999/1000000")
+		w.Header().Set("Content-Length", "1000000")
+		w.WriteHeader(http.StatusPartialContent)
+		w.Write(make([]byte, 1000))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	c, e := testClient(t, srv, HTTP, "/obj")
+	const deadline = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	_, err := c.ReadRange(ctx, e, make([]byte, 1000000), 0)
+	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 2*deadline {
+		t.Fatalf("ReadRange of a stalled body: %v after %v, want DeadlineExceeded within %v", err, took, 2*deadline)
+	}
+}
