@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"runtime"
 	"strings"
@@ -71,10 +72,24 @@ func TestRemoteSoak(t *testing.T) {
 	}
 	v := s3test.Start(t)
 	proxy := httpfault.NewProxy(t, v.URL, 0, 28)
-	proxy.StallFor = 3 * time.Second
+	proxy.StallFor = 5 * time.Second
+	var traceMu sync.Mutex
+	var trace []string
+	t0 := time.Now()
+	proxy.Trace = func(r *http.Request, k httpfault.Kind, status int, start, end time.Time) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			return
+		}
+		traceMu.Lock()
+		defer traceMu.Unlock()
+		trace = append(trace, fmt.Sprintf("%8.3f-%8.3f %s %s?%s %s -> %d", start.Sub(t0).Seconds(), end.Sub(t0).Seconds(), r.Method, r.URL.Path, r.URL.RawQuery, k, status))
+	}
 	t.Cleanup(kvik.SetRemoteBackoff(5 * time.Millisecond))
 	restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) {
-		d.HTTPTimeout, d.HTTPMaxAttempts, d.TaskSize = time.Second, 4, 256<<10
+		// Attempts time out well after a loaded server answers: an
+		// abandoned attempt that the server still completes could land
+		// after a later write (versitygw: the last to finish wins).
+		d.HTTPTimeout, d.HTTPMaxAttempts, d.TaskSize = 4*time.Second, 4, 256<<10
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -189,6 +204,7 @@ func TestRemoteSoak(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(w), 2))
 			key := fmt.Sprintf("soak/up/w%d.bin", w)
 			var cur []byte // nil: no object
+			var history [][]byte
 			for !failed.Load() && time.Now().Before(deadline) {
 				ctx, cancel := opCtx()
 				old := cur
@@ -212,6 +228,16 @@ func TestRemoteSoak(t *testing.T) {
 				cancel()
 				stats.add(op, err)
 				got, ok := v.Object(key)
+				if ok && !bytes.Equal(got, next) && !bytes.Equal(got, old) {
+					for i, h := range history {
+						if bytes.Equal(h, got) {
+							t.Logf("%s of %s (%v): the object holds the version written %d writes before", op, key, err, len(history)-i)
+						}
+					}
+				}
+				if next != nil {
+					history = append(history[max(len(history)-8, 0):], next)
+				}
 				switch {
 				case op == "delete" && !ok:
 					cur = nil
@@ -220,7 +246,14 @@ func TestRemoteSoak(t *testing.T) {
 				case op != "delete" && ok && bytes.Equal(got, next):
 					cur = next
 				case op != "delete" && err == nil:
-					fail("%s of %s succeeded but the object holds %d bytes (present %v)", op, key, len(got), ok)
+					fail("%s of %s succeeded at %.3f but the object holds %d bytes (present %v, old %d bytes, equal %v)", op, key, time.Since(t0).Seconds(), len(got), ok, len(old), bytes.Equal(got, old))
+					traceMu.Lock()
+					for _, l := range trace[max(len(trace)-40, 0):] {
+						if strings.Contains(l, key) {
+							t.Log(l)
+						}
+					}
+					traceMu.Unlock()
 				case ok && old != nil && bytes.Equal(got, old):
 				case !ok && old == nil:
 				default:

@@ -42,6 +42,10 @@ type Proxy struct {
 	transport *http.Transport
 	// StallFor bounds a stall (the client normally gives up first).
 	StallFor time.Duration
+	// Trace, when set before requests come, sees every request with its
+	// fault, the status the target answered (0: not forwarded, or no
+	// answer) and when it was received and answered.
+	Trace func(r *http.Request, k Kind, status int, start, end time.Time)
 
 	mu     sync.Mutex
 	rng    *rand.Rand
@@ -95,15 +99,24 @@ func (p *Proxy) draw() (Kind, bool) {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	kind, early := p.draw()
 	p.counts[kind].Add(1)
+	status := 0
+	if p.Trace != nil {
+		start := time.Now()
+		defer func() { p.Trace(r, kind, status, start, time.Now()) }()
+	}
 	switch kind {
 	case Stall:
 		t := time.NewTimer(p.StallFor)
 		defer t.Stop()
 		select {
 		case <-r.Context().Done():
-			return
 		case <-t.C:
 		}
+		// Never forwarded: a server that comes back later and completes
+		// an abandoned write would overwrite the writes after it (a real
+		// hazard of retried writes, which the soak does not probe).
+		reset(w)
+		return
 	case Status5xx:
 		code := http.StatusServiceUnavailable
 		if early {
@@ -132,6 +145,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	status = resp.StatusCode
 	if kind == ResetConn || kind == ShortBody {
 		if r.Method == http.MethodHead {
 			reset(w) // a HEAD has no body to cut: its answer is lost
