@@ -4,8 +4,6 @@ import (
 	"context"
 	"math"
 	"math/bits"
-
-	"github.com/kvikgo/kvik"
 )
 
 // limitGetter is a store that bounds a whole-object read by the size the
@@ -22,7 +20,7 @@ const storedSlack = 1 << 20
 // maxStored bounds the stored bytes of a chunk that decodes to shape
 // elements of es bytes: twice its decoded size plus storedSlack, room
 // for any codec's expansion of incompressible data (well under 1% for
-// gzip, zstd, blosc, lz4), and never below the store's document cap.
+// gzip, zstd, blosc, lz4).
 func maxStored(shape []int, es int) int64 {
 	n := uint64(max(es, 1))
 	for _, d := range shape {
@@ -32,7 +30,7 @@ func maxStored(shape []int, es int) int64 {
 		}
 		n = lo
 	}
-	return max(2*int64(n)+storedSlack, kvik.DefaultMaxDocumentSize)
+	return 2*int64(n) + storedSlack
 }
 
 // getChunk reads key's whole object, bounded by maxStored when the store
@@ -45,8 +43,8 @@ func getChunk(ctx context.Context, s Store, key string, buf []byte, shape []int,
 }
 
 // GetMax is Get for an object of at most limit bytes: a longer one fails
-// with an error matching kvik.ErrTooLarge, whatever its Content-Length
-// claims, before that memory is taken.
+// with an error matching kvik.ErrTooLarge (whatever its Content-Length
+// claims, before that memory is taken).
 func (s *RemoteStore) GetMax(ctx context.Context, key string, buf []byte, limit int64) ([]byte, error) {
 	key, err := s.key(key)
 	if err != nil {
