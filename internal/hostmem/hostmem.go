@@ -20,12 +20,19 @@ func Check(n int64, what string) error {
 	if n < 0 {
 		return fmt.Errorf("%w: %s of %d bytes", remote.ErrTooLarge, what, n)
 	}
-	limit := total()
-	if limit <= 0 || limit > math.MaxInt {
-		limit = math.MaxInt
-	}
+	limit := Limit()
 	if n > limit {
 		return fmt.Errorf("%w: %s of %d bytes, more than the %d bytes of memory this machine has", remote.ErrTooLarge, what, n, limit)
 	}
 	return nil
+}
+
+// Limit returns the most bytes Check lets through: the machine's RAM and
+// swap where known, else the most a slice can hold.
+func Limit() int64 {
+	limit := total()
+	if limit <= 0 || limit > math.MaxInt {
+		limit = math.MaxInt
+	}
+	return int64(limit)
 }
