@@ -59,6 +59,16 @@ var (
 	// token, a password in the URL) to another scheme, host or port. The
 	// error is a *RedirectError naming the redirect's target.
 	ErrRedirect = remote.ErrRedirect
+	// ErrTooLarge reports a size from a server, a file or metadata beyond
+	// its bound: a response body longer than the caller expects (a chunk,
+	// a range) or than a cap (WithMaxDocumentSize), or a host allocation
+	// larger than the machine's memory. It is never retried.
+	ErrTooLarge = remote.ErrTooLarge
+	// ErrObjectChanged reports a remote object replaced while a handle
+	// read it: a ranged request found another ETag than the handle's
+	// first response (HTTP 412 to its If-Match, or another ETag in the
+	// answer). It is not retried: no read returns bytes of two versions.
+	ErrObjectChanged = remote.ErrObjectChanged
 )
 
 // HTTPStatusError is a remote response with an unexpected status code.
@@ -78,6 +88,7 @@ type remoteOptions struct {
 	client      *http.Client
 	tls         *tls.Config
 	maxRequests int
+	maxDocument int64
 }
 
 // WithEndpointType forces an endpoint type instead of detecting it.
@@ -141,6 +152,17 @@ func (o *remoteOptions) newClient(d Defaults, conns int, s3 bool) (*remote.Clien
 // (KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS); 0 means no cap of its own.
 // A negative n is an error wrapping ErrInvalidArgument.
 func WithMaxRequests(n int) RemoteOption { return func(o *remoteOptions) { o.maxRequests = n } }
+
+// DefaultMaxDocumentSize is the default cap on the objects that
+// RemotePrefix.Get reads whole (Zarr metadata documents and the like).
+const DefaultMaxDocumentSize = 64 << 20
+
+// WithMaxDocumentSize caps at n bytes the objects that RemotePrefix.Get
+// reads whole without knowing their size (metadata documents; default
+// DefaultMaxDocumentSize); a longer one fails with ErrTooLarge. A
+// RemoteHandle reads ranges the caller sizes and ignores it; 0 or less
+// keeps the default.
+func WithMaxDocumentSize(n int64) RemoteOption { return func(o *remoteOptions) { o.maxDocument = n } }
 
 // newRemoteOptions applies opts and checks them.
 func newRemoteOptions(opts []RemoteOption) (remoteOptions, error) {
@@ -245,6 +267,9 @@ func openRemote(ctx context.Context, url string, o remoteOptions) (*RemoteHandle
 	if h.client, err = o.newClient(d, d.NumThreads, remote.IsS3(o.typ, url)); err != nil {
 		return nil, err
 	}
+	// Every read of the handle is of one version of the object (If-Match
+	// with the first ETag; ErrObjectChanged otherwise).
+	h.client = h.client.Pinned()
 	if err := h.pickEndpoint(ctx, url, d, o); err != nil {
 		h.closeIdle()
 		return nil, err

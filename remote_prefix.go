@@ -21,6 +21,8 @@ type RemotePrefix struct {
 	base string // ends in "/"
 	ep   *remote.Endpoint
 	c    *remote.Client
+	// maxGet bounds the objects Get reads.
+	maxGet int64
 }
 
 // NewRemotePrefix returns the prefix url (a trailing "/" is implied). It
@@ -37,7 +39,10 @@ func NewRemotePrefix(url string, opts ...RemoteOption) (*RemotePrefix, error) {
 		return nil, &fs.PathError{Op: "open", Path: RedactURL(url), Err: err}
 	}
 	o.s3 = o.s3.FromEnv(os.Getenv)
-	p := &RemotePrefix{base: strings.TrimRight(url, "/") + "/"}
+	p := &RemotePrefix{base: strings.TrimRight(url, "/") + "/", maxGet: o.maxDocument}
+	if p.maxGet <= 0 {
+		p.maxGet = DefaultMaxDocumentSize
+	}
 	if err := p.pickType(o.typ, o.s3); err != nil {
 		return nil, &fs.PathError{Op: "open", Path: RedactURL(url), Err: err}
 	}
@@ -119,15 +124,24 @@ func (p *RemotePrefix) pathErr(op, key string, err error) error {
 }
 
 // Get returns the whole object key, read with one GET: into buf when it
-// fits in cap(buf), else into a new slice. A missing object fails with an
-// error matching fs.ErrNotExist. Keys, here and in every method, are
-// object keys below the prefix, taken literally ("50%25" is the key
-// 50%25, not 50%); a key that is empty or has an empty, "." or ".."
-// segment fails with ErrInvalidKey before any request.
+// fits in cap(buf), else into a new slice. An object longer than both
+// cap(buf) and the prefix's document cap (WithMaxDocumentSize, default
+// DefaultMaxDocumentSize) fails with an error matching ErrTooLarge, and
+// no more memory than that cap is taken, whatever the server claims. A
+// missing object fails with an error matching fs.ErrNotExist. Keys, here
+// and in every method, are object keys below the prefix, taken literally
+// ("50%25" is the key 50%25, not 50%); a key that is empty or has an
+// empty, "." or ".." segment fails with ErrInvalidKey before any request.
 func (p *RemotePrefix) Get(ctx context.Context, key string, buf []byte) ([]byte, error) {
+	return p.GetMax(ctx, key, buf, max(int64(cap(buf)), p.maxGet))
+}
+
+// GetMax is Get for an object of at most limit bytes, the size the caller
+// expects: a longer one fails with an error matching ErrTooLarge.
+func (p *RemotePrefix) GetMax(ctx context.Context, key string, buf []byte, limit int64) ([]byte, error) {
 	e, c, err := p.endpoint(key)
 	if err == nil {
-		buf, err = c.GetObject(ctx, e, buf)
+		buf, err = c.GetObject(ctx, e, buf, limit)
 	}
 	if err != nil {
 		return nil, p.pathErr("read", key, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/tensorload"
+	"github.com/kvikgo/kvik/internal/hostmem"
 )
 
 // Array is a loaded array: its header and its bytes in host memory (Data)
@@ -111,6 +112,11 @@ func LoadHostReader(ctx context.Context, r kvik.Reader, o *Options) (*Array, err
 	h, err := ReadHeaderReader(ctx, r, o)
 	if err != nil {
 		return nil, err
+	}
+	// The size comes from the file (and a server's claim of its length):
+	// one the machine cannot hold is an error, not a fatal allocation.
+	if err := hostmem.Check(h.Size(), "array"); err != nil {
+		return nil, readErr(r, err)
 	}
 	a := &Array{Header: *h, Data: make([]byte, h.Size()), Device: -1}
 	n, err := r.PRead(ctx, a.Data, h.DataOffset).Get()

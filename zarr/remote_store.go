@@ -168,7 +168,11 @@ func (s *RemoteStore) request(ctx context.Context, f func() error) error {
 }
 
 // Get returns key's whole object, read with one GET, in buf when it fits
-// in cap(buf).
+// in cap(buf). An object longer than cap(buf) and the document cap
+// (kvik.WithMaxDocumentSize in WithRemoteOptions, default
+// kvik.DefaultMaxDocumentSize) fails with an error matching
+// kvik.ErrTooLarge; chunks are read with GetMax, bounded by their
+// decoded size.
 func (s *RemoteStore) Get(ctx context.Context, key string, buf []byte) ([]byte, error) {
 	key, err := s.key(key)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/hostmem"
 )
 
 // isURL reports whether a kvik argument names a remote object rather than
@@ -294,6 +295,9 @@ func remoteRows(h *kvik.RemoteHandle, size int64) ([]remoteRow, func(), error) {
 		for i := len(frees) - 1; i >= 0; i-- {
 			frees[i]()
 		}
+	}
+	if err := hostmem.Check(size, "benchmark buffer"); err != nil {
+		return nil, nil, err // the server's claim: an error, not a fatal allocation
 	}
 	buf := make([]byte, size)
 	// A read that writes nothing must not pass its check: clear its start.

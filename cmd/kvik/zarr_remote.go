@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/hostmem"
 	"github.com/kvikgo/kvik/npy"
 	"github.com/kvikgo/kvik/zarr"
 )
@@ -183,14 +184,14 @@ func copyStore(ctx context.Context, from, to zarr.Store) (int, int64, error) {
 	var total int64
 	var mu sync.Mutex
 	copyKey := func(k string) error {
-		b, err := from.Get(ctx, k, nil)
+		b, err := getWhole(ctx, from, k)
 		if err != nil {
 			return err
 		}
 		if err := to.Set(ctx, k, b); err != nil {
 			return err
 		}
-		back, err := to.Get(ctx, k, nil)
+		back, err := getWhole(ctx, to, k)
 		if err != nil {
 			return err
 		}
@@ -455,4 +456,17 @@ func boxElems(lo, hi []int) int {
 		n *= hi[d] - lo[d]
 	}
 	return n
+}
+
+// getWhole reads key whole. A copied key may be a shard of any size, so a
+// remote store's read is bounded by the machine's memory rather than by
+// the document cap of its Get: a server's absurd claim still fails with
+// kvik.ErrTooLarge before anything is allocated.
+func getWhole(ctx context.Context, s zarr.Store, key string) ([]byte, error) {
+	if g, ok := s.(interface {
+		GetMax(ctx context.Context, key string, buf []byte, limit int64) ([]byte, error)
+	}); ok {
+		return g.GetMax(ctx, key, nil, hostmem.Limit())
+	}
+	return s.Get(ctx, key, nil)
 }

@@ -61,6 +61,10 @@ type Client struct {
 	// shared is the shared transport the client sends with; nil with a
 	// caller's http.Client.
 	shared *clientShare
+	// pin, when not nil, holds the object's version: Size and ReadRange
+	// pin the first ETag they see, and ReadRange fails with
+	// ErrObjectChanged on another (Pinned).
+	pin *Pin
 }
 
 // clientShare is a client's (and its copies') hold on a shared
@@ -122,6 +126,15 @@ func NewClient(o ClientOptions) (*Client, error) {
 func (c *Client) WithPolicy(p Policy) *Client {
 	d := *c
 	d.policy = p
+	return &d
+}
+
+// Pinned returns a copy of c that pins the version of the object it
+// reads (a RemoteHandle's): it shares c's connections and limits, and is
+// closed with c.
+func (c *Client) Pinned() *Client {
+	d := *c
+	d.pin = &Pin{}
 	return &d
 }
 
@@ -452,11 +465,15 @@ func (c *Client) readOnce(ctx context.Context, e *Endpoint, p []byte, off int64)
 	if err != nil {
 		return 0, err
 	}
+	c.pin.ifMatch(req)
 	resp, err := c.send(e, req, http.StatusOK, http.StatusPartialContent)
 	if err != nil {
-		return 0, err
+		return 0, changed(req, err)
 	}
 	defer resp.Body.Close()
+	if err := c.pin.observe(resp); err != nil {
+		return 0, err
+	}
 	if err := checkRange(e, resp, off, len(p)); err != nil {
 		return 0, err
 	}
@@ -561,6 +578,9 @@ func (c *Client) sizeOnce(ctx context.Context, e *Endpoint) (int64, error) {
 		}
 		defer resp.Body.Close()
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10))
+		if err := c.pin.observe(resp); err != nil {
+			return 0, err
+		}
 		if resp.StatusCode == http.StatusOK && resp.ContentLength >= 0 {
 			return resp.ContentLength, nil
 		}
@@ -581,6 +601,9 @@ func (c *Client) sizeOnce(ctx context.Context, e *Endpoint) (int64, error) {
 	resp.Body.Close()
 	if resp.ContentLength < 0 {
 		return 0, fmt.Errorf("remote: HEAD %s: no Content-Length; give the size explicitly", e)
+	}
+	if err := c.pin.observe(resp); err != nil {
+		return 0, err
 	}
 	return resp.ContentLength, nil
 }

@@ -36,6 +36,16 @@ var (
 	// http, or of a request carrying credentials to another origin. The
 	// error is a *RedirectError.
 	ErrRedirect = errors.New("remote: redirect refused")
+	// ErrTooLarge reports a size from a server, a file or metadata beyond
+	// its bound: a body longer than the caller expects or a configured
+	// cap allows, or an allocation larger than the machine's memory. It
+	// is not retried.
+	ErrTooLarge = errors.New("remote: larger than allowed")
+	// ErrObjectChanged reports an object replaced while it was being
+	// read: a ranged request after the first found another version (HTTP
+	// 412 to its If-Match, or another ETag). It is not retried, so that
+	// no read returns bytes of two versions.
+	ErrObjectChanged = errors.New("remote: object changed during the read")
 )
 
 // StatusError is an HTTP response with an unexpected status code. A 404

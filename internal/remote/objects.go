@@ -12,11 +12,14 @@ import (
 	"strings"
 )
 
-// GetObject reads a whole object with one GET and no HEAD first: into
-// buf when it fits in cap(buf), else into a new slice. A body shorter
-// than its Content-Length is retried, then ErrShortBody; a missing object
-// is a *StatusError matching fs.ErrNotExist.
-func (c *Client) GetObject(ctx context.Context, e *Endpoint, buf []byte) ([]byte, error) {
+// GetObject reads a whole object of at most limit bytes with one GET and
+// no HEAD first: into buf when it fits in cap(buf), else into a new slice.
+// A body longer than limit fails with ErrTooLarge, without being read
+// when its Content-Length says so; a body of unknown length is read as it
+// arrives, its memory growing with the bytes received, never past limit.
+// A body shorter than its Content-Length is retried, then ErrShortBody; a
+// missing object is a *StatusError matching fs.ErrNotExist.
+func (c *Client) GetObject(ctx context.Context, e *Endpoint, buf []byte, limit int64) ([]byte, error) {
 	var out []byte
 	err := c.do(ctx, e, http.MethodGet, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL.String(), nil)
@@ -28,22 +31,28 @@ func (c *Client) GetObject(ctx context.Context, e *Endpoint, buf []byte) ([]byte
 			return err
 		}
 		defer resp.Body.Close()
-		out, err = readWholeBody(resp, buf)
+		out, err = readWholeBody(resp, buf, limit)
 		return err
 	})
 	return out, err
 }
 
-// readWholeBody reads a response body of Content-Length bytes (or to its end
-// when the length is unknown) into buf, or a new slice if it does not fit.
-func readWholeBody(resp *http.Response, buf []byte) ([]byte, error) {
+// minGrow is the first allocation for a body of unknown length.
+const minGrow = 32 << 10
+
+// readWholeBody reads a response body of Content-Length bytes (or to its
+// end when the length is unknown) into buf, or a new slice if it does not
+// fit. A body of more than limit bytes is ErrTooLarge: a Content-Length
+// over limit before anything is allocated, a body of unknown length once
+// it passes limit, with its memory grown as bytes arrive.
+func readWholeBody(resp *http.Response, buf []byte, limit int64) ([]byte, error) {
+	limit = max(limit, 0)
 	cl := resp.ContentLength
+	if cl > limit {
+		return nil, fmt.Errorf("%w: Content-Length %d, more than the %d bytes allowed", ErrTooLarge, cl, limit)
+	}
 	if cl < 0 {
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return nil, retryable{err}
-		}
-		return append(buf[:0], b...), nil
+		return readUnknown(resp.Body, buf[:0], limit)
 	}
 	p := buf[:0]
 	if cl > int64(cap(buf)) {
@@ -54,6 +63,34 @@ func readWholeBody(resp *http.Response, buf []byte) ([]byte, error) {
 		return nil, shortBody(n, len(p), 0, err)
 	}
 	return p, nil
+}
+
+// readUnknown appends r's bytes to p until EOF, growing p by doubling,
+// and fails with ErrTooLarge once it holds more than limit bytes: the
+// memory taken never passes about twice the bytes received, nor limit+1.
+func readUnknown(r io.Reader, p []byte, limit int64) ([]byte, error) {
+	for {
+		if len(p) == cap(p) {
+			if int64(len(p)) > limit {
+				return nil, fmt.Errorf("%w: a body of more than %d bytes", ErrTooLarge, limit)
+			}
+			grow := min(int64(max(cap(p), minGrow)), limit+1-int64(len(p)))
+			q := make([]byte, len(p), int64(len(p))+grow)
+			copy(q, p)
+			p = q
+		}
+		n, err := r.Read(p[len(p):cap(p)])
+		p = p[:len(p)+n]
+		if int64(len(p)) > limit {
+			return nil, fmt.Errorf("%w: a body of more than %d bytes", ErrTooLarge, limit)
+		}
+		if err == io.EOF {
+			return p, nil
+		}
+		if err != nil {
+			return nil, retryable{fmt.Errorf("%w: after %d bytes of a body of unknown length: %w", ErrShortBody, len(p), err)}
+		}
+	}
 }
 
 // ReadAtSize fills p with the object's bytes at off and returns the
@@ -196,6 +233,9 @@ func (c *Client) List(ctx context.Context, e *Endpoint, sub string) ([]string, e
 		rep, err := c.requestLimit(ctx, b, http.MethodGet, strings.ReplaceAll(q.Encode(), "+", "%20"), nil, 0, listLimit)
 		if err != nil {
 			return nil, err
+		}
+		if rep.over {
+			return nil, fmt.Errorf("%w: ListObjectsV2 %s: an answer of more than %d bytes", ErrTooLarge, b, listLimit)
 		}
 		data := rep.data
 		var res struct {

@@ -46,6 +46,7 @@ type reply struct {
 	status int
 	hdr    http.Header
 	data   []byte // the first 64 KiB of the body
+	over   bool   // the body was longer than the bytes kept
 }
 
 // request sends one S3 request with query q and body (nil for none) of
@@ -87,9 +88,13 @@ func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string
 			return err
 		}
 		defer resp.Body.Close()
-		data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+		data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 		if err != nil {
 			return retryable{err}
+		}
+		over := int64(len(data)) > limit
+		if over {
+			data = data[:limit]
 		}
 		// S3 may answer CompleteMultipartUpload with 200 and an error
 		// document.
@@ -101,7 +106,7 @@ func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string
 		if xml.Unmarshal(data, &doc) == nil && doc.XMLName.Local == "Error" && resp.StatusCode < 300 {
 			return &StatusError{Method: method, URL: e.String(), Code: resp.StatusCode, Body: e.snippet([]byte(doc.Code+": "+doc.Message), maxErrBody)}
 		}
-		rep = reply{status: resp.StatusCode, hdr: resp.Header, data: data}
+		rep = reply{status: resp.StatusCode, hdr: resp.Header, data: data, over: over}
 		return nil
 	})
 	return rep, err

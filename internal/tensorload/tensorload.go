@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/hostmem"
 )
 
 // Alignment is the alignment of every tensor's offset in its allocation
@@ -142,6 +143,11 @@ func (p *Plan) ReadHost(ctx context.Context, r kvik.Reader) ([]byte, error) {
 		return nil, err
 	}
 	total := p.Totals[0]
+	// Sizes come from the file and the server: refuse what the machine
+	// cannot hold instead of dying in the allocation.
+	if err := hostmem.Check(total+Alignment, "tensors"); err != nil {
+		return nil, err
+	}
 	raw := make([]byte, total+Alignment)
 	pad := int64((Alignment - uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%Alignment) % Alignment)
 	mem := raw[pad : pad+total : pad+total]
