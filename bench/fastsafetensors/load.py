@@ -284,7 +284,7 @@ def kvik_delivered(name, size):
     return 2 * size if "replicated" in name else size
 
 
-def summary(files):
+def summary(files, title="summary: kvik and fastsafetensors, every round merged; best (median)"):
     rows = {}  # label -> row name -> {"seconds": [...], "who": "kvik" or "fst", ...}
     sizes, errors = {}, []
     for fn in files:
@@ -309,7 +309,7 @@ def summary(files):
                 e["seconds"] += r["seconds"]
                 if r["error"]:
                     e["error"] = r["error"]
-    print("==== summary: kvik and fastsafetensors, every round merged; best (median) ====")
+    print(f"==== {title} ====")
     for m in errors:
         print("  " + m)
     # (label, GPUs) -> [(who, name, GB/s best, GB/s median)]
@@ -317,7 +317,9 @@ def summary(files):
     for label, rs in rows.items():
         size = sizes.get(label, 0)
         print(f"[{label}] {size / 1e9:.2f} GB; GB/s = bytes on the GPUs / time (kvik's replicated row: 2 x file)")
-        for name, e in rs.items():
+        order = sorted(rs, key=lambda n: (rs[n]["who"] != "kvik", "gpu0+1" in n, list(rs).index(n)))
+        for name in order:
+            e = rs[name]
             if e["who"] == "kvik":
                 e["bytes"] = kvik_delivered(name, size)
             if not e["seconds"]:
@@ -330,7 +332,8 @@ def summary(files):
             v = (e["who"], name, e["bytes"] / min(e["seconds"]) / 1e9, e["bytes"] / statistics.median(e["seconds"]) / 1e9)
             cand.setdefault((label, gpus), []).append(v)
             cand.setdefault(("all file systems", gpus), []).append((v[0], f"{name} [{label}]", v[2], v[3]))
-    print("ratios: kvik's safetensors.Load / fastsafetensors' best row, best (median); goal >= 2x")
+    if any(v[0] == "fst" for vs in cand.values() for v in vs):
+        print("ratios: kvik's safetensors.Load / fastsafetensors' best row, best (median); goal >= 2x")
     for (where, gpus), vs in sorted(cand.items(), key=lambda kv: (kv[0][1], kv[0][0] == "all file systems", kv[0][0])):
         fst = [v for v in vs if v[0] == "fst"]
         kv = [v for v in vs if v[0] == "kvik"]
@@ -363,12 +366,15 @@ if __name__ == "__main__":
     ap.add_argument("--json", help="also write the results as JSON to this file")
     ap.add_argument("--timeout", type=float, default=300, help="seconds for the child processes (--gpus > 1)")
     ap.add_argument("--summary", nargs="+", metavar="JSON", help="merge and compare result files")
+    ap.add_argument("--table", nargs="+", metavar="JSON", help="print result files as tables (no title)")
     ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--world", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--sync", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.summary:
         summary(a.summary)
+    elif a.table:
+        summary(a.table, "kvik bench --safetensors --json, shown with bytes on the GPUs")
     elif a.rank is not None:  # a child of --gpus N
         res = worker(a, a.rank, a.world, a.sync)
         print("FSTRESULT " + json.dumps(res), flush=True)
