@@ -71,6 +71,8 @@ class Barrier:
         open(os.path.join(self.d, f"{k}.{self.rank}"), "w").close()
         deadline = time.time() + self.timeout
         while len(glob.glob(os.path.join(self.d, f"{k}.*"))) < self.world:
+            if os.path.exists(os.path.join(self.d, "abort")):
+                raise RuntimeError(f"rank {self.rank}: another rank failed")
             if time.time() > deadline:
                 raise TimeoutError(f"rank {self.rank}: barrier {k} timed out")
             time.sleep(0.0005)
@@ -228,15 +230,24 @@ def run(a):
                    "--repeats", str(a.repeats), "--threads", str(a.threads), "--rank", str(r), "--world", str(a.gpus), "--sync", sync]
             out = open(os.path.join(sync, f"out.{r}"), "w")  # files, not pipes: no rank blocks on a full pipe
             procs.append((subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT), out))
-        per_rank = []
+        # A rank that fails makes the others stop at their next barrier
+        # instead of waiting there for it.
         deadline = time.time() + a.timeout
+        while True:
+            rcs = [p.poll() for p, _ in procs]  # every one, to see each exit
+            if all(rc is not None for rc in rcs):
+                break
+            if any(rcs):
+                open(os.path.join(sync, "abort"), "w").close()
+            if time.time() > deadline:
+                print(f"  ranks killed after {a.timeout:.0f}s")
+                for p, _ in procs:
+                    p.kill()
+                break
+            time.sleep(0.2)
+        per_rank = []
         for r, (p, out) in enumerate(procs):
-            try:
-                p.wait(timeout=max(1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                for q, _ in procs:
-                    q.kill()
-                p.wait()
+            p.wait()
             out.close()
             res = None
             for line in open(os.path.join(sync, f"out.{r}")):
@@ -244,9 +255,10 @@ def run(a):
                     res = json.loads(line[len("FSTRESULT "):])
                 else:
                     print(f"  [rank {r}] {line.rstrip()}")
-            if res is None:
-                sys.exit(f"rank {r} gave no result (exit status {p.returncode})")
             per_rank.append(res)
+        missing = [f"rank {r} (exit status {p.returncode})" for r, ((p, _), res) in enumerate(zip(procs, per_rank)) if res is None]
+        if missing:
+            sys.exit("no result from " + ", ".join(missing))
     info = per_rank[0]["info"]
     results = results_of(per_rank, a.gpus, size)
     doc = {"tool": "fastsafetensors", "file": a.file, "size": size, "label": a.label, "gpus": a.gpus,
