@@ -9,8 +9,8 @@ command's format.
 Paths: nogds is fastsafetensors' bounce-buffer path (pread into pinned host
 buffers, then cudaMemcpy), gds its cuFile path. Configurations: defaults is
 SafeTensorsFileLoader(pg, device, nogds=...) and copy_files_to_device() with
-their default arguments, as vLLM and SGLang call them (one copy thread per
-file: max_copy_block_size is 16 GiB); tuned is what its own perf tool does
+their default arguments, as vLLM calls them (one copy thread per file:
+max_copy_block_size is 16 GiB); tuned is what its own perf tool does
 for a checkpoint of fewer files than threads: T threads and blocks of
 size/T rounded up to the bounce buffer (16 MiB).
 
