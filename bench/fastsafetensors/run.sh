@@ -220,7 +220,7 @@ phase() {
       case ${items[$(((i + r - 1) % n))]} in
       kvik) kv "$label" "$f" "$r" ;;
       fst1) fst "$label" "$f" "$paths" defaults,tuned 1 "$r" ;;
-      fst2) fst "$label" "$f" "$paths" tuned "$NGPU" "$r" ;;
+      fst2) fst "$label" "$f" "$paths" tuned 2 "$r" ;;
       esac
     done
   done
