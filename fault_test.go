@@ -18,7 +18,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/posix"
-	"github.com/kvikgo/kvik/internal/tmpfstest"
+	"github.com/kvikgo/kvik/internal/testkit/tmpfstest"
 )
 
 // relCall is one pread or pwrite on a descriptor of the handle under test.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // TestRemoteDevice reads S3 objects into device memory at random,

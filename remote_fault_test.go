@@ -19,7 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/httpfault"
+	"github.com/kvikgo/kvik/internal/testkit/httpfault"
 )
 
 // faultServer serves data at /obj with Range support, letting fault

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // TestRemoteLogRetries reads through two 503s: each retry is recorded at

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/httpfault"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/httpfault"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 	"github.com/kvikgo/kvik/npy"
 	"github.com/kvikgo/kvik/zarr"
 )

@@ -22,7 +22,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // checkReads compares random ranges of h, unaligned and past the end,

@@ -17,8 +17,8 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/posix"
-	"github.com/kvikgo/kvik/internal/s3test"
-	"github.com/kvikgo/kvik/internal/tmpfstest"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/tmpfstest"
 )
 
 // randomPieces returns host pieces of random sizes (some empty) and

@@ -5,7 +5,7 @@
 # root ext4 disk). Logs and a summary go under $OUT.
 #
 # Build here, from the repository root, into the git-ignored folder G:
-#   for p in . cmd/kvik cuda cufile zarr safetensors npy gguf internal/tensorload; do
+#   for p in . cmd/kvik cuda cufile zarr safetensors npy gguf internal/formatkit/tensorload; do
 #     CGO_ENABLED=0 go test -c -ldflags=-s -o G/NAME.test ./$p; done   # NAME: kvik, cmdkvik, cuda, ...
 #   CGO_ENABLED=0 go build -ldflags=-s -o G/ ./cmd/kvik
 #   GOBIN=$PWD/G CGO_ENABLED=0 go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
@@ -20,7 +20,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 # No zarr-python there (the zarr interop test runs in CI, which has it).
 export KVIK_TEST_BIN=$G/kvik KVIK_TEST_VERSITYGW=$G/versitygw CI=true KVIK_TEST_ZARR_PYTHON=skip
-pkgs="kvik:. cmdkvik:cmd/kvik cuda:cuda cufile:cufile zarr:zarr safetensors:safetensors npy:npy gguf:gguf tensorload:internal/tensorload"
+pkgs="kvik:. cmdkvik:cmd/kvik cuda:cuda cufile:cufile zarr:zarr safetensors:safetensors npy:npy gguf:gguf tensorload:internal/formatkit/tensorload"
 summary=$OUT/summary.txt
 for way in $WAYS; do
   if [ "$way" = shim ]; then

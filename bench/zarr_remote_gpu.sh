@@ -11,7 +11,7 @@
 # ranged GETs, not one each).
 #
 # Build here (no Go there), into the git-ignored folder G:
-#   CGO_ENABLED=0 go build -o G/zarrremotebench ./zarr/internal/zarrremotebench
+#   CGO_ENABLED=0 go build -o G/zarrremotebench ./bench/zarrremotebench
 #   cp "$KVIK_TEST_VERSITYGW" G/versitygw
 # then there: bash bench/zarr_remote_gpu.sh G   (about 1-2 minutes)
 # REPS (default 5) rounds; SIZE and CHUNK in bytes; REQUESTS per store

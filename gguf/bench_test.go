@@ -10,10 +10,10 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/kvikgo/kvik/internal/gputest"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/tensorload"
+	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 )
 
 // syntheticModel describes a llama-like GGUF of about size bytes: F16

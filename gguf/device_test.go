@@ -12,9 +12,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kvikgo/kvik/internal/gputest"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // deviceCopies returns SaveTensors of m's tensors that point at their

@@ -5,7 +5,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
-	"github.com/kvikgo/kvik/internal/tensorload"
+	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 )
 
 // Alignment is the alignment of every tensor's address in memory that

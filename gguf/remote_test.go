@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // TestS3 loads a gguf-py fixture from an S3 URL (versitygw) and from an

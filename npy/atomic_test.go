@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/tmpfstest"
+	"github.com/kvikgo/kvik/internal/testkit/tmpfstest"
 )
 
 // TestSaveFullFilesystemKeepsOld saves an array over a good one on a full

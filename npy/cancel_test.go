@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // cancelFormat is npy for the cancellation checks of s3test: a 3-d

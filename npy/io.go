@@ -8,7 +8,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
-	"github.com/kvikgo/kvik/internal/tensorload"
+	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 	"github.com/kvikgo/kvik/internal/hostmem"
 )
 

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/httpfault"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/httpfault"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // fixtures returns the committed .npy files by name.

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/tmpfstest"
+	"github.com/kvikgo/kvik/internal/testkit/tmpfstest"
 )
 
 func f32Tensor(rng *rand.Rand, name string, n int) SaveTensor {

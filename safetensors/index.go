@@ -14,7 +14,7 @@ import (
 	"sync"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/tensorload"
+	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 )
 
 // Index is a sharded checkpoint's *.safetensors.index.json: which file

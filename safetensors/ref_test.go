@@ -13,7 +13,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/kvikgo/kvik/internal/gputest"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 )
 
 // TestReferenceFiles loads files written by safetensors.torch.save_file

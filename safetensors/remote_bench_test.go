@@ -13,8 +13,8 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
-	"github.com/kvikgo/kvik/internal/gputest"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // benchSize is KVIK_BENCH_SIZE in bytes, or def.

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/gputest"
-	"github.com/kvikgo/kvik/internal/httpfault"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
+	"github.com/kvikgo/kvik/internal/testkit/httpfault"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // checkDeviceModel compares every tensor of m, whole or split, with its

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/httpfault"
+	"github.com/kvikgo/kvik/internal/testkit/httpfault"
 )
 
 // shardFile returns a one-tensor safetensors file holding data as U8.

@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // BenchmarkReadRegionZstd reads a 64 MiB zstd-compressed float32 array
 // into host memory with 1..8 decode workers (ratios against workers=1 are
-// the figure to compare; see zarr/internal/zarrbench for device reads).
+// the figure to compare; see bench/zarrbench for device reads).
 func BenchmarkReadRegionZstd(b *testing.B) {
 	s, err := NewDirStore(b.TempDir())
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik/cuda"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // needGPU skips where no CUDA device is usable and returns device 0's

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // bucketFiles lists the files below a versitygw directory, as paths

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // wantGroup is the group document zarr-python writes for format f.

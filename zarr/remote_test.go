@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // openS3 starts versitygw and opens a RemoteStore at s3://bkt/prefix.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // BenchmarkRemoteSharded reads an uncompressed float32 array from

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/redacttest"
+	"github.com/kvikgo/kvik/internal/testkit/redacttest"
 )
 
 // TestCLIRedaction runs kvik info (plain and --json), kvik cp (from and

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // fileServer serves the directory of path over HTTP on loopback and

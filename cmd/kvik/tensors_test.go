@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/httpfault"
-	"github.com/kvikgo/kvik/internal/s3test"
+	"github.com/kvikgo/kvik/internal/testkit/httpfault"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // testdata is the committed fixtures of a format package.

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/internal/gputest"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 )
 
 // Format is what CheckCancelS3 and CheckCancelLocal need of a file

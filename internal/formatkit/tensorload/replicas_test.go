@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik/cuda"
-	"github.com/kvikgo/kvik/internal/gputest"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 )
 
 // TestShares checks the cut of a replicated load: the pieces cover the

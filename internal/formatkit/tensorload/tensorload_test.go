@@ -17,8 +17,8 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
-	"github.com/kvikgo/kvik/internal/gputest"
-	"github.com/kvikgo/kvik/internal/httpfault"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
+	"github.com/kvikgo/kvik/internal/testkit/httpfault"
 	"go.uber.org/goleak"
 )
 
