@@ -30,14 +30,14 @@ func SetRemoteBackoff(d time.Duration) (restore func()) {
 // threads act on handles opened after the switch (they shape the
 // transport).
 func SetRemoteVariant(v string) (restore func(), err error) {
-	oldStage, oldRcv, oldRbuf := remote.BodyStage, remote.SocketReadBuffer, remote.ConnReadBuffer
+	oldBody := remote.CurrentTuning()
 	oldProcs, oldWaves := runtime.GOMAXPROCS(0), tune.remoteWaves
 	var undo []func()
 	restore = func() {
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i]()
 		}
-		remote.BodyStage, remote.SocketReadBuffer, remote.ConnReadBuffer = oldStage, oldRcv, oldRbuf
+		remote.SetTuning(oldBody)
 		runtime.GOMAXPROCS(oldProcs)
 		tune.remoteWaves = oldWaves
 	}
@@ -72,13 +72,24 @@ func setRemoteVariant(v string) (undo func(), err error) {
 	switch {
 	case v == "default":
 	case v == "direct":
-		remote.BodyStage = 0
+		t := remote.CurrentTuning()
+		t.BodyStage = 0
+		remote.SetTuning(t)
 	case strings.HasPrefix(v, "stage"):
-		remote.BodyStage, err = num("stage", parseSize)
+		t := remote.CurrentTuning()
+		if t.BodyStage, err = num("stage", parseSize); err == nil {
+			remote.SetTuning(t)
+		}
 	case strings.HasPrefix(v, "rcvbuf"):
-		remote.SocketReadBuffer, err = num("rcvbuf", parseSize)
+		t := remote.CurrentTuning()
+		if t.SocketReadBuffer, err = num("rcvbuf", parseSize); err == nil {
+			remote.SetTuning(t)
+		}
 	case strings.HasPrefix(v, "rbuf"):
-		remote.ConnReadBuffer, err = num("rbuf", parseSize)
+		t := remote.CurrentTuning()
+		if t.ConnReadBuffer, err = num("rbuf", parseSize); err == nil {
+			remote.SetTuning(t)
+		}
 	case strings.HasPrefix(v, "task"):
 		return defaults("task", func(d *Defaults, n int) { d.TaskSize = n })
 	case strings.HasPrefix(v, "threads"):

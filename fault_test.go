@@ -1,6 +1,6 @@
 package kvik_test
 
-// Fault injection: a layer that replaces posix.Sys (the system calls under
+// Fault injection: a layer that replaces posix.SetSyscalls (the system calls under
 // every host read and write, O_DIRECT ones included) and a real tmpfs that
 // fills up. Tests that install the layer must not run in parallel.
 
@@ -37,7 +37,7 @@ func (c relCall) do(p []byte) (int, error) { return c.real(c.fd, p, c.off) }
 // under the layer's lock, so they may use l's fields freely.
 type relFaultHook func(l *relFaultLayer, c relCall) (int, error)
 
-// relFaultLayer replaces posix.Sys for the descriptors of one FileHandle;
+// relFaultLayer replaces posix.SetSyscalls for the descriptors of one FileHandle;
 // calls on other descriptors go straight to the system.
 type relFaultLayer struct {
 	mu     sync.Mutex
@@ -54,7 +54,7 @@ type relFaultLayer struct {
 	spins  map[[2]int64]int // persistent EINTR: calls per (fd, offset)
 }
 
-// relInstallFaults replaces posix.Sys with the layer for f's descriptors
+// relInstallFaults replaces posix.SetSyscalls with the layer for f's descriptors
 // and restores the saved value when the test ends.
 func relInstallFaults(t *testing.T, f *kvik.FileHandle, seed uint64, hook relFaultHook) *relFaultLayer {
 	t.Helper()
@@ -64,7 +64,7 @@ func relInstallFaults(t *testing.T, f *kvik.FileHandle, seed uint64, hook relFau
 	} else {
 		t.Logf("O_DIRECT unavailable on %s: direct-I/O cases run buffered", f.Name())
 	}
-	saved := posix.Sys
+	saved := posix.CurrentSyscalls()
 	wrap := func(write bool, real func(int, []byte, int64) (int, error)) func(int, []byte, int64) (int, error) {
 		return func(fd int, p []byte, off int64) (int, error) {
 			l.mu.Lock()
@@ -77,8 +77,7 @@ func relInstallFaults(t *testing.T, f *kvik.FileHandle, seed uint64, hook relFau
 			return l.hook(l, relCall{write: write, direct: direct, fd: fd, p: p, off: off, real: real})
 		}
 	}
-	posix.Sys = posix.Syscalls{Pread: wrap(false, saved.Pread), Pwrite: wrap(true, saved.Pwrite)}
-	t.Cleanup(func() { posix.Sys = saved })
+	t.Cleanup(posix.SetSyscalls(posix.Syscalls{Pread: wrap(false, saved.Pread), Pwrite: wrap(true, saved.Pwrite)}))
 	return l
 }
 
@@ -112,7 +111,7 @@ const relFaultFileSize = 1<<20 + 1234
 
 // relRunFaultScenario runs random reads and writes under s's faults and
 // checks each against os.File on the same file (os.File does not go
-// through posix.Sys, so it sees the file as it really is).
+// through posix.SetSyscalls, so it sees the file as it really is).
 func relRunFaultScenario(t *testing.T, s relFaultScenario, cases int) {
 	seed := relTestSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 5))

@@ -241,9 +241,9 @@ func (f *FileHandle) directAligned(kind opKind, b []byte, off int64) (int, error
 		var n int
 		var err error
 		if kind == opRead {
-			n, err = posix.Sys.Pread(f.fdDirect, b[done:], off+int64(done))
+			n, err = posix.Pread(f.fdDirect, b[done:], off+int64(done))
 		} else {
-			n, err = posix.Sys.Pwrite(f.fdDirect, b[done:], off+int64(done))
+			n, err = posix.Pwrite(f.fdDirect, b[done:], off+int64(done))
 		}
 		if n > 0 {
 			done += n

@@ -355,15 +355,17 @@ func directFile(t *testing.T, rng *rand.Rand, size int) (*os.File, *kvik.FileHan
 // EINVAL, as a file system does that wants another alignment, for the
 // rest of the test.
 func refuseDirect(t *testing.T, f *kvik.FileHandle) {
-	saved := posix.Sys
+	saved := posix.CurrentSyscalls()
 	dfd := f.FdDirect()
-	posix.Sys.Pread = func(fd int, p []byte, off int64) (int, error) {
+	next := saved
+	next.Pread = func(fd int, p []byte, off int64) (int, error) {
 		if fd == dfd {
 			return 0, syscall.EINVAL
 		}
 		return saved.Pread(fd, p, off)
 	}
-	t.Cleanup(func() { posix.Sys = saved })
+	posix.SetSyscalls(next)
+	t.Cleanup(func() { posix.SetSyscalls(saved) })
 }
 
 // TestLogDevicePlan (GPU) reads a cold file into device memory through

@@ -2,7 +2,7 @@ package kvik_test
 
 // Over-read (KVIKIO_AUTO_DIRECT_IO_READ_OVERREAD): reads that go to the
 // drive read their unaligned head and tail with O_DIRECT too, through a
-// staging buffer. These tests replace posix.Sys and change settings: they
+// staging buffer. These tests replace the system calls (posix.SetSyscalls) and change settings: they
 // must not run in parallel.
 
 import (

@@ -3,7 +3,7 @@ package kvik_test
 // The residency read policy (KVIK_DIRECT_IO_READ_POLICY=auto): bytes read
 // under every policy match the file whatever part of it is cached, and on a
 // file system that can drop pages, cold ranges go through O_DIRECT and
-// cached ones do not. These tests replace posix.Sys and change settings:
+// cached ones do not. These tests replace the system calls (posix.SetSyscalls) and change settings:
 // they must not run in parallel.
 
 import (
@@ -72,12 +72,13 @@ type resCounter struct {
 	direct, buffer int64
 }
 
-// resCount replaces posix.Sys so that preads on f's descriptors are counted.
+// resCount replaces the system calls (posix.SetSyscalls) so that preads on f's descriptors are counted.
 func resCount(t *testing.T, f *kvik.FileHandle) *resCounter {
 	c := &resCounter{}
-	saved := posix.Sys
+	saved := posix.CurrentSyscalls()
 	fd, dfd := f.Fd(), f.FdDirect()
-	posix.Sys.Pread = func(x int, p []byte, off int64) (int, error) {
+	next := saved
+	next.Pread = func(x int, p []byte, off int64) (int, error) {
 		n, err := saved.Pread(x, p, off)
 		c.mu.Lock()
 		switch x {
@@ -89,7 +90,8 @@ func resCount(t *testing.T, f *kvik.FileHandle) *resCounter {
 		c.mu.Unlock()
 		return n, err
 	}
-	t.Cleanup(func() { posix.Sys = saved })
+	posix.SetSyscalls(next)
+	t.Cleanup(func() { posix.SetSyscalls(saved) })
 	return c
 }
 
@@ -307,12 +309,13 @@ func TestDirectReadSplitError(t *testing.T) {
 		d.AutoDirectIORead, d.DirectIOReadPolicy = false, kvik.ReadPolicyDirect
 		d.NumThreads, d.TaskSize = 1, size
 	})
-	saved := posix.Sys
-	t.Cleanup(func() { posix.Sys = saved })
+	saved := posix.CurrentSyscalls()
+	t.Cleanup(func() { posix.SetSyscalls(saved) })
 	dfd := f.FdDirect()
 	var mu sync.Mutex
 	offsets := map[int64]bool{}
-	posix.Sys.Pread = func(fd int, p []byte, off int64) (int, error) {
+	next := saved
+	next.Pread = func(fd int, p []byte, off int64) (int, error) {
 		if fd == dfd {
 			mu.Lock()
 			offsets[off] = true
@@ -323,6 +326,7 @@ func TestDirectReadSplitError(t *testing.T) {
 		}
 		return saved.Pread(fd, p, off)
 	}
+	posix.SetSyscalls(next)
 	for _, shift := range []int{0, 512} { // aligned, and through the bounce buffer
 		buf := make([]byte, size+shift)[shift:]
 		n, err := f.ReadAt(buf, 0)

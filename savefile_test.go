@@ -139,7 +139,7 @@ func TestSaveFileWriteErrorKeepsOld(t *testing.T) {
 		ps, want := randomPieces(rng, 2+rng.IntN(10), 200<<10)
 		budget := int64(rng.IntN(len(want) + 1)) // bytes written before the failure
 		var written atomic.Int64
-		saved := posix.Sys
+		saved := posix.CurrentSyscalls()
 		fail := func(real func(int, []byte, int64) (int, error)) func(int, []byte, int64) (int, error) {
 			return func(fd int, p []byte, off int64) (int, error) {
 				if written.Add(int64(len(p))) > budget {
@@ -148,9 +148,9 @@ func TestSaveFileWriteErrorKeepsOld(t *testing.T) {
 				return real(fd, p, off)
 			}
 		}
-		posix.Sys = posix.Syscalls{Pread: saved.Pread, Pwrite: fail(saved.Pwrite)}
+		restore := posix.SetSyscalls(posix.Syscalls{Pread: saved.Pread, Pwrite: fail(saved.Pwrite)})
 		err := kvik.SaveFile(context.Background(), path, ps)
-		posix.Sys = saved
+		restore()
 		if len(want) == 0 || budget >= int64(len(want)) {
 			continue // nothing to fail
 		}

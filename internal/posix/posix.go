@@ -18,9 +18,26 @@ type Syscalls struct {
 	Pwrite func(fd int, p []byte, off int64) (int, error)
 }
 
-// Sys is the active set of system calls. Replace it only in tests, before
-// any I/O is in flight.
-var Sys = Syscalls{Pread: unix.Pread, Pwrite: unix.Pwrite}
+// sys is the active set of system calls.
+var sys = Syscalls{Pread: unix.Pread, Pwrite: unix.Pwrite}
+
+// SetSyscalls puts s in force and returns the function that restores the
+// previous set. Only tests call it (fault injection), before any I/O is
+// in flight.
+func SetSyscalls(s Syscalls) (restore func()) {
+	old := sys
+	sys = s
+	return func() { sys = old }
+}
+
+// CurrentSyscalls returns the set in force.
+func CurrentSyscalls() Syscalls { return sys }
+
+// Pread is one pread(2) through the set in force.
+func Pread(fd int, p []byte, off int64) (int, error) { return sys.Pread(fd, p, off) }
+
+// Pwrite is one pwrite(2) through the set in force.
+func Pwrite(fd int, p []byte, off int64) (int, error) { return sys.Pwrite(fd, p, off) }
 
 // maxRetries bounds consecutive EINTR retries so that a broken fault layer
 // cannot spin forever.
@@ -29,13 +46,13 @@ const maxRetries = 1 << 10
 // ReadFull reads len(p) bytes at off, looping over short reads. It returns
 // io.EOF with the bytes read when the file ends first.
 func ReadFull(fd int, p []byte, off int64) (int, error) {
-	return full(Sys.Pread, fd, p, off, io.EOF)
+	return full(sys.Pread, fd, p, off, io.EOF)
 }
 
 // WriteFull writes all of p at off, looping over short writes. A write
 // that makes no progress without an error gives io.ErrShortWrite.
 func WriteFull(fd int, p []byte, off int64) (int, error) {
-	return full(Sys.Pwrite, fd, p, off, io.ErrShortWrite)
+	return full(sys.Pwrite, fd, p, off, io.ErrShortWrite)
 }
 
 // full repeats call until p is done, retrying EINTR (a bounded number of

@@ -45,9 +45,7 @@ func (f *fakeFile) pwrite(_ int, p []byte, off int64) (int, error) {
 }
 
 func use(t *testing.T, f *fakeFile) {
-	saved := Sys
-	Sys = Syscalls{Pread: f.pread, Pwrite: f.pwrite}
-	t.Cleanup(func() { Sys = saved })
+	t.Cleanup(SetSyscalls(Syscalls{Pread: f.pread, Pwrite: f.pwrite}))
 }
 
 func TestReadFullLoopsAndReportsEOF(t *testing.T) {
@@ -78,10 +76,8 @@ func TestWriteFullLoopsAndReportsENOSPC(t *testing.T) {
 }
 
 func TestEndlessEINTRStops(t *testing.T) {
-	saved := Sys
-	t.Cleanup(func() { Sys = saved })
 	eintr := func(int, []byte, int64) (int, error) { return 0, syscall.EINTR }
-	Sys = Syscalls{Pread: eintr, Pwrite: eintr}
+	t.Cleanup(SetSyscalls(Syscalls{Pread: eintr, Pwrite: eintr}))
 	if _, err := ReadFull(0, make([]byte, 10), 0); !errors.Is(err, syscall.EINTR) {
 		t.Fatalf("ReadFull: %v", err)
 	}
@@ -91,9 +87,9 @@ func TestEndlessEINTRStops(t *testing.T) {
 }
 
 func TestWriteWithoutProgress(t *testing.T) {
-	saved := Sys
-	t.Cleanup(func() { Sys = saved })
-	Sys.Pwrite = func(int, []byte, int64) (int, error) { return 0, nil }
+	next := CurrentSyscalls()
+	next.Pwrite = func(int, []byte, int64) (int, error) { return 0, nil }
+	t.Cleanup(SetSyscalls(next))
 	if n, err := WriteFull(0, make([]byte, 10), 0); n != 0 || err != io.ErrShortWrite {
 		t.Fatalf("WriteFull: %d, %v", n, err)
 	}

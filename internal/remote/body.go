@@ -7,10 +7,11 @@ import (
 	"sync"
 )
 
-// How bodies are received. The zero values are the built-in choices;
-// kvik's benchmarks set these between reads to compare (never while a
-// read is in flight).
-var (
+// Tuning is how bodies are received. The zero value is the built-in
+// choice (measured: none of these helped on loopback or on the GPU
+// machine's network); kvik's benchmarks set other values with SetTuning
+// between reads to compare (never while a read is in flight).
+type Tuning struct {
 	// BodyStage, when positive, receives a body longer than BodyStage
 	// bytes through a reused buffer of that size, copying each filled
 	// buffer out, instead of straight into the caller's buffer: the
@@ -23,18 +24,33 @@ var (
 	SocketReadBuffer int
 	// ConnReadBuffer, when positive, is the transport's ReadBufferSize:
 	// the buffered reader in front of each connection (4 KiB by default;
-	// reads at least that long bypass it).
+	// reads at least that long bypass it). It applies to transports made
+	// after it is set.
 	ConnReadBuffer int
-)
+}
 
-// stagePool holds BodyStage buffers; a sync.Pool keeps one per P, so a
+// tuning is the Tuning in force.
+var tuning Tuning
+
+// SetTuning puts t in force and returns the function that restores the
+// previous tuning (for benchmarks that compare).
+func SetTuning(t Tuning) (restore func()) {
+	old := tuning
+	tuning = t
+	return func() { tuning = old }
+}
+
+// CurrentTuning returns the Tuning in force.
+func CurrentTuning() Tuning { return tuning }
+
+// stagePool holds Tuning.BodyStage buffers; a sync.Pool keeps one per P, so a
 // worker usually gets back the buffer its core last wrote.
 var stagePool sync.Pool
 
 // readBody fills p from r as io.ReadFull does, through a BodyStage
 // buffer when p is longer than one.
 func readBody(r io.Reader, p []byte) (int, error) {
-	stage := BodyStage
+	stage := tuning.BodyStage
 	if stage <= 0 || len(p) <= stage {
 		return io.ReadFull(r, p)
 	}
@@ -63,8 +79,8 @@ func readBody(r io.Reader, p []byte) (int, error) {
 func dialContext(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)
-		if tc, ok := c.(*net.TCPConn); ok && SocketReadBuffer > 0 {
-			tc.SetReadBuffer(SocketReadBuffer) // best effort: the kernel caps it
+		if tc, ok := c.(*net.TCPConn); ok && tuning.SocketReadBuffer > 0 {
+			tc.SetReadBuffer(tuning.SocketReadBuffer) // best effort: the kernel caps it
 		}
 		return c, err
 	}

@@ -13,7 +13,7 @@ import (
 // body, with io.ReadFull over readers that return short reads, fail
 // midway or end early: the same bytes, count and error.
 func TestReadBody(t *testing.T) {
-	defer func(old int) { BodyStage = old }(BodyStage)
+	defer SetTuning(tuning)()
 	rng := rand.New(rand.NewPCG(7, 21))
 	errBroken := errors.New("connection broken")
 	readers := map[string]func(data []byte) io.Reader{
@@ -36,10 +36,10 @@ func TestReadBody(t *testing.T) {
 		stages := []int{0, 1, 4096, 65537, max(n-1, 1), n + 1, 1 + rng.IntN(n+1)}
 		for name, reader := range readers {
 			for _, stage := range stages {
-				BodyStage = 0
+				SetTuning(Tuning{})
 				want := make([]byte, n)
 				wantN, wantErr := io.ReadFull(reader(data), want)
-				BodyStage = stage
+				SetTuning(Tuning{BodyStage: stage})
 				got := make([]byte, n)
 				gotN, gotErr := readBody(reader(data), got)
 				if gotN != wantN || !bytes.Equal(got[:gotN], data[:gotN]) || !errors.Is(gotErr, wantErr) || (gotErr == nil) != (wantErr == nil) {

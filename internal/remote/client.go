@@ -166,7 +166,7 @@ func NewTransport(conns int, tlsConfig *tls.Config) *http.Transport {
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 		WriteBufferSize:       256 << 10,
-		ReadBufferSize:        ConnReadBuffer,
+		ReadBufferSize:        tuning.ConnReadBuffer,
 	}
 }
 
