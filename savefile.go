@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -188,8 +189,27 @@ func savePiecesLocal(ctx context.Context, path string, pieces []Piece) error {
 	return f.Commit()
 }
 
-// writePieces starts every piece's write, then waits for all of them.
+// writePieces writes the pieces to f one after another from offset 0:
+// through the staged engine of saveWriter, or, for device pieces on a
+// cuFile handle, each piece's own PWriteDevice, which cuFile writes from
+// device memory without staging.
 func writePieces(ctx context.Context, f *FileHandle, pieces []Piece) error {
+	if f.compat == CompatOff && slices.ContainsFunc(pieces, func(p Piece) bool { return p.Ptr != 0 }) {
+		return writeEachPiece(ctx, f, pieces)
+	}
+	l, err := newLayout(pieces, saveDevice)
+	if err != nil {
+		return err
+	}
+	d, err := GetDefaults()
+	if err != nil {
+		return err
+	}
+	return (&saveWriter{f: f, d: d, l: l, ops: saveDevice}).write(ctx)
+}
+
+// writeEachPiece starts every piece's write, then waits for all of them.
+func writeEachPiece(ctx context.Context, f *FileHandle, pieces []Piece) error {
 	futs := make([]*Future, 0, len(pieces))
 	want := make([]int64, 0, len(pieces))
 	var off int64
