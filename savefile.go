@@ -194,7 +194,7 @@ func savePiecesLocal(ctx context.Context, path string, pieces []Piece) error {
 // cuFile handle, each piece's own PWriteDevice, which cuFile writes from
 // device memory without staging.
 func writePieces(ctx context.Context, f *FileHandle, pieces []Piece) error {
-	if f.compat == CompatOff && slices.ContainsFunc(pieces, func(p Piece) bool { return p.Ptr != 0 }) {
+	if !stagedSave || f.compat == CompatOff && slices.ContainsFunc(pieces, func(p Piece) bool { return p.Ptr != 0 }) {
 		return writeEachPiece(ctx, f, pieces)
 	}
 	l, err := newLayout(pieces, saveDevice)

@@ -82,6 +82,10 @@ func (l *pieceLayout) spans(off int64, n int) []span {
 	return out
 }
 
+// stagedSave turns the staged engine on; off, every piece is written by
+// its own PWrite or PWriteDevice (benchmarks compare).
+var stagedSave = true
+
 // minDirectSpan is the smallest host span a task writes straight from the
 // caller's memory; a task with a smaller one (a header, a norm's weights,
 // padding) gathers its spans in a buffer and writes them with one call.
