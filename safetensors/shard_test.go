@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/gputest"
 	"github.com/kvikgo/kvik/internal/s3test"
 )
 
@@ -351,4 +352,91 @@ func TestSaveShardedS3(t *testing.T) {
 	if u := v.Uploads(t); strings.Contains(u, "<Upload>") {
 		t.Errorf("multipart uploads left: %s", u)
 	}
+}
+
+// TestWriteShardedForPython writes a sharded checkpoint into
+// KVIK_SHARDED_XCHECK_OUT for safetensors/testdata/xcheck_sharded.py,
+// with expected.json (each tensor's dtype, shape and sha256): from GPU
+// memory where there are GPUs (the tensors balanced over all of them),
+// else from host memory.
+func TestWriteShardedForPython(t *testing.T) {
+	out := os.Getenv("KVIK_SHARDED_XCHECK_OUT")
+	if out == "" {
+		t.Skip("KVIK_SHARDED_XCHECK_OUT not set")
+	}
+	rng := rand.New(rand.NewPCG(69, 70))
+	dts := []Dtype{U8, I8, I16, F16, BF16, I32, F32, F64, I64}
+	var ts []SaveTensor
+	for i := range 48 {
+		d := dts[rng.IntN(len(dts))]
+		shape := []int64{int64(1 + rng.IntN(700)), int64(1 + rng.IntN(900))}
+		switch {
+		case i%11 == 3:
+			shape = []int64{int64(1 + rng.IntN(5000))} // a norm
+		case i == 20:
+			d, shape = F32, []int64{3000, 1001} // larger than a shard: alone
+		}
+		n := int(shape[0]) * d.Bits() / 8
+		if len(shape) > 1 {
+			n *= int(shape[1])
+		}
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		ts = append(ts, SaveTensor{Name: fmt.Sprintf("model.layers.%d.w%d", i/4, i%4), Dtype: d, Shape: shape, Data: b})
+	}
+	type tensorJSON struct {
+		Dtype  string  `json:"dtype"`
+		Shape  []int64 `json:"shape"`
+		Sha256 string  `json:"sha256"`
+		NBytes int     `json:"nbytes"`
+	}
+	meta := map[string]string{"format": "pt", "writer": "kvik SaveSharded"}
+	e := struct {
+		Index     string                `json:"index"`
+		Shards    int                   `json:"shards"`
+		Metadata  map[string]string     `json:"metadata"`
+		Generator string                `json:"generator"`
+		Tensors   map[string]tensorJSON `json:"tensors"`
+	}{Index: IndexFile(DefaultShardName), Metadata: meta, Tensors: map[string]tensorJSON{}}
+	for _, w := range ts {
+		e.Tensors[w.Name] = tensorJSON{string(w.Dtype), w.Shape, sum(w.Data), len(w.Data)}
+	}
+	save := ts
+	e.Generator = "kvik safetensors.SaveSharded from host memory"
+	if n := gputest.Count(); n > 0 {
+		src := filepath.Join(t.TempDir(), "src.safetensors")
+		if err := Save(context.Background(), src, ts, nil); err != nil {
+			t.Fatal(err)
+		}
+		var devs []int
+		for i := range n {
+			devs = append(devs, i)
+		}
+		m, err := Load(context.Background(), src, &Options{Devices: devs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		save = nil
+		for _, w := range ts {
+			g := m.Tensor(w.Name)
+			save = append(save, SaveTensor{Name: w.Name, Dtype: w.Dtype, Shape: w.Shape, Ptr: g.Ptr, Data: nilIfDev(g)})
+		}
+		e.Generator = fmt.Sprintf("kvik safetensors.SaveSharded from the memory of %d GPUs", n)
+	}
+	if _, err := SaveSharded(context.Background(), out, save, meta, &ShardOptions{MaxShardSize: 5 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := ReadIndex(context.Background(), filepath.Join(out, e.Index))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Shards = len(ix.Files())
+	b, _ := json.MarshalIndent(e, "", " ")
+	if err := os.WriteFile(filepath.Join(out, "expected.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d shards; check with python3 safetensors/testdata/xcheck_sharded.py %s", e.Generator, e.Shards, out)
 }
