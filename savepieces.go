@@ -151,15 +151,10 @@ func (w *saveWriter) write(ctx context.Context) error {
 	errs := make([]error, len(order))
 	var wg sync.WaitGroup
 	for gi, c := range order {
-		wg.Add(1)
-		sched.Run(rctx, w.ops.pool(w.f, w.d, c), groups[c], func(_ context.Context, t sched.Task) (int, error) {
-			return w.task(t)
-		}, func(_ int, err error) {
-			if err != nil {
-				errs[gi] = err
+		wg.Go(func() {
+			if errs[gi] = runWindowed(rctx, w.ops.pool(w.f, w.d, c), groups[c], w.task); errs[gi] != nil {
 				cancel()
 			}
-			wg.Done()
 		})
 	}
 	wg.Wait()
@@ -172,6 +167,72 @@ func (w *saveWriter) write(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// runWindowed runs fn on tasks in pool, keeping at most the pool's limit
+// of them queued or running: each task that ends submits the next. A
+// pool runs its work in submission order, so with all tasks submitted at
+// once, saves running side by side (the shards of SaveSharded) would
+// write one file after the other; with a window each save's next task
+// queues behind the others', and the files are written at once, each
+// under its own inode lock. It returns the first error; after one, or
+// when ctx is done, no task starts.
+func runWindowed(ctx context.Context, pool *sched.Pool, tasks []sched.Task, fn func(sched.Task) (int, error)) error {
+	var (
+		mu    sync.Mutex
+		next  int
+		first error
+		wg    sync.WaitGroup
+	)
+	var submit func()
+	submit = func() {
+		mu.Lock()
+		if next == len(tasks) || first != nil {
+			mu.Unlock()
+			return
+		}
+		t := tasks[next]
+		next++
+		mu.Unlock()
+		wg.Add(1)
+		pool.Submit(func() {
+			defer wg.Done()
+			err := ctx.Err()
+			if err == nil {
+				err = runTask(fn, t)
+			}
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				return
+			}
+			submit()
+		})
+	}
+	for range max(pool.Limit(), 1) {
+		submit()
+	}
+	wg.Wait()
+	return first
+}
+
+// runTask runs fn on t, turning a short count into io.ErrShortWrite and
+// a panic into an error, so that one bad task cannot take down a worker
+// and leave the save waiting.
+func runTask(fn func(sched.Task) (int, error), t sched.Task) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("kvik: save task at offset %d panicked: %v", t.Off, v)
+		}
+	}()
+	n, err := fn(t)
+	if err == nil && n < t.Len {
+		err = io.ErrShortWrite
+	}
+	return err
 }
 
 // taskContext returns the context of t's first device span, 0 for none.

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -393,5 +394,50 @@ func TestLayoutSpans(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(owner[off:off+n]) {
 			t.Fatalf("spans of [%d,+%d): pieces %v, want %v", off, n, got, owner[off:off+n])
 		}
+	}
+}
+
+// TestRunWindowedTakesTurns runs two operations on a pool of one worker:
+// each queues its next task only when one ends, so they take turns
+// instead of the second waiting for all of the first (which would write
+// two shards one after the other).
+func TestRunWindowedTakesTurns(t *testing.T) {
+	pool := sched.NewPool(1)
+	tasks := sched.Split(0, 8, 1)
+	var mu sync.Mutex
+	var order []string
+	aStarted, bQueued := make(chan struct{}), make(chan struct{})
+	record := func(name string) func(sched.Task) (int, error) {
+		return func(t sched.Task) (int, error) {
+			if name == "a" && t.Off == 0 {
+				close(aStarted)
+				<-bQueued // b's first task is queued behind this one
+			}
+			mu.Lock()
+			order = append(order, fmt.Sprint(name, t.Off))
+			mu.Unlock()
+			return t.Len, nil
+		}
+	}
+	var wg sync.WaitGroup
+	var errA, errB error
+	wg.Go(func() { errA = runWindowed(context.Background(), pool, tasks, record("a")) })
+	<-aStarted
+	wg.Go(func() { errB = runWindowed(context.Background(), pool, tasks, record("b")) })
+	deadline := time.Now().Add(10 * time.Second)
+	for pool.Pending() == 0 && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	close(bQueued)
+	wg.Wait()
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	var want []string
+	for i := range 8 {
+		want = append(want, fmt.Sprint("a", i), fmt.Sprint("b", i))
+	}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("order %v, want turns %v", order, want)
 	}
 }
