@@ -154,9 +154,12 @@ func (p Piece) Len() int64 {
 // SaveFile writes pieces, one after another, as the whole file or object
 // name, never leaving a torn or partial one behind:
 //
-//   - a local path is written through CreatePending, the pieces in
-//     parallel (PWrite, PWriteDevice), then committed: on any error the
-//     old file, if any, is left as it was and the temporary file removed;
+//   - a local path is written through CreatePending in page-aligned
+//     tasks in parallel, across piece boundaries, device pieces (of one
+//     or several GPUs) staged through pinned buffers (see
+//     docs/loaders.md, "Saving from GPU memory"), then committed: on any
+//     error the old file, if any, is left as it was and the temporary
+//     file removed;
 //   - an s3:// URL or an S3 object's URL (see IsURL) is uploaded as
 //     UploadS3 does, with opts: in one PUT or a multipart upload that is
 //     aborted on any error, so the object appears whole or not at all.
