@@ -185,6 +185,9 @@ func SaveSharded(ctx context.Context, dir string, tensors []SaveTensor, metadata
 		if len(rerrs) > 0 {
 			err = fmt.Errorf("%w (and removing the shards written failed: %w)", err, errors.Join(rerrs...))
 		}
+		if _, ok := err.(*fs.PathError); !ok {
+			return fail(err) // a cancellation, named after dir
+		}
 		return "", err
 	}
 	return dst.name(IndexFile(so.Name)), nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -290,8 +291,9 @@ func TestSaveShardedCancel(t *testing.T) {
 	}
 	t.Cleanup(func() { shardWritten = nil })
 	_, err := SaveSharded(ctx, dir, ts, nil, &ShardOptions{MaxShardSize: 400_000, Parallel: 2})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("%v, want context.Canceled", err)
+	var pe *fs.PathError
+	if !errors.Is(err, context.Canceled) || !errors.As(err, &pe) || pe.Path != dir {
+		t.Fatalf("%v, want context.Canceled in a *fs.PathError naming %s", err, dir)
 	}
 	if len(seen) < 2 || len(seen) > 3 { // the shard beside the second may finish
 		t.Fatalf("shards written before cancel took effect: %v", seen)
