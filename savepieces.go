@@ -99,7 +99,7 @@ type saveWriter struct {
 	ops saveDeviceOps
 }
 
-// writeLayout writes the pieces of l to f as the file's bytes from offset
+// write writes the pieces of w.l to w.f as the file's bytes from offset
 // 0. The bytes are cut into page-aligned tasks of bounceSize(d) that run
 // in parallel, whatever the pieces' sizes, as one host write of the same
 // bytes would be cut. A task that holds device bytes is staged: the

@@ -40,15 +40,15 @@ type ShardOptions struct {
 	Parallel int
 }
 
-// ShardFile returns the name of shard i (from 1) of n: Hugging Face's
+// ShardFileName returns the name of shard i (from 1) of n: Hugging Face's
 // name-00001-of-00003.safetensors.
-func ShardFile(name string, i, n int) string {
+func ShardFileName(name string, i, n int) string {
 	return fmt.Sprintf("%s-%05d-of-%05d.safetensors", name, i, n)
 }
 
-// IndexFile returns the name of the index of shards named name:
+// IndexFileName returns the name of the index of shards named name:
 // name.safetensors.index.json.
-func IndexFile(name string) string { return name + ".safetensors.index.json" }
+func IndexFileName(name string) string { return name + ".safetensors.index.json" }
 
 // SaveSharded writes tensors as a sharded checkpoint in dir, the layout
 // Hugging Face uses and LoadIndex reads: the tensors, in the order given,
@@ -115,7 +115,7 @@ func SaveSharded(ctx context.Context, dir string, tensors []SaveTensor, metadata
 	ix.Metadata["total_size"], _ = json.Marshal(total)
 	names := make([]string, len(shards))
 	for i, s := range shards {
-		names[i] = ShardFile(so.Name, i+1, len(shards))
+		names[i] = ShardFileName(so.Name, i+1, len(shards))
 		for _, t := range s {
 			ix.WeightMap[tensors[t].Name] = names[i]
 		}
@@ -170,7 +170,7 @@ func SaveSharded(ctx context.Context, dir string, tensors []SaveTensor, metadata
 		err = firstCause(errs)
 	}
 	if err == nil {
-		err = dst.saveBytes(ctx, IndexFile(so.Name), index)
+		err = dst.saveBytes(ctx, IndexFileName(so.Name), index)
 	}
 	if err != nil {
 		// Remove what this call wrote, even when ctx is cancelled.
@@ -190,7 +190,7 @@ func SaveSharded(ctx context.Context, dir string, tensors []SaveTensor, metadata
 		}
 		return "", err
 	}
-	return dst.name(IndexFile(so.Name)), nil
+	return dst.name(IndexFileName(so.Name)), nil
 }
 
 // shardWritten, when not nil, is called after each shard is written

@@ -91,7 +91,7 @@ func checkSharded(t *testing.T, index string, read func(file string) []byte, ts 
 	for i, w := range ts {
 		f := ix.WeightMap[w.Name]
 		k := slices.Index(files, f)
-		if f != ShardFile(DefaultShardName, k+1, n) {
+		if f != ShardFileName(DefaultShardName, k+1, n) {
 			t.Fatalf("tensor %s in %q, not a shard name of %d", w.Name, f, n)
 		}
 		sizes[k] += int64(len(w.Data))
@@ -401,7 +401,7 @@ func TestWriteShardedForPython(t *testing.T) {
 		Metadata  map[string]string     `json:"metadata"`
 		Generator string                `json:"generator"`
 		Tensors   map[string]tensorJSON `json:"tensors"`
-	}{Index: IndexFile(DefaultShardName), Metadata: meta, Tensors: map[string]tensorJSON{}}
+	}{Index: IndexFileName(DefaultShardName), Metadata: meta, Tensors: map[string]tensorJSON{}}
 	for _, w := range ts {
 		e.Tensors[w.Name] = tensorJSON{string(w.Dtype), w.Shape, sum(w.Data), len(w.Data)}
 	}
