@@ -149,14 +149,20 @@ func (w *saveWriter) write(ctx context.Context) error {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, len(order))
-	var wg sync.WaitGroup
-	for gi, c := range order {
-		wg.Go(func() {
-			if errs[gi] = runWindowed(rctx, w.ops.pool(w.f, w.d, c), groups[c], w.task); errs[gi] != nil {
-				cancel()
+	run := func(gi int, c cuda.Context) {
+		if len(tasks) == 1 { // a small file: no hand-off
+			if errs[gi] = rctx.Err(); errs[gi] == nil {
+				errs[gi] = runTask(w.task, tasks[0])
 			}
-		})
+		} else if errs[gi] = runWindowed(rctx, w.ops.pool(w.f, w.d, c), groups[c], w.task); errs[gi] != nil {
+			cancel()
+		}
 	}
+	var wg sync.WaitGroup
+	for gi, c := range order[1:] {
+		wg.Go(func() { run(gi+1, c) })
+	}
+	run(0, order[0])
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return err
