@@ -137,3 +137,11 @@ func parseSize(s string) (int, error) {
 // ZeroCopyLane reports the bytes zero-copy lanes have moved (mapped, so
 // whole pages) and whether the driver refused them.
 func ZeroCopyLane() (moved int64, refused bool) { return zc.moved.Load(), zc.broken.Load() }
+
+// SetStagedSave turns SaveFile's staged engine on or off (each piece its
+// own write) and returns a function that restores it.
+func SetStagedSave(on bool) (restore func()) {
+	old := stagedSave
+	stagedSave = on
+	return func() { stagedSave = old }
+}

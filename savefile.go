@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -364,12 +365,14 @@ func (p Piece) Len() int64 {
 // SaveFile writes pieces, one after another, as the whole file or object
 // name, never leaving a torn or partial one behind:
 //
-//   - a local path is written through CreatePending, the pieces in
-//     parallel (PWrite, PWriteDevice), then committed: on any error the
-//     old file, if any, is left as it was and the temporary file removed.
-//     The new file keeps the replaced file's mode and owner, a symbolic
-//     link is written through, and other hard links of the old file keep
-//     the old contents (see PendingFile);
+//   - a local path is written through CreatePending in page-aligned
+//     tasks in parallel, across piece boundaries, device pieces (of one
+//     or several GPUs) staged through pinned buffers (see
+//     docs/loaders.md, "Saving from GPU memory"), then committed: on any
+//     error the old file, if any, is left as it was and the temporary
+//     file removed. The new file keeps the replaced file's mode and
+//     owner, a symbolic link is written through, and other hard links of
+//     the old file keep the old contents (see PendingFile);
 //   - an s3:// URL or an S3 object's URL (see IsURL) is uploaded as
 //     UploadS3 does, with opts: in one PUT or a multipart upload that is
 //     aborted on any error, so the object appears whole or not at all.
@@ -402,8 +405,27 @@ func savePiecesLocal(ctx context.Context, path string, pieces []Piece) error {
 	return f.Commit()
 }
 
-// writePieces starts every piece's write, then waits for all of them.
+// writePieces writes the pieces to f one after another from offset 0:
+// through the staged engine of saveWriter, or, for device pieces on a
+// cuFile handle, each piece's own PWriteDevice, which cuFile writes from
+// device memory without staging.
 func writePieces(ctx context.Context, f *FileHandle, pieces []Piece) error {
+	if !stagedSave || f.compat == CompatOff && slices.ContainsFunc(pieces, func(p Piece) bool { return p.Ptr != 0 }) {
+		return writeEachPiece(ctx, f, pieces)
+	}
+	l, err := newLayout(pieces, saveDevice)
+	if err != nil {
+		return err
+	}
+	d, err := GetDefaults()
+	if err != nil {
+		return err
+	}
+	return (&saveWriter{f: f, d: d, l: l, ops: saveDevice}).write(ctx)
+}
+
+// writeEachPiece starts every piece's write, then waits for all of them.
+func writeEachPiece(ctx context.Context, f *FileHandle, pieces []Piece) error {
 	futs := make([]*Future, 0, len(pieces))
 	want := make([]int64, 0, len(pieces))
 	var off int64

@@ -14,6 +14,14 @@ before every repetition. Each time includes torch.cuda.synchronize().
 
 writes a transformer-like bf16 checkpoint of about that many GB (hundreds of
 tensors: embeddings, attention and MLP weights, norms) to FILE.
+
+  python3 bench/safetensors_peers.py FILE --save DIR [--repeats N] [--json]
+
+loads FILE onto cuda:0 once (load_file) and times saving those CUDA tensors
+as a new file in DIR with safetensors.torch.save_file (the peer of `kvik bench
+--safetensors FILE --save --dir DIR`), and, where huggingface_hub has it,
+save_torch_state_dict sharded at 2 GB. Each file is removed after its
+repetition, outside the timing. The GB/s are FILE's size over the time.
 """
 import argparse, json, os, sys, time
 
@@ -97,6 +105,46 @@ def bench(path, repeats, dropc):
     return res
 
 
+def bench_save(path, out, repeats):
+    import shutil, torch
+    from safetensors.torch import load_file, save_file
+    size = os.path.getsize(path)
+    tensors = load_file(path, device="cuda:0")
+    torch.cuda.synchronize()
+    target = os.path.join(out, f"py-save-{os.getpid()}")
+    os.makedirs(target, exist_ok=True)
+
+    def save_file_run():
+        save_file(tensors, os.path.join(target, "model.safetensors"), metadata={"format": "pt"})
+
+    runs = [("safetensors.torch.save_file cuda:0", save_file_run)]
+    try:
+        from huggingface_hub import save_torch_state_dict
+
+        def sharded_run():
+            save_torch_state_dict(tensors, os.path.join(target, "sharded"), max_shard_size="2GB")
+
+        runs.append(("hf_hub save_torch_state_dict 2GB", sharded_run))
+    except ImportError:
+        pass
+    res = []
+    try:
+        for name, fn in runs:
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+                for e in os.listdir(target):
+                    p = os.path.join(target, e)
+                    shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
+            best = min(times)
+            res.append({"name": name, "seconds": times, "best_seconds": best, "gb_per_s": size / best / 1e9})
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+    return res
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("file")
@@ -105,11 +153,12 @@ if __name__ == "__main__":
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--drop-cache", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--save", metavar="DIR", help="time saving FILE's tensors from cuda:0 into DIR")
     a = ap.parse_args()
     if a.make:
         make(a.file, a.gb)
         sys.exit(0)
-    r = bench(a.file, a.repeats, a.drop_cache)
+    r = bench_save(a.file, a.save, a.repeats) if a.save else bench(a.file, a.repeats, a.drop_cache)
     if a.json:
         print(json.dumps(r))
     else:

@@ -92,3 +92,48 @@ func ExampleLoadIndex_s3() {
 		fmt.Println(t.Name, t.Device, t.Ptr)
 	}
 }
+
+// Save a checkpoint in shards of at most 64 bytes of tensors, as Hugging
+// Face lays them out (a tensor that does not fit starts the next shard; one
+// larger than a shard gets its own at once), and load it back through its
+// index. Tensors with
+// Ptr set are copied from GPU memory (one GPU or several) the same way;
+// an s3:// prefix instead of the directory uploads the shards.
+func ExampleSaveSharded() {
+	dir, _ := os.MkdirTemp("", "st")
+	defer os.RemoveAll(dir)
+	var ts []safetensors.SaveTensor
+	for i, n := range []int{40, 30, 100, 20} {
+		data := make([]byte, n)
+		for j := range data {
+			data[j] = byte(i + j)
+		}
+		ts = append(ts, safetensors.SaveTensor{Name: fmt.Sprintf("layers.%d.weight", i), Dtype: safetensors.U8, Shape: []int64{int64(n)}, Data: data})
+	}
+	index, err := safetensors.SaveSharded(context.Background(), filepath.Join(dir, "ckpt"), ts,
+		map[string]string{"format": "pt"}, &safetensors.ShardOptions{MaxShardSize: 64})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ix, err := safetensors.ReadIndex(context.Background(), index)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(filepath.Base(index), ix.StringMetadata()["total_size"])
+	for _, t := range ts {
+		fmt.Println(t.Name, ix.WeightMap[t.Name])
+	}
+	m, err := safetensors.LoadIndexHost(context.Background(), index, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	fmt.Println(len(m.Tensors), m.Tensor("layers.2.weight").Data[:3])
+	// Output:
+	// model.safetensors.index.json 190
+	// layers.0.weight model-00001-of-00003.safetensors
+	// layers.1.weight model-00003-of-00003.safetensors
+	// layers.2.weight model-00002-of-00003.safetensors
+	// layers.3.weight model-00003-of-00003.safetensors
+	// 4 [2 3 4]
+}

@@ -66,6 +66,7 @@ type benchOptions struct {
 	url       string   // --url: benchmark a remote object instead
 	st        string   // --safetensors: benchmark loading this file
 	gguf      string   // --gguf: benchmark loading this file
+	save      bool     // --save: with --safetensors, benchmark saving the model
 	cpuprof   string   // --cpuprofile: write a CPU profile here
 	trace     string   // --trace: write an execution trace here
 }
@@ -102,6 +103,7 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	fs.StringVar(&o.st, "safetensors", "", "benchmark loading this safetensors `file` (or URL) to GPU 0 (and balanced over GPUs 0 and 1) against reading it whole into GPU memory")
+	fs.BoolVar(&o.save, "save", false, "with --safetensors: benchmark saving the loaded model from GPU memory (and host memory, sharded) as new files in --dir, against kvik.SaveFile of the same bytes from host memory")
 	fs.StringVar(&o.gguf, "gguf", "", "benchmark loading this GGUF `file` (or URL) to GPU 0 (and balanced over GPUs 0 and 1) against reading it whole into GPU memory")
 	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS) instead of a file; a .safetensors or .gguf URL is benchmarked as --safetensors or --gguf, a Zarr array (a URL or path with a .zarr component) by region reads")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the run to this `file` (go tool pprof)")
@@ -218,6 +220,12 @@ func runBench(e *env, args []string) error {
 	}
 	if o.url != "" && o.st == "" && o.gguf == "" {
 		return benchRemote(e, o)
+	}
+	if o.save && o.st == "" {
+		return usagef("--save needs --safetensors FILE")
+	}
+	if o.st != "" && o.save {
+		return benchSave(e, o, o.st)
 	}
 	if o.st != "" {
 		return benchModel(e, o, o.st, "safetensors", func(devs []int, replicate bool) error {
