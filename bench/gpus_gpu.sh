@@ -1,14 +1,17 @@
 #!/bin/bash
-# Two GPUs from one process, in one GPU-machine call: an 8 GB bf16
-# safetensors checkpoint on tmpfs (page cache), `kvik bench --safetensors`
-# (GPU 0, balanced over GPUs 0+1, ReadFileToDevice) and BenchmarkGPUs
-# (one ReadDevice per GPU at once, 4 GiB) for the code before (G/old) and
-# now (G) taking turns, then the host-side ceiling outside Go:
-# ../shared/probes/pread_dest.c into pinned huge-page buffers, one process
-# against two.
+# Several GPUs from one process, in one GPU-machine call (about 3 minutes
+# on two GPUs): an 8 GB bf16 safetensors checkpoint and an 8 GB GGUF model
+# on tmpfs (page cache), `kvik bench --safetensors` and `--gguf` (GPU 0,
+# balanced over GPUs 0+1, replicated on both, ReadFileToDevice) and
+# BenchmarkGPUs (one ReadDevice per GPU at once, 4 GiB; and the halves of
+# one file as Futures), ROUNDS times; then the anchors of issue 29: two
+# processes each reading the checkpoint onto its own GPU, and the
+# host-side ceiling outside Go (../shared/probes/pread_dest.c into pinned
+# huge-page buffers, one process against two).
 #
-# Build here into the git-ignored folder G: G/kvik, G/kvik.test (and the
-# same of the code to compare in G/old), G/pread_dest.c; then there:
+# Build here into the git-ignored folder G: G/kvik, G/kvik.test,
+# G/gguf.test, G/pread_dest.c (optional); with G/old/kvik and
+# G/old/kvik.test the code before is timed too, taking turns. There:
 #   bash bench/gpus_gpu.sh G
 set -u
 G=$(cd "$1" && pwd)
@@ -20,28 +23,35 @@ export PYTHONUNBUFFERED=1 KVIKIO_COMPAT_MODE=on
 L=$OUT/gpus.txt
 step() { echo "=== $(date -u +%T) $*" | tee -a "$L"; }
 step machine; (nvidia-smi -L; nvidia-smi topo -m; nproc) 2>&1 | tee -a "$L"
-step make a ${GB} GB checkpoint
-timeout 240 python3 "$R/bench/safetensors_peers.py" /dev/shm/ckpt.safetensors --make --gb "$GB" 2>&1 | tail -3 | tee -a "$L"
+step make a ${GB} GB checkpoint and a ${GB} GB GGUF model
+timeout 240 python3 "$R/bench/safetensors_peers.py" /dev/shm/ckpt.safetensors --make --gb "$GB" 2>&1 | tail -1 | tee -a "$L"
+(cd "$R/gguf" && KVIK_GGUF_MAKE=/dev/shm/model.gguf KVIK_GGUF_GB=$GB timeout 180 "$G/gguf.test" -test.run '^TestMakeSynthetic$' 2>&1 | tail -1 | tee -a "$L")
+versions=new; [ -x "$G/old/kvik" ] && versions="old new"
 for r in $(seq 1 "$ROUNDS"); do
-  for v in old new; do
+  for v in $versions; do
     b=$G; [ $v = old ] && b=$G/old
-    step "round $r $v: kvik bench --safetensors"
-    timeout 200 "$b/kvik" bench --safetensors /dev/shm/ckpt.safetensors --repeats 5 2>&1 | tee -a "$L"
+    step "round $r $v: kvik bench --safetensors, --gguf"
+    timeout 200 "$b/kvik" bench --safetensors /dev/shm/ckpt.safetensors --repeats 5 2>&1 | tail -7 | tee -a "$L"
+    timeout 200 "$b/kvik" bench --gguf /dev/shm/model.gguf --repeats 5 2>&1 | tail -7 | tee -a "$L"
     step "round $r $v: BenchmarkGPUs 4 GiB"
     (cd "$R" && KVIK_BENCH_DIR=/dev/shm KVIK_BENCH_SIZE=4294967296 timeout 200 "$b/kvik.test" -test.run '^$' \
-      -test.bench 'GPUs' -test.benchtime 5x -test.count 2 2>&1 | grep -E 'Benchmark|ok|FAIL' | tee -a "$L")
+      -test.bench 'GPUs' -test.benchtime 5x -test.count 2 2>&1 | grep -E 'Benchmark|FAIL' | tee -a "$L")
   done
 done
+rm -f /dev/shm/model.gguf
+step "anchor: one process, then two at once (CUDA_VISIBLE_DEVICES), each reading the checkpoint onto its GPU, 16 threads"
+one() { CUDA_VISIBLE_DEVICES=$1 "$G/kvik" bench --file /dev/shm/ckpt.safetensors --memory device --threads 16 --op read --no-baselines --repeats 5 2>&1 | grep 'device  '; }
+one 0 | sed 's/^/alone: /' | tee -a "$L"
+(one 0 > /tmp/a & one 1 > /tmp/b; wait); sed 's/^/two processes, GPU 0: /' /tmp/a | tee -a "$L"; sed 's/^/two processes, GPU 1: /' /tmp/b | tee -a "$L"
 rm -f /dev/shm/ckpt.safetensors
 if [ -f "$G/pread_dest.c" ]; then
   step "probe: pread into pinned huge-page buffers (thp-pin), 4 GiB page-cached file"
   gcc -O2 -pthread "$G/pread_dest.c" -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcuda -o /tmp/pread_dest 2>&1 | tail -3
   F=/dev/shm/kvik-bench-4294967296
-  step "one process"
-  PD_MODES=thp-pin,reuse PD_THREADS=16,32 /tmp/pread_dest "$F" 2>&1 | tee -a "$L"
-  step "two processes at once, 16 threads each"
+  PD_MODES=thp-pin PD_THREADS=16,32 /tmp/pread_dest "$F" 2>&1 | sed 's/^/one process: /' | tee -a "$L"
   (CUDA_VISIBLE_DEVICES=0 PD_MODES=thp-pin PD_THREADS=16 /tmp/pread_dest "$F" > /tmp/p0 2>&1 &
    CUDA_VISIBLE_DEVICES=1 PD_MODES=thp-pin PD_THREADS=16 /tmp/pread_dest "$F" > /tmp/p1 2>&1; wait)
-  cat /tmp/p0 /tmp/p1 | tee -a "$L"
+  cat /tmp/p0 /tmp/p1 | sed 's/^/two processes: /' | tee -a "$L"
 fi
+rm -f /dev/shm/kvik-bench-*
 step done
