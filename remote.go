@@ -78,6 +78,7 @@ type remoteOptions struct {
 	client      *http.Client
 	tls         *tls.Config
 	maxRequests int
+	uploadCRC   *uint32 // WithUploadCRC32C
 }
 
 // WithEndpointType forces an endpoint type instead of detecting it.

@@ -2,7 +2,9 @@ package kvik
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -12,6 +14,7 @@ import (
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/remote"
 	"github.com/kvikgo/kvik/internal/sched"
+	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // UploadS3 writes p as the S3 object at url (s3://bucket/key or an S3
@@ -60,7 +63,7 @@ func uploadPieces(ctx context.Context, url string, pieces []Piece, devs []device
 			return err
 		}
 		defer c.Close()
-		return uploadObject(ctx, ep, c, d, pieces, devs)
+		return uploadObject(ctx, ep, c, d, pieces, devs, o.uploadCRC)
 	}()
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
@@ -79,7 +82,7 @@ func uploadToEndpoint(ctx context.Context, ep *remote.Endpoint, c *remote.Client
 	if err != nil {
 		return err
 	}
-	return uploadObject(ctx, ep, c, d, pieces, devs)
+	return uploadObject(ctx, ep, c, d, pieces, devs, nil)
 }
 
 // resolvePieces resolves the device pieces of pieces, by index (nil
@@ -103,18 +106,50 @@ func resolvePieces(pieces []Piece) ([]deviceRange, error) {
 }
 
 // uploadObject uploads the concatenated pieces as the object of ep with
-// c: one PUT, or a multipart upload aborted on any error.
-func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d Defaults, pieces []Piece, devs []deviceRange) error {
+// c: one PUT, or a multipart upload aborted on any error. With crc not
+// nil, *crc gets the CRC-32C of the bytes sent (WithUploadCRC32C).
+func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d Defaults, pieces []Piece, devs []deviceRange, crc *uint32) error {
 	var size int64
 	for _, p := range pieces {
 		size += p.Len()
 	}
-	src := func(off int64, n int) remote.Body {
-		return func() (io.Reader, error) { return piecesReader(d, pieces, devs, off, int64(n)), nil }
-	}
 	part := remote.PartSize(size, d.TaskSize)
+	nparts := max(int((size+part-1)/part), 1)
+	var sums []sentSum // per part, when crc is wanted
+	if crc != nil {
+		sums = make([]sentSum, nparts)
+	}
+	src := func(off int64, n int) remote.Body {
+		return func() (io.Reader, error) {
+			r := piecesReader(d, pieces, devs, off, int64(n))
+			if sums == nil {
+				return r, nil
+			}
+			return sums[off/part].attempt(r), nil
+		}
+	}
+	// sent combines the parts' checksums into *crc once all went up.
+	sent := func() error {
+		if crc == nil {
+			return nil
+		}
+		var sum uint32
+		for i := range sums {
+			n := min(part, size-int64(i)*part)
+			c, err := sums[i].result(max(n, 0))
+			if err != nil {
+				return fmt.Errorf("part %d: %w", i+1, err)
+			}
+			sum = crc32cCombine(sum, c, max(n, 0))
+		}
+		*crc = sum
+		return nil
+	}
 	if size <= part {
 		err := c.PutObject(ctx, ep, size, src(0, int(size)))
+		if err == nil {
+			err = sent()
+		}
 		if l := logAt(LevelDebug); l != nil && err == nil {
 			l.LogAttrs(ctx, LevelDebug, "kvik: upload", slog.String("url", ep.String()), slog.Int64("size", size))
 		}
@@ -141,6 +176,9 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 	done := make(chan error, 1)
 	sched.Run(ctx, poolFor(d, ""), tasks, fn, func(_ int, err error) { done <- err })
 	if err = <-done; err == nil {
+		err = sent()
+	}
+	if err == nil {
 		err = c.CompleteMultipart(ctx, ep, id, etags)
 	}
 	if err == nil {
@@ -167,78 +205,233 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 	return err
 }
 
-// deviceReader streams device memory through a pinned bounce buffer: each
-// Read that finds the buffer drained copies the next chunk from the
-// device. The transport may Close it from another goroutine while a Read
-// runs, so mu keeps the buffer from going back to the pool mid-copy.
-type deviceReader struct {
-	mu      sync.Mutex
-	r       deviceRange
-	dev     cuda.DevicePtr
-	size    int
-	pool    *bouncePool
-	bufSize int
-	pos     int // bytes copied from the device
-	bb      *bounceBuffer
-	chunk   []byte // the part of bb not yet read
+// WithUploadCRC32C makes UploadS3, UploadS3Device and SaveFile to S3
+// store in *sum, once the upload has succeeded, the CRC-32C (Castagnoli,
+// as hash/crc32) of the bytes sent: computed over each part's body as
+// the transport reads it, so with no second pass over the data, and
+// combined in part order. A caller that reads the object back can
+// compare its checksum with this one (kvik cp does).
+func WithUploadCRC32C(sum *uint32) RemoteOption { return func(o *remoteOptions) { o.uploadCRC = sum } }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sentSum is the checksum of one part's body as it went out: each attempt
+// (a retry sends the body again) starts a fresh crcReader, and the one
+// that the successful request read is the last.
+type sentSum struct {
+	mu   sync.Mutex
+	last *crcReader
 }
 
-func (d *deviceReader) Read(p []byte) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.pos == -1 {
+func (s *sentSum) attempt(r io.ReadCloser) io.Reader {
+	c := &crcReader{r: r}
+	s.mu.Lock()
+	s.last = c
+	s.mu.Unlock()
+	return c
+}
+
+// result returns the checksum of the last attempt, which must have sent
+// exactly n bytes. The request returns only after the transport closed
+// the body, so no Read runs any more.
+func (s *sentSum) result(n int64) (uint32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.last
+	if c == nil {
+		if n == 0 {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("%w: no body was sent", io.ErrShortWrite)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n != n {
+		return 0, fmt.Errorf("%w: the body sent %d of %d bytes", io.ErrShortWrite, c.n, n)
+	}
+	return c.sum, nil
+}
+
+// crcReader checksums the bytes read through it.
+type crcReader struct {
+	r   io.ReadCloser
+	mu  sync.Mutex // Close may come from another goroutine than Read
+	sum uint32
+	n   int64
+}
+
+func (c *crcReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.mu.Lock()
+	c.sum = crc32.Update(c.sum, castagnoli, p[:n])
+	c.n += int64(n)
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *crcReader) Close() error { return c.r.Close() }
+
+// crc32cCombine returns the CRC-32C of A followed by B from a = CRC(A),
+// b = CRC(B) and n = len(B): a times x^(8n) modulo the polynomial, plus b.
+func crc32cCombine(a, b uint32, n int64) uint32 {
+	if n == 0 {
+		return a
+	}
+	return gfMul(a, xPow8n(n)) ^ b
+}
+
+// The CRC's polynomials are kept bit-reversed, as hash/crc32 does: bit 31
+// holds x^0 and bit 0 holds x^31.
+const crc32cPoly = 0x82f63b78 // crc32.Castagnoli, reversed
+
+// gfMul returns a*b modulo the CRC-32C polynomial.
+func gfMul(a, b uint32) uint32 {
+	var p uint32
+	for m := uint32(1) << 31; m != 0 && a != 0; m >>= 1 {
+		if a&m != 0 {
+			p ^= b
+			a ^= m
+		}
+		// b *= x
+		if b&1 != 0 {
+			b = b>>1 ^ crc32cPoly
+		} else {
+			b >>= 1
+		}
+	}
+	return p
+}
+
+// x2k[k] is x^(2^k) modulo the polynomial.
+var x2k = func() (t [64]uint32) {
+	t[0] = 1 << 30 // x^1
+	for k := 1; k < len(t); k++ {
+		t[k] = gfMul(t[k-1], t[k-1])
+	}
+	return t
+}()
+
+// xPow8n returns x^(8n) modulo the polynomial, n >= 0.
+func xPow8n(n int64) uint32 {
+	p := uint32(1) << 31 // x^0
+	for k := 3; n != 0; k, n = k+1, n>>1 {
+		if n&1 != 0 {
+			p = gfMul(p, x2k[k])
+		}
+	}
+	return p
+}
+
+// newDeviceBody returns a reader over n bytes of the device range r from
+// off, for a request body: once read, a goroutine copies the range from
+// the device into pinned bounce buffers, chunk k+1 on a stream of r's
+// context while the transport reads chunk k (staging.Write's pipeline),
+// and hands each chunk to the transport through a pipe, so no copy is
+// one synchronous cuMemcpy per Read. Close, which the transport calls
+// from any goroutine, stops the copies and returns the buffers before
+// it returns, so the device memory is no longer read once the request
+// is done.
+func newDeviceBody(d Defaults, r deviceRange, off int64, n int) *deviceBody {
+	return &deviceBody{d: d, r: r, off: off, n: n, done: make(chan struct{})}
+}
+
+// deviceBody is newDeviceBody's reader.
+type deviceBody struct {
+	d    Defaults
+	r    deviceRange
+	off  int64
+	n    int
+	once sync.Once
+	pr   *io.PipeReader // nil until the first Read, and if closed before
+	done chan struct{}  // closed when the staging goroutine has returned
+}
+
+func (b *deviceBody) Read(p []byte) (int, error) {
+	b.once.Do(b.start)
+	if b.pr == nil {
 		return 0, ErrClosed
 	}
-	if len(d.chunk) == 0 {
-		if d.pos == d.size {
-			d.free()
-			return 0, io.EOF
-		}
-		if err := d.fill(); err != nil {
-			d.free()
-			return 0, err
-		}
-	}
-	n := copy(p, d.chunk)
-	d.chunk = d.chunk[n:]
-	return n, nil
+	return b.pr.Read(p)
 }
 
-func (d *deviceReader) fill() error {
-	var n int
-	err := cuda.WithContext(d.r.ctx, func() error {
-		if d.bb == nil {
-			bb, err := d.pool.get(d.bufSize) // pinning needs the context
+func (b *deviceBody) start() {
+	pr, pw := io.Pipe()
+	b.pr = pr
+	go func() {
+		defer close(b.done)
+		pw.CloseWithError(b.stage(pw))
+	}()
+}
+
+// Close stops the staging goroutine, if one started, and waits for it.
+func (b *deviceBody) Close() error {
+	b.once.Do(func() {}) // a later Read starts nothing
+	if b.pr != nil {
+		b.pr.CloseWithError(ErrClosed)
+		<-b.done
+	}
+	return nil
+}
+
+// stage copies the range to w chunk by chunk through pinned memory.
+func (b *deviceBody) stage(w io.Writer) error {
+	if b.n == 0 {
+		return nil
+	}
+	p := planStaging(opWrite, b.d, b.n, true)
+	var s cuda.Stream
+	var held []*bounceBuffer
+	err := cuda.WithContext(b.r.ctx, func() (err error) {
+		if s, err = getStream(b.r); err != nil {
+			return err
+		}
+		// Two chunks in flight: one buffer split in two when they fit.
+		need := 1
+		if b.n > p.chunk && 2*p.chunk > p.bufSize {
+			need = 2
+		}
+		for range need {
+			bb, err := p.pool.get(p.bufSize) // pinning needs the context
 			if err != nil {
 				return err
 			}
-			d.bb = bb
+			held = append(held, bb)
 		}
-		n = min(len(d.bb.mem), d.size-d.pos)
-		return cuda.MemcpyDtoH(d.bb.mem[:n], d.dev+cuda.DevicePtr(d.pos))
+		return nil
+	})
+	defer cuda.WithContext(b.r.ctx, func() error {
+		for _, bb := range held {
+			p.pool.put(bb)
+		}
+		if s != 0 {
+			putStream(b.r, s)
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	d.chunk = d.bb.mem[:n]
-	d.pos += n
-	return nil
-}
-
-// Close returns the bounce buffer; the transport calls it when it is done
-// with the body.
-func (d *deviceReader) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.free()
-	d.pos = -1
-	return nil
-}
-
-func (d *deviceReader) free() {
-	if d.bb != nil {
-		bb := d.bb
-		cuda.WithContext(d.r.ctx, func() error { d.pool.put(bb); return nil })
-		d.bb, d.chunk = nil, nil
+	bufs := [][]byte{held[0].mem}
+	switch {
+	case len(held) == 2:
+		bufs = append(bufs, held[1].mem)
+	case b.n > p.chunk && 2*p.chunk <= len(held[0].mem):
+		bufs = [][]byte{held[0].mem[:p.chunk], held[0].mem[p.chunk : 2*p.chunk]}
 	}
+	m := &pipeMover{copier: copier{ctx: b.r.ctx, enter: true, dev: b.r.ptr + cuda.DevicePtr(b.off), stream: s}, w: w}
+	_, err = staging.Write(m, bufs, p.chunk, 0, 0, b.n)
+	return err
+}
+
+// pipeMover feeds the chunks that staging.Write copies from the device
+// to a writer (the request body's pipe).
+type pipeMover struct {
+	copier
+	w io.Writer
+}
+
+func (m *pipeMover) WriteFile(p []byte, off int64) (int, error) { return m.w.Write(p) }
+
+func (m *pipeMover) ReadFile(p []byte, off int64) (int, error) {
+	return 0, errors.New("kvik: upload bodies only write")
 }
