@@ -28,7 +28,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // remoteCopy copies between a URL and a local file through host memory:
 // URL -> file with parallel ranged GETs, file -> s3:// with a parallel
-// multipart upload. The destination is read back and compared by CRC-32C.
+// multipart upload. The destination is read back and compared by CRC-32C
+// unless --verify=false; an upload reports its own time apart from the
+// read-back's.
 func remoteCopy(e *env, o *cpOptions, src, dst string) error {
 	ctx := context.Background()
 	start := time.Now()
@@ -36,17 +38,21 @@ func remoteCopy(e *env, o *cpOptions, src, dst string) error {
 	var sum uint32
 	var err error
 	dst = destPath(src, dst)
-	if isURL(src) {
-		size, sum, err = download(ctx, o, src, dst)
-	} else {
-		size, sum, err = uploadFile(ctx, src, dst)
+	if !isURL(src) {
+		u, err := uploadFile(ctx, src, dst, o.verify)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(e.stdout, u.line(src, dst))
+		return nil
 	}
+	size, sum, err = download(ctx, o, src, dst)
 	if err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
 	verified := "verified"
-	if isURL(src) && !o.verify {
+	if !o.verify {
 		verified = "not verified"
 	}
 	fmt.Fprintf(e.stdout, "copied %s (%d bytes) %s -> %s in %.2f s, %.2f GB/s, %s, CRC-32C %08x\n",
@@ -106,31 +112,61 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 	return size, sum, out.Commit()
 }
 
+// uploadStats is what an upload of kvik cp reports.
+type uploadStats struct {
+	size   int64
+	sum    uint32        // CRC-32C of the bytes sent
+	upload time.Duration // the upload alone
+	verify time.Duration // the read-back and comparison; 0 when skipped
+}
+
+// line is the summary line of an upload from src to dst: the upload's
+// own time and speed, then the verification's.
+func (u uploadStats) line(src, dst string) string {
+	s := fmt.Sprintf("copied %s (%d bytes) %s -> %s: uploaded in %.2f s, %.2f GB/s; ",
+		formatSize(u.size), u.size, redact(src), redact(dst), u.upload.Seconds(), gbps(u.size, u.upload.Seconds()))
+	if u.verify == 0 {
+		return s + fmt.Sprintf("not verified; CRC-32C %08x of the bytes sent\n", u.sum)
+	}
+	return s + fmt.Sprintf("read back and verified in %.2f s, %.2f GB/s; CRC-32C %08x\n",
+		u.verify.Seconds(), gbps(u.size, u.verify.Seconds()), u.sum)
+}
+
 // uploadFile uploads the file at path to url (s3:// or an S3 object
-// URL) from a read-only mapping of it, so that a file larger than memory
-// goes through the page cache, then reads the object back in chunks and
-// compares sizes and CRC-32C.
-func uploadFile(ctx context.Context, path, url string) (int64, uint32, error) {
+// URL) from a read-only mapping of it, so that the parts go up from the
+// page cache with no copy of the file in memory, and their CRC-32C is
+// computed as they are sent (kvik.WithUploadCRC32C). With verify it then
+// reads the object back and compares its size and CRC-32C with the
+// bytes sent.
+func uploadFile(ctx context.Context, path, url string, verify bool) (uploadStats, error) {
 	data, unmap, err := mapFile(path)
 	if err != nil {
-		return 0, 0, err
+		return uploadStats{}, err
 	}
 	defer unmap()
-	sum := crc32.Checksum(data, castagnoli)
-	if err := kvik.UploadS3(ctx, url, data); err != nil {
-		return 0, 0, err
+	u := uploadStats{size: int64(len(data))}
+	start := time.Now()
+	if err := kvik.UploadS3(ctx, url, data, kvik.WithUploadCRC32C(&u.sum)); err != nil {
+		return uploadStats{}, err
 	}
+	u.upload = time.Since(start)
+	if !verify {
+		return u, nil
+	}
+	start = time.Now()
 	h, err := kvik.OpenRemote(ctx, url)
 	if err != nil {
-		return 0, 0, err
+		return uploadStats{}, err
 	}
 	defer h.Close()
 	back, err := readerCRC(ctx, h)
 	size, _ := h.Size()
-	if err != nil || size != int64(len(data)) || back != sum {
-		return 0, 0, fmt.Errorf("verify: %s reads back %d of %d bytes (%v) or different bytes", kvik.RedactURL(url), size, len(data), err)
+	if err != nil || size != u.size || back != u.sum {
+		return uploadStats{}, fmt.Errorf("verify: %s reads back %d of %d bytes (%v) or different bytes (CRC-32C %08x, sent %08x)",
+			kvik.RedactURL(url), size, u.size, err, back, u.sum)
 	}
-	return int64(len(data)), sum, nil
+	u.verify = max(time.Since(start), time.Nanosecond)
+	return u, nil
 }
 
 // mapFile maps the file at path read-only; unmap releases it.
