@@ -331,22 +331,34 @@ func xPow8n(n int64) uint32 {
 // from any goroutine, stops the copies and returns the buffers before
 // it returns, so the device memory is no longer read once the request
 // is done.
-func newDeviceBody(d Defaults, r deviceRange, off int64, n int) *deviceBody {
-	return &deviceBody{d: d, r: r, off: off, n: n, done: make(chan struct{})}
+func newDeviceBody(d Defaults, r deviceRange, off int64, n int) *pipeBody {
+	s := &deviceStager{d: d, r: r, off: off, n: n}
+	return newPipeBody(s.stage)
 }
 
-// deviceBody is newDeviceBody's reader.
-type deviceBody struct {
-	d    Defaults
-	r    deviceRange
-	off  int64
-	n    int
-	once sync.Once
-	pr   *io.PipeReader // nil until the first Read, and if closed before
-	done chan struct{}  // closed when the staging goroutine has returned
+// newPipeBody returns a body whose bytes stage writes, from a goroutine
+// started by the first Read.
+func newPipeBody(stage func(w io.Writer) error) *pipeBody {
+	return &pipeBody{stage: stage, done: make(chan struct{})}
 }
 
-func (b *deviceBody) Read(p []byte) (int, error) {
+// pipeBody is the reader of newDeviceBody and newPipeBody.
+type pipeBody struct {
+	stage func(w io.Writer) error
+	once  sync.Once
+	pr    *io.PipeReader // nil until the first Read, and if closed before
+	done  chan struct{}  // closed when the staging goroutine has returned
+}
+
+// deviceStager copies n bytes of r from off through pinned memory.
+type deviceStager struct {
+	d   Defaults
+	r   deviceRange
+	off int64
+	n   int
+}
+
+func (b *pipeBody) Read(p []byte) (int, error) {
 	b.once.Do(b.start)
 	if b.pr == nil {
 		return 0, ErrClosed
@@ -354,17 +366,17 @@ func (b *deviceBody) Read(p []byte) (int, error) {
 	return b.pr.Read(p)
 }
 
-func (b *deviceBody) start() {
+func (b *pipeBody) start() {
 	pr, pw := io.Pipe()
 	b.pr = pr
 	go func() {
 		defer close(b.done)
-		pw.CloseWithError(b.stage(pw))
+		pw.CloseWithError(b.stage(pw)) // nil: readers get io.EOF
 	}()
 }
 
 // Close stops the staging goroutine, if one started, and waits for it.
-func (b *deviceBody) Close() error {
+func (b *pipeBody) Close() error {
 	b.once.Do(func() {}) // a later Read starts nothing
 	if b.pr != nil {
 		b.pr.CloseWithError(ErrClosed)
@@ -374,7 +386,7 @@ func (b *deviceBody) Close() error {
 }
 
 // stage copies the range to w chunk by chunk through pinned memory.
-func (b *deviceBody) stage(w io.Writer) error {
+func (b *deviceStager) stage(w io.Writer) error {
 	if b.n == 0 {
 		return nil
 	}
