@@ -391,28 +391,25 @@ func (b *deviceStager) stage(w io.Writer) error {
 		return nil
 	}
 	p := planStaging(opWrite, b.d, b.n, true)
+	// One pinned buffer per part in flight, holding two chunks: the
+	// transport sends a chunk far slower than the device copies the
+	// next, so chunks smaller than the plan's cost nothing and a part
+	// never pins two buffers.
+	chunk := p.chunk
+	if half := p.bufSize / 2 &^ (pageSize - 1); b.n > chunk && 2*chunk > p.bufSize && half > 0 {
+		chunk = half
+	}
 	var s cuda.Stream
-	var held []*bounceBuffer
+	var bb *bounceBuffer
 	err := cuda.WithContext(b.r.ctx, func() (err error) {
 		if s, err = getStream(b.r); err != nil {
 			return err
 		}
-		// Two chunks in flight: one buffer split in two when they fit.
-		need := 1
-		if b.n > p.chunk && 2*p.chunk > p.bufSize {
-			need = 2
-		}
-		for range need {
-			bb, err := p.pool.get(p.bufSize) // pinning needs the context
-			if err != nil {
-				return err
-			}
-			held = append(held, bb)
-		}
-		return nil
+		bb, err = p.pool.get(p.bufSize) // pinning needs the context
+		return err
 	})
 	defer cuda.WithContext(b.r.ctx, func() error {
-		for _, bb := range held {
+		if bb != nil {
 			p.pool.put(bb)
 		}
 		if s != 0 {
@@ -423,15 +420,12 @@ func (b *deviceStager) stage(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	bufs := [][]byte{held[0].mem}
-	switch {
-	case len(held) == 2:
-		bufs = append(bufs, held[1].mem)
-	case b.n > p.chunk && 2*p.chunk <= len(held[0].mem):
-		bufs = [][]byte{held[0].mem[:p.chunk], held[0].mem[p.chunk : 2*p.chunk]}
+	bufs := [][]byte{bb.mem}
+	if b.n > chunk && 2*chunk <= len(bb.mem) {
+		bufs = [][]byte{bb.mem[:chunk], bb.mem[chunk : 2*chunk]}
 	}
 	m := &pipeMover{copier: copier{ctx: b.r.ctx, enter: true, dev: b.r.ptr + cuda.DevicePtr(b.off), stream: s}, w: w}
-	_, err = staging.Write(m, bufs, p.chunk, 0, 0, b.n)
+	_, err = staging.Write(m, bufs, chunk, 0, 0, b.n)
 	return err
 }
 
