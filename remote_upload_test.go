@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -143,6 +144,7 @@ func TestRemoteDeviceUploadStaged(t *testing.T) {
 				t.Fatalf("%d device bytes: CRC-32C sent %08x, want %08x", size, sum, w)
 			}
 			d.Close()
+			noStagingGoroutines(t)
 		}
 		if ff.faults < 2 {
 			t.Fatalf("fault %d: only %d faults injected", status, ff.faults)
@@ -172,8 +174,9 @@ func TestRemoteDeviceUploadStaged(t *testing.T) {
 }
 
 // TestRemoteDeviceUploadAbortNoLeak fails one part of a device upload
-// for good: the upload is aborted, its staging goroutines end and the
-// pinned buffers go back (goleak in TestMain), and nothing is left.
+// for good: the upload is aborted, no staging goroutine outlives it (each
+// returns its pinned buffer before its request ends), and nothing is
+// left on the server.
 func TestRemoteDeviceUploadAbortNoLeak(t *testing.T) {
 	cctx := needGPU(t)
 	v := s3test.Start(t)
@@ -195,5 +198,17 @@ func TestRemoteDeviceUploadAbortNoLeak(t *testing.T) {
 	}
 	if _, ok := v.Object("devfail.bin"); ok {
 		t.Fatal("a partial object was left")
+	}
+	noStagingGoroutines(t)
+}
+
+// noStagingGoroutines fails the test if a device upload body's staging
+// goroutine is still running.
+func noStagingGoroutines(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	if bytes.Contains(buf, []byte("kvik.(*pipeBody)")) {
+		t.Fatalf("a staging goroutine outlived its upload:\n%s", buf)
 	}
 }
