@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -191,20 +192,33 @@ func mapFile(path string) (data []byte, unmap func() error, err error) {
 }
 
 // readerCRC reads the whole file or object in chunks and returns its
-// CRC-32C.
+// CRC-32C, reading the next chunk while the last one is checksummed.
 func readerCRC(ctx context.Context, h kvik.Reader) (uint32, error) {
 	size, err := h.Size()
-	if err != nil {
+	if err != nil || size == 0 {
 		return 0, err
 	}
-	buf := make([]byte, min(size, defaultChunk))
+	chunk := min(size, defaultChunk/2)
+	bufs := [2][]byte{make([]byte, chunk), make([]byte, chunk)}
+	read := func(i int, off int64) ([]byte, *kvik.Future) {
+		p := bufs[i%2][:min(chunk, size-off)]
+		return p, h.PRead(ctx, p, off)
+	}
 	var sum uint32
-	for off := int64(0); off < size; off += int64(len(buf)) {
-		p := buf[:min(int64(len(buf)), size-off)]
-		if _, err := h.PRead(ctx, p, off).Get(); err != nil {
+	p, f := read(0, 0)
+	for i, off := 0, int64(0); off < size; i++ {
+		n, err := f.Get()
+		if err == nil && n != len(p) {
+			err = fmt.Errorf("read %d of %d bytes at %d: %w", n, len(p), off, io.ErrUnexpectedEOF)
+		}
+		if err != nil {
 			return 0, err
 		}
-		sum = crc32.Update(sum, castagnoli, p)
+		cur := p
+		if off += int64(len(cur)); off < size {
+			p, f = read(i+1, off)
+		}
+		sum = crc32.Update(sum, castagnoli, cur)
 	}
 	return sum, nil
 }
