@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +48,9 @@ type uploadPath struct {
 // path the median over rounds of the SDK's time over the path's time
 // within a round (path/sdk, > 1 is faster than the SDK); the CLI also
 // against kvik.UploadS3 (cli/kvik: the library's time over the CLI's
-// reported upload time):
+// reported upload time). KVIK_BENCH_UPLOAD_PATHS (a comma-separated
+// list of names) keeps those paths only, besides kvik and sdk, which
+// the ratios need:
 //
 //	KVIK_BENCH_REMOTE_SIZE=1073741824 KVIK_BENCH_CLI=/path/to/kvik go test -run '^$' -bench S3Upload -benchtime 5x
 func BenchmarkS3Upload(b *testing.B) {
@@ -137,6 +140,12 @@ func BenchmarkS3Upload(b *testing.B) {
 				return safetensors.Save(ctx, "s3://"+bucket+"/stdev.safetensors", dtensors, nil, opts...)
 			}), tail},
 		)
+	}
+	if only := os.Getenv("KVIK_BENCH_UPLOAD_PATHS"); only != "" {
+		names := strings.Split(only, ",")
+		paths = slices.DeleteFunc(paths, func(p uploadPath) bool {
+			return p.name != "kvik" && p.name != "sdk" && !slices.Contains(names, p.name)
+		})
 	}
 	for _, p := range paths {
 		if _, err := p.run(); err != nil {
