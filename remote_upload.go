@@ -41,10 +41,80 @@ func UploadS3Device(ctx context.Context, url string, buf cuda.DevicePtr, size in
 	return uploadPieces(ctx, url, []Piece{{Ptr: r.ptr, Size: int64(size)}}, []deviceRange{r}, opts)
 }
 
+// UploadFileS3 writes the file at path as the S3 object at url, like
+// UploadS3, its parts read from the file (through the page cache) into
+// the requests as they are sent, so that no copy of the file is held in
+// memory and a file larger than memory goes up too. The object has the
+// size the file had when opened; a file that shrinks during the upload
+// fails it with an error wrapping io.ErrUnexpectedEOF (the upload is
+// aborted), never with a fault as a mapping of it would.
+func UploadFileS3(ctx context.Context, url, path string, opts ...RemoteOption) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: not a regular file", ErrInvalidArgument)}
+	}
+	src := bodySource{size: st.Size(), open: func(off int64, n int) io.ReadCloser {
+		return &fileBody{r: io.NewSectionReader(f, off, int64(n)), left: int64(n), path: path}
+	}}
+	return uploadURL(ctx, url, opts, func(Defaults) bodySource { return src })
+}
+
+// fileBody reads one part of a file for a request body, failing with
+// io.ErrUnexpectedEOF where the file ends early.
+type fileBody struct {
+	r    io.Reader
+	left int64
+	path string
+}
+
+func (b *fileBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	if err == io.EOF && b.left > 0 {
+		err = &fs.PathError{Op: "read", Path: b.path, Err: fmt.Errorf("the file shrank during the upload: %w", io.ErrUnexpectedEOF)}
+	}
+	return n, err
+}
+
+func (b *fileBody) Close() error { return nil }
+
+// bodySource is what an upload sends: size bytes, any range of which
+// open streams for a request body (a fresh reader per attempt).
+type bodySource struct {
+	size int64
+	open func(off int64, n int) io.ReadCloser
+}
+
+// piecesSource is the concatenated pieces; devs holds the resolved
+// range of each device piece, by index (nil when there is none).
+func piecesSource(d Defaults, pieces []Piece, devs []deviceRange) bodySource {
+	var size int64
+	for _, p := range pieces {
+		size += p.Len()
+	}
+	return bodySource{size: size, open: func(off int64, n int) io.ReadCloser {
+		return piecesReader(d, pieces, devs, off, int64(n))
+	}}
+}
+
 // uploadPieces uploads the concatenated pieces as the object at url;
 // devs holds the resolved range of each device piece, by index (nil
 // when there is none).
 func uploadPieces(ctx context.Context, url string, pieces []Piece, devs []deviceRange, opts []RemoteOption) error {
+	return uploadURL(ctx, url, opts, func(d Defaults) bodySource { return piecesSource(d, pieces, devs) })
+}
+
+// uploadURL uploads what src returns under the current settings as the
+// object at url.
+func uploadURL(ctx context.Context, url string, opts []RemoteOption, src func(Defaults) bodySource) error {
 	err := func() error {
 		o, err := newRemoteOptions(opts)
 		if err != nil {
@@ -63,7 +133,7 @@ func uploadPieces(ctx context.Context, url string, pieces []Piece, devs []device
 			return err
 		}
 		defer c.Close()
-		return uploadObject(ctx, ep, c, d, pieces, devs, o.uploadCRC)
+		return uploadObject(ctx, ep, c, d, src(d), o.uploadCRC)
 	}()
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
@@ -82,7 +152,7 @@ func uploadToEndpoint(ctx context.Context, ep *remote.Endpoint, c *remote.Client
 	if err != nil {
 		return err
 	}
-	return uploadObject(ctx, ep, c, d, pieces, devs, nil)
+	return uploadObject(ctx, ep, c, d, piecesSource(d, pieces, devs), nil)
 }
 
 // resolvePieces resolves the device pieces of pieces, by index (nil
@@ -105,14 +175,11 @@ func resolvePieces(pieces []Piece) ([]deviceRange, error) {
 	return devs, nil
 }
 
-// uploadObject uploads the concatenated pieces as the object of ep with
-// c: one PUT, or a multipart upload aborted on any error. With crc not
-// nil, *crc gets the CRC-32C of the bytes sent (WithUploadCRC32C).
-func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d Defaults, pieces []Piece, devs []deviceRange, crc *uint32) error {
-	var size int64
-	for _, p := range pieces {
-		size += p.Len()
-	}
+// uploadObject uploads body as the object of ep with c: one PUT, or a
+// multipart upload aborted on any error. With crc not nil, *crc gets the
+// CRC-32C of the bytes sent (WithUploadCRC32C).
+func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d Defaults, body bodySource, crc *uint32) error {
+	size := body.size
 	part := remote.PartSize(size, d.TaskSize)
 	nparts := max(int((size+part-1)/part), 1)
 	var sums []sentSum // per part, when crc is wanted
@@ -121,7 +188,7 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 	}
 	src := func(off int64, n int) remote.Body {
 		return func() (io.Reader, error) {
-			r := piecesReader(d, pieces, devs, off, int64(n))
+			r := body.open(off, n)
 			if sums == nil {
 				return r, nil
 			}

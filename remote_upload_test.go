@@ -6,9 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -210,5 +215,70 @@ func noStagingGoroutines(t *testing.T) {
 	buf = buf[:runtime.Stack(buf, true)]
 	if bytes.Contains(buf, []byte("kvik.(*pipeBody)")) {
 		t.Fatalf("a staging goroutine outlived its upload:\n%s", buf)
+	}
+}
+
+// TestUploadFileS3 uploads files of random, unaligned sizes from their
+// path (parts read from the file as they are sent) with the checksum of
+// the bytes sent, and checks the object and the checksum.
+func TestUploadFileS3(t *testing.T) {
+	v := s3test.Start(t)
+	smallTasks(t, 5<<20)
+	rng := rand.New(rand.NewPCG(59, 7))
+	for _, size := range []int{0, 1 + rng.IntN(4096), 5 << 20, 16<<20 + rng.IntN(1<<20)} {
+		want := randomBytes(rng, size)
+		path := filepath.Join(t.TempDir(), "src.bin")
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		key := fmt.Sprintf("file/%d.bin", size)
+		var sum uint32
+		if err := kvik.UploadFileS3(context.Background(), v.URLOf(key), path, append(v.Opts(), kvik.WithUploadCRC32C(&sum))...); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := v.Object(key); !ok || !bytes.Equal(got, want) || sum != crc32.Checksum(want, castagnoli) {
+			t.Fatalf("%d bytes: stored %d bytes (present %v) or different ones; CRC-32C %08x", size, len(got), ok, sum)
+		}
+	}
+	if err := kvik.UploadFileS3(context.Background(), v.URLOf("dir"), t.TempDir(), v.Opts()...); !errors.Is(err, kvik.ErrInvalidArgument) {
+		t.Fatalf("upload of a directory: %v", err)
+	}
+	if err := kvik.UploadFileS3(context.Background(), v.URLOf("missing"), filepath.Join(t.TempDir(), "missing"), v.Opts()...); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("upload of a missing file: %v", err)
+	}
+}
+
+// TestUploadFileS3Shrinks truncates the file while its upload runs, when
+// the second part's request arrives (one worker: most of that part and
+// all of the third lie beyond the new end): the upload fails with
+// io.ErrUnexpectedEOF, is aborted and leaves nothing.
+func TestUploadFileS3Shrinks(t *testing.T) {
+	v := s3test.Start(t)
+	restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.TaskSize, d.NumThreads = 5<<20, 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	path := filepath.Join(t.TempDir(), "src.bin")
+	if err := os.WriteFile(path, randomBytes(rand.New(rand.NewPCG(61, 1)), 3*(5<<20)+99), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	p := v.FaultProxy(t, func(r *http.Request) int {
+		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "2" {
+			once.Do(func() { os.Truncate(path, 1<<20) })
+		}
+		return 0
+	})
+	err = kvik.UploadFileS3(context.Background(), v.URLOf("shrunk.bin"), path, p.Opts()...)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("upload of a file that shrank: %v", err)
+	}
+	t.Logf("as expected: %v", err)
+	if _, ok := v.Object("shrunk.bin"); ok {
+		t.Fatal("an object was left")
+	}
+	if ups := listUploads(t, v); strings.Contains(ups, "shrunk.bin") {
+		t.Fatalf("upload still listed: %s", ups)
 	}
 }

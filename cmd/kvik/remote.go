@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik"
 )
@@ -134,20 +131,20 @@ func (u uploadStats) line(src, dst string) string {
 }
 
 // uploadFile uploads the file at path to url (s3:// or an S3 object
-// URL) from a read-only mapping of it, so that the parts go up from the
-// page cache with no copy of the file in memory, and their CRC-32C is
-// computed as they are sent (kvik.WithUploadCRC32C). With verify it then
-// reads the object back and compares its size and CRC-32C with the
-// bytes sent.
+// URL) with kvik.UploadFileS3: the parts are read from the file (the
+// page cache) into the requests as they are sent, so no copy of the file
+// is held in memory, and their CRC-32C is computed as they go
+// (kvik.WithUploadCRC32C). A file that shrinks meanwhile fails the
+// upload. With verify it then reads the object back and compares its
+// size and CRC-32C with the bytes sent.
 func uploadFile(ctx context.Context, path, url string, verify bool) (uploadStats, error) {
-	data, unmap, err := mapFile(path)
+	st, err := os.Stat(path)
 	if err != nil {
 		return uploadStats{}, err
 	}
-	defer unmap()
-	u := uploadStats{size: int64(len(data))}
+	u := uploadStats{size: st.Size()}
 	start := time.Now()
-	if err := kvik.UploadS3(ctx, url, data, kvik.WithUploadCRC32C(&u.sum)); err != nil {
+	if err := kvik.UploadFileS3(ctx, url, path, kvik.WithUploadCRC32C(&u.sum)); err != nil {
 		return uploadStats{}, err
 	}
 	u.upload = time.Since(start)
@@ -168,27 +165,6 @@ func uploadFile(ctx context.Context, path, url string, verify bool) (uploadStats
 	}
 	u.verify = max(time.Since(start), time.Nanosecond)
 	return u, nil
-}
-
-// mapFile maps the file at path read-only; unmap releases it.
-func mapFile(path string) (data []byte, unmap func() error, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if st.Size() == 0 {
-		return []byte{}, func() error { return nil }, nil
-	}
-	data, err = unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, nil, &fs.PathError{Op: "mmap", Path: path, Err: err}
-	}
-	return data, func() error { return unix.Munmap(data) }, nil
 }
 
 // readerCRC reads the whole file or object in chunks and returns its

@@ -164,3 +164,28 @@ func TestCpUploadS3VerifyCatches(t *testing.T) {
 		t.Fatal("--verify=false read the object back")
 	}
 }
+
+// TestCpUploadS3Shrinks truncates the source while kvik cp uploads it
+// (one worker; when the second part's request arrives): the copy fails
+// with one line naming the cause, not a fault, and leaves no object and
+// no multipart upload. (A mapping of the file, as kvik cp used, faulted
+// with SIGBUS on the pages past the new end.)
+func TestCpUploadS3Shrinks(t *testing.T) {
+	v := s3test.Start(t)
+	src := randomFile(t, 3*(5<<20)+99)
+	var once sync.Once
+	p := v.FaultProxy(t, func(r *http.Request) int {
+		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "2" {
+			once.Do(func() { os.Truncate(src, 1<<20) })
+		}
+		return 0
+	})
+	env := append(s3Env(v), "AWS_ENDPOINT_URL="+p.URL, "KVIKIO_TASK_SIZE=5242880", "KVIKIO_NTHREADS=1")
+	runKvik(t, env, "cp", src, v.URLOf("shrunk.bin")).expect(t, exitFailure).oneLineError(t, "shrank", "unexpected EOF")
+	if _, ok := v.Object("shrunk.bin"); ok {
+		t.Error("an object was left")
+	}
+	if ups := v.Uploads(t); strings.Contains(ups, "shrunk.bin") {
+		t.Errorf("the upload is still listed: %s", ups)
+	}
+}
