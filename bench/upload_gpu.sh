@@ -4,8 +4,8 @@
 # uploaded from host memory and from GPU 0's memory, in one process,
 # the paths taking turns (bench/remote's BenchmarkS3Upload):
 #   kvik.UploadS3, kvik.SaveFile (64 pieces), safetensors.Save (64
-#   tensors), UploadS3Device, SaveFile of device pieces, safetensors.Save
-#   of device tensors, the CLI (kvik cp --verify=false FILE s3://, its
+#   tensors), kvik.UploadFileS3 (a tmpfs file), UploadS3Device, SaveFile
+#   of device pieces, safetensors.Save of device tensors, the CLI (kvik cp --verify=false FILE s3://, its
 #   own upload figure), and the AWS SDK for Go v2 transfer manager with
 #   the same part size and concurrency;
 # at two settings: 16 x 8 MiB parts and 32 x 64 MiB parts; then one
@@ -23,7 +23,7 @@
 # SIZE (bytes), ROUNDS (uploads per path and setting, default 5), COUNT
 # (runs per setting, default 1) and WORK (a tmpfs folder, default
 # /dev/shm/upload-gpu) override. About 6 minutes on 16 cores at the
-# defaults (9 paths x 6 rounds x 2 settings x 2 GiB at ~1.2 GB/s).
+# defaults (10 paths x 6 rounds x 2 settings x 2 GiB at ~1.2 GB/s).
 set -u
 G=$(cd "$1" && pwd)
 OUT=${OUT:-/tmp/out}
@@ -85,7 +85,7 @@ for f in "$OUT"/upload-*.txt; do
   say "-- $t ($(grep -o 'concurrency [0-9]*, part size [0-9]*' "$f" | head -1))"
   grep -o 'device paths: left out: .\{0,80\}' "$f" | head -1 | while read -r l; do say "   $l"; done
   say "   path: GB/s | best GB/s | x SDK transfer manager (goal >= 1.0)"
-  for p in sdk kvik savefile safetensors kvik-device savefile-device safetensors-device cli; do
+  for p in sdk kvik savefile safetensors kvik-file kvik-device savefile-device safetensors-device cli; do
     v=$(metric "$f" "$p-GB/s")
     [ -n "$v" ] && say "   $p: $v| $(metric "$f" "$p-best-GB/s")| $(metric "$f" "$p/sdk")"
   done

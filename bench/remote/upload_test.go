@@ -35,7 +35,8 @@ type uploadPath struct {
 // BenchmarkS3Upload compares, in one run on one server, uploads of the
 // same bytes (KVIK_BENCH_REMOTE_SIZE, default 1 GiB, random) from host
 // memory: kvik.UploadS3, kvik.SaveFile of 64 pieces, safetensors.Save of
-// 64 tensors, the CLI (kvik cp FILE s3://..., --verify=false, its own
+// 64 tensors, kvik.UploadFileS3 of the bytes written to a file in TMPDIR
+// (page cache warm), the CLI (kvik cp FILE s3://..., --verify=false, its own
 // upload figure; KVIK_BENCH_CLI names the kvik binary, else the path is
 // left out), and the AWS SDK for Go v2 transfer manager with kvik's part
 // size and concurrency (KVIKIO_TASK_SIZE, raised to S3's 5 MiB minimum,
@@ -111,11 +112,12 @@ func BenchmarkS3Upload(b *testing.B) {
 			return safetensors.Save(ctx, "s3://"+bucket+"/st.safetensors", tensors, nil, opts...)
 		}), tail},
 	}
+	src := filepath.Join(b.TempDir(), "src.bin")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	paths = append(paths, uploadPath{"kvik-file", "kvikfile.bin", timed(func() error { return kvik.UploadFileS3(ctx, "s3://"+bucket+"/kvikfile.bin", src, opts...) }), same})
 	if cli := os.Getenv("KVIK_BENCH_CLI"); cli != "" {
-		src := filepath.Join(b.TempDir(), "cli-src.bin")
-		if err := os.WriteFile(src, data, 0o644); err != nil {
-			b.Fatal(err)
-		}
 		paths = append(paths, uploadPath{"cli", "cli.bin", func() (time.Duration, error) { return runCLI(cli, url, conc, part, src, "s3://"+bucket+"/cli.bin") }, same})
 	} else {
 		b.Log("cli: left out (set KVIK_BENCH_CLI to the kvik binary)")
