@@ -17,6 +17,9 @@
 #   CGO_ENABLED=0 go build -ldflags='-s -w' -o G/ ./cmd/kvik
 #   (cd bench/remote && CGO_ENABLED=0 go test -c -ldflags='-s -w' -o ../../G/remote.test .)
 #   GOBIN=$PWD/G CGO_ENABLED=0 go install -ldflags='-s -w' github.com/versity/versitygw/cmd/versitygw@v1.8.0
+# and, to run the GPU tests of the upload path first (optional):
+#   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o G/kvik.test .
+#   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o G/safetensors.test ./safetensors
 #   gzip -f G/*     (carry takes 64 MiB)
 # then carry G and run, there, from the repository root:
 #   bash bench/upload_gpu.sh G
@@ -37,8 +40,8 @@ SUM=$OUT/summary.txt
 : > "$SUM"
 say() { echo "$*" | tee -a "$SUM"; }
 
-for b in kvik remote.test versitygw; do
-  if [ -f "$G/$b.gz" ]; then gunzip -c "$G/$b.gz" > "$W/bin/$b"; else cp "$G/$b" "$W/bin/$b"; fi
+for b in kvik remote.test versitygw kvik.test safetensors.test; do
+  if [ -f "$G/$b.gz" ]; then gunzip -c "$G/$b.gz" > "$W/bin/$b"; elif [ -f "$G/$b" ]; then cp "$G/$b" "$W/bin/$b"; else continue; fi
   chmod +x "$W/bin/$b"
 done
 B=$W/bin
@@ -50,6 +53,15 @@ say "object $SIZE bytes; $(df -h "$W" | tail -1 | awk '{print $1, $2, "free", $4
 
 # metric FILE NAME: the values of a benchmark metric, one per count.
 metric() { grep '^Benchmark' "$1" | tr '\t' '\n' | awk -v m="$2" '$2 == m { printf "%s ", $1 }'; }
+
+# The GPU tests of the upload path, when their binaries came along.
+if [ -x "$B/kvik.test" ]; then
+  echo "== GPU tests of the upload path"
+  { (cd "$R" && timeout 240 "$B/kvik.test" -test.v -test.count=1 \
+      -test.run 'TestRemoteDeviceUpload|TestSaveFileDevicePieces|TestPipeBody|TestUploadCRC32C|TestUploadFileS3'); echo "rc=$?"
+    (cd "$R/safetensors" && timeout 120 "$B/safetensors.test" -test.v -test.count=1 -test.run 'TestS3SaveDevice'); echo "rc=$?"
+  } > "$OUT/gpu-tests.txt" 2>&1
+fi
 
 for set in "16 8388608" "32 67108864"; do
   read -r threads task <<< "$set"
@@ -91,5 +103,9 @@ for f in "$OUT"/upload-*.txt; do
   done
   say "   CLI upload figure / kvik.UploadS3 (goal >= 0.9): $(metric "$f" cli/kvik)"
 done
+if [ -f "$OUT/gpu-tests.txt" ]; then
+  say "-- GPU tests: $(grep -c -- '--- PASS' "$OUT/gpu-tests.txt") passed, $(grep -c -- '--- FAIL' "$OUT/gpu-tests.txt") failed, $(grep -c -- '--- SKIP' "$OUT/gpu-tests.txt") skipped; $(grep '^rc=' "$OUT/gpu-tests.txt" | tr '\n' ' ')"
+  grep -E -- '--- (FAIL|SKIP)' "$OUT/gpu-tests.txt" | while read -r l; do say "   $l"; done
+fi
 say "-- kvik cp FILE s3:// verified, 16 x 8 MiB parts:"
 grep -E '^copied|rc=' "$OUT/cli-verified.txt" | while read -r l; do say "   $l"; done
