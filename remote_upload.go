@@ -28,8 +28,9 @@ func UploadS3(ctx context.Context, url string, p []byte, opts ...RemoteOption) e
 }
 
 // UploadS3Device writes size bytes of device memory at buf+devOffset as
-// the S3 object at url, like UploadS3: each part is copied to a pinned
-// bounce buffer chunk by chunk as the request body is sent.
+// the S3 object at url, like UploadS3: each part is staged through a
+// pinned bounce buffer on a stream, its next chunk copied from the
+// device while the transport sends the last.
 func UploadS3Device(ctx context.Context, url string, buf cuda.DevicePtr, size int, devOffset int64, opts ...RemoteOption) error {
 	if size < 0 {
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: fmt.Errorf("%w: negative size %d", ErrInvalidArgument, size)}
@@ -272,8 +273,8 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 	return err
 }
 
-// WithUploadCRC32C makes UploadS3, UploadS3Device and SaveFile to S3
-// store in *sum, once the upload has succeeded, the CRC-32C (Castagnoli,
+// WithUploadCRC32C makes UploadS3, UploadS3Device, UploadFileS3 and
+// SaveFile to S3 (and the formats' Save to s3://) store in *sum, once the upload has succeeded, the CRC-32C (Castagnoli,
 // as hash/crc32) of the bytes sent: computed over each part's body as
 // the transport reads it, so with no second pass over the data, and
 // combined in part order. A caller that reads the object back can
