@@ -89,7 +89,7 @@ func (f tensorFile) via(mem memoryChoice, verify bool) string {
 	default:
 		s = "loaded through host memory"
 	}
-	if verify || !isURL(f.src) { // uploads are always read back
+	if verify {
 		return s + ", verified"
 	}
 	return s + ", not verified"
