@@ -89,6 +89,7 @@ type remoteOptions struct {
 	tls         *tls.Config
 	maxRequests int
 	maxDocument int64
+	uploadCRC   *uint32 // WithUploadCRC32C
 }
 
 // WithEndpointType forces an endpoint type instead of detecting it.

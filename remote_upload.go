@@ -2,7 +2,9 @@ package kvik
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -13,6 +15,7 @@ import (
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/remote"
 	"github.com/kvikgo/kvik/internal/sched"
+	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // UploadS3 writes p as the S3 object at url (s3://bucket/key or an S3
@@ -26,8 +29,9 @@ func UploadS3(ctx context.Context, url string, p []byte, opts ...RemoteOption) e
 }
 
 // UploadS3Device writes size bytes of device memory at buf+devOffset as
-// the S3 object at url, like UploadS3: each part is copied to a pinned
-// bounce buffer chunk by chunk as the request body is sent.
+// the S3 object at url, like UploadS3: each part is staged through a
+// pinned bounce buffer on a stream, its next chunk copied from the
+// device while the transport sends the last.
 func UploadS3Device(ctx context.Context, url string, buf cuda.DevicePtr, size int, devOffset int64, opts ...RemoteOption) error {
 	if size < 0 {
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: fmt.Errorf("%w: negative size %d", ErrInvalidArgument, size)}
@@ -39,10 +43,80 @@ func UploadS3Device(ctx context.Context, url string, buf cuda.DevicePtr, size in
 	return uploadPieces(ctx, url, []Piece{{Ptr: r.ptr, Size: int64(size)}}, []deviceRange{r}, opts)
 }
 
+// UploadFileS3 writes the file at path as the S3 object at url, like
+// UploadS3, its parts read from the file (through the page cache) into
+// the requests as they are sent, so that no copy of the file is held in
+// memory and a file larger than memory goes up too. The object has the
+// size the file had when opened; a file that shrinks during the upload
+// fails it with an error wrapping io.ErrUnexpectedEOF (the upload is
+// aborted), never with a fault as a mapping of it would.
+func UploadFileS3(ctx context.Context, url, path string, opts ...RemoteOption) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: not a regular file", ErrInvalidArgument)}
+	}
+	src := bodySource{size: st.Size(), open: func(off int64, n int) io.ReadCloser {
+		return &fileBody{r: io.NewSectionReader(f, off, int64(n)), left: int64(n), path: path}
+	}}
+	return uploadURL(ctx, url, opts, func(Defaults) bodySource { return src })
+}
+
+// fileBody reads one part of a file for a request body, failing with
+// io.ErrUnexpectedEOF where the file ends early.
+type fileBody struct {
+	r    io.Reader
+	left int64
+	path string
+}
+
+func (b *fileBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	if err == io.EOF && b.left > 0 {
+		err = &fs.PathError{Op: "read", Path: b.path, Err: fmt.Errorf("the file shrank during the upload: %w", io.ErrUnexpectedEOF)}
+	}
+	return n, err
+}
+
+func (b *fileBody) Close() error { return nil }
+
+// bodySource is what an upload sends: size bytes, any range of which
+// open streams for a request body (a fresh reader per attempt).
+type bodySource struct {
+	size int64
+	open func(off int64, n int) io.ReadCloser
+}
+
+// piecesSource is the concatenated pieces; devs holds the resolved
+// range of each device piece, by index (nil when there is none).
+func piecesSource(d Defaults, pieces []Piece, devs []deviceRange) bodySource {
+	var size int64
+	for _, p := range pieces {
+		size += p.Len()
+	}
+	return bodySource{size: size, open: func(off int64, n int) io.ReadCloser {
+		return piecesReader(d, pieces, devs, off, int64(n))
+	}}
+}
+
 // uploadPieces uploads the concatenated pieces as the object at url;
 // devs holds the resolved range of each device piece, by index (nil
 // when there is none).
 func uploadPieces(ctx context.Context, url string, pieces []Piece, devs []deviceRange, opts []RemoteOption) error {
+	return uploadURL(ctx, url, opts, func(d Defaults) bodySource { return piecesSource(d, pieces, devs) })
+}
+
+// uploadURL uploads what src returns under the current settings as the
+// object at url.
+func uploadURL(ctx context.Context, url string, opts []RemoteOption, src func(Defaults) bodySource) error {
 	err := func() error {
 		o, err := newRemoteOptions(opts)
 		if err != nil {
@@ -66,7 +140,7 @@ func uploadPieces(ctx context.Context, url string, pieces []Piece, devs []device
 			return err
 		}
 		defer c.Close()
-		return uploadObject(ctx, ep, c, d, pieces, devs)
+		return uploadObject(ctx, ep, c, d, src(d), o.uploadCRC)
 	}()
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
@@ -85,7 +159,7 @@ func uploadToEndpoint(ctx context.Context, ep *remote.Endpoint, c *remote.Client
 	if err != nil {
 		return err
 	}
-	return uploadObject(ctx, ep, c, d, pieces, devs)
+	return uploadObject(ctx, ep, c, d, piecesSource(d, pieces, devs), nil)
 }
 
 // resolvePieces resolves the device pieces of pieces, by index (nil
@@ -108,19 +182,48 @@ func resolvePieces(pieces []Piece) ([]deviceRange, error) {
 	return devs, nil
 }
 
-// uploadObject uploads the concatenated pieces as the object of ep with
-// c: one PUT, or a multipart upload aborted on any error.
-func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d Defaults, pieces []Piece, devs []deviceRange) error {
-	var size int64
-	for _, p := range pieces {
-		size += p.Len()
+// uploadObject uploads body as the object of ep with c: one PUT, or a
+// multipart upload aborted on any error. With crc not nil, *crc gets the
+// CRC-32C of the bytes sent (WithUploadCRC32C).
+func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d Defaults, body bodySource, crc *uint32) error {
+	size := body.size
+	part := remote.PartSize(size, d.TaskSize)
+	nparts := max(int((size+part-1)/part), 1)
+	var sums []sentSum // per part, when crc is wanted
+	if crc != nil {
+		sums = make([]sentSum, nparts)
 	}
 	src := func(off int64, n int) remote.Body {
-		return func() (io.Reader, error) { return piecesReader(d, pieces, devs, off, int64(n)), nil }
+		return func() (io.Reader, error) {
+			r := body.open(off, n)
+			if sums == nil {
+				return r, nil
+			}
+			return sums[off/part].attempt(r), nil
+		}
 	}
-	part := remote.PartSize(size, d.TaskSize)
+	// sent combines the parts' checksums into *crc once all went up.
+	sent := func() error {
+		if crc == nil {
+			return nil
+		}
+		var sum uint32
+		for i := range sums {
+			n := min(part, size-int64(i)*part)
+			c, err := sums[i].result(max(n, 0))
+			if err != nil {
+				return fmt.Errorf("part %d: %w", i+1, err)
+			}
+			sum = crc32cCombine(sum, c, max(n, 0))
+		}
+		*crc = sum
+		return nil
+	}
 	if size <= part {
 		err := c.PutObject(ctx, ep, size, src(0, int(size)))
+		if err == nil {
+			err = sent()
+		}
 		if l := logAt(LevelDebug); l != nil && err == nil {
 			l.LogAttrs(ctx, LevelDebug, "kvik: upload", slog.String("url", ep.String()), slog.Int64("size", size))
 		}
@@ -147,6 +250,9 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 	done := make(chan error, 1)
 	sched.Run(ctx, poolFor(d, ""), tasks, fn, func(_ int, err error) { done <- err })
 	if err = <-done; err == nil {
+		err = sent()
+	}
+	if err == nil {
 		err = c.CompleteMultipart(ctx, ep, id, etags)
 	}
 	if err == nil {
@@ -173,78 +279,239 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 	return err
 }
 
-// deviceReader streams device memory through a pinned bounce buffer: each
-// Read that finds the buffer drained copies the next chunk from the
-// device. The transport may Close it from another goroutine while a Read
-// runs, so mu keeps the buffer from going back to the pool mid-copy.
-type deviceReader struct {
-	mu      sync.Mutex
-	r       deviceRange
-	dev     cuda.DevicePtr
-	size    int
-	pool    *bouncePool
-	bufSize int
-	pos     int // bytes copied from the device
-	bb      *bounceBuffer
-	chunk   []byte // the part of bb not yet read
+// WithUploadCRC32C makes UploadS3, UploadS3Device, UploadFileS3 and
+// SaveFile to S3 (and the formats' Save to s3://) store in *sum, once the upload has succeeded, the CRC-32C (Castagnoli,
+// as hash/crc32) of the bytes sent: computed over each part's body as
+// the transport reads it, so with no second pass over the data, and
+// combined in part order. A caller that reads the object back can
+// compare its checksum with this one (kvik cp does).
+func WithUploadCRC32C(sum *uint32) RemoteOption { return func(o *remoteOptions) { o.uploadCRC = sum } }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sentSum is the checksum of one part's body as it went out: each attempt
+// (a retry sends the body again) starts a fresh crcReader, and the one
+// that the successful request read is the last.
+type sentSum struct {
+	mu   sync.Mutex
+	last *crcReader
 }
 
-func (d *deviceReader) Read(p []byte) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.pos == -1 {
+func (s *sentSum) attempt(r io.ReadCloser) io.Reader {
+	c := &crcReader{r: r}
+	s.mu.Lock()
+	s.last = c
+	s.mu.Unlock()
+	return c
+}
+
+// result returns the checksum of the last attempt, which must have sent
+// exactly n bytes. The request returns only after the transport closed
+// the body, so no Read runs any more.
+func (s *sentSum) result(n int64) (uint32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.last
+	if c == nil {
+		if n == 0 {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("%w: no body was sent", io.ErrShortWrite)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n != n {
+		return 0, fmt.Errorf("%w: the body sent %d of %d bytes", io.ErrShortWrite, c.n, n)
+	}
+	return c.sum, nil
+}
+
+// crcReader checksums the bytes read through it.
+type crcReader struct {
+	r   io.ReadCloser
+	mu  sync.Mutex // Close may come from another goroutine than Read
+	sum uint32
+	n   int64
+}
+
+func (c *crcReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.mu.Lock()
+	c.sum = crc32.Update(c.sum, castagnoli, p[:n])
+	c.n += int64(n)
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *crcReader) Close() error { return c.r.Close() }
+
+// crc32cCombine returns the CRC-32C of A followed by B from a = CRC(A),
+// b = CRC(B) and n = len(B): a times x^(8n) modulo the polynomial, plus b.
+func crc32cCombine(a, b uint32, n int64) uint32 {
+	if n == 0 {
+		return a
+	}
+	return gfMul(a, xPow8n(n)) ^ b
+}
+
+// The CRC's polynomials are kept bit-reversed, as hash/crc32 does: bit 31
+// holds x^0 and bit 0 holds x^31.
+const crc32cPoly = 0x82f63b78 // crc32.Castagnoli, reversed
+
+// gfMul returns a*b modulo the CRC-32C polynomial.
+func gfMul(a, b uint32) uint32 {
+	var p uint32
+	for m := uint32(1) << 31; m != 0 && a != 0; m >>= 1 {
+		if a&m != 0 {
+			p ^= b
+			a ^= m
+		}
+		// b *= x
+		if b&1 != 0 {
+			b = b>>1 ^ crc32cPoly
+		} else {
+			b >>= 1
+		}
+	}
+	return p
+}
+
+// x2k[k] is x^(2^k) modulo the polynomial.
+var x2k = func() (t [64]uint32) {
+	t[0] = 1 << 30 // x^1
+	for k := 1; k < len(t); k++ {
+		t[k] = gfMul(t[k-1], t[k-1])
+	}
+	return t
+}()
+
+// xPow8n returns x^(8n) modulo the polynomial, n >= 0.
+func xPow8n(n int64) uint32 {
+	p := uint32(1) << 31 // x^0
+	for k := 3; n != 0; k, n = k+1, n>>1 {
+		if n&1 != 0 {
+			p = gfMul(p, x2k[k])
+		}
+	}
+	return p
+}
+
+// newDeviceBody returns a reader over n bytes of the device range r from
+// off, for a request body: once read, a goroutine copies the range from
+// the device into pinned bounce buffers, chunk k+1 on a stream of r's
+// context while the transport reads chunk k (staging.Write's pipeline),
+// and hands each chunk to the transport through a pipe, so no copy is
+// one synchronous cuMemcpy per Read. Close, which the transport calls
+// from any goroutine, stops the copies and returns the buffers before
+// it returns, so the device memory is no longer read once the request
+// is done.
+func newDeviceBody(d Defaults, r deviceRange, off int64, n int) *pipeBody {
+	s := &deviceStager{d: d, r: r, off: off, n: n}
+	return newPipeBody(s.stage)
+}
+
+// newPipeBody returns a body whose bytes stage writes, from a goroutine
+// started by the first Read.
+func newPipeBody(stage func(w io.Writer) error) *pipeBody {
+	return &pipeBody{stage: stage, done: make(chan struct{})}
+}
+
+// pipeBody is the reader of newDeviceBody and newPipeBody.
+type pipeBody struct {
+	stage func(w io.Writer) error
+	once  sync.Once
+	pr    *io.PipeReader // nil until the first Read, and if closed before
+	done  chan struct{}  // closed when the staging goroutine has returned
+}
+
+// deviceStager copies n bytes of r from off through pinned memory.
+type deviceStager struct {
+	d   Defaults
+	r   deviceRange
+	off int64
+	n   int
+}
+
+func (b *pipeBody) Read(p []byte) (int, error) {
+	b.once.Do(b.start)
+	if b.pr == nil {
 		return 0, ErrClosed
 	}
-	if len(d.chunk) == 0 {
-		if d.pos == d.size {
-			d.free()
-			return 0, io.EOF
-		}
-		if err := d.fill(); err != nil {
-			d.free()
-			return 0, err
-		}
-	}
-	n := copy(p, d.chunk)
-	d.chunk = d.chunk[n:]
-	return n, nil
+	return b.pr.Read(p)
 }
 
-func (d *deviceReader) fill() error {
-	var n int
-	err := cuda.WithContext(d.r.ctx, func() error {
-		if d.bb == nil {
-			bb, err := d.pool.get(d.bufSize) // pinning needs the context
-			if err != nil {
-				return err
-			}
-			d.bb = bb
+func (b *pipeBody) start() {
+	pr, pw := io.Pipe()
+	b.pr = pr
+	go func() {
+		defer close(b.done)
+		pw.CloseWithError(b.stage(pw)) // nil: readers get io.EOF
+	}()
+}
+
+// Close stops the staging goroutine, if one started, and waits for it.
+func (b *pipeBody) Close() error {
+	b.once.Do(func() {}) // a later Read starts nothing
+	if b.pr != nil {
+		b.pr.CloseWithError(ErrClosed)
+		<-b.done
+	}
+	return nil
+}
+
+// stage copies the range to w chunk by chunk through pinned memory.
+func (b *deviceStager) stage(w io.Writer) error {
+	if b.n == 0 {
+		return nil
+	}
+	p := planStaging(opWrite, b.d, b.n, true)
+	// One pinned buffer per part in flight, holding two chunks: the
+	// transport sends a chunk far slower than the device copies the
+	// next, so chunks smaller than the plan's cost nothing and a part
+	// never pins two buffers.
+	chunk := p.chunk
+	if half := p.bufSize / 2 &^ (pageSize - 1); b.n > chunk && 2*chunk > p.bufSize && half > 0 {
+		chunk = half
+	}
+	var s cuda.Stream
+	var bb *bounceBuffer
+	err := cuda.WithContext(b.r.ctx, func() (err error) {
+		if s, err = getStream(b.r); err != nil {
+			return err
 		}
-		n = min(len(d.bb.mem), d.size-d.pos)
-		return cuda.MemcpyDtoH(d.bb.mem[:n], d.dev+cuda.DevicePtr(d.pos))
+		bb, err = p.pool.get(p.bufSize) // pinning needs the context
+		return err
+	})
+	defer cuda.WithContext(b.r.ctx, func() error {
+		if bb != nil {
+			p.pool.put(bb)
+		}
+		if s != 0 {
+			putStream(b.r, s)
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	d.chunk = d.bb.mem[:n]
-	d.pos += n
-	return nil
-}
-
-// Close returns the bounce buffer; the transport calls it when it is done
-// with the body.
-func (d *deviceReader) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.free()
-	d.pos = -1
-	return nil
-}
-
-func (d *deviceReader) free() {
-	if d.bb != nil {
-		bb := d.bb
-		cuda.WithContext(d.r.ctx, func() error { d.pool.put(bb); return nil })
-		d.bb, d.chunk = nil, nil
+	bufs := [][]byte{bb.mem}
+	if b.n > chunk && 2*chunk <= len(bb.mem) {
+		bufs = [][]byte{bb.mem[:chunk], bb.mem[chunk : 2*chunk]}
 	}
+	m := &pipeMover{copier: copier{ctx: b.r.ctx, enter: true, dev: b.r.ptr + cuda.DevicePtr(b.off), stream: s}, w: w}
+	_, err = staging.Write(m, bufs, chunk, 0, 0, b.n)
+	return err
+}
+
+// pipeMover feeds the chunks that staging.Write copies from the device
+// to a writer (the request body's pipe).
+type pipeMover struct {
+	copier
+	w io.Writer
+}
+
+func (m *pipeMover) WriteFile(p []byte, off int64) (int, error) { return m.w.Write(p) }
+
+func (m *pipeMover) ReadFile(p []byte, off int64) (int, error) {
+	return 0, errors.New("kvik: upload bodies only write")
 }

@@ -465,8 +465,8 @@ func savePiecesS3(ctx context.Context, url string, pieces []Piece, opts []Remote
 }
 
 // piecesReader streams [off, off+n) of the concatenated pieces: host
-// pieces from their slices, device pieces through bounce buffers, which
-// Close returns.
+// pieces from their slices, device pieces through pinned bounce buffers
+// (newDeviceBody), which Close returns.
 func piecesReader(d Defaults, pieces []Piece, devs []deviceRange, off, n int64) io.ReadCloser {
 	var rs []io.Reader
 	var cs []io.Closer
@@ -479,9 +479,8 @@ func piecesReader(d Defaults, pieces []Piece, devs []deviceRange, off, n int64) 
 			if p.Ptr == 0 {
 				rs = append(rs, bytes.NewReader(p.Data[a:b]))
 			} else {
-				sp := planStaging(opWrite, d, int(b-a), false)
-				dr := &deviceReader{r: devs[i], dev: devs[i].ptr + cuda.DevicePtr(a), size: int(b - a), pool: sp.pool, bufSize: sp.bufSize}
-				rs, cs = append(rs, dr), append(cs, dr)
+				db := newDeviceBody(d, devs[i], a, int(b-a))
+				rs, cs = append(rs, db), append(cs, db)
 			}
 		}
 		pos += l

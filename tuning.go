@@ -87,6 +87,7 @@ func builtinTuning() tuning {
 		alignTasks:       true,
 		minSpreadTask:    1 << 20,
 		reserveBounce:    true,
+		wait:             waitPoll,
 		staging:          staging.Builtin(),
 		zc:               zcTuning{on: true, minBytes: 32 << 20, piece: 64 << 20},
 		remoteWaves:      2,

@@ -33,15 +33,17 @@ const (
 // server starts versitygw (KVIK_TEST_VERSITYGW or PATH) on a free
 // loopback port with one bucket holding obj.bin of size random bytes.
 func server(b *testing.B, size int) (url string, data []byte) {
-	bin := os.Getenv("KVIK_TEST_VERSITYGW")
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("versitygw"); err != nil {
-			b.Skip("needs versitygw: set KVIK_TEST_VERSITYGW")
-		}
+	url, dir := startServer(b)
+	data = randomData(size)
+	if err := os.WriteFile(filepath.Join(dir, bucket, "obj.bin"), data, 0o644); err != nil {
+		b.Fatal(err)
 	}
-	dir := b.TempDir()
-	data = make([]byte, size)
+	return url, data
+}
+
+// randomData returns size random bytes, the same ones each time.
+func randomData(size int) []byte {
+	data := make([]byte, size)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < size; i += 8 {
 		v := rng.Uint64()
@@ -50,10 +52,21 @@ func server(b *testing.B, size int) (url string, data []byte) {
 			v >>= 8
 		}
 	}
-	os.Mkdir(filepath.Join(dir, bucket), 0o755)
-	if err := os.WriteFile(filepath.Join(dir, bucket, "obj.bin"), data, 0o644); err != nil {
-		b.Fatal(err)
+	return data
+}
+
+// startServer starts versitygw (KVIK_TEST_VERSITYGW or PATH) on a free
+// loopback port with an empty bucket, serving from dir (TMPDIR).
+func startServer(b *testing.B) (url, dir string) {
+	bin := os.Getenv("KVIK_TEST_VERSITYGW")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("versitygw"); err != nil {
+			b.Skip("needs versitygw: set KVIK_TEST_VERSITYGW")
+		}
 	}
+	dir = b.TempDir()
+	os.Mkdir(filepath.Join(dir, bucket), 0o755)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -76,7 +89,7 @@ func server(b *testing.B, size int) (url string, data []byte) {
 			b.Fatal("versitygw did not start")
 		}
 	}
-	return "http://" + addr, data
+	return "http://" + addr, dir
 }
 
 // writerAt collects the transfer manager's parts.

@@ -28,8 +28,10 @@ CRC-32C of the data is printed.
 
 Either side may be a URL (s3://, http(s)://; credentials and endpoint
 from the AWS_* variables): a download goes through parallel ranged GETs,
-an upload to S3 through a parallel multipart upload, and the copy is
-read back and compared by CRC-32C. Tensor files move by format: a
+an upload to S3 through a parallel multipart upload read from the file
+as it is sent and checksummed on the way, and the copy is read back and
+compared by CRC-32C (not with --verify=false); an upload reports its
+own time apart from the read-back's. Tensor files move by format: a
 .safetensors or .npy file is checked and loaded from its URL into GPU
 memory (host memory with --memory host or without a GPU) by kvik's
 loader and written from there; a .safetensors.index.json brings every

@@ -46,11 +46,16 @@ func tensorCopy(e *env, o *cpOptions, src, dst string) error {
 		t0 := time.Now()
 		var size int64
 		var sum uint32
-		if isURL(src) {
-			size, sum, err = downloadTensors(ctx, mem, f, o.verify)
-		} else {
-			size, sum, err = uploadTensors(ctx, f)
+		if !isURL(src) {
+			u, err := uploadTensors(ctx, f, o.verify)
+			if err != nil {
+				return err
+			}
+			total += u.size
+			fmt.Fprint(e.stdout, u.line(f.src, f.dst))
+			continue
 		}
+		size, sum, err = downloadTensors(ctx, mem, f, o.verify)
 		if err != nil {
 			return err
 		}
@@ -84,7 +89,7 @@ func (f tensorFile) via(mem memoryChoice, verify bool) string {
 	default:
 		s = "loaded through host memory"
 	}
-	if verify || !isURL(f.src) { // uploads are always read back
+	if verify {
 		return s + ", verified"
 	}
 	return s + ", not verified"
@@ -269,7 +274,7 @@ func removePending(path string) {
 
 // uploadTensors checks the local tensor file's header, then uploads it
 // as uploadFile does.
-func uploadTensors(ctx context.Context, f tensorFile) (int64, uint32, error) {
+func uploadTensors(ctx context.Context, f tensorFile, verify bool) (uploadStats, error) {
 	var err error
 	switch f.format {
 	case formatNpy:
@@ -278,7 +283,7 @@ func uploadTensors(ctx context.Context, f tensorFile) (int64, uint32, error) {
 		_, err = safetensorsHeader(f.src)
 	}
 	if err != nil {
-		return 0, 0, err
+		return uploadStats{}, err
 	}
-	return uploadFile(ctx, f.src, f.dst)
+	return uploadFile(ctx, f.src, f.dst, verify)
 }

@@ -4,15 +4,13 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
-	"io/fs"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/hostmem"
@@ -29,7 +27,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // remoteCopy copies between a URL and a local file through host memory:
 // URL -> file with parallel ranged GETs, file -> s3:// with a parallel
-// multipart upload. The destination is read back and compared by CRC-32C.
+// multipart upload. The destination is read back and compared by CRC-32C
+// unless --verify=false; an upload reports its own time apart from the
+// read-back's.
 func remoteCopy(e *env, o *cpOptions, src, dst string) error {
 	ctx := context.Background()
 	start := time.Now()
@@ -37,17 +37,21 @@ func remoteCopy(e *env, o *cpOptions, src, dst string) error {
 	var sum uint32
 	var err error
 	dst = destPath(src, dst)
-	if isURL(src) {
-		size, sum, err = download(ctx, o, src, dst)
-	} else {
-		size, sum, err = uploadFile(ctx, src, dst)
+	if !isURL(src) {
+		u, err := uploadFile(ctx, src, dst, o.verify)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(e.stdout, u.line(src, dst))
+		return nil
 	}
+	size, sum, err = download(ctx, o, src, dst)
 	if err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
 	verified := "verified"
-	if isURL(src) && !o.verify {
+	if !o.verify {
 		verified = "not verified"
 	}
 	fmt.Fprintf(e.stdout, "copied %s (%d bytes) %s -> %s in %.2f s, %.2f GB/s, %s, CRC-32C %08x\n",
@@ -107,69 +111,91 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 	return size, sum, out.Commit()
 }
 
+// uploadStats is what an upload of kvik cp reports.
+type uploadStats struct {
+	size   int64
+	sum    uint32        // CRC-32C of the bytes sent
+	upload time.Duration // the upload alone
+	verify time.Duration // the read-back and comparison; 0 when skipped
+}
+
+// line is the summary line of an upload from src to dst: the upload's
+// own time and speed, then the verification's.
+func (u uploadStats) line(src, dst string) string {
+	s := fmt.Sprintf("copied %s (%d bytes) %s -> %s: uploaded in %.2f s, %.2f GB/s; ",
+		formatSize(u.size), u.size, redact(src), redact(dst), u.upload.Seconds(), gbps(u.size, u.upload.Seconds()))
+	if u.verify == 0 {
+		return s + fmt.Sprintf("not verified; CRC-32C %08x of the bytes sent\n", u.sum)
+	}
+	return s + fmt.Sprintf("read back and verified in %.2f s, %.2f GB/s; CRC-32C %08x\n",
+		u.verify.Seconds(), gbps(u.size, u.verify.Seconds()), u.sum)
+}
+
 // uploadFile uploads the file at path to url (s3:// or an S3 object
-// URL) from a read-only mapping of it, so that a file larger than memory
-// goes through the page cache, then reads the object back in chunks and
-// compares sizes and CRC-32C.
-func uploadFile(ctx context.Context, path, url string) (int64, uint32, error) {
-	data, unmap, err := mapFile(path)
+// URL) with kvik.UploadFileS3: the parts are read from the file (the
+// page cache) into the requests as they are sent, so no copy of the file
+// is held in memory, and their CRC-32C is computed as they go
+// (kvik.WithUploadCRC32C). A file that shrinks meanwhile fails the
+// upload. With verify it then reads the object back and compares its
+// size and CRC-32C with the bytes sent.
+func uploadFile(ctx context.Context, path, url string, verify bool) (uploadStats, error) {
+	st, err := os.Stat(path)
 	if err != nil {
-		return 0, 0, err
+		return uploadStats{}, err
 	}
-	defer unmap()
-	sum := crc32.Checksum(data, castagnoli)
-	if err := kvik.UploadS3(ctx, url, data); err != nil {
-		return 0, 0, err
+	u := uploadStats{size: st.Size()}
+	start := time.Now()
+	if err := kvik.UploadFileS3(ctx, url, path, kvik.WithUploadCRC32C(&u.sum)); err != nil {
+		return uploadStats{}, err
 	}
+	u.upload = time.Since(start)
+	if !verify {
+		return u, nil
+	}
+	start = time.Now()
 	h, err := kvik.OpenRemote(ctx, url)
 	if err != nil {
-		return 0, 0, err
+		return uploadStats{}, err
 	}
 	defer h.Close()
 	back, err := readerCRC(ctx, h)
 	size, _ := h.Size()
-	if err != nil || size != int64(len(data)) || back != sum {
-		return 0, 0, fmt.Errorf("verify: %s reads back %d of %d bytes (%v) or different bytes", kvik.RedactURL(url), size, len(data), err)
+	if err != nil || size != u.size || back != u.sum {
+		return uploadStats{}, fmt.Errorf("verify: %s reads back %d of %d bytes (%v) or different bytes (CRC-32C %08x, sent %08x)",
+			kvik.RedactURL(url), size, u.size, err, back, u.sum)
 	}
-	return int64(len(data)), sum, nil
-}
-
-// mapFile maps the file at path read-only; unmap releases it.
-func mapFile(path string) (data []byte, unmap func() error, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if st.Size() == 0 {
-		return []byte{}, func() error { return nil }, nil
-	}
-	data, err = unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, nil, &fs.PathError{Op: "mmap", Path: path, Err: err}
-	}
-	return data, func() error { return unix.Munmap(data) }, nil
+	u.verify = max(time.Since(start), time.Nanosecond)
+	return u, nil
 }
 
 // readerCRC reads the whole file or object in chunks and returns its
-// CRC-32C.
+// CRC-32C, reading the next chunk while the last one is checksummed.
 func readerCRC(ctx context.Context, h kvik.Reader) (uint32, error) {
 	size, err := h.Size()
-	if err != nil {
+	if err != nil || size == 0 {
 		return 0, err
 	}
-	buf := make([]byte, min(size, defaultChunk))
+	chunk := min(size, defaultChunk/2)
+	bufs := [2][]byte{make([]byte, chunk), make([]byte, chunk)}
+	read := func(i int, off int64) ([]byte, *kvik.Future) {
+		p := bufs[i%2][:min(chunk, size-off)]
+		return p, h.PRead(ctx, p, off)
+	}
 	var sum uint32
-	for off := int64(0); off < size; off += int64(len(buf)) {
-		p := buf[:min(int64(len(buf)), size-off)]
-		if _, err := h.PRead(ctx, p, off).Get(); err != nil {
+	p, f := read(0, 0)
+	for i, off := 0, int64(0); off < size; i++ {
+		n, err := f.Get()
+		if err == nil && n != len(p) {
+			err = fmt.Errorf("read %d of %d bytes at %d: %w", n, len(p), off, io.ErrUnexpectedEOF)
+		}
+		if err != nil {
 			return 0, err
 		}
-		sum = crc32.Update(sum, castagnoli, p)
+		cur := p
+		if off += int64(len(cur)); off < size {
+			p, f = read(i+1, off)
+		}
+		sum = crc32.Update(sum, castagnoli, cur)
 	}
 	return sum, nil
 }
