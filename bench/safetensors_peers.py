@@ -122,6 +122,8 @@ def bench_save(path, out, repeats):
         from huggingface_hub import save_torch_state_dict
 
         def sharded_run():
+            # save_torch_state_dict lists its directory first: it must exist.
+            os.makedirs(os.path.join(target, "sharded"), exist_ok=True)
             save_torch_state_dict(tensors, os.path.join(target, "sharded"), max_shard_size="2GB")
 
         runs.append(("hf_hub save_torch_state_dict 2GB", sharded_run))
