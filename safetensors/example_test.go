@@ -93,6 +93,21 @@ func ExampleLoadIndex_s3() {
 	}
 }
 
+// Load a checkpoint onto two GPUs for data-parallel serving: every
+// tensor on both, each byte read from storage once and copied from GPU to
+// GPU.
+func ExampleLoad_replicate() {
+	m, err := safetensors.Load(context.Background(), "model.safetensors",
+		&safetensors.Options{Devices: []int{0, 1}, Replicate: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	for _, r := range m.Tensors[0].Replicas {
+		fmt.Println(m.Tensors[0].Name, "on GPU", r.Device, "at", r.Ptr)
+	}
+}
+
 // Save a checkpoint in shards of at most 64 bytes of tensors, as Hugging
 // Face lays them out (a tensor that does not fit starts the next shard; one
 // larger than a shard gets its own at once), and load it back through its
