@@ -431,7 +431,7 @@ func loadState() {
 			configureLogs(d) // logging off: cannot fail
 		}
 		state.d, state.settings, state.envErr = d, s, err
-		remote.Requests.SetLimit(d.RemoteMaxRequests)
+		remote.Requests().SetLimit(d.RemoteMaxRequests)
 	})
 }
 
@@ -498,7 +498,7 @@ func SetDefaults(d Defaults) (restore func(), err error) {
 // in line with d.
 func applyRuntime(d Defaults) {
 	resizePools(d.NumThreads)
-	remote.Requests.SetLimit(d.RemoteMaxRequests)
+	remote.Requests().SetLimit(d.RemoteMaxRequests)
 }
 
 func settingMap(s []Setting) map[string]string {

@@ -105,7 +105,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 	if o.MaxRequests > 0 {
 		c.limits = append(c.limits, NewLimiter(o.MaxRequests))
 	}
-	c.limits = append(c.limits, Requests)
+	c.limits = append(c.limits, requests)
 	if o.HTTP != nil {
 		hc := *o.HTTP
 		hc.CheckRedirect = chainRedirect(o.HTTP.CheckRedirect)

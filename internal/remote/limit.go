@@ -18,10 +18,14 @@ type Limiter struct {
 // NewLimiter returns a Limiter of n slots (n <= 0: no limit).
 func NewLimiter(n int) *Limiter { return &Limiter{limit: n} }
 
-// Requests bounds the remote requests of the whole process
-// (KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS); the root package keeps its
-// limit in step with the settings.
-var Requests = &Limiter{}
+// requests bounds the remote requests of the whole process
+// (KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS); every client holds a slot
+// of it.
+var requests = &Limiter{}
+
+// Requests returns the process-wide limiter, whose limit the root package
+// keeps in step with the settings.
+func Requests() *Limiter { return requests }
 
 // SetLimit changes the limit; waiters that now fit go on at once.
 func (l *Limiter) SetLimit(n int) {
