@@ -94,10 +94,7 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 		}
 	}
 	for i := range results {
-		r := &results[i]
-		r.Best, r.Median = slices.Min(r.Seconds), median(r.Seconds)
-		r.GBps = float64(size) / r.Best / 1e9
-		r.MedianGBps = float64(size) / r.Median / 1e9
+		results[i].finish(size)
 	}
 	if o.json {
 		return writeJSON(e.stdout, results)
@@ -119,6 +116,14 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 		fmt.Fprintf(e.stdout, "  replicated on two GPUs, time / one GPU's: %.2fx (%.2fx)\n", results[3].Best/results[1].Best, results[3].Median/results[1].Median)
 	}
 	return nil
+}
+
+// finish fills r's best and median times and rates from its timed runs
+// of size bytes.
+func (r *stResult) finish(size int64) {
+	r.Best, r.Median = slices.Min(r.Seconds), median(r.Seconds)
+	r.GBps = float64(size) / r.Best / 1e9
+	r.MedianGBps = float64(size) / r.Median / 1e9
 }
 
 // closeLoaded frees what a load returned, for a benchmark that times

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/kvikgo/kvik"
@@ -122,10 +121,7 @@ func benchSave(e *env, o *benchOptions, name string) error {
 		}
 	}
 	for i := range results {
-		r := &results[i]
-		r.Best, r.Median = slices.Min(r.Seconds), median(r.Seconds)
-		r.GBps = float64(size) / r.Best / 1e9
-		r.MedianGBps = float64(size) / r.Median / 1e9
+		results[i].finish(size)
 	}
 	if o.json {
 		return writeJSON(e.stdout, results)
