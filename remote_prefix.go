@@ -170,12 +170,7 @@ func (p *RemotePrefix) ReadRange(ctx context.Context, key string, b []byte, off 
 // or a multipart upload aborted on failure). Plain HTTP prefixes are
 // read-only: errors.ErrUnsupported.
 func (p *RemotePrefix) Save(ctx context.Context, key string, pieces []Piece) error {
-	err := p.writable()
-	var e *remote.Endpoint
-	var c *remote.Client
-	if err == nil {
-		e, c, err = p.endpoint(key)
-	}
+	e, c, err := p.writeEndpoint(key)
 	if err == nil {
 		err = uploadToEndpoint(ctx, e, c, pieces)
 	}
@@ -185,22 +180,19 @@ func (p *RemotePrefix) Save(ctx context.Context, key string, pieces []Piece) err
 	return nil
 }
 
-func (p *RemotePrefix) writable() error {
+// writeEndpoint is endpoint for a write or a delete: plain HTTP prefixes
+// are read-only.
+func (p *RemotePrefix) writeEndpoint(key string) (*remote.Endpoint, *remote.Client, error) {
 	if p.ep.Type == RemoteHTTP {
-		return fmt.Errorf("%w: a plain HTTP prefix is read-only", errors.ErrUnsupported)
+		return nil, nil, fmt.Errorf("%w: a plain HTTP prefix is read-only", errors.ErrUnsupported)
 	}
-	return nil
+	return p.endpoint(key)
 }
 
 // Delete removes object key; a missing object is not an error. Plain
 // HTTP prefixes are read-only: errors.ErrUnsupported.
 func (p *RemotePrefix) Delete(ctx context.Context, key string) error {
-	err := p.writable()
-	var e *remote.Endpoint
-	var c *remote.Client
-	if err == nil {
-		e, c, err = p.endpoint(key)
-	}
+	e, c, err := p.writeEndpoint(key)
 	if err == nil {
 		err = c.DeleteObject(ctx, e)
 	}
