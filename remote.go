@@ -90,12 +90,21 @@ type remoteOptions struct {
 	maxRequests int
 	maxDocument int64
 	uploadCRC   *uint32 // WithUploadCRC32C
+	noVersion   bool    // WithVersionCheck(false)
 }
 
 // WithEndpointType forces an endpoint type instead of detecting it.
 func WithEndpointType(t RemoteEndpointType) RemoteOption {
 	return func(o *remoteOptions) { o.typ = t }
 }
+
+// WithVersionCheck turns the check that every read of a RemoteHandle sees
+// one version of the object on (the default) or off. On, ranged requests
+// after the first send If-Match with the first ETag, and another version
+// fails with ErrObjectChanged. Turn it off only for servers whose
+// replicas give one unchanged object different ETags (some load-balanced
+// HTTP mirrors): a read may then mix versions if the object changes.
+func WithVersionCheck(on bool) RemoteOption { return func(o *remoteOptions) { o.noVersion = !on } }
 
 // WithRemoteSize gives the object's size, which saves the request that
 // asks for it (KvikIO's nbytes).
@@ -270,7 +279,9 @@ func openRemote(ctx context.Context, url string, o remoteOptions) (*RemoteHandle
 	}
 	// Every read of the handle is of one version of the object (If-Match
 	// with the first ETag; ErrObjectChanged otherwise).
-	h.client = h.client.Pinned()
+	if !o.noVersion {
+		h.client = h.client.Pinned()
+	}
 	if err := h.pickEndpoint(ctx, url, d, o); err != nil {
 		h.closeIdle()
 		return nil, err

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,6 +82,46 @@ func TestRemoteObjectChanged(t *testing.T) {
 			}
 			h.Close()
 			ts.Close()
+		}
+	}
+}
+
+// TestRemoteVersionCheckOff: with WithVersionCheck(false) a server whose
+// replicas answer one unchanged object with different ETags (a
+// load-balanced mirror) is read whole, without If-Match; with the check
+// on (the default) the same server fails with ErrObjectChanged.
+func TestRemoteVersionCheckOff(t *testing.T) {
+	smallTasks(t, 64<<10)
+	rng := rand.New(rand.NewPCG(28, 8))
+	data := randomBytes(rng, 1<<20+4093)
+	var reqs, ifMatch atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := reqs.Add(1)
+		if r.Header.Get("If-Match") != "" {
+			ifMatch.Add(1)
+			r.Header.Del("If-Match") // this mirror's replicas do not share ETags
+		}
+		w.Header().Set("ETag", fmt.Sprintf(`"replica-%d"`, n%3))
+		http.ServeContent(w, r, "obj", time.Time{}, bytes.NewReader(data))
+	}))
+	defer ts.Close()
+	for _, on := range []bool{true, false} {
+		h, err := kvik.OpenHTTP(context.Background(), ts.URL+"/obj", kvik.WithVersionCheck(on))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ifMatch.Store(0)
+		p := make([]byte, len(data))
+		n, err := h.ReadAt(p, 0)
+		h.Close()
+		if on {
+			if !errors.Is(err, kvik.ErrObjectChanged) || ifMatch.Load() == 0 {
+				t.Errorf("check on: ReadAt = %d, %v (%d If-Match); want ErrObjectChanged", n, err, ifMatch.Load())
+			}
+			continue
+		}
+		if err != nil || n != len(data) || !bytes.Equal(p, data) || ifMatch.Load() != 0 {
+			t.Errorf("check off: ReadAt = %d, %v, equal %v, %d If-Match; want every byte, no If-Match", n, err, bytes.Equal(p, data), ifMatch.Load())
 		}
 	}
 }
