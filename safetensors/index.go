@@ -3,7 +3,6 @@ package safetensors
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -167,8 +166,16 @@ func loadIndex(ctx context.Context, name string, o *Options, host bool, opts []k
 	all := &Model{byName: map[string]int{}, Metadata: ix.StringMetadata()}
 	files := ix.Files()
 	models := make([]*Model, len(files))
-	errs := make([]error, len(files))
-	var wg sync.WaitGroup
+	// The first shard to fail cancels the others: a failed load neither
+	// waits for nor pays for the rest of the checkpoint. It reports that
+	// failure, not the cancellations it caused.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
 	for i, file := range files {
 		var names []string
 		for n, f := range ix.WeightMap {
@@ -184,7 +191,12 @@ func loadIndex(ctx context.Context, name string, o *Options, host bool, opts []k
 		so.Names = names
 		// Shards load concurrently; each is one parallel read per device.
 		shard, _ := ShardName(name, file) // checked by ReadIndex
-		wg.Go(func() { models[i], errs[i] = load(ctx, shard, &so, host, opts) })
+		wg.Go(func() {
+			var err error
+			if models[i], err = load(ctx, shard, &so, host, opts); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		})
 	}
 	wg.Wait()
 	for _, m := range models {
@@ -197,9 +209,9 @@ func loadIndex(ctx context.Context, name string, o *Options, host bool, opts []k
 		}
 		all.mems = append(all.mems, m.mems...)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if first != nil {
 		all.Close()
-		return nil, err
+		return nil, first
 	}
 	return all, nil
 }

@@ -6,11 +6,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,5 +125,65 @@ func TestS3IndexEscapesRefused(t *testing.T) {
 		if n := srv.GETs.Load(); n != 1 {
 			t.Errorf("index naming %q: %d GETs, want the index's alone", file, n)
 		}
+	}
+}
+
+// TestLoadIndexFailedShardCancelsOthers: an index of three shards on an
+// HTTP server that refuses one shard (403) and holds another's reads until
+// their request is cancelled. The load fails with the refusal, promptly:
+// the first failing shard cancels the others instead of waiting for them
+// (before, LoadIndexHost waited for every shard, here until the test's
+// bound).
+func TestLoadIndexFailedShardCancelsOthers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 3))
+	dir := t.TempDir()
+	var ts []SaveTensor
+	for i := range 3 {
+		b := make([]byte, 1<<20+int(rng.IntN(4096)))
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		ts = append(ts, SaveTensor{Name: fmt.Sprintf("w%d", i), Dtype: U8, Shape: []int64{int64(len(b))}, Data: b})
+	}
+	index, err := SaveSharded(context.Background(), dir, ts, nil, &ShardOptions{MaxShardSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := http.FileServer(http.Dir(dir))
+	var held atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.Contains(r.URL.Path, "00002-of") && r.Header.Get("Range") != "":
+			// Refuse only once shard 3's data read is held, so that the
+			// refusal finds it in flight.
+			for i := 0; held.Load() == 0 && i < 1000; i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+			http.Error(w, "AccessDenied", http.StatusForbidden)
+		case strings.Contains(r.URL.Path, "00003-of") && r.Header.Get("Range") != "" && !strings.HasPrefix(r.Header.Get("Range"), "bytes=0-"):
+			held.Add(1)
+			<-r.Context().Done() // a stalled server: held until the client gives up
+		default:
+			files.ServeHTTP(w, r)
+		}
+	}))
+	defer srv.Close()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		m, err := LoadIndexHost(context.Background(), srv.URL+"/"+filepath.Base(index), nil)
+		if m != nil {
+			m.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "403") {
+			t.Fatalf("LoadIndexHost with a refused shard: %v, want the 403", err)
+		}
+		t.Logf("failed after %v (%d held reads cancelled): %v", time.Since(start).Round(time.Millisecond), held.Load(), err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("LoadIndexHost still waiting for a stalled shard 20 s after another shard failed")
 	}
 }
