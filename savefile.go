@@ -183,9 +183,7 @@ func pendingName(path string) string {
 	dir, base := filepath.Split(path)
 	tail := pendingMark + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(pendingSeq.Add(1), 10)
 	if 1+len(base)+len(tail) > nameMax {
-		h := fnv.New32a()
-		h.Write([]byte(base))
-		sum := fmt.Sprintf("~%08x", h.Sum32())
+		sum := baseSum(base)
 		keep := nameMax - 1 - len(sum) - len(tail)
 		for keep > 0 && !utf8.RuneStart(base[keep]) {
 			keep-- // whole characters, so that listings print it well
@@ -193,6 +191,30 @@ func pendingName(path string) string {
 		base = base[:keep] + sum
 	}
 	return dir + "." + base + tail
+}
+
+// baseSum is the hash that a shortened temporary name carries of the
+// name it stands for.
+func baseSum(base string) string {
+	h := fnv.New32a()
+	h.Write([]byte(base))
+	return fmt.Sprintf("~%08x", h.Sum32())
+}
+
+// IsPendingOf reports whether name (a base name) is that of a temporary
+// file of CreatePending for path, shortened or not: what an interrupted
+// save of path may have left beside it.
+func IsPendingOf(name, path string) bool {
+	i := strings.Index(name, pendingMark)
+	if i < 1 || name[0] != '.' {
+		return false
+	}
+	head, base := name[1:i], filepath.Base(path)
+	if head == base {
+		return true
+	}
+	sum := baseSum(base)
+	return strings.HasSuffix(head, sum) && strings.HasPrefix(base, strings.TrimSuffix(head, sum))
 }
 
 // IsPendingName reports whether the base name of a file is that of a

@@ -266,7 +266,7 @@ func removePending(path string) {
 	ents, _ := os.ReadDir(filepath.Clean(dir))
 	mark := fmt.Sprintf("-%d-", os.Getpid())
 	for _, e := range ents {
-		if n := e.Name(); kvik.IsPendingName(n) && strings.HasPrefix(n, "."+base) && strings.Contains(n, mark) {
+		if n := e.Name(); kvik.IsPendingOf(n, base) && strings.Contains(n, mark) {
 			os.Remove(filepath.Join(dir, n))
 		}
 	}
