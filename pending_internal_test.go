@@ -12,7 +12,7 @@ import (
 // prefix or of another file.
 func TestIsPendingOf(t *testing.T) {
 	long := strings.Repeat("x", 240) + ".safetensors" // shortened and hashed
-	utf := strings.Repeat("é", 124) + ".bin"           // 252 bytes, cut at a whole character
+	utf := strings.Repeat("é", 124) + ".bin"          // 252 bytes, cut at a whole character
 	for _, base := range []string{"model.bin", "a", long, utf, strings.Repeat("y", 255)} {
 		path := filepath.Join("/some/dir", base)
 		tmp := filepath.Base(pendingName(path))
