@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/cufile"
+	"github.com/kvikgo/kvik/internal/devmem"
 )
 
 // StreamFuture is the result of ReadAsync or WriteAsync: the transfer is
@@ -66,14 +67,14 @@ func (f *FileHandle) async(kind opKind, buf cuda.DevicePtr, size int, fileOffset
 	if err != nil {
 		return nil, f.pathErr(kind, err)
 	}
-	sf := &StreamFuture{file: f, stream: stream, ctx: r.ctx}
+	sf := &StreamFuture{file: f, stream: stream, ctx: r.Ctx}
 	// cuFile's async calls reject a non-zero buffer offset into memory that
 	// is not registered, so pass the operation's own address.
-	err = cuda.WithContext(r.ctx, func() (err error) {
+	err = cuda.WithContext(r.Ctx, func() (err error) {
 		if kind == opRead {
-			sf.aio, err = cufile.ReadAsync(f.cuHandle, r.ptr, size, fileOffset, 0, stream)
+			sf.aio, err = cufile.ReadAsync(f.cuHandle, r.Ptr, size, fileOffset, 0, stream)
 		} else {
-			sf.aio, err = cufile.WriteAsync(f.cuHandle, r.ptr, size, fileOffset, 0, stream)
+			sf.aio, err = cufile.WriteAsync(f.cuHandle, r.Ptr, size, fileOffset, 0, stream)
 		}
 		return err
 	})
@@ -86,14 +87,14 @@ func (f *FileHandle) async(kind opKind, buf cuda.DevicePtr, size int, fileOffset
 
 // asyncFallback waits for the stream, then transfers synchronously.
 func (f *FileHandle) asyncFallback(kind opKind, buf cuda.DevicePtr, size int, fileOffset, devOffset int64, stream cuda.Stream) (*StreamFuture, error) {
-	r, err := resolveDevice(buf, size, devOffset)
+	r, err := devmem.Resolve(buf, size, devOffset)
 	if err != nil {
 		return nil, f.pathErr(kind, err)
 	}
-	if err := cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(stream) }); err != nil {
+	if err := cuda.WithContext(r.Ctx, func() error { return cuda.StreamSynchronize(stream) }); err != nil {
 		return nil, f.pathErr(kind, err)
 	}
-	sf := &StreamFuture{stream: stream, ctx: r.ctx, done: true}
+	sf := &StreamFuture{stream: stream, ctx: r.Ctx, done: true}
 	if kind == opRead {
 		sf.n, sf.err = f.ReadDevice(buf, size, fileOffset, devOffset)
 	} else {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/cufile"
+	"github.com/kvikgo/kvik/internal/devmem"
 )
 
 // BatchOp is one read or write of a batch.
@@ -101,7 +102,7 @@ func (b *BatchHandle) param(op BatchOp) (cufile.IOParams, cuda.Context, error) {
 		return cufile.IOParams{}, 0, err
 	}
 	b.held = append(b.held, f)
-	r, err := resolveDevice(op.Buf, op.Size, op.DevOffset)
+	r, err := devmem.Resolve(op.Buf, op.Size, op.DevOffset)
 	if err != nil {
 		return cufile.IOParams{}, 0, err
 	}
@@ -109,8 +110,8 @@ func (b *BatchHandle) param(op BatchOp) (cufile.IOParams, cuda.Context, error) {
 	if op.Write {
 		code = cufile.BatchWrite
 	}
-	return cufile.IOParams{Handle: f.cuHandle, Buf: r.base, FileOffset: op.FileOffset,
-		BufOffset: int64(r.ptr - r.base), Size: op.Size, Opcode: code}, r.ctx, nil
+	return cufile.IOParams{Handle: f.cuHandle, Buf: r.Base, FileOffset: op.FileOffset,
+		BufOffset: int64(r.Ptr - r.Base), Size: op.Size, Opcode: code}, r.Ctx, nil
 }
 
 // Status waits until at least minNr operations have completed, or timeout

@@ -497,7 +497,7 @@ func SetDefaults(d Defaults) (restore func(), err error) {
 // applyRuntime brings what runs (worker pools, the remote request cap)
 // in line with d.
 func applyRuntime(d Defaults) {
-	resizePools(d.NumThreads)
+	workers.Resize(d.NumThreads)
 	remote.Requests().SetLimit(d.RemoteMaxRequests)
 }
 

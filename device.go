@@ -68,7 +68,7 @@ func (f *FileHandle) raw(kind opKind, buf cuda.DevicePtr, size int, fileOffset, 
 	t := sched.Task{Off: fileOffset, Len: size}
 	var n int
 	if f.compat == CompatOff {
-		err = cuda.WithContext(r.ctx, func() (err error) {
+		err = cuda.WithContext(r.Ctx, func() (err error) {
 			n, err = f.cufileCall(kind, r, size, fileOffset, 0)
 			return err
 		})
@@ -82,10 +82,10 @@ func (f *FileHandle) raw(kind opKind, buf cuda.DevicePtr, size int, fileOffset, 
 }
 
 // beginDevice checks a device operation and marks it in flight.
-func (f *FileHandle) beginDevice(kind opKind, buf cuda.DevicePtr, size int, fileOffset, devOffset int64) (Defaults, deviceRange, error) {
+func (f *FileHandle) beginDevice(kind opKind, buf cuda.DevicePtr, size int, fileOffset, devOffset int64) (Defaults, devmem.Range, error) {
 	d, err := f.begin(kind, fileOffset, size)
 	if err != nil {
-		return d, deviceRange{}, err
+		return d, devmem.Range{}, err
 	}
 	r, err := resolveSynced(buf, size, devOffset)
 	if err != nil {
@@ -99,8 +99,8 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 	if err != nil {
 		return f.fail(kind, err, fut)
 	}
-	leave := enterDevice(r.ctx) // before the pool, so that it is sized for every device in use
-	pool := f.devicePool(d, r.ctx)
+	leave := workers.Enter(r.Ctx) // before the pool, so that it is sized for every device in use
+	pool := f.devicePool(d, r.Ctx)
 	if f.compat == CompatOff && size >= d.GDSThreshold {
 		fn := func(_ context.Context, t sched.Task) (int, error) { return f.cufileTask(kind, r, t) }
 		return f.run(ctx, kind, d, pool, fileOffset, size, fn, fut, leave)
@@ -124,8 +124,8 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 		// Each GPU in flight has a pool of its own (pools.go), whose
 		// workers hold buffers of this one bounce pool at once.
 		p := planStaging(kind, d, tasks[0].Len, pipeline)
-		need := min(len(tasks), pool.Limit()) * max(1, activeDevices())
-		if err := cuda.WithContext(r.ctx, func() error { return p.pool.reserve(need, p.bufSize) }); err != nil {
+		need := min(len(tasks), pool.Limit()) * max(1, workers.Active())
+		if err := cuda.WithContext(r.Ctx, func() error { return p.Pool.Reserve(need, p.BufSize) }); err != nil {
 			leave()
 			f.release()
 			return f.fail(kind, err, fut)
@@ -169,23 +169,14 @@ const smallBounceSize = 1 << 20
 // bounceSize is the size of pinnedBounce's buffers under settings d: one
 // size per setting, so that pooled buffers are reused across tasks.
 func bounceSize(d Defaults) int {
-	return alignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
-}
-
-// stagingPlan is how a task of a device operation is staged: chunk size,
-// and the pool and size of the bounce buffer it takes.
-type stagingPlan struct {
-	chunk   int
-	pool    *bouncePool
-	bufSize int
-	single  bool // one buffer, whatever the chunks (serial staging)
+	return staging.AlignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
 }
 
 // planStaging plans a task of n bytes. A task that needs at most
 // smallBounceSize bytes of buffer (one chunk, or two to overlap) takes a
 // small buffer, so that small operations pin little memory; others take a
 // buffer of bounceSize(d), split in two when two chunks fit.
-func planStaging(kind opKind, d Defaults, n int, pipeline bool) stagingPlan {
+func planStaging(kind opKind, d Defaults, n int, pipeline bool) staging.Plan {
 	bufSize := bounceSize(d)
 	// Writes move each task as one chunk: the device-to-host copy is tens
 	// of times faster than the file write, so splitting only shrinks the
@@ -203,14 +194,14 @@ func planStaging(kind opKind, d Defaults, n int, pipeline bool) stagingPlan {
 		need = 2 * chunk
 	}
 	if need <= smallBounceSize && smallBounceSize < bufSize {
-		return stagingPlan{chunk: chunk, pool: pinnedSmall, bufSize: smallBounceSize}
+		return staging.Plan{Chunk: chunk, Pool: pinnedSmall, BufSize: smallBounceSize}
 	}
-	return stagingPlan{chunk: chunk, pool: pinnedBounce, bufSize: bufSize}
+	return staging.Plan{Chunk: chunk, Pool: pinnedBounce, BufSize: bufSize}
 }
 
 // cufileTask moves one task with cuFile, looping over short transfers.
-func (f *FileHandle) cufileTask(kind opKind, r deviceRange, t sched.Task) (done int, err error) {
-	err = cuda.WithContext(r.ctx, func() error {
+func (f *FileHandle) cufileTask(kind opKind, r devmem.Range, t sched.Task) (done int, err error) {
+	err = cuda.WithContext(r.Ctx, func() error {
 		for done < t.Len {
 			n, err := f.cufileCall(kind, r, t.Len-done, t.Off+int64(done), int64(t.BufOff+done))
 			if err != nil {
@@ -231,19 +222,19 @@ func (f *FileHandle) cufileTask(kind opKind, r deviceRange, t sched.Task) (done 
 
 // cufileCall makes one cuFileRead or cuFileWrite of size bytes at
 // fileOffset, to or from the operation's memory at relOffset.
-func (f *FileHandle) cufileCall(kind opKind, r deviceRange, size int, fileOffset, relOffset int64) (int, error) {
-	bufOff := int64(r.ptr-r.base) + relOffset
+func (f *FileHandle) cufileCall(kind opKind, r devmem.Range, size int, fileOffset, relOffset int64) (int, error) {
+	bufOff := int64(r.Ptr-r.Base) + relOffset
 	if kind == opRead {
-		return cufile.Read(f.cuHandle, r.base, size, fileOffset, bufOff)
+		return cufile.Read(f.cuHandle, r.Base, size, fileOffset, bufOff)
 	}
-	return cufile.Write(f.cuHandle, r.base, size, fileOffset, bufOff)
+	return cufile.Write(f.cuHandle, r.Base, size, fileOffset, bufOff)
 }
 
 // posixDeviceTask moves one task through pinned bounce buffers. A task of
 // more than one chunk uses two buffers (two halves of one pooled buffer
 // where they fit) so that storage transfers and device copies overlap.
 // pipeline asks for that overlap even with many workers (see deviceOp).
-func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t sched.Task, pipeline bool) (n int, err error) {
+func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r devmem.Range, t sched.Task, pipeline bool) (n int, err error) {
 	p := planStaging(kind, d, t.Len, pipeline)
 	md := d
 	if kind == opRead {
@@ -252,143 +243,28 @@ func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r deviceRange, t s
 			// One chunk, so that the drive sees the task's direct
 			// read as concurrent requests (directRead); the copy to
 			// the device is a few percent of a read from the drive.
-			p.chunk = min(alignUp(t.Len, pageSize), p.bufSize)
+			p.Chunk = min(staging.AlignUp(t.Len, pageSize), p.BufSize)
 		}
 		if chk.buffered {
 			// Cached: the chunks need no check of their own.
 			md.AutoDirectIORead, md.DirectIOReadPolicy = false, ReadPolicyBuffered
 		}
 		if tune.serialStaging {
-			p = stagingPlan{chunk: min(alignUp(t.Len, pageSize), bounceSize(d)), pool: pinnedBounce, bufSize: bounceSize(d), single: true}
+			p = staging.Plan{Chunk: min(staging.AlignUp(t.Len, pageSize), bounceSize(d)), Pool: pinnedBounce, BufSize: bounceSize(d), Single: true}
 		}
 	}
-	err = cuda.WithContext(r.ctx, func() error {
-		n, err = stageTask(kind, r, t, p, taskAlign(), false, func(c copier) staging.Mover {
-			return &deviceMover{copier: c, f: f, d: md}
+	err = cuda.WithContext(r.Ctx, func() error {
+		n, err = tune.staging.Task(kind == opWrite, r, t, p, taskAlign(), false, func(c *staging.Copier) staging.Mover {
+			return &deviceMover{Copier: c, f: f, d: md}
 		})
 		return err
 	})
 	return n, err
 }
 
-// stageTask is the one staging loop: it moves task t of a device
-// operation on r through bounce buffers of plan p with the mover that
-// storage makes around the task's copier: it takes a stream and the
-// buffers (one for a task of one chunk or a single-buffer plan; two
-// halves of one buffer where two chunks fit, else two buffers), runs the
-// pipeline and gives everything back. enter is the copier's: false when
-// the caller runs the task with r's context current, true when only the
-// CUDA calls may (the storage side then runs on an unlocked goroutine).
-func stageTask(kind opKind, r deviceRange, t sched.Task, p stagingPlan, align int, enter bool, storage func(copier) staging.Mover) (int, error) {
-	in := func(f func() error) error {
-		if enter {
-			return cuda.WithContext(r.ctx, f)
-		}
-		return f()
-	}
-	c := copier{ctx: r.ctx, enter: enter, dev: r.ptr + cuda.DevicePtr(t.BufOff)}
-	var held []*bounceBuffer
-	defer func() {
-		for _, b := range held {
-			p.pool.put(b)
-		}
-		if c.stream != 0 || c.event != 0 {
-			in(func() error {
-				if c.event != 0 {
-					cuda.EventDestroy(c.event)
-				}
-				if c.stream != 0 {
-					putStream(r, c.stream)
-				}
-				return nil
-			})
-		}
-	}()
-	two := t.Len > p.chunk && !p.single
-	need := 1
-	if two && 2*p.chunk > p.bufSize {
-		need = 2
-	}
-	err := in(func() (err error) {
-		if c.stream, err = getStream(r); err != nil {
-			return err
-		}
-		if tune.wait == waitBlock {
-			if c.event, err = cuda.EventCreate(cuda.EventBlockingSync | cuda.EventDisableTiming); err != nil {
-				return err
-			}
-		}
-		for range need {
-			b, err := p.pool.get(p.bufSize) // pins in the current context
-			if err != nil {
-				return err
-			}
-			held = append(held, b)
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	bufs := [][]byte{held[0].mem}
-	switch {
-	case need == 2:
-		bufs = append(bufs, held[1].mem)
-	case two:
-		bufs = [][]byte{held[0].mem[:p.chunk], held[0].mem[p.chunk : 2*p.chunk]}
-	}
-	m := storage(c)
-	if kind == opRead {
-		return tune.staging.Read(m, bufs, p.chunk, align, t.Off, 0, t.Len)
-	}
-	return staging.Write(m, bufs, p.chunk, t.Off, 0, t.Len)
-}
-
-// copier is the device side of every staged task, file, mapping or
-// remote: copies between bounce buffers and device memory, queued in
-// order on one stream, and the wait for them (tune.wait). With enter set
-// each call makes ctx current for itself (a task whose storage side must
-// not hold a locked thread, stagedRead); otherwise the task runs with ctx
-// current throughout (posixDeviceTask).
-type copier struct {
-	ctx    cuda.Context
-	enter  bool
-	dev    cuda.DevicePtr // the task's first device byte
-	stream cuda.Stream
-	event  cuda.Event // not 0: Sync sleeps on it (waitBlock)
-}
-
-// in runs f with c's context current.
-func (c *copier) in(f func() error) error {
-	if c.enter {
-		return cuda.WithContext(c.ctx, f)
-	}
-	return f()
-}
-
-func (c *copier) ToDevice(p []byte, devOff int64) error {
-	return c.in(func() error { return cuda.MemcpyHtoDAsync(c.dev+cuda.DevicePtr(devOff), p, c.stream) })
-}
-
-func (c *copier) FromDevice(p []byte, devOff int64) error {
-	return c.in(func() error { return cuda.MemcpyDtoHAsync(p, c.dev+cuda.DevicePtr(devOff), c.stream) })
-}
-
-func (c *copier) Sync() error {
-	return c.in(func() error {
-		if c.event != 0 {
-			if err := cuda.EventRecord(c.event, c.stream); err != nil {
-				return err
-			}
-			return cuda.EventSynchronize(c.event)
-		}
-		return waitStream(c.stream)
-	})
-}
-
 // deviceMover connects the staging pipeline to a file and a device range.
 type deviceMover struct {
-	copier
+	*staging.Copier
 	f *FileHandle
 	d Defaults
 }
@@ -399,14 +275,4 @@ func (m *deviceMover) ReadFile(p []byte, off int64) (int, error) {
 
 func (m *deviceMover) WriteFile(p []byte, off int64) (int, error) {
 	return m.f.hostTask(opWrite, m.d, p, off)
-}
-
-// waitStream waits for the work queued on s as tune.wait says: by
-// polling (devmem.WaitStream, the measured choice) or in
-// cuStreamSynchronize.
-func waitStream(s cuda.Stream) error {
-	if tune.wait == waitSpin {
-		return cuda.StreamSynchronize(s)
-	}
-	return devmem.WaitStream(s)
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // KVIK_BENCH_CHUNK lets benchmarks try other staging chunk sizes;
@@ -32,7 +34,7 @@ func init() {
 	tune.reserveBounce = os.Getenv("KVIK_BENCH_RESERVE") != "0"
 	tune.alignTasks = os.Getenv("KVIK_BENCH_ALIGN") != "0"
 	if os.Getenv("KVIK_BENCH_SPINSYNC") == "1" {
-		tune.wait = waitSpin
+		tune.staging.Wait = staging.WaitSpin
 	}
 	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_QDEPTH")); err == nil && n > 0 {
 		tune.directQueueDepth = n
@@ -87,9 +89,9 @@ func setVariant(v string) error {
 	case v == "nozc":
 		tune.zc.on = false
 	case v == "blocksync":
-		tune.wait = waitBlock
+		tune.staging.Wait = staging.WaitBlock
 	case v == "spinsync":
-		tune.wait = waitSpin
+		tune.staging.Wait = staging.WaitSpin
 	case v == "zcall":
 		tune.zc.all = true
 	case strings.HasPrefix(v, "zcmin"):
@@ -141,7 +143,7 @@ func ZeroCopyLane() (moved int64, refused bool) { return zc.moved.Load(), zc.bro
 // SetStagedSave turns SaveFile's staged engine on or off (each piece its
 // own write) and returns a function that restores it.
 func SetStagedSave(on bool) (restore func()) {
-	old := stagedSave
-	stagedSave = on
-	return func() { stagedSave = old }
+	old := tune.stagedSave
+	tune.stagedSave = on
+	return func() { tune.stagedSave = old }
 }

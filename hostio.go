@@ -276,14 +276,14 @@ func (f *FileHandle) directAligned(kind opKind, b []byte, off int64) (int, error
 // directBounced does O_DIRECT I/O for an unaligned buffer through a pooled
 // page-aligned bounce buffer.
 func (f *FileHandle) directBounced(kind opKind, d Defaults, b []byte, off int64) (int, error) {
-	bb, err := hostBounce.get(d.BounceBufferSize)
+	bb, err := hostBounce.Get(d.BounceBufferSize)
 	if err != nil {
 		return 0, err
 	}
-	defer hostBounce.put(bb)
+	defer hostBounce.Put(bb)
 	done := 0
 	for done < len(b) {
-		chunk := bb.mem[:min(len(bb.mem), len(b)-done)]
+		chunk := bb.Mem[:min(len(bb.Mem), len(b)-done)]
 		var n int
 		if kind == opRead {
 			n, err = f.directAligned(kind, chunk, off+int64(done))

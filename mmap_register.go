@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/sched"
+	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // RegisterDevice page-locks the handle's mapping and registers it with
@@ -32,7 +34,7 @@ func (h *MmapHandle) RegisterDevice() error {
 	if err := cuda.Init(); err != nil {
 		return h.pathErr(err)
 	}
-	ctx, err := primaryContext(0)
+	ctx, err := devmem.PrimaryContext(0)
 	if err != nil {
 		return h.pathErr(err)
 	}
@@ -82,7 +84,7 @@ func (h *MmapHandle) unregisterLocked() error {
 // zeroCopy makes a device read into r zero-copy when the mapping is
 // registered: its tasks are directRead and it ends with
 // releaseRegistered.
-func (h *MmapHandle) zeroCopy(r deviceRange) (sched.TaskFunc, func(), bool) {
+func (h *MmapHandle) zeroCopy(r devmem.Range) (sched.TaskFunc, func(), bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.registered {
@@ -103,21 +105,20 @@ func (h *MmapHandle) releaseRegistered() {
 // directRead is the task of a zero-copy device read: one asynchronous
 // copy from the registered mapping on a stream of the task's own, then a
 // sync, so that the mapping stays registered until the copy has ended.
-func (h *MmapHandle) directRead(r deviceRange) sched.TaskFunc {
+func (h *MmapHandle) directRead(r devmem.Range) sched.TaskFunc {
 	return func(_ context.Context, t sched.Task) (int, error) {
 		i := t.Off - h.memOff
 		src := h.mem[i : i+int64(t.Len)]
-		err := cuda.WithContext(r.ctx, func() error {
-			s, err := getStream(r)
+		err := cuda.WithContext(r.Ctx, func() error {
+			c, err := staging.NewCopier(r, r.Ptr+cuda.DevicePtr(t.BufOff), false, tune.staging.Wait)
 			if err != nil {
 				return err
 			}
-			defer putStream(r, s)
-			if err := cuda.MemcpyHtoDAsync(r.ptr+cuda.DevicePtr(t.BufOff), src, s); err != nil {
-				cuda.StreamSynchronize(s) // nothing may stay queued on a cached stream
+			defer c.Close() // waits for the copy, also after an error
+			if err := c.ToDevice(src, 0); err != nil {
 				return err
 			}
-			return cuda.StreamSynchronize(s)
+			return c.Sync()
 		})
 		if err != nil {
 			return 0, err

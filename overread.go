@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvikgo/kvik/internal/posix"
 	"github.com/kvikgo/kvik/internal/sched"
+	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // Over-read (KVIKIO_AUTO_DIRECT_IO_READ_OVERREAD): a read that goes to
@@ -57,7 +58,7 @@ func alignUp64(n, a int64) int64 { return (n + a - 1) / a * a }
 // stagePool holds page-aligned staging buffers of overreadSpan bytes.
 var stagePool = sync.Pool{New: func() any {
 	raw := make([]byte, overreadSpan+ps64)
-	skip := alignUp(addrOf(raw), pageSize) - addrOf(raw)
+	skip := staging.AlignUp(staging.AddrOf(raw), pageSize) - staging.AddrOf(raw)
 	b := raw[skip : skip+int(overreadSpan) : skip+int(overreadSpan)]
 	return &b
 }}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/sched"
 )
 
@@ -92,7 +93,7 @@ func clampRead(off int64, size int, total int64) (int, bool) {
 // buffers: zeroCopy returns the task of such a read into r and the
 // release that ends it, or ok false to stage as usual.
 type zeroCopier interface {
-	zeroCopy(r deviceRange) (fn sched.TaskFunc, release func(), ok bool)
+	zeroCopy(r devmem.Range) (fn sched.TaskFunc, release func(), ok bool)
 }
 
 // hostTaskSizer is a readSource whose host reads of n bytes may use
@@ -183,10 +184,10 @@ func (h *readMethods) deviceOp(ctx context.Context, buf cuda.DevicePtr, size int
 			fn, release = zfn, zrelease
 		}
 	}
-	leave := enterDevice(r.ctx) // before the pool, so that it is sized for every device in use
+	leave := workers.Enter(r.Ctx) // before the pool, so that it is sized for every device in use
 	srcRelease := release
 	release = func() { leave(); srcRelease() }
-	pool := devicePoolFor(d, "", r.ctx)
+	pool := devicePoolFor(d, "", r.Ctx)
 	if n < d.GDSThreshold {
 		pool = nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/cufile"
+	"github.com/kvikgo/kvik/internal/devmem"
 )
 
 // cuFileActive reports whether the cuFile driver is open and usable, so
@@ -22,11 +23,11 @@ func BufferRegister(buf cuda.DevicePtr, size int) error {
 	if !cuFileActive() {
 		return nil
 	}
-	r, err := resolveDevice(buf, size, 0)
+	r, err := devmem.Resolve(buf, size, 0)
 	if err != nil {
 		return err
 	}
-	return cuda.WithContext(r.ctx, func() error { return cufile.BufRegister(buf, size, 0) })
+	return cuda.WithContext(r.Ctx, func() error { return cufile.BufRegister(buf, size, 0) })
 }
 
 // BufferDeregister undoes BufferRegister.
@@ -34,11 +35,11 @@ func BufferDeregister(buf cuda.DevicePtr) error {
 	if !cuFileActive() {
 		return nil
 	}
-	r, err := resolveDevice(buf, 0, 0)
+	r, err := devmem.Resolve(buf, 0, 0)
 	if err != nil {
 		return err
 	}
-	return cuda.WithContext(r.ctx, func() error { return cufile.BufDeregister(buf) })
+	return cuda.WithContext(r.Ctx, func() error { return cufile.BufDeregister(buf) })
 }
 
 // MemoryRegister registers the whole allocation that contains buf.
@@ -58,11 +59,11 @@ func MemoryDeregister(buf cuda.DevicePtr) error {
 // withAllocation finds the allocation that contains buf and, where cuFile
 // is usable, calls f on it with the allocation's context current.
 func withAllocation(buf cuda.DevicePtr, f func(base cuda.DevicePtr, size int) error) error {
-	r, err := resolveDevice(buf, 0, 0)
+	r, err := devmem.Resolve(buf, 0, 0)
 	if err != nil {
 		return err
 	}
-	return cuda.WithContext(r.ctx, func() error {
+	return cuda.WithContext(r.Ctx, func() error {
 		base, size, err := cuda.MemGetAddressRange(buf)
 		if err != nil || !cuFileActive() {
 			return err
@@ -126,7 +127,7 @@ func currentOrPrimary() (cuda.Context, error) {
 	if c, err := cuda.CtxGetCurrent(); err == nil && c != 0 {
 		return c, nil
 	}
-	return primaryContext(0)
+	return devmem.PrimaryContext(0)
 }
 
 // DriverProperties returns the cuFile driver's properties, opening the

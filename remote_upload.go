@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/remote"
 	"github.com/kvikgo/kvik/internal/sched"
 	"github.com/kvikgo/kvik/internal/staging"
@@ -40,7 +41,7 @@ func UploadS3Device(ctx context.Context, url string, buf cuda.DevicePtr, size in
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
 	}
-	return uploadPieces(ctx, url, []Piece{{Ptr: r.ptr, Size: int64(size)}}, []deviceRange{r}, opts)
+	return uploadPieces(ctx, url, []Piece{{Ptr: r.Ptr, Size: int64(size)}}, []devmem.Range{r}, opts)
 }
 
 // UploadFileS3 writes the file at path as the S3 object at url, like
@@ -97,7 +98,7 @@ type bodySource struct {
 
 // piecesSource is the concatenated pieces; devs holds the resolved
 // range of each device piece, by index (nil when there is none).
-func piecesSource(d Defaults, pieces []Piece, devs []deviceRange) bodySource {
+func piecesSource(d Defaults, pieces []Piece, devs []devmem.Range) bodySource {
 	var size int64
 	for _, p := range pieces {
 		size += p.Len()
@@ -110,7 +111,7 @@ func piecesSource(d Defaults, pieces []Piece, devs []deviceRange) bodySource {
 // uploadPieces uploads the concatenated pieces as the object at url;
 // devs holds the resolved range of each device piece, by index (nil
 // when there is none).
-func uploadPieces(ctx context.Context, url string, pieces []Piece, devs []deviceRange, opts []RemoteOption) error {
+func uploadPieces(ctx context.Context, url string, pieces []Piece, devs []devmem.Range, opts []RemoteOption) error {
 	return uploadURL(ctx, url, opts, func(d Defaults) bodySource { return piecesSource(d, pieces, devs) })
 }
 
@@ -164,14 +165,14 @@ func uploadToEndpoint(ctx context.Context, ep *remote.Endpoint, c *remote.Client
 
 // resolvePieces resolves the device pieces of pieces, by index (nil
 // when there is none).
-func resolvePieces(pieces []Piece) ([]deviceRange, error) {
-	var devs []deviceRange
+func resolvePieces(pieces []Piece) ([]devmem.Range, error) {
+	var devs []devmem.Range
 	for i, p := range pieces {
 		if p.Ptr == 0 || p.Size == 0 {
 			continue
 		}
 		if devs == nil {
-			devs = make([]deviceRange, len(pieces))
+			devs = make([]devmem.Range, len(pieces))
 		}
 		r, err := resolveSynced(p.Ptr, int(p.Size), 0)
 		if err != nil {
@@ -405,7 +406,7 @@ func xPow8n(n int64) uint32 {
 // from any goroutine, stops the copies and returns the buffers before
 // it returns, so the device memory is no longer read once the request
 // is done.
-func newDeviceBody(d Defaults, r deviceRange, off int64, n int) *pipeBody {
+func newDeviceBody(d Defaults, r devmem.Range, off int64, n int) *pipeBody {
 	s := &deviceStager{d: d, r: r, off: off, n: n}
 	return newPipeBody(s.stage)
 }
@@ -427,7 +428,7 @@ type pipeBody struct {
 // deviceStager copies n bytes of r from off through pinned memory.
 type deviceStager struct {
 	d   Defaults
-	r   deviceRange
+	r   devmem.Range
 	off int64
 	n   int
 }
@@ -469,44 +470,20 @@ func (b *deviceStager) stage(w io.Writer) error {
 	// transport sends a chunk far slower than the device copies the
 	// next, so chunks smaller than the plan's cost nothing and a part
 	// never pins two buffers.
-	chunk := p.chunk
-	if half := p.bufSize / 2 &^ (pageSize - 1); b.n > chunk && 2*chunk > p.bufSize && half > 0 {
-		chunk = half
+	if half := p.BufSize / 2 &^ (pageSize - 1); b.n > p.Chunk && 2*p.Chunk > p.BufSize && half > 0 {
+		p.Chunk = half
 	}
-	var s cuda.Stream
-	var bb *bounceBuffer
-	err := cuda.WithContext(b.r.ctx, func() (err error) {
-		if s, err = getStream(b.r); err != nil {
-			return err
-		}
-		bb, err = p.pool.get(p.bufSize) // pinning needs the context
-		return err
+	t := sched.Task{Off: 0, Len: b.n, BufOff: int(b.off)}
+	_, err := tune.staging.Task(true, b.r, t, p, 0, true, func(c *staging.Copier) staging.Mover {
+		return &pipeMover{Copier: c, w: w}
 	})
-	defer cuda.WithContext(b.r.ctx, func() error {
-		if bb != nil {
-			p.pool.put(bb)
-		}
-		if s != 0 {
-			putStream(b.r, s)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	bufs := [][]byte{bb.mem}
-	if b.n > chunk && 2*chunk <= len(bb.mem) {
-		bufs = [][]byte{bb.mem[:chunk], bb.mem[chunk : 2*chunk]}
-	}
-	m := &pipeMover{copier: copier{ctx: b.r.ctx, enter: true, dev: b.r.ptr + cuda.DevicePtr(b.off), stream: s}, w: w}
-	_, err = staging.Write(m, bufs, chunk, 0, 0, b.n)
 	return err
 }
 
 // pipeMover feeds the chunks that staging.Write copies from the device
 // to a writer (the request body's pipe).
 type pipeMover struct {
-	copier
+	*staging.Copier
 	w io.Writer
 }
 

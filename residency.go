@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik/internal/sched"
+	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // The residency policy (ReadPolicyAuto) reads what the page cache holds
@@ -383,7 +384,7 @@ func (f *FileHandle) directRead(d Defaults, b []byte, off int64) (int, error) {
 	if pieces < 2 {
 		return f.directIO(opRead, d, b, off)
 	}
-	size := alignUp((len(b)+pieces-1)/pieces, pageSize)
+	size := staging.AlignUp((len(b)+pieces-1)/pieces, pageSize)
 	type result struct {
 		n   int
 		err error

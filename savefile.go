@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/devmem"
 )
 
 // PendingFile is a file being written in place of another: a temporary
@@ -432,7 +433,7 @@ func savePiecesLocal(ctx context.Context, path string, pieces []Piece) error {
 // cuFile handle, each piece's own PWriteDevice, which cuFile writes from
 // device memory without staging.
 func writePieces(ctx context.Context, f *FileHandle, pieces []Piece) error {
-	if !stagedSave || f.compat == CompatOff && slices.ContainsFunc(pieces, func(p Piece) bool { return p.Ptr != 0 }) {
+	if !tune.stagedSave || f.compat == CompatOff && slices.ContainsFunc(pieces, func(p Piece) bool { return p.Ptr != 0 }) {
 		return writeEachPiece(ctx, f, pieces)
 	}
 	l, err := newLayout(pieces, saveDevice)
@@ -489,7 +490,7 @@ func savePiecesS3(ctx context.Context, url string, pieces []Piece, opts []Remote
 // piecesReader streams [off, off+n) of the concatenated pieces: host
 // pieces from their slices, device pieces through pinned bounce buffers
 // (newDeviceBody), which Close returns.
-func piecesReader(d Defaults, pieces []Piece, devs []deviceRange, off, n int64) io.ReadCloser {
+func piecesReader(d Defaults, pieces []Piece, devs []devmem.Range, off, n int64) io.ReadCloser {
 	var rs []io.Reader
 	var cs []io.Closer
 	var pos int64

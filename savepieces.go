@@ -9,22 +9,24 @@ import (
 	"sync"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/sched"
+	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // pieceLayout places the pieces of a SaveFile in the file, one after
 // another.
 type pieceLayout struct {
 	pieces []Piece
-	ends   []int64       // ends[i]: the file offset just past piece i
-	devs   []deviceRange // resolved device pieces, by index (zero for host pieces)
+	ends   []int64        // ends[i]: the file offset just past piece i
+	devs   []devmem.Range // resolved device pieces, by index (zero for host pieces)
 	ctxs   []cuda.Context
 }
 
 // newLayout lays pieces out and resolves the device pieces with ops,
 // waiting once per context for work queued on its legacy default stream.
 func newLayout(pieces []Piece, ops saveDeviceOps) (*pieceLayout, error) {
-	l := &pieceLayout{pieces: pieces, ends: make([]int64, len(pieces)), devs: make([]deviceRange, len(pieces))}
+	l := &pieceLayout{pieces: pieces, ends: make([]int64, len(pieces)), devs: make([]devmem.Range, len(pieces))}
 	var at int64
 	for i, p := range pieces {
 		at += p.Len()
@@ -37,8 +39,8 @@ func newLayout(pieces []Piece, ops saveDeviceOps) (*pieceLayout, error) {
 			return nil, fmt.Errorf("piece %d: %w", i, err)
 		}
 		l.devs[i] = r
-		if !slices.Contains(l.ctxs, r.ctx) {
-			l.ctxs = append(l.ctxs, r.ctx)
+		if !slices.Contains(l.ctxs, r.Ctx) {
+			l.ctxs = append(l.ctxs, r.Ctx)
 		}
 	}
 	for _, c := range l.ctxs {
@@ -56,7 +58,7 @@ func (l *pieceLayout) size() int64 {
 	return l.ends[len(l.ends)-1]
 }
 
-func (l *pieceLayout) isDevice(i int) bool { return l.devs[i].ptr != 0 }
+func (l *pieceLayout) isDevice(i int) bool { return l.devs[i].Ptr != 0 }
 
 // span is the part of one piece that falls in a task.
 type span struct {
@@ -81,10 +83,6 @@ func (l *pieceLayout) spans(off int64, n int) []span {
 	}
 	return out
 }
-
-// stagedSave turns the staged engine on; off, every piece is written by
-// its own PWrite or PWriteDevice (benchmarks compare).
-var stagedSave = true
 
 // minDirectSpan is the smallest host span a task writes straight from the
 // caller's memory; a task with a smaller one (a header, a norm's weights,
@@ -245,7 +243,7 @@ func runTask(fn func(sched.Task) (int, error), t sched.Task) (err error) {
 func (w *saveWriter) taskContext(t sched.Task) cuda.Context {
 	for _, s := range w.l.spans(t.Off, t.Len) {
 		if w.l.isDevice(s.piece) {
-			return w.l.devs[s.piece].ctx
+			return w.l.devs[s.piece].Ctx
 		}
 	}
 	return 0
@@ -259,7 +257,7 @@ func (w *saveWriter) task(t sched.Task) (int, error) {
 	for _, s := range spans {
 		if w.l.isDevice(s.piece) {
 			if dctx == 0 {
-				dctx = w.l.devs[s.piece].ctx
+				dctx = w.l.devs[s.piece].Ctx
 			}
 			stage = true
 		} else if len(spans) > 1 && s.n < minDirectSpan {
@@ -294,10 +292,10 @@ func (w *saveWriter) task(t sched.Task) (int, error) {
 	}
 	// Copy per context (a task rarely spans two GPUs' pieces).
 	for len(dev) > 0 {
-		c := w.l.devs[dev[0].piece].ctx
+		c := w.l.devs[dev[0].piece].Ctx
 		var now, later []span
 		for _, s := range dev {
-			if w.l.devs[s.piece].ctx == c {
+			if w.l.devs[s.piece].Ctx == c {
 				now = append(now, s)
 			} else {
 				later = append(later, s)
@@ -305,7 +303,7 @@ func (w *saveWriter) task(t sched.Task) (int, error) {
 		}
 		copies := make([]devCopy, len(now))
 		for i, s := range now {
-			copies[i] = devCopy{dst: b[s.bufOff : s.bufOff+s.n], src: w.l.devs[s.piece].ptr + cuda.DevicePtr(s.off)}
+			copies[i] = devCopy{dst: b[s.bufOff : s.bufOff+s.n], src: w.l.devs[s.piece].Ptr + cuda.DevicePtr(s.off)}
 		}
 		if err := w.ops.fromDevice(w.l.devs[now[0].piece], copies); err != nil {
 			return 0, err
@@ -329,10 +327,10 @@ type devCopy struct {
 // that tests run the engine on fake device memory where there is no GPU.
 type saveDeviceOps interface {
 	// resolve checks a device piece and finds its context.
-	resolve(p Piece) (deviceRange, error)
+	resolve(p Piece) (devmem.Range, error)
 	// sync waits for the work queued on the legacy default stream of c.
 	sync(c cuda.Context) error
-	// enter marks a device operation on c as started (enterDevice).
+	// enter marks a device operation on c as started (staging.Workers.Enter).
 	enter(c cuda.Context) (leave func())
 	// pool is the worker pool for tasks of context c (0: host tasks).
 	pool(f *FileHandle, d Defaults, c cuda.Context) *sched.Pool
@@ -343,7 +341,7 @@ type saveDeviceOps interface {
 	buffer(c cuda.Context, n int, d Defaults) ([]byte, func(), error)
 	// fromDevice copies device memory of r's context to the host and
 	// waits for the copies.
-	fromDevice(r deviceRange, copies []devCopy) error
+	fromDevice(r devmem.Range, copies []devCopy) error
 }
 
 var saveDevice saveDeviceOps = cudaSave{}
@@ -351,13 +349,13 @@ var saveDevice saveDeviceOps = cudaSave{}
 // cudaSave is saveDeviceOps on the CUDA driver.
 type cudaSave struct{}
 
-func (cudaSave) resolve(p Piece) (deviceRange, error) { return resolveDevice(p.Ptr, int(p.Size), 0) }
+func (cudaSave) resolve(p Piece) (devmem.Range, error) { return devmem.Resolve(p.Ptr, int(p.Size), 0) }
 
 func (cudaSave) sync(c cuda.Context) error {
 	return cuda.WithContext(c, func() error { return cuda.StreamSynchronize(0) })
 }
 
-func (cudaSave) enter(c cuda.Context) func() { return enterDevice(c) }
+func (cudaSave) enter(c cuda.Context) func() { return workers.Enter(c) }
 
 func (cudaSave) pool(f *FileHandle, d Defaults, c cuda.Context) *sched.Pool {
 	if c == 0 {
@@ -367,43 +365,42 @@ func (cudaSave) pool(f *FileHandle, d Defaults, c cuda.Context) *sched.Pool {
 }
 
 func (cudaSave) reserve(c cuda.Context, n, size int) error {
-	return cuda.WithContext(c, func() error { return pinnedBounce.reserve(n, size) })
+	return cuda.WithContext(c, func() error { return pinnedBounce.Reserve(n, size) })
 }
 
 func (cudaSave) buffer(c cuda.Context, n int, d Defaults) ([]byte, func(), error) {
 	if c == 0 {
-		b, err := hostBounce.get(max(d.BounceBufferSize, n))
+		b, err := hostBounce.Get(max(d.BounceBufferSize, n))
 		if err != nil {
 			return nil, nil, err
 		}
-		return b.mem, func() { hostBounce.put(b) }, nil
+		return b.Mem, func() { hostBounce.Put(b) }, nil
 	}
 	// As planStaging: small tasks take small buffers.
 	pool, size := pinnedBounce, bounceSize(d)
 	if n <= smallBounceSize && smallBounceSize < size {
 		pool, size = pinnedSmall, smallBounceSize
 	}
-	var b *bounceBuffer
-	err := cuda.WithContext(c, func() (err error) { b, err = pool.get(size); return err }) // pinning needs a context
+	var b *staging.Buffer
+	err := cuda.WithContext(c, func() (err error) { b, err = pool.Get(size); return err }) // pinning needs a context
 	if err != nil {
 		return nil, nil, err
 	}
-	return b.mem, func() { cuda.WithContext(c, func() error { pool.put(b); return nil }) }, nil
+	return b.Mem, func() { cuda.WithContext(c, func() error { pool.Put(b); return nil }) }, nil
 }
 
-func (cudaSave) fromDevice(r deviceRange, copies []devCopy) error {
-	return cuda.WithContext(r.ctx, func() error {
-		s, err := getStream(r)
+func (cudaSave) fromDevice(r devmem.Range, copies []devCopy) error {
+	return cuda.WithContext(r.Ctx, func() error {
+		c, err := staging.NewCopier(r, 0, false, tune.staging.Wait)
 		if err != nil {
 			return err
 		}
-		defer putStream(r, s)
-		for _, c := range copies {
-			if err := cuda.MemcpyDtoHAsync(c.dst, c.src, s); err != nil {
-				waitStream(s) // let queued copies finish before the buffer is reused
+		defer c.Close() // lets queued copies finish before the buffer is reused
+		for _, cp := range copies {
+			if err := c.FromDevice(cp.dst, int64(cp.src)); err != nil {
 				return err
 			}
 		}
-		return waitStream(s)
+		return c.Sync()
 	})
 }

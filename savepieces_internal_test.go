@@ -16,7 +16,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/sched"
+	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // fakeSave is saveDeviceOps on fake device memory: context c owns the
@@ -36,7 +38,7 @@ type fakeSave struct {
 	onCopy func(call int) error
 }
 
-var fakePinned = &bouncePool{name: "fake-pinned"}
+var fakePinned = &staging.Pool{}
 
 func newFakeSave(ctxs ...cuda.Context) *fakeSave {
 	f := &fakeSave{mem: map[cuda.Context][]byte{}, pools: map[cuda.Context]*sched.Pool{}, synced: map[cuda.Context]int{}}
@@ -56,16 +58,16 @@ func (f *fakeSave) alloc(c cuda.Context, b []byte) cuda.DevicePtr {
 	return p
 }
 
-func (f *fakeSave) resolve(p Piece) (deviceRange, error) {
+func (f *fakeSave) resolve(p Piece) (devmem.Range, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := cuda.Context(p.Ptr >> 40)
 	m, ok := f.mem[c]
 	off := int64(p.Ptr - cuda.DevicePtr(c)<<40)
 	if !ok || off+p.Size > int64(len(m)) {
-		return deviceRange{}, fmt.Errorf("%w: fake device pointer %#x", ErrNotDeviceMemory, uint64(p.Ptr))
+		return devmem.Range{}, fmt.Errorf("%w: fake device pointer %#x", ErrNotDeviceMemory, uint64(p.Ptr))
 	}
-	return deviceRange{ptr: p.Ptr, base: cuda.DevicePtr(c) << 40, ctx: c, primary: true}, nil
+	return devmem.Range{Ptr: p.Ptr, Base: cuda.DevicePtr(c) << 40, Ctx: c, Primary: true}, nil
 }
 
 func (f *fakeSave) sync(c cuda.Context) error {
@@ -104,25 +106,25 @@ func (f *fakeSave) buffer(c cuda.Context, n int, d Defaults) ([]byte, func(), er
 	if c == 0 {
 		return cudaSave{}.buffer(0, n, d)
 	}
-	b, err := fakePinned.get(bounceSize(d))
+	b, err := fakePinned.Get(bounceSize(d))
 	if err != nil {
 		return nil, nil, err
 	}
 	f.mu.Lock()
 	f.buffers++
 	f.mu.Unlock()
-	for i := range b.mem { // stale bytes, so that a byte the engine skips shows
-		b.mem[i] = 0xAB
+	for i := range b.Mem { // stale bytes, so that a byte the engine skips shows
+		b.Mem[i] = 0xAB
 	}
-	return b.mem, func() {
-		fakePinned.put(b)
+	return b.Mem, func() {
+		fakePinned.Put(b)
 		f.mu.Lock()
 		f.buffers--
 		f.mu.Unlock()
 	}, nil
 }
 
-func (f *fakeSave) fromDevice(r deviceRange, copies []devCopy) error {
+func (f *fakeSave) fromDevice(r devmem.Range, copies []devCopy) error {
 	f.mu.Lock()
 	f.copies++
 	call, hook := f.copies, f.onCopy
@@ -135,11 +137,11 @@ func (f *fakeSave) fromDevice(r deviceRange, copies []devCopy) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, c := range copies {
-		if cuda.Context(c.src>>40) != r.ctx {
-			return fmt.Errorf("copy from %#x queued in context %d", uint64(c.src), r.ctx)
+		if cuda.Context(c.src>>40) != r.Ctx {
+			return fmt.Errorf("copy from %#x queued in context %d", uint64(c.src), r.Ctx)
 		}
-		off := int(c.src - cuda.DevicePtr(r.ctx)<<40)
-		copy(c.dst, f.mem[r.ctx][off:off+len(c.dst)])
+		off := int(c.src - cuda.DevicePtr(r.Ctx)<<40)
+		copy(c.dst, f.mem[r.Ctx][off:off+len(c.dst)])
 		f.copyBytes += len(c.dst)
 	}
 	return nil

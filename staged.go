@@ -3,6 +3,7 @@ package kvik
 import (
 	"errors"
 
+	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/sched"
 	"github.com/kvikgo/kvik/internal/staging"
 )
@@ -13,16 +14,16 @@ import (
 // POSIX path. Only the CUDA calls run with the context current (on a
 // locked OS thread); read runs on the task's goroutine as it is, so a
 // blocking download or a page fault does not hold a locked thread.
-func stagedRead(d Defaults, r deviceRange, t sched.Task, read func(p []byte, off int64) (int, error)) (int, error) {
-	return stageTask(opRead, r, t, planStaging(opRead, d, t.Len, false), 0, true, func(c copier) staging.Mover {
-		return &readMover{copier: c, read: read}
+func stagedRead(d Defaults, r devmem.Range, t sched.Task, read func(p []byte, off int64) (int, error)) (int, error) {
+	return tune.staging.Task(false, r, t, planStaging(opRead, d, t.Len, false), 0, true, func(c *staging.Copier) staging.Mover {
+		return &readMover{Copier: c, read: read}
 	})
 }
 
 // readMover feeds the staging pipeline from a read function; it only
 // reads, and its copier enters the CUDA context for each copy.
 type readMover struct {
-	copier
+	*staging.Copier
 	read func(p []byte, off int64) (int, error)
 }
 

@@ -31,9 +31,8 @@ type tuning struct {
 	// it and waits, as KvikIO does, instead of overlapping chunks (slower
 	// at every worker count measured; docs/performance.md).
 	serialStaging bool
-	// wait is how device copies are waited for (waitStream).
-	wait waitKind
-	// staging cuts tasks into pipeline chunks (staging.Builtin).
+	// staging cuts tasks into pipeline chunks and says how their copies
+	// are waited for (staging.Builtin).
 	staging staging.Tuning
 	// zc is the zero-copy lane's (zerocopy.go).
 	zc zcTuning
@@ -57,21 +56,11 @@ type tuning struct {
 	// (Four 256 KiB requests instead of the device path's one 1 MiB chunk
 	// at one worker measured no better on the GPU machine's virtio disk.)
 	minDirectPiece int
+	// stagedSave writes a SaveFile's pieces through staged, page-aligned
+	// tasks (savepieces.go); off, every piece is written by its own
+	// PWrite or PWriteDevice, which benchmarks compare.
+	stagedSave bool
 }
-
-// waitKind is how a staged task waits for its device copies.
-type waitKind int
-
-const (
-	// waitPoll polls the stream and yields in between (waitStream): 1.04x
-	// spinning over 69 cells on five H200s.
-	waitPoll waitKind = iota
-	// waitSpin waits in cuStreamSynchronize, which spins in the driver.
-	waitSpin
-	// waitBlock sleeps on a blocking-sync event: 0.89-0.95x polling at
-	// 4-32 workers, since waking up costs more than the spin.
-	waitBlock
-)
 
 // zcTuning is the zero-copy lane's part of tuning.
 type zcTuning struct {
@@ -87,12 +76,12 @@ func builtinTuning() tuning {
 		alignTasks:       true,
 		minSpreadTask:    1 << 20,
 		reserveBounce:    true,
-		wait:             waitPoll,
 		staging:          staging.Builtin(),
 		zc:               zcTuning{on: true, minBytes: 32 << 20, piece: 64 << 20},
 		remoteWaves:      2,
 		directQueueDepth: 4,
 		minDirectPiece:   1 << 20,
+		stagedSave:       true,
 	}
 }
 

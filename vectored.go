@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/cufile"
+	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/sched"
 )
 
@@ -270,10 +271,10 @@ func (f *FileHandle) batchVec(kind opKind, d Defaults, bufs []DeviceVec, off int
 		if b.Size == 0 {
 			continue
 		}
-		r, err := resolveDevice(b.Ptr, b.Size, 0)
-		if err == nil && !synced[r.ctx] {
-			err = cuda.WithContext(r.ctx, func() error { return cuda.StreamSynchronize(0) })
-			synced[r.ctx] = true
+		r, err := devmem.Resolve(b.Ptr, b.Size, 0)
+		if err == nil && !synced[r.Ctx] {
+			err = cuda.WithContext(r.Ctx, func() error { return cuda.StreamSynchronize(0) })
+			synced[r.Ctx] = true
 		}
 		if err != nil {
 			return 0, f.pathErr(kind, err)

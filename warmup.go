@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/devmem"
 )
 
 // Warmup prepares the process for device I/O through pinned bounce
@@ -26,20 +27,20 @@ func Warmup(dev cuda.Device) error {
 	if err != nil {
 		return err
 	}
-	ctx, err := primaryContext(dev)
+	ctx, err := devmem.PrimaryContext(dev)
 	if err != nil {
 		return fmt.Errorf("kvik: warmup of device %d: %w", int(dev), err)
 	}
 	err = cuda.WithContext(ctx, func() error {
-		if err := pinnedBounce.reserve(d.NumThreads, bounceSize(d)); err != nil {
+		if err := pinnedBounce.Reserve(d.NumThreads, bounceSize(d)); err != nil {
 			return err
 		}
 		if smallBounceSize < bounceSize(d) {
-			if err := pinnedSmall.reserve(d.NumThreads, smallBounceSize); err != nil {
+			if err := pinnedSmall.Reserve(d.NumThreads, smallBounceSize); err != nil {
 				return err
 			}
 		}
-		return reserveStreams(ctx, d.NumThreads)
+		return devmem.ReserveStreams(ctx, d.NumThreads)
 	})
 	if err != nil {
 		return fmt.Errorf("kvik: warmup of device %d: %w", int(dev), err)

@@ -10,7 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/sched"
+	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // One-shot zero-copy lane of POSIX device reads from the page cache.
@@ -39,7 +41,7 @@ var zc struct {
 // zcRead is one device read with a zero-copy lane.
 type zcRead struct {
 	f     *FileHandle
-	r     deviceRange
+	r     devmem.Range
 	tasks []sched.Task // the read's tasks, in file order
 
 	mu    sync.Mutex
@@ -52,7 +54,7 @@ type zcRead struct {
 type zcPiece struct {
 	first, last int // task indexes [first, last)
 	mem         []byte
-	stream      cuda.Stream
+	copier      *staging.Copier // not nil once the copy may be queued
 	done        chan struct{}
 	err         error // set before done closes; not nil: a bounce worker moves the tasks
 }
@@ -64,7 +66,7 @@ var laneTask = sched.Task{BufOff: -1}
 // that runs them, or tasks and fn unchanged when the read does not
 // qualify: a read on one worker, of the page cache, of at least
 // tune.zc.minBytes, inside the file, with more than one task.
-func (f *FileHandle) withLane(d Defaults, r deviceRange, tasks []sched.Task, fn sched.TaskFunc) ([]sched.Task, sched.TaskFunc) {
+func (f *FileHandle) withLane(d Defaults, r devmem.Range, tasks []sched.Task, fn sched.TaskFunc) ([]sched.Task, sched.TaskFunc) {
 	n := len(tasks)
 	if !tune.zc.on || zc.broken.Load() || n < 2 || (d.NumThreads > 1 && !tune.zc.all) {
 		return tasks, fn
@@ -146,7 +148,7 @@ func (z *zcRead) claim() *zcPiece {
 // lane moves pieces until none are left, starting the next piece's
 // mapping and registration while the current one's copy runs.
 func (z *zcRead) lane(ctx context.Context) {
-	cuda.WithContext(z.r.ctx, func() error {
+	cuda.WithContext(z.r.Ctx, func() error {
 		var cur *zcPiece
 		for {
 			var next *zcPiece
@@ -189,22 +191,24 @@ func (z *zcRead) start(p *zcPiece) {
 		}
 		return
 	}
-	if p.stream, p.err = getStream(z.r); p.err != nil {
+	c, err := staging.NewCopier(z.r, z.r.Ptr+cuda.DevicePtr(first.BufOff), false, tune.staging.Wait)
+	if err != nil {
+		p.err = err
 		cuda.MemHostUnregister(mem)
 		return
 	}
-	src := mem[first.Off-mapOff : end-mapOff]
-	p.err = cuda.MemcpyHtoDAsync(z.r.ptr+cuda.DevicePtr(first.BufOff), src, p.stream)
+	p.copier = c
+	p.err = c.ToDevice(mem[first.Off-mapOff:end-mapOff], 0)
 }
 
 // finish waits for p's copy, unregisters and unmaps it, and hands p's
 // tasks to their waiting workers.
 func (z *zcRead) finish(p *zcPiece) {
-	if p.stream != 0 {
-		if err := cuda.StreamSynchronize(p.stream); p.err == nil {
+	if p.copier != nil {
+		if err := p.copier.Sync(); p.err == nil {
 			p.err = err
 		}
-		putStream(z.r, p.stream)
+		p.copier.Close()
 		cuda.MemHostUnregister(p.mem)
 	}
 	if p.mem != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/devmem"
+	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // directRunMin is the average run length from which uncompressed chunks
@@ -17,81 +18,81 @@ import (
 const directRunMin = 1 << 20
 
 // deviceTarget checks that [dst, dst+size) is device memory, with the
-// engine's rules (devmem.Resolve), and returns the context to work in and
-// a release function (a no-op: the engine keeps primary contexts
-// retained).
-func deviceTarget(dst cuda.DevicePtr, size int) (cuda.Context, func(), error) {
+// engine's rules (devmem.Resolve); a range past its allocation is
+// ErrInvalidRegion.
+func deviceTarget(dst cuda.DevicePtr, size int) (devmem.Range, error) {
 	r, err := devmem.Resolve(dst, size, 0)
 	if errors.Is(err, devmem.ErrOverrun) {
-		return 0, nil, fmt.Errorf("%w: %w", ErrInvalidRegion, err)
+		return r, fmt.Errorf("%w: %w", ErrInvalidRegion, err)
 	}
-	if err != nil {
-		return 0, nil, err
-	}
-	return r.Ctx, func() {}, nil
+	return r, err
 }
 
 // deviceWorker holds what one goroutine needs to copy decoded chunks to
 // the device: two pinned staging buffers from kvik's pool (mapped with
-// huge pages and registered, as kvik's bounce buffers), each with its own
-// stream, used in turn, so that the copy of one chunk runs while the next
-// is fetched and decoded into the other buffer. The goroutine is not
-// locked to a thread: only the CUDA calls run with ctx current, so a
-// worker waiting on the network holds no thread.
+// huge pages and registered, as kvik's bounce buffers), each with a
+// copier of the staging engine (its own stream), used in turn, so that
+// the copy of one chunk runs while the next is fetched and decoded into
+// the other buffer. The goroutine is not locked to a thread: the copiers
+// make the context current for their CUDA calls only, so a worker
+// waiting on the network holds no thread.
 type deviceWorker struct {
-	ctx     cuda.Context
+	r       devmem.Range
 	size    int // bytes of each staging buffer
-	streams [2]cuda.Stream
+	copiers [2]*staging.Copier
 	pinned  [2]*kvik.PinnedBuffer
-	pending [2]bool // copies from pinned[k] are queued on streams[k]
+	pending [2]bool // copies from pinned[k] are queued on copiers[k]
 	next    int
 }
 
 // staging returns n bytes of the next pinned buffer, once its earlier
-// copies are done, and the stream to copy it on.
-func (w *deviceWorker) staging(n int) ([]byte, cuda.Stream, error) {
+// copies are done, and the copier to copy it with.
+func (w *deviceWorker) staging(n int) ([]byte, *staging.Copier, error) {
 	k := w.next
 	w.next ^= 1
-	err := cuda.WithContext(w.ctx, func() (err error) {
-		if w.streams[k] == 0 {
-			if w.streams[k], err = cuda.StreamCreate(cuda.StreamNonBlocking); err != nil {
-				return err
-			}
+	if w.copiers[k] == nil {
+		c, err := staging.NewCopier(w.r, 0, true, staging.WaitPoll)
+		if err != nil {
+			return nil, nil, err
 		}
-		if w.pending[k] {
-			if err := devmem.WaitStream(w.streams[k]); err != nil {
-				return err
-			}
-			w.pending[k] = false
+		w.copiers[k] = c
+	}
+	c := w.copiers[k]
+	if w.pending[k] {
+		if err := c.Sync(); err != nil {
+			return nil, nil, err
 		}
-		if w.pinned[k] == nil {
-			w.pinned[k], err = kvik.GetPinnedBuffer(max(w.size, 1))
+		w.pending[k] = false
+	}
+	if w.pinned[k] == nil {
+		err := c.In(func() (err error) { w.pinned[k], err = kvik.GetPinnedBuffer(max(w.size, 1)); return err })
+		if err != nil {
+			return nil, nil, err
 		}
-		return err
-	})
-	if err != nil {
-		return nil, 0, err
 	}
 	w.pending[k] = true // the caller queues copies next
-	return w.pinned[k].Bytes()[:n:n], w.streams[k], nil
+	return w.pinned[k].Bytes()[:n:n], c, nil
 }
 
+// close waits for the queued copies, gives the streams back and
+// returns the buffers.
 func (w *deviceWorker) close() error {
 	var err error
-	cuda.WithContext(w.ctx, func() error {
-		for k := range w.streams {
-			if w.streams[k] != 0 {
-				if e := devmem.WaitStream(w.streams[k]); e != nil && err == nil {
-					err = e
-				}
-				cuda.StreamDestroy(w.streams[k])
-			}
-			if w.pinned[k] != nil {
-				w.pinned[k].Release()
-			}
+	for k, c := range w.copiers {
+		if c == nil {
+			continue
 		}
-		return nil
-	})
+		if e := c.Sync(); e != nil && err == nil {
+			err = e
+		}
+		c.In(func() error {
+			c.Close()
+			if w.pinned[k] != nil {
+				w.pinned[k].Release() // may unpin: in the context
+			}
+			return nil
+		})
+	}
 	return err
 }
 
@@ -110,11 +111,10 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 	if err != nil || size == 0 {
 		return err
 	}
-	cctx, release, err := deviceTarget(dst, size)
+	target, err := deviceTarget(dst, size)
 	if err != nil {
 		return err
 	}
-	defer release()
 	pieces, err := a.plan(ctx, r)
 	if err != nil {
 		return err
@@ -132,7 +132,7 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 	}
 	workers := make([]*deviceWorker, min(a.concurrency(), len(spans)))
 	for i := range workers {
-		workers[i] = &deviceWorker{ctx: cctx, size: stage}
+		workers[i] = &deviceWorker{r: target, size: stage}
 	}
 	err = a.run(ctx, len(spans), func(ctx context.Context, k, i int) error {
 		return a.readSpanDevice(ctx, workers[k], spans[i], out, dst)
@@ -162,7 +162,7 @@ func (a *Array) readPieceDevice(ctx context.Context, w *deviceWorker, pc piece, 
 	}
 	// Fetch and decode on the host into a pinned buffer (while the copy
 	// of the previous piece runs from the other one), then queue copies.
-	pinned, stream, err := w.staging(boxBytes)
+	pinned, c, err := w.staging(boxBytes)
 	if err != nil {
 		return err
 	}
@@ -174,16 +174,16 @@ func (a *Array) readPieceDevice(ctx context.Context, w *deviceWorker, pc piece, 
 	if err := a.decodePiece(ctx, pc, hv, place); err != nil {
 		return err
 	}
-	return w.copyOut(pinned, stream, pc, out, dst)
+	return copyOut(c, pinned, pc, out, dst)
 }
 
-// copyOut queues the copies of pc's selection, decoded in C order into
-// pinned, to its place in the region at dst.
-func (w *deviceWorker) copyOut(pinned []byte, stream cuda.Stream, pc piece, out view, dst cuda.DevicePtr) error {
+// copyOut queues on c the copies of pc's selection, decoded in C order
+// into pinned, to its place in the region at dst.
+func copyOut(c *staging.Copier, pinned []byte, pc piece, out view, dst cuda.DevicePtr) error {
 	pos := 0
-	return cuda.WithContext(w.ctx, func() error {
+	return c.In(func() error {
 		return out.sub(pc.dstStart).runs(pc.sel.count, func(off, n int) error {
-			e := cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(off), pinned[pos:pos+n], stream)
+			e := cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(off), pinned[pos:pos+n], c.Stream())
 			pos += n
 			return e
 		})
@@ -224,11 +224,10 @@ func (a *Array) WriteRegionDevice(ctx context.Context, start, stop []int, src cu
 	if err != nil || size == 0 {
 		return err
 	}
-	cctx, release, err := deviceTarget(src, size)
+	target, err := deviceTarget(src, size)
 	if err != nil {
 		return err
 	}
-	defer release()
 	in := view{shape: r.count, es: a.meta.DataType.Size}
 	var direct, staged []chunkTask
 	forChunks(a.meta.ChunkShape, a.grid, r, func(t chunkTask) error {
@@ -241,7 +240,7 @@ func (a *Array) WriteRegionDevice(ctx context.Context, start, stop []int, src cu
 	})
 	if len(staged) > 0 {
 		host := make([]byte, size)
-		if err := cuda.WithContext(cctx, func() error { return cuda.MemcpyDtoH(host, src) }); err != nil {
+		if err := cuda.WithContext(target.Ctx, func() error { return cuda.MemcpyDtoH(host, src) }); err != nil {
 			return err
 		}
 		in.buf = host

@@ -230,7 +230,7 @@ func (a *Array) readSpanDevice(ctx context.Context, w *deviceWorker, sp span, ou
 			return err
 		}
 		for _, pc := range sp.pieces {
-			pinned, stream, err := w.staging(numElements(pc.sel.count) * es)
+			pinned, c, err := w.staging(numElements(pc.sel.count) * es)
 			if err != nil {
 				return err
 			}
@@ -242,7 +242,7 @@ func (a *Array) readSpanDevice(ctx context.Context, w *deviceWorker, sp span, ou
 			if err := a.decodeStored(pc, sp.bytes(buf, pc), hv, place); err != nil {
 				return err
 			}
-			if err := w.copyOut(pinned, stream, pc, out, dst); err != nil {
+			if err := copyOut(c, pinned, pc, out, dst); err != nil {
 				return err
 			}
 		}
@@ -252,16 +252,16 @@ func (a *Array) readSpanDevice(ctx context.Context, w *deviceWorker, sp span, ou
 		_, err := ds.ReadRangeDevice(ctx, sp.key, sp.off, dst, int(sp.n), int64(sp.dstOff))
 		return err
 	}
-	pinned, stream, err := w.staging(int(sp.n))
+	pinned, c, err := w.staging(int(sp.n))
 	if err != nil {
 		return err
 	}
 	if _, err := a.store.ReadRange(ctx, sp.key, sp.off, pinned); err != nil {
 		return err
 	}
-	return cuda.WithContext(w.ctx, func() error {
+	return c.In(func() error {
 		return sp.rawRuns(pinned, out, func(dstOff int, b []byte) error {
-			return cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(dstOff), b, stream)
+			return cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(dstOff), b, c.Stream())
 		})
 	})
 }

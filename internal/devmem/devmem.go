@@ -167,3 +167,38 @@ func WaitStream(s cuda.Stream) error {
 		runtime.Gosched()
 	}
 }
+
+// PinHost page-locks b for every context (portable), for bounce buffers.
+// It registers under the primary context of the current device, which
+// this package keeps retained, so that the registration outlives any
+// context the caller creates and destroys.
+func PinHost(b []byte) (unpin func() error, err error) {
+	dev, err := cuda.CtxGetDevice()
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := PrimaryContext(dev)
+	if err != nil {
+		return nil, err
+	}
+	register := func() error { return cuda.MemHostRegister(b, cuda.MemHostRegisterPortable) }
+	if err := cuda.WithContext(ctx, register); err != nil {
+		return nil, err
+	}
+	return func() error {
+		return cuda.WithContext(ctx, func() error { return cuda.MemHostUnregister(b) })
+	}, nil
+}
+
+// ReserveStreams makes sure n idle streams of the primary context ctx,
+// which must be current, are cached.
+func ReserveStreams(ctx cuda.Context, n int) error {
+	for range n - IdleStreams(ctx) {
+		s, err := cuda.StreamCreate(cuda.StreamNonBlocking)
+		if err != nil {
+			return err
+		}
+		PutStream(ctx, true, s)
+	}
+	return nil
+}

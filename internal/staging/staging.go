@@ -40,6 +40,9 @@ type Tuning struct {
 	// (0): with polling waits it measured level on an H200 at 16 MiB, and
 	// 0.85-0.91x where tasks are one chunk.
 	Ramp int
+	// Wait is how a task waits for its device copies (WaitPoll, the
+	// zero value, is the measured choice).
+	Wait WaitKind
 }
 
 // Builtin returns the measured tuning: 512 KiB smallest chunks, two
