@@ -110,7 +110,9 @@ func (h *MmapHandle) directRead(r devmem.Range) sched.TaskFunc {
 		i := t.Off - h.memOff
 		src := h.mem[i : i+int64(t.Len)]
 		err := cuda.WithContext(r.Ctx, func() error {
-			c, err := staging.NewCopier(r, r.Ptr+cuda.DevicePtr(t.BufOff), false, tune.staging.Wait)
+			// One copy per task from registered memory, waited for in
+			// cuStreamSynchronize as when it was measured.
+			c, err := staging.NewCopier(r, r.Ptr+cuda.DevicePtr(t.BufOff), false, staging.WaitSpin)
 			if err != nil {
 				return err
 			}

@@ -191,7 +191,10 @@ func (z *zcRead) start(p *zcPiece) {
 		}
 		return
 	}
-	c, err := staging.NewCopier(z.r, z.r.Ptr+cuda.DevicePtr(first.BufOff), false, tune.staging.Wait)
+	// The lane waits in cuStreamSynchronize, as when its piece size and
+	// thresholds were measured: one large copy per piece, on a thread
+	// that is locked for the whole lane anyway.
+	c, err := staging.NewCopier(z.r, z.r.Ptr+cuda.DevicePtr(first.BufOff), false, staging.WaitSpin)
 	if err != nil {
 		p.err = err
 		cuda.MemHostUnregister(mem)

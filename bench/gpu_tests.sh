@@ -11,7 +11,8 @@
 #   GOBIN=$PWD/G CGO_ENABLED=0 go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
 #   cp -r ../shared/gpu G/gpu
 # then carry G and run, there: bash bench/gpu_tests.sh G [WAYS]
-# WAYS is "noshim shim" (the default) or one of them.
+# WAYS is "noshim shim" (the default) or one of them; PKGS (NAME:DIR ...)
+# runs a subset of the packages.
 set -u
 G=$(cd "$1" && pwd)
 WAYS=${2:-noshim shim}
@@ -20,7 +21,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 # No zarr-python there (the zarr interop test runs in CI, which has it).
 export KVIK_TEST_BIN=$G/kvik KVIK_TEST_VERSITYGW=$G/versitygw CI=true KVIK_TEST_ZARR_PYTHON=skip
-pkgs="kvik:. cmdkvik:cmd/kvik cuda:cuda cufile:cufile zarr:zarr safetensors:safetensors npy:npy gguf:gguf tensorload:internal/formatkit/tensorload"
+pkgs=${PKGS:-"kvik:. cmdkvik:cmd/kvik cuda:cuda cufile:cufile zarr:zarr safetensors:safetensors npy:npy gguf:gguf tensorload:internal/formatkit/tensorload"}
 summary=$OUT/summary.txt
 for way in $WAYS; do
   if [ "$way" = shim ]; then
