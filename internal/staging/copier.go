@@ -41,20 +41,22 @@ type Copier struct {
 // r's context must be current. Close gives the stream back.
 func NewCopier(r devmem.Range, dev cuda.DevicePtr, enter bool, wait WaitKind) (*Copier, error) {
 	c := &Copier{r: r, enter: enter, dev: dev, wait: wait}
-	err := c.In(func() (err error) {
-		if c.stream, err = devmem.GetStream(r.Ctx, r.Primary); err != nil {
-			return err
-		}
-		if wait == WaitBlock {
-			c.event, err = cuda.EventCreate(cuda.EventBlockingSync | cuda.EventDisableTiming)
-		}
-		return err
-	})
-	if err != nil {
+	if err := c.In(c.open); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// open takes c's stream (and event), with c's context current.
+func (c *Copier) open() (err error) {
+	if c.stream, err = devmem.GetStream(c.r.Ctx, c.r.Primary); err != nil {
+		return err
+	}
+	if c.wait == WaitBlock {
+		c.event, err = cuda.EventCreate(cuda.EventBlockingSync | cuda.EventDisableTiming)
+	}
+	return err
 }
 
 // In runs f with c's context current.
@@ -131,10 +133,7 @@ type Plan struct {
 // Write when write is set) and gives everything back. enter is the
 // copier's.
 func (tu Tuning) Task(write bool, r devmem.Range, t sched.Task, p Plan, align int, enter bool, storage func(*Copier) Mover) (int, error) {
-	c, err := NewCopier(r, r.Ptr+cuda.DevicePtr(t.BufOff), enter, tu.Wait)
-	if err != nil {
-		return 0, err
-	}
+	c := &Copier{r: r, enter: enter, dev: r.Ptr + cuda.DevicePtr(t.BufOff), wait: tu.Wait}
 	var held []*Buffer
 	defer func() {
 		c.In(func() error {
@@ -150,7 +149,11 @@ func (tu Tuning) Task(write bool, r devmem.Range, t sched.Task, p Plan, align in
 	if two && 2*p.Chunk > p.BufSize {
 		need = 2
 	}
-	err = c.In(func() error {
+	// The stream and the buffers in one entry into the context.
+	err := c.In(func() error {
+		if err := c.open(); err != nil {
+			return err
+		}
 		for range need {
 			b, err := p.Pool.Get(p.BufSize) // pins in the current context
 			if err != nil {
