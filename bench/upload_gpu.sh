@@ -91,7 +91,7 @@ rm -rf "$W/tmp/cp-src.bin" "$W/s3/bkt/cp.bin"
 
 say ""
 say "== summary (medians over $ROUNDS rounds; one value per count; ratios are medians of per-round ratios)"
-for f in "$OUT"/upload-*.txt; do
+for f in "$OUT"/upload-t*.txt; do
   t=$(basename "$f" .txt)
   grep -q '^rc=0' "$f" || say "!! $t failed: see $f: $(grep -E -- '--- FAIL|panic|Error|error' "$f" | head -3)"
   say "-- $t ($(grep -o 'concurrency [0-9]*, part size [0-9]*' "$f" | head -1))"
