@@ -193,10 +193,19 @@ func planStaging(kind opKind, d Defaults, n int, pipeline bool) staging.Plan {
 	if n > chunk {
 		need = 2 * chunk
 	}
-	if need <= smallBounceSize && smallBounceSize < bufSize {
-		return staging.Plan{Chunk: chunk, Pool: pinnedSmall, BufSize: smallBounceSize}
+	pool, size := pinnedFor(need, d)
+	return staging.Plan{Chunk: chunk, Pool: pool, BufSize: size}
+}
+
+// pinnedFor picks the pinned pool and buffer size for a task that needs
+// need bytes of buffer under settings d: pinnedSmall's when they fit in
+// it, so that small operations pin little memory, else pinnedBounce's
+// bounceSize(d).
+func pinnedFor(need int, d Defaults) (*staging.Pool, int) {
+	if size := bounceSize(d); need > smallBounceSize || smallBounceSize >= size {
+		return pinnedBounce, size
 	}
-	return staging.Plan{Chunk: chunk, Pool: pinnedBounce, BufSize: bufSize}
+	return pinnedSmall, smallBounceSize
 }
 
 // cufileTask moves one task with cuFile, looping over short transfers.

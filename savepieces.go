@@ -376,11 +376,7 @@ func (cudaSave) buffer(c cuda.Context, n int, d Defaults) ([]byte, func(), error
 		}
 		return b.Mem, func() { hostBounce.Put(b) }, nil
 	}
-	// As planStaging: small tasks take small buffers.
-	pool, size := pinnedBounce, bounceSize(d)
-	if n <= smallBounceSize && smallBounceSize < size {
-		pool, size = pinnedSmall, smallBounceSize
-	}
+	pool, size := pinnedFor(n, d) // as planStaging: small tasks take small buffers
 	var b *staging.Buffer
 	err := cuda.WithContext(c, func() (err error) { b, err = pool.Get(size); return err }) // pinning needs a context
 	if err != nil {
