@@ -5,7 +5,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/kvikgo/kvik/internal/staging"
 )
@@ -43,8 +42,6 @@ func init() {
 		tune.minDirectPiece = n
 	}
 }
-
-func unsafePointer(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
 // SetAlignTasks turns the page alignment of task boundaries on or off and
 // returns a function that restores it (for benchmarks that compare).
