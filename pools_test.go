@@ -4,7 +4,6 @@ import (
 	"errors"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/staging"
@@ -49,40 +48,6 @@ func TestDevicePools(t *testing.T) {
 	d.ThreadPoolPerBlockDevice = true
 	if devicePoolFor(d, "sda", a) == pa || devicePoolFor(d, "sda", a) == devicePoolFor(d, "nvme0", a) {
 		t.Fatal("ThreadPoolPerBlockDevice: block devices share a GPU pool")
-	}
-}
-
-// TestDevicePoolsRunSideBySide is what the pools per GPU are for: work
-// queued for GPU a first must not hold back GPU b's. With one pool for
-// both, b's task would wait for every task of a; here it runs while a's
-// are held.
-func TestDevicePoolsRunSideBySide(t *testing.T) {
-	d := BuiltinDefaults()
-	d.NumThreads = 2
-	a, b := cuda.Context(0x5005), cuda.Context(0x6006)
-	pa, pb := devicePoolFor(d, "", a), devicePoolFor(d, "", b)
-	pa.SetLimit(2)
-	pb.SetLimit(2)
-	hold := make(chan struct{})
-	started := make(chan struct{}, 8)
-	for range 8 { // more than a's workers: the rest queue
-		pa.Submit(func() { started <- struct{}{}; <-hold })
-	}
-	<-started
-	<-started
-	ran := make(chan struct{})
-	pb.Submit(func() { close(ran) })
-	select {
-	case <-ran:
-	case <-time.After(10 * time.Second):
-		t.Fatal("GPU b's task waited behind GPU a's queue")
-	}
-	if n := pa.Pending(); n != 6 {
-		t.Errorf("GPU a: %d tasks pending, want 6", n)
-	}
-	close(hold)
-	for range 6 {
-		<-started
 	}
 }
 
