@@ -31,8 +31,8 @@ for r in $(seq 1 "$ROUNDS"); do
   for v in $versions; do
     b=$G; [ $v = old ] && b=$G/old
     step "round $r $v: kvik bench --safetensors, --gguf"
-    timeout 200 "$b/kvik" bench --safetensors /dev/shm/ckpt.safetensors --repeats 5 2>&1 | tail -7 | tee -a "$L"
-    timeout 200 "$b/kvik" bench --gguf /dev/shm/model.gguf --repeats 5 2>&1 | tail -7 | tee -a "$L"
+    timeout 200 "$b/kvik" bench --safetensors /dev/shm/ckpt.safetensors --repeats 5 2>&1 | tail -10 | tee -a "$L"
+    timeout 200 "$b/kvik" bench --gguf /dev/shm/model.gguf --repeats 5 2>&1 | tail -10 | tee -a "$L"
     step "round $r $v: BenchmarkGPUs 4 GiB"
     (cd "$R" && KVIK_BENCH_DIR=/dev/shm KVIK_BENCH_SIZE=4294967296 timeout 200 "$b/kvik.test" -test.run '^$' \
       -test.bench 'GPUs' -test.benchtime 5x -test.count 2 2>&1 | grep -E 'Benchmark|FAIL' | tee -a "$L")

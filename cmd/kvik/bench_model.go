@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/kvikgo/kvik"
@@ -69,7 +71,11 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 	if ngpu >= 2 {
 		configs = append(configs,
 			config{kind + ".Load gpu0+1 balanced", func() error { return load([]int{0, 1}, false) }},
-			config{kind + ".Load gpu0+1 replicated", func() error { return load([]int{0, 1}, true) }})
+			config{kind + ".Load gpu0+1 replicated", func() error { return load([]int{0, 1}, true) }},
+			// The fixed cost beside the reads: a load allocates its
+			// shares (one per GPU, at once) and Close frees them.
+			config{"alloc+free only, gpu0", func() error { return allocFree([]int{0}, size) }},
+			config{"alloc+free only, gpu0+1", func() error { return allocFree([]int{0, 1}, size) }})
 	}
 	// The configurations take turns, repetition by repetition, each round
 	// starting with the next one: a disk drifts by more within a run than
@@ -111,11 +117,48 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 		fmt.Fprintf(e.stdout, "  %-34s %8.3f s  %7.2f GB/s (%.2f)  %.2fx (%.2fx) %s\n",
 			r.Name, r.Best, r.GBps, r.MedianGBps, results[0].Best/r.Best, results[0].Median/r.Median, results[0].Name)
 	}
-	if len(results) == 4 {
+	if len(results) >= 4 {
 		fmt.Fprintf(e.stdout, "  two GPUs / one GPU: %.2fx (%.2fx)\n", results[1].Best/results[2].Best, results[1].Median/results[2].Median)
 		fmt.Fprintf(e.stdout, "  replicated on two GPUs, time / one GPU's: %.2fx (%.2fx)\n", results[3].Best/results[1].Best, results[3].Median/results[1].Median)
 	}
+	if len(results) == 6 {
+		one, two := results[1].Median-results[4].Median, results[2].Median-results[5].Median
+		fmt.Fprintf(e.stdout, "  two GPUs / one GPU, medians less their alloc+free: %.2fx (alloc+free %.1f ms on one GPU, %.1f ms on two)\n",
+			one/two, 1e3*results[4].Median, 1e3*results[5].Median)
+	}
 	return nil
+}
+
+// allocFree allocates size bytes on the devices devs, an even share on
+// each and every device at once (as a load's allocation does), and frees
+// them.
+func allocFree(devs []int, size int64) error {
+	errs := make([]error, len(devs))
+	var wg sync.WaitGroup
+	for i, ord := range devs {
+		wg.Go(func() {
+			dev, err := cuda.DeviceGet(ord)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			ctx, err := dev.PrimaryCtxRetain()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer dev.PrimaryCtxRelease()
+			errs[i] = cuda.WithContext(ctx, func() error {
+				b, err := cuda.MemAlloc(int(size / int64(len(devs))))
+				if err != nil {
+					return err
+				}
+				return b.Close()
+			})
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // finish fills r's best and median times and rates from its timed runs
