@@ -1,15 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 )
 
 // stResult is one configuration of kvik bench --safetensors or --gguf.
@@ -130,35 +129,18 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 }
 
 // allocFree allocates size bytes on the devices devs, an even share on
-// each and every device at once (as a load's allocation does), and frees
-// them.
+// each, as a load's allocation does (tensorload.Alloc: every device at
+// once), and frees them.
 func allocFree(devs []int, size int64) error {
-	errs := make([]error, len(devs))
-	var wg sync.WaitGroup
-	for i, ord := range devs {
-		wg.Go(func() {
-			dev, err := cuda.DeviceGet(ord)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			ctx, err := dev.PrimaryCtxRetain()
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			defer dev.PrimaryCtxRelease()
-			errs[i] = cuda.WithContext(ctx, func() error {
-				b, err := cuda.MemAlloc(int(size / int64(len(devs))))
-				if err != nil {
-					return err
-				}
-				return b.Close()
-			})
-		})
+	totals := make([]int64, len(devs))
+	for i := range totals {
+		totals[i] = size / int64(len(devs))
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	m, err := tensorload.Alloc(devs, totals)
+	if err != nil {
+		return err
+	}
+	return m.Close()
 }
 
 // finish fills r's best and median times and rates from its timed runs

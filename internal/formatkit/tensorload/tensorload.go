@@ -212,6 +212,18 @@ func (p *Plan) ReadDevices(ctx context.Context, r kvik.Reader, devices []int) (*
 	return m, nil
 }
 
+// Alloc allocates totals[s] bytes on device devices[s] for every slot s,
+// on every device at once, as a load does before its reads (benchmarks
+// time it alone); Close frees it.
+func Alloc(devices []int, totals []int64) (*Memory, error) {
+	m := &Memory{Bases: make([]cuda.DevicePtr, len(devices))}
+	if err := m.alloc(devices, totals); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
 // retained is a device whose primary context a Memory holds.
 type retained struct {
 	dev cuda.Device
