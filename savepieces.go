@@ -387,6 +387,8 @@ func (cudaSave) buffer(c cuda.Context, n int, d Defaults) ([]byte, func(), error
 
 func (cudaSave) fromDevice(r devmem.Range, copies []devCopy) error {
 	return cuda.WithContext(r.Ctx, func() error {
+		// Device offset 0 at address 0: each copy names its source
+		// address, pieces of one context lying anywhere in its memory.
 		c, err := staging.NewCopier(r, 0, false, tune.staging.Wait)
 		if err != nil {
 			return err

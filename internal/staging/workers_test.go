@@ -83,6 +83,9 @@ func TestWorkersSideBySide(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("GPU b's task waited behind GPU a's queue")
 	}
+	if n := pa.Pending(); n != 6 {
+		t.Errorf("GPU a: %d tasks pending, want 6", n)
+	}
 	close(hold)
 	for range 6 {
 		<-started
