@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -228,13 +229,13 @@ func runBench(e *env, args []string) error {
 		return benchSave(e, o, o.st)
 	}
 	if o.st != "" {
-		return benchModel(e, o, o.st, "safetensors", func(devs []int, replicate bool) error {
-			return closeLoaded(safetensors.Load(context.Background(), o.st, &safetensors.Options{Devices: devs, Replicate: replicate}))
+		return benchModel(e, o, o.st, "safetensors", func(devs []int, replicate bool) (io.Closer, error) {
+			return closer(safetensors.Load(context.Background(), o.st, &safetensors.Options{Devices: devs, Replicate: replicate}))
 		})
 	}
 	if o.gguf != "" {
-		return benchModel(e, o, o.gguf, "gguf", func(devs []int, replicate bool) error {
-			return closeLoaded(gguf.Load(context.Background(), o.gguf, &gguf.Options{Devices: devs, Replicate: replicate}))
+		return benchModel(e, o, o.gguf, "gguf", func(devs []int, replicate bool) (io.Closer, error) {
+			return closer(gguf.Load(context.Background(), o.gguf, &gguf.Options{Devices: devs, Replicate: replicate}))
 		})
 	}
 	b := &bench{e: e, o: o}

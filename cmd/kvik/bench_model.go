@@ -15,9 +15,12 @@ import (
 type stResult struct {
 	Name    string    `json:"name"`
 	Seconds []float64 `json:"seconds"`
-	Best    float64   `json:"best_seconds"`
-	Median  float64   `json:"median_seconds"`
-	GBps    float64   `json:"gb_per_s"` // at the best time
+	// CloseSeconds are the times of freeing what each timed run made,
+	// outside Seconds: a load's time is until its tensors are usable.
+	CloseSeconds []float64 `json:"close_seconds"`
+	Best         float64   `json:"best_seconds"`
+	Median       float64   `json:"median_seconds"`
+	GBps         float64   `json:"gb_per_s"` // at the best time
 	// MedianGBps is the throughput at the median time.
 	MedianGBps float64 `json:"median_gb_per_s"`
 }
@@ -29,7 +32,7 @@ type stResult struct {
 // whole model on both), each --repeats times (the
 // page cache dropped first with --drop-cache), and prints the best and
 // median times and their ratios.
-func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int, replicate bool) error) error {
+func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int, replicate bool) (io.Closer, error)) error {
 	remote := isURL(name)
 	if remote && o.dropCache {
 		return usagef("--drop-cache applies to local files, not %s", redact(name))
@@ -54,27 +57,21 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 	}
 	type config struct {
 		name string
-		run  func() error
+		run  func() (io.Closer, error) // timed; its Close is timed apart
 	}
-	base := config{"kvik.ReadFileToDevice", func() error {
-		b, err := kvik.ReadFileToDevice(name)
-		if err == nil {
-			err = b.Close()
-		}
-		return err
-	}}
+	base := config{"kvik.ReadFileToDevice", func() (io.Closer, error) { return kvik.ReadFileToDevice(name) }}
 	if remote {
-		base = config{"RemoteHandle.ReadDevice", func() error { return readObjectToDevice(g, name) }}
+		base = config{"RemoteHandle.ReadDevice", func() (io.Closer, error) { return readObjectToDevice(g, name) }}
 	}
-	configs := []config{base, {kind + ".Load gpu0", func() error { return load([]int{0}, false) }}}
+	configs := []config{base, {kind + ".Load gpu0", func() (io.Closer, error) { return load([]int{0}, false) }}}
 	if ngpu >= 2 {
 		configs = append(configs,
-			config{kind + ".Load gpu0+1 balanced", func() error { return load([]int{0, 1}, false) }},
-			config{kind + ".Load gpu0+1 replicated", func() error { return load([]int{0, 1}, true) }},
+			config{kind + ".Load gpu0+1 balanced", func() (io.Closer, error) { return load([]int{0, 1}, false) }},
+			config{kind + ".Load gpu0+1 replicated", func() (io.Closer, error) { return load([]int{0, 1}, true) }},
 			// The fixed cost beside the reads: a load allocates its
-			// shares (one per GPU, at once) and Close frees them.
-			config{"alloc+free only, gpu0", func() error { return allocFree([]int{0}, size) }},
-			config{"alloc+free only, gpu0+1", func() error { return allocFree([]int{0, 1}, size) }})
+			// shares (one GPU after the other); Close frees them.
+			config{"alloc only, gpu0", func() (io.Closer, error) { return alloc([]int{0}, size) }},
+			config{"alloc only, gpu0+1", func() (io.Closer, error) { return alloc([]int{0, 1}, size) }})
 	}
 	// The configurations take turns, repetition by repetition, each round
 	// starting with the next one: a disk drifts by more within a run than
@@ -92,10 +89,16 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 				}
 			}
 			t0 := time.Now()
-			if err := configs[i].run(); err != nil {
+			c, err := configs[i].run()
+			t1 := time.Now()
+			if err == nil {
+				err = c.Close()
+			}
+			if err != nil {
 				return fmt.Errorf("%s: %w", configs[i].name, err)
 			}
-			results[i].Seconds = append(results[i].Seconds, time.Since(t0).Seconds())
+			results[i].Seconds = append(results[i].Seconds, t1.Sub(t0).Seconds())
+			results[i].CloseSeconds = append(results[i].CloseSeconds, time.Since(t1).Seconds())
 		}
 	}
 	for i := range results {
@@ -113,8 +116,8 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 	}
 	fmt.Fprintf(e.stdout, "%s %s: %.2f GB, %s, %s taking turns; best (median)\n", kind, redact(name), float64(size)/1e9, cache, count(o.repeats, "repetition"))
 	for _, r := range results {
-		fmt.Fprintf(e.stdout, "  %-34s %8.3f s  %7.2f GB/s (%.2f)  %.2fx (%.2fx) %s\n",
-			r.Name, r.Best, r.GBps, r.MedianGBps, results[0].Best/r.Best, results[0].Median/r.Median, results[0].Name)
+		fmt.Fprintf(e.stdout, "  %-34s %8.3f s  %7.2f GB/s (%.2f)  %.2fx (%.2fx) %s; Close %.1f ms\n",
+			r.Name, r.Best, r.GBps, r.MedianGBps, results[0].Best/r.Best, results[0].Median/r.Median, results[0].Name, 1e3*median(r.CloseSeconds))
 	}
 	if len(results) >= 4 {
 		fmt.Fprintf(e.stdout, "  two GPUs / one GPU: %.2fx (%.2fx)\n", results[1].Best/results[2].Best, results[1].Median/results[2].Median)
@@ -122,25 +125,20 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 	}
 	if len(results) == 6 {
 		one, two := results[1].Median-results[4].Median, results[2].Median-results[5].Median
-		fmt.Fprintf(e.stdout, "  two GPUs / one GPU, medians less their alloc+free: %.2fx (alloc+free %.1f ms on one GPU, %.1f ms on two)\n",
+		fmt.Fprintf(e.stdout, "  two GPUs / one GPU, medians less their allocation: %.2fx (alloc %.1f ms on one GPU, %.1f ms on two)\n",
 			one/two, 1e3*results[4].Median, 1e3*results[5].Median)
 	}
 	return nil
 }
 
-// allocFree allocates size bytes on the devices devs, an even share on
-// each, as a load's allocation does (tensorload.Alloc: every device at
-// once), and frees them.
-func allocFree(devs []int, size int64) error {
+// alloc allocates size bytes on the devices devs, an even share on
+// each, as a load's allocation does (tensorload.Alloc).
+func alloc(devs []int, size int64) (io.Closer, error) {
 	totals := make([]int64, len(devs))
 	for i := range totals {
 		totals[i] = size / int64(len(devs))
 	}
-	m, err := tensorload.Alloc(devs, totals)
-	if err != nil {
-		return err
-	}
-	return m.Close()
+	return tensorload.Alloc(devs, totals)
 }
 
 // finish fills r's best and median times and rates from its timed runs
@@ -151,32 +149,35 @@ func (r *stResult) finish(size int64) {
 	r.MedianGBps = float64(size) / r.Median / 1e9
 }
 
-// closeLoaded frees what a load returned, for a benchmark that times
-// the load alone.
-func closeLoaded[M io.Closer](m M, err error) error {
+// closer returns what a load returned as an io.Closer, which the
+// benchmark closes after it has timed the load.
+func closer[M io.Closer](m M, err error) (io.Closer, error) {
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return m.Close()
+	return m, nil
 }
 
 // readObjectToDevice reads the whole object at url into a new allocation
-// on g, as kvik.ReadFileToDevice does for a file: open, allocate, read,
-// free.
-func readObjectToDevice(g *gpuDevice, url string) error {
+// on g, as kvik.ReadFileToDevice does for a file: open, allocate, read.
+// The caller frees the allocation.
+func readObjectToDevice(g *gpuDevice, url string) (io.Closer, error) {
 	h, size, err := openSized(url)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer h.Close()
 	buf, err := g.alloc(int(max(size, 1)))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer buf.Close()
 	n, err := h.ReadDevice(buf.Ptr(), int(size), 0, 0)
 	if err == nil && int64(n) != size {
 		err = fmt.Errorf("read %d of %d bytes", n, size)
 	}
-	return err
+	if err != nil {
+		buf.Close()
+		return nil, err
+	}
+	return buf, nil
 }

@@ -34,15 +34,15 @@ func (p *Plan) ReadReplicas(ctx context.Context, r kvik.Reader, devices []int) (
 	if err := cuda.Init(); err != nil {
 		return nil, err
 	}
-	m := &Memory{Bases: make([]cuda.DevicePtr, len(devices))}
+	m := newMemory(len(devices))
 	if err := m.alloc(devices, slices.Repeat(p.Totals, len(devices))); err != nil {
 		m.Close()
 		return nil, err
 	}
 	f, err := newFanout(m)
 	if err == nil {
-		err = readRuns(ctx, shares(p.Runs, len(devices), replicaChunk), func(ctx context.Context, run Run) *kvik.Future {
-			return r.PReadDevice(ctx, m.Bases[run.Slot], int(run.Sz), run.FileOff, run.MemOff)
+		err = readRuns(ctx, shares(p.Runs, len(devices), replicaChunk), func(ctx context.Context, run Run) (*kvik.Future, error) {
+			return r.PReadDevice(ctx, m.Bases[run.Slot], int(run.Sz), run.FileOff, run.MemOff), nil
 		}, f.copy)
 		err = errors.Join(err, f.close())
 	}

@@ -151,9 +151,9 @@ func (p *Plan) ReadHost(ctx context.Context, r kvik.Reader) ([]byte, error) {
 	raw := make([]byte, total+Alignment)
 	pad := int64((Alignment - uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%Alignment) % Alignment)
 	mem := raw[pad : pad+total : pad+total]
-	err := p.read(ctx, func(ctx context.Context, run Run) *kvik.Future {
-		return r.PRead(ctx, mem[run.MemOff:run.MemOff+run.Sz], run.FileOff)
-	})
+	err := readRuns(ctx, p.Runs, func(ctx context.Context, run Run) (*kvik.Future, error) {
+		return r.PRead(ctx, mem[run.MemOff:run.MemOff+run.Sz], run.FileOff), nil
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -187,9 +187,11 @@ func (m *Memory) Close() error {
 }
 
 // ReadDevices allocates each slot's bytes on the device of that index in
-// devices and reads every run into it, all at once. On error, a cancelled
-// ctx included, it waits for the reads it started and frees what it
-// allocated.
+// devices and reads every run into it. The devices are allocated one
+// after the other (Alloc), and a slot's reads start as soon as its
+// allocation is made, while the next device allocates. On error, a
+// cancelled ctx included, it waits for the reads it started and frees
+// what it allocated.
 func (p *Plan) ReadDevices(ctx context.Context, r kvik.Reader, devices []int) (*Memory, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -197,14 +199,36 @@ func (p *Plan) ReadDevices(ctx context.Context, r kvik.Reader, devices []int) (*
 	if err := cuda.Init(); err != nil {
 		return nil, err
 	}
-	m := &Memory{Bases: make([]cuda.DevicePtr, len(devices))}
-	if err := m.alloc(devices, p.Totals); err != nil {
-		m.Close()
-		return nil, err
+	m := newMemory(len(devices))
+	ready := make([]chan error, len(devices)) // each gets its slot's allocation error
+	for s := range ready {
+		ready[s] = make(chan error, 1)
 	}
-	err := p.read(ctx, func(ctx context.Context, run Run) *kvik.Future {
-		return r.PReadDevice(ctx, m.Bases[run.Slot], int(run.Sz), run.FileOff, run.MemOff)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var allocs sync.WaitGroup
+	allocs.Go(func() {
+		var err error // once set, every later slot gets it, unallocated
+		for s, ord := range devices {
+			if err == nil {
+				err = ctx.Err()
+			}
+			if err == nil {
+				err = m.allocSlot(s, ord, p.Totals[s])
+			}
+			ready[s] <- err
+		}
 	})
+	err := readRuns(ctx, p.Runs, func(ctx context.Context, run Run) (*kvik.Future, error) {
+		if err := <-ready[run.Slot]; err != nil {
+			ready[run.Slot] <- err // for the slot's other runs
+			return nil, err
+		}
+		ready[run.Slot] <- nil
+		return r.PReadDevice(ctx, m.Bases[run.Slot], int(run.Sz), run.FileOff, run.MemOff), nil
+	}, nil)
+	cancel()
+	allocs.Wait()
 	if err != nil {
 		m.Close()
 		return nil, err
@@ -213,15 +237,19 @@ func (p *Plan) ReadDevices(ctx context.Context, r kvik.Reader, devices []int) (*
 }
 
 // Alloc allocates totals[s] bytes on device devices[s] for every slot s,
-// on every device at once, as a load does before its reads (benchmarks
-// time it alone); Close frees it.
+// as a load does before its reads (benchmarks time it alone); Close
+// frees it.
 func Alloc(devices []int, totals []int64) (*Memory, error) {
-	m := &Memory{Bases: make([]cuda.DevicePtr, len(devices))}
+	m := newMemory(len(devices))
 	if err := m.alloc(devices, totals); err != nil {
 		m.Close()
 		return nil, err
 	}
 	return m, nil
+}
+
+func newMemory(n int) *Memory {
+	return &Memory{Bases: make([]cuda.DevicePtr, n), bufs: make([]*cuda.DeviceBuffer, n), devs: make([]*retained, n)}
 }
 
 // retained is a device whose primary context a Memory holds.
@@ -233,38 +261,41 @@ type retained struct {
 func (r *retained) release() error { return r.dev.PrimaryCtxRelease() }
 
 // alloc retains every device's primary context and allocates its slot,
-// on every device at once: a cuMemAlloc of gigabytes (and its cuMemFree in
-// Close) takes milliseconds, which one device after the other added to
-// the time of a load spread over several GPUs.
+// one device after the other: cuMemAlloc on several devices at once took
+// longer than the same calls in turn (2x H200: 4 GB on each of two GPUs at
+// once 3.5-4.0 ms, 8 GB on one 1.9-2.4 ms; bench/probes/alloc_probe.c
+// likewise, 3.5 ms against 2 x 0.95 ms).
 func (m *Memory) alloc(devices []int, totals []int64) error {
-	m.bufs = make([]*cuda.DeviceBuffer, len(devices))
-	m.devs = make([]*retained, len(devices))
-	errs := make([]error, len(devices))
-	eachSlot(len(devices), func(s int) {
-		ord := devices[s]
-		dev, err := cuda.DeviceGet(ord)
-		if err != nil {
-			errs[s] = err
-			return
+	for s, ord := range devices {
+		if err := m.allocSlot(s, ord, totals[s]); err != nil {
+			return err
 		}
-		ctx, err := dev.PrimaryCtxRetain()
-		if err != nil {
-			errs[s] = err
-			return
-		}
-		m.devs[s] = &retained{dev, ctx}
-		if totals[s] == 0 {
-			return
-		}
-		var b *cuda.DeviceBuffer
-		if err := cuda.WithContext(ctx, func() (err error) { b, err = cuda.MemAlloc(int(totals[s])); return err }); err != nil {
-			errs[s] = fmt.Errorf("allocating %d bytes on device %d: %w", totals[s], ord, err)
-			return
-		}
-		m.bufs[s] = b
-		m.Bases[s] = b.Ptr()
-	})
-	return errors.Join(errs...)
+	}
+	return nil
+}
+
+// allocSlot retains device ord's primary context and allocates slot s's
+// size bytes there.
+func (m *Memory) allocSlot(s, ord int, size int64) error {
+	dev, err := cuda.DeviceGet(ord)
+	if err != nil {
+		return err
+	}
+	ctx, err := dev.PrimaryCtxRetain()
+	if err != nil {
+		return err
+	}
+	m.devs[s] = &retained{dev, ctx}
+	if size == 0 {
+		return nil
+	}
+	var b *cuda.DeviceBuffer
+	if err := cuda.WithContext(ctx, func() (err error) { b, err = cuda.MemAlloc(int(size)); return err }); err != nil {
+		return fmt.Errorf("allocating %d bytes on device %d: %w", size, ord, err)
+	}
+	m.bufs[s] = b
+	m.Bases[s] = b.Ptr()
+	return nil
 }
 
 // eachSlot runs f for slots 0..n-1, each on its own goroutine when there
@@ -281,20 +312,15 @@ func eachSlot(n int, f func(s int)) {
 	wg.Wait()
 }
 
-// read starts every run's read at once and waits for them all, so none
-// is left running. The first run to fail (or come up short), whichever
-// its position, cancels those still running: a failed load neither waits
-// for nor pays for the rest of the file. It reports that first failure,
-// not the cancellations it caused, or parent's error when parent was
-// cancelled.
-func (p *Plan) read(parent context.Context, start func(context.Context, Run) *kvik.Future) error {
-	return readRuns(parent, p.Runs, start, nil)
-}
-
-// readRuns is read for runs, calling done (if not nil) on each run's
-// goroutine once that run is in; an error from done fails the read as a
-// failed run would.
-func readRuns(parent context.Context, runs []Run, start func(context.Context, Run) *kvik.Future, done func(Run) error) error {
+// readRuns starts every run's read (start may block until it can, or
+// fail) and waits for all it started, so none is left running, calling
+// done (if not nil) on each run's goroutine once that run is in. The
+// first run to fail (or come up short, or fail to start, or fail in
+// done), whichever its position, cancels those still running and starts
+// no more: a failed load neither waits for nor pays for the rest of the
+// file. It reports that first failure, not the cancellations it caused,
+// or parent's error when parent was cancelled.
+func readRuns(parent context.Context, runs []Run, start func(context.Context, Run) (*kvik.Future, error), done func(Run) error) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	var (
@@ -302,8 +328,13 @@ func readRuns(parent context.Context, runs []Run, start func(context.Context, Ru
 		once  sync.Once
 		first error
 	)
+	fail := func(err error) { once.Do(func() { first = err; cancel() }) }
 	for _, run := range runs {
-		fu := start(ctx, run)
+		fu, err := start(ctx, run)
+		if err != nil {
+			fail(err)
+			break
+		}
 		wg.Go(func() {
 			n, err := fu.Get()
 			if err == nil && int64(n) != run.Sz {
@@ -313,7 +344,7 @@ func readRuns(parent context.Context, runs []Run, start func(context.Context, Ru
 				err = done(run)
 			}
 			if err != nil {
-				once.Do(func() { first = err; cancel() })
+				fail(err)
 			}
 		})
 	}

@@ -262,3 +262,39 @@ func TestFailedRunCancelsOthers(t *testing.T) {
 		t.Fatal("a failed run left the others running")
 	}
 }
+
+// TestStartFailureStopsRuns fails the start of one run (as ReadDevices
+// does when a device's allocation fails): readRuns reports that error,
+// starts no later run, and returns only after the runs it started are
+// done.
+func TestStartFailureStopsRuns(t *testing.T) {
+	ts, _, f := randomFile(t, rand.New(rand.NewPCG(11, 12)), 5)
+	p := New(ts, 1)
+	if len(p.Runs) < 3 {
+		t.Fatalf("%d runs; the test needs 3", len(p.Runs))
+	}
+	failAt := len(p.Runs) / 2
+	errAlloc := errors.New("allocation refused")
+	mem := make([]byte, p.Totals[0])
+	var started []*kvik.Future
+	err := readRuns(context.Background(), p.Runs, func(ctx context.Context, run Run) (*kvik.Future, error) {
+		if len(started) == failAt {
+			started = append(started, nil)
+			return nil, errAlloc
+		}
+		fu := f.PRead(ctx, mem[run.MemOff:run.MemOff+run.Sz], run.FileOff)
+		started = append(started, fu)
+		return fu, nil
+	}, nil)
+	if !errors.Is(err, errAlloc) {
+		t.Fatalf("readRuns: %v, want %v", err, errAlloc)
+	}
+	if len(started) != failAt+1 {
+		t.Fatalf("start called for %d runs, want %d (none after the failure)", len(started), failAt+1)
+	}
+	for i, fu := range started[:failAt] {
+		if !fu.Done() {
+			t.Fatalf("run %d still running after readRuns returned", i)
+		}
+	}
+}
