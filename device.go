@@ -73,7 +73,7 @@ func (f *FileHandle) raw(kind opKind, buf cuda.DevicePtr, size int, fileOffset, 
 			return err
 		})
 	} else {
-		n, err = f.posixDeviceTask(kind, d, r, t, false)
+		n, err = f.posixDeviceTask(kind, d, r, t, chunkByWorkers)
 		if err == io.EOF {
 			err = nil // a short count, as cuFileRead reports end of file
 		}
@@ -116,14 +116,22 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 	// copies, however many workers there are. When other operations
 	// already have tasks queued on the pool (many chunk reads at once,
 	// say), those keep the link busy, and one chunk per task is faster.
-	pipeline := kind == opRead && len(tasks) <= d.NumThreads && (pool == nil || pool.Pending() == 0)
+	how := chunkByWorkers
+	if kind == opRead && len(tasks) <= d.NumThreads && (pool == nil || pool.Pending() == 0) {
+		how = chunkPipeline
+	}
+	if kind == opRead && pool != nil {
+		if b := f.batchTasks(d, tasks, pool.Limit()); len(b) < len(tasks) {
+			tasks, how = b, chunkBatch
+		}
+	}
 	if pool != nil && len(tasks) > 1 && fut == nil && tune.reserveBounce {
 		// Allocate the bounce buffers the tasks will need at once, as one
 		// slab, rather than one registration per task. (Not for a Future,
 		// whose caller must not wait: its tasks allocate for themselves.)
 		// Each GPU in flight has a pool of its own (pools.go), whose
 		// workers hold buffers of this one bounce pool at once.
-		p := planStaging(kind, d, tasks[0].Len, pipeline)
+		p := planStaging(kind, d, tasks[0].Len, how)
 		need := min(len(tasks), pool.Limit()) * max(1, workers.Active())
 		if err := cuda.WithContext(r.Ctx, func() error { return p.Pool.Reserve(need, p.BufSize) }); err != nil {
 			leave()
@@ -131,7 +139,7 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 			return f.fail(kind, err, fut)
 		}
 	}
-	fn := func(_ context.Context, t sched.Task) (int, error) { return f.posixDeviceTask(kind, d, r, t, pipeline) }
+	fn := func(_ context.Context, t sched.Task) (int, error) { return f.posixDeviceTask(kind, d, r, t, how) }
 	if kind == opRead && pool != nil {
 		tasks, fn = f.withLane(d, r, tasks, fn)
 	}
@@ -153,6 +161,32 @@ func deviceTasks(off int64, size int, d Defaults) []sched.Task {
 	return sched.SplitAligned(off, size, d.TaskSize, taskAlign())
 }
 
+// batchTasks merges runs of up to tune.deviceBatch consecutive tasks of
+// a device read into one task each, but for the last two per worker, when
+// the read's range is cached and leaves at least four batches to each of
+// workers: the worker moves a
+// batch as one pipeline (chunkBatch), where separate tasks each drained
+// their copies before the worker read on. With two GPUs fed from one
+// process, copies slowed by the host's memory traffic made those drains
+// the bound: 2x H200, balanced safetensors.Load of 7.93 GB, 1.11-1.14x
+// with batches of four 4 MiB tasks, in 2 MiB chunks; one GPU 1.01-1.03x
+// (docs/performance.md). A cold read keeps its tasks: the drive bounds
+// it, and its direct reads are planned per task. So does a read on one
+// worker, which the zero-copy lane shares (zerocopy.go).
+func (f *FileHandle) batchTasks(d Defaults, tasks []sched.Task, workers int) []sched.Task {
+	k := min(tune.deviceBatch, len(tasks)/(4*max(workers, 1)))
+	if k < 2 || workers < 2 {
+		return tasks
+	}
+	first, last := tasks[0], tasks[len(tasks)-1]
+	if !f.cachedRange(d, first.Off, int(last.Off-first.Off)+last.Len) {
+		return tasks
+	}
+	// The last two tasks per worker stay single: a 16 MiB batch left
+	// for last would run alone for the time of four tasks.
+	return sched.Batch(tasks, k, 2*workers)
+}
+
 // taskAlign is the alignment of device tasks and their staging chunks in
 // the file: the page size, or 0 (none) with tune.alignTasks off.
 func taskAlign() int {
@@ -172,11 +206,27 @@ func bounceSize(d Defaults) int {
 	return staging.AlignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
 }
 
+// chunking is how planStaging cuts a task into chunks.
+type chunking int
+
+const (
+	// chunkByWorkers: Tuning.ChunkSize, one chunk per task with many
+	// workers (other workers' tasks keep the link busy), pipelined with
+	// few.
+	chunkByWorkers chunking = iota
+	// chunkPipeline: pipelined whatever the worker count, for an
+	// operation of at most one task per worker.
+	chunkPipeline
+	// chunkBatch: a batch of tasks (batchTasks), moved in chunks of half
+	// a bounce buffer, the read of each overlapping the copy of the last.
+	chunkBatch
+)
+
 // planStaging plans a task of n bytes. A task that needs at most
 // smallBounceSize bytes of buffer (one chunk, or two to overlap) takes a
 // small buffer, so that small operations pin little memory; others take a
 // buffer of bounceSize(d), split in two when two chunks fit.
-func planStaging(kind opKind, d Defaults, n int, pipeline bool) staging.Plan {
+func planStaging(kind opKind, d Defaults, n int, how chunking) staging.Plan {
 	bufSize := bounceSize(d)
 	// Writes move each task as one chunk: the device-to-host copy is tens
 	// of times faster than the file write, so splitting only shrinks the
@@ -185,9 +235,14 @@ func planStaging(kind opKind, d Defaults, n int, pipeline bool) staging.Plan {
 	if kind == opWrite {
 		workers = staging.SoloWorkers
 	}
-	chunk := tune.staging.ChunkSize(n, bufSize, pageSize, workers)
-	if pipeline {
+	var chunk int
+	switch how {
+	case chunkPipeline:
 		chunk = tune.staging.PipelineChunk(n, bufSize, pageSize)
+	case chunkBatch:
+		chunk = max(bufSize/2/pageSize*pageSize, pageSize)
+	default:
+		chunk = tune.staging.ChunkSize(n, bufSize, pageSize, workers)
 	}
 	need := chunk
 	if n > chunk {
@@ -242,9 +297,9 @@ func (f *FileHandle) cufileCall(kind opKind, r devmem.Range, size int, fileOffse
 // posixDeviceTask moves one task through pinned bounce buffers. A task of
 // more than one chunk uses two buffers (two halves of one pooled buffer
 // where they fit) so that storage transfers and device copies overlap.
-// pipeline asks for that overlap even with many workers (see deviceOp).
-func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r devmem.Range, t sched.Task, pipeline bool) (n int, err error) {
-	p := planStaging(kind, d, t.Len, pipeline)
+// how chooses its chunks (planStaging; deviceOp).
+func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r devmem.Range, t sched.Task, how chunking) (n int, err error) {
+	p := planStaging(kind, d, t.Len, how)
 	md := d
 	if kind == opRead {
 		chk := f.checkDeviceTask(d, t.Off, t.Len)

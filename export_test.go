@@ -57,7 +57,8 @@ func SetAlignTasks(on bool) (restore func()) {
 // joined by "+": "pipeline" (the built-in choice), "serial" (KvikIO's:
 // each task read whole into one buffer, copied, waited for), "spread"
 // (reads of fewer tasks than workers spread over all of them), "partsN"
-// (PipelineParts = N), "rampS" (a pipelined task's first chunk of S
+// (PipelineParts = N), "batchN" (device reads hand workers up to N tasks
+// at once; batch1: none), "rampS" (a pipelined task's first chunk of S
 // bytes), "spinsync" (waits for copies in cuStreamSynchronize, which
 // spins), "blocksync" (waits sleep on a blocking-sync event), "nozc" (no
 // zero-copy lane), "zcS" (lane pieces of S bytes; S takes an optional k
@@ -109,6 +110,12 @@ func setVariant(v string) error {
 			return fmt.Errorf("variant %q: bad first chunk", v)
 		}
 		tune.staging.Ramp = n
+	case strings.HasPrefix(v, "batch"):
+		n, err := strconv.Atoi(v[5:])
+		if err != nil || n <= 0 {
+			return fmt.Errorf("variant %q: bad batch", v)
+		}
+		tune.deviceBatch = n
 	case strings.HasPrefix(v, "parts"):
 		n, err := strconv.Atoi(v[5:])
 		if err != nil || n <= 0 {
@@ -143,4 +150,15 @@ func SetStagedSave(on bool) (restore func()) {
 	old := tune.stagedSave
 	tune.stagedSave = on
 	return func() { tune.stagedSave = old }
+}
+
+// DeviceReadBatches returns the tasks, as [offset, length] pairs, that a
+// device read of size bytes at off under d runs on a pool of workers:
+// deviceTasks, batched where batchTasks batches them.
+func DeviceReadBatches(f *FileHandle, d Defaults, off int64, size, workers int) [][2]int64 {
+	var out [][2]int64
+	for _, t := range f.batchTasks(d, deviceTasks(off, size, d), workers) {
+		out = append(out, [2]int64{t.Off, int64(t.Len)})
+	}
+	return out
 }

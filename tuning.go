@@ -31,6 +31,9 @@ type tuning struct {
 	// it and waits, as KvikIO does, instead of overlapping chunks (slower
 	// at every worker count measured; docs/performance.md).
 	serialStaging bool
+	// deviceBatch, above 1, is the most consecutive tasks of a large
+	// cached device read that a worker takes at once (batchTasks).
+	deviceBatch int
 	// staging cuts tasks into pipeline chunks and says how their copies
 	// are waited for (staging.Builtin).
 	staging staging.Tuning
@@ -74,6 +77,7 @@ type zcTuning struct {
 func builtinTuning() tuning {
 	return tuning{
 		alignTasks:       true,
+		deviceBatch:      4,
 		minSpreadTask:    1 << 20,
 		reserveBounce:    true,
 		staging:          staging.Builtin(),

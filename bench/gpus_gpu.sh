@@ -6,8 +6,9 @@
 # BenchmarkGPUs (one ReadDevice per GPU at once, 4 GiB; and the halves of
 # one file as Futures), ROUNDS times; then the anchors of issue 29: two
 # processes each reading the checkpoint onto its own GPU, and the
-# host-side ceiling outside Go (../shared/probes/pread_dest.c into pinned
-# huge-page buffers, one process against two).
+# host-side ceiling outside Go, one process against two: pread into pinned
+# huge-page buffers (../shared/probes/pread_dest.c) and the same reads with
+# their copies to the GPUs in 2 MiB chunks (bench/probes/pread_steady.c).
 #
 # Build here into the git-ignored folder G: G/kvik, G/kvik.test,
 # G/gguf.test, G/pread_dest.c (optional); with G/old/kvik and
@@ -31,8 +32,8 @@ for r in $(seq 1 "$ROUNDS"); do
   for v in $versions; do
     b=$G; [ $v = old ] && b=$G/old
     step "round $r $v: kvik bench --safetensors, --gguf"
-    timeout 200 "$b/kvik" bench --safetensors /dev/shm/ckpt.safetensors --repeats 5 2>&1 | tail -10 | tee -a "$L"
-    timeout 200 "$b/kvik" bench --gguf /dev/shm/model.gguf --repeats 5 2>&1 | tail -10 | tee -a "$L"
+    timeout 200 "$b/kvik" bench --safetensors /dev/shm/ckpt.safetensors --repeats 7 2>&1 | tail -10 | tee -a "$L"
+    timeout 200 "$b/kvik" bench --gguf /dev/shm/model.gguf --repeats 7 2>&1 | tail -10 | tee -a "$L"
     step "round $r $v: BenchmarkGPUs 4 GiB"
     (cd "$R" && KVIK_BENCH_DIR=/dev/shm KVIK_BENCH_SIZE=4294967296 timeout 200 "$b/kvik.test" -test.run '^$' \
       -test.bench 'GPUs' -test.benchtime 5x -test.count 2 2>&1 | grep -E 'Benchmark|FAIL' | tee -a "$L")
@@ -43,6 +44,13 @@ step "anchor: one process, then two at once (CUDA_VISIBLE_DEVICES), each reading
 one() { CUDA_VISIBLE_DEVICES=$1 "$G/kvik" bench --file /dev/shm/ckpt.safetensors --memory device --threads 16 --op read --no-baselines --repeats 5 2>&1 | grep 'device  '; }
 one 0 | sed 's/^/alone: /' | tee -a "$L"
 (one 0 > /tmp/a & one 1 > /tmp/b; wait); sed 's/^/two processes, GPU 0: /' /tmp/a | tee -a "$L"; sed 's/^/two processes, GPU 1: /' /tmp/b | tee -a "$L"
+step "probe: pread into pinned buffers and copies to the GPUs, 2 MiB chunks, the checkpoint (bench/probes/pread_steady.c)"
+if gcc -O2 -pthread "$R/bench/probes/pread_steady.c" -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcuda -o /tmp/pread_steady; then
+  PS_TASK_KIB=2048 PS_THREADS=32 PS_GPUS=2 PS_FDS=shared /tmp/pread_steady /dev/shm/ckpt.safetensors 2>&1 | sed 's/^/one process, two GPUs: /' | tee -a "$L"
+  (CUDA_VISIBLE_DEVICES=0 PS_TASK_KIB=2048 PS_THREADS=16 PS_GPUS=1 PS_FDS=shared /tmp/pread_steady /dev/shm/ckpt.safetensors > /tmp/s0 2>&1 &
+   CUDA_VISIBLE_DEVICES=1 PS_TASK_KIB=2048 PS_THREADS=16 PS_GPUS=1 PS_FDS=shared /tmp/pread_steady /dev/shm/ckpt.safetensors > /tmp/s1 2>&1; wait)
+  cat /tmp/s0 /tmp/s1 | sed 's/^/two processes, one GPU each: /' | tee -a "$L"
+fi
 rm -f /dev/shm/ckpt.safetensors
 if [ -f "$G/pread_dest.c" ]; then
   step "probe: pread into pinned huge-page buffers (thp-pin), 4 GiB page-cached file"

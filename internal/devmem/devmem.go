@@ -159,8 +159,17 @@ func IdleStreams(ctx cuda.Context) int {
 // 1.04x (geometric mean): 1.05-1.08x on three, level on two
 // (docs/performance.md, "Waiting for copies").
 func WaitStream(s cuda.Stream) error {
+	return poll(func() error { return cuda.StreamQuery(s) })
+}
+
+// WaitEvent waits for event e as WaitStream waits for a stream.
+func WaitEvent(e cuda.Event) error {
+	return poll(func() error { return cuda.EventQuery(e) })
+}
+
+func poll(query func() error) error {
 	for {
-		err := cuda.StreamQuery(s)
+		err := query()
 		if !errors.Is(err, cuda.ErrorNotReady) {
 			return err
 		}

@@ -77,6 +77,31 @@ func Spread(off int64, size, taskSize, workers, minTask, align int) []Task {
 	return Split(off, size, min(max(per, minTask), taskSize))
 }
 
+// Batch merges each run of k consecutive tasks into one task covering
+// them, where each task starts where the one before ends (in the file and
+// in the buffer); a task that does not starts a new batch. The last tail
+// tasks stay as they are, so that the workers of a pool taking tasks in
+// order finish close together: a batch left for last would run alone. k
+// <= 1 returns tasks as they are.
+func Batch(tasks []Task, k, tail int) []Task {
+	if k <= 1 || len(tasks) < 2 {
+		return tasks
+	}
+	head := max(len(tasks)-max(tail, 0), 0)
+	out := make([]Task, 0, (head+k-1)/k+len(tasks)-head)
+	n := 0 // tasks in the last batch
+	for i, t := range tasks {
+		if last := len(out) - 1; i < head && n > 0 && n < k && out[last].Off+int64(out[last].Len) == t.Off && out[last].BufOff+out[last].Len == t.BufOff {
+			out[last].Len += t.Len
+			n++
+			continue
+		}
+		out = append(out, t)
+		n = 1
+	}
+	return out
+}
+
 // Segment is one part of a task: buffered, or direct (O_DIRECT) when Direct.
 type Segment struct {
 	Off    int64

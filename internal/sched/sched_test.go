@@ -366,3 +366,59 @@ func TestSpreadNearMaxInt(t *testing.T) {
 		t.Fatalf("%d tasks", len(tasks))
 	}
 }
+
+// TestBatch merges random aligned splits: the batches cover the same bytes
+// in the same order, each at most k tasks of the split, the last tail
+// tasks alone, and there are as few as k allows; a gap between tasks
+// starts a new batch.
+func TestBatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	for range 500 {
+		off := int64(rng.IntN(1 << 20))
+		size := rng.IntN(1<<22) + 1
+		taskSize := rng.IntN(1<<18) + 1
+		k := rng.IntN(6)
+		tasks := SplitAligned(off, size, taskSize, 4096)
+		tail := rng.IntN(len(tasks) + 2)
+		got := Batch(tasks, k, tail)
+		if k <= 1 {
+			if len(got) != len(tasks) {
+				t.Fatalf("k=%d changed %d tasks into %d", k, len(tasks), len(got))
+			}
+			continue
+		}
+		head := max(len(tasks)-tail, 0)
+		if want := (head+k-1)/k + len(tasks) - head; len(got) != want {
+			t.Fatalf("%d tasks, k=%d, tail %d: %d batches, want %d", len(tasks), k, tail, len(got), want)
+		}
+		for j := range len(tasks) - head {
+			if got[len(got)-1-j] != tasks[len(tasks)-1-j] {
+				t.Fatalf("tail task %d batched", j)
+			}
+		}
+		next, i := 0, 0
+		for _, b := range got {
+			if b.BufOff != next || b.Off != off+int64(next) {
+				t.Fatalf("batch at buffer offset %d (file %d), want %d", b.BufOff, b.Off, next)
+			}
+			// b is tasks[i:i+m] for some 1 <= m <= k.
+			end, m := b.BufOff, 0
+			for end < b.BufOff+b.Len {
+				end += tasks[i].Len
+				i++
+				m++
+			}
+			if end != b.BufOff+b.Len || m > k {
+				t.Fatalf("batch [%d, +%d) is not at most %d whole tasks", b.BufOff, b.Len, k)
+			}
+			next += b.Len
+		}
+		if next != size {
+			t.Fatalf("batches cover %d of %d bytes", next, size)
+		}
+	}
+	gap := []Task{{Off: 0, Len: 10}, {Off: 10, BufOff: 10, Len: 10}, {Off: 30, BufOff: 20, Len: 10}, {Off: 40, BufOff: 30, Len: 10}}
+	if got := Batch(gap, 4, 0); len(got) != 2 || got[0].Len != 20 || got[1].Off != 30 || got[1].Len != 20 {
+		t.Fatalf("gap in the file: batches %+v", got)
+	}
+}

@@ -34,6 +34,7 @@ type Copier struct {
 	stream cuda.Stream
 	event  cuda.Event // not 0: Sync sleeps on it (WaitBlock)
 	wait   WaitKind
+	marks  []cuda.Event // Mark's points, made on first use
 }
 
 // NewCopier takes a stream (a cached one for a primary context) of r's
@@ -97,6 +98,40 @@ func (c *Copier) sync() error {
 	return devmem.WaitStream(c.stream)
 }
 
+// Mark records point i after the copies queued so far.
+func (c *Copier) Mark(i int) error {
+	return c.In(func() error {
+		for len(c.marks) <= i {
+			c.marks = append(c.marks, 0)
+		}
+		if c.marks[i] == 0 {
+			flags := cuda.EventDisableTiming
+			if c.wait == WaitBlock {
+				flags |= cuda.EventBlockingSync
+			}
+			e, err := cuda.EventCreate(flags)
+			if err != nil {
+				return err
+			}
+			c.marks[i] = e
+		}
+		return cuda.EventRecord(c.marks[i], c.stream)
+	})
+}
+
+// WaitMark waits for the copies before point i, as Sync waits.
+func (c *Copier) WaitMark(i int) error {
+	if i >= len(c.marks) || c.marks[i] == 0 {
+		return nil
+	}
+	return c.In(func() error {
+		if c.wait == WaitPoll {
+			return devmem.WaitEvent(c.marks[i])
+		}
+		return cuda.EventSynchronize(c.marks[i]) // spins, or sleeps on a blocking-sync event
+	})
+}
+
 // Close waits for what is still queued (nothing may stay queued on a
 // cached stream, nor read a buffer about to be reused) and gives the
 // stream back.
@@ -111,7 +146,12 @@ func (c *Copier) close() error {
 	if c.event != 0 {
 		cuda.EventDestroy(c.event)
 	}
-	c.stream, c.event = 0, 0
+	for _, e := range c.marks {
+		if e != 0 {
+			cuda.EventDestroy(e)
+		}
+	}
+	c.stream, c.event, c.marks = 0, 0, nil
 	return nil
 }
 

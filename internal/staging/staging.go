@@ -21,6 +21,12 @@ type Mover interface {
 	FromDevice(p []byte, devOff int64) error
 	// Sync waits for every queued copy.
 	Sync() error
+	// Mark marks the copies queued so far as point i (0 <= i < the
+	// number of bounce buffers); WaitMark waits until the copies before
+	// point i are done, those queued after it left running. A point not
+	// marked yet is done.
+	Mark(i int) error
+	WaitMark(i int) error
 }
 
 // Tuning is how a pipeline cuts a task into chunks. Builtin is the
@@ -85,6 +91,14 @@ func (t Tuning) PipelineChunk(n, bufSize, align int) int {
 // chunk is cut short so that the later ones start at multiples of align
 // in the file (chunk is then a multiple of align): each storage read then
 // has whole pages, and O_DIRECT no partial page at each chunk's edges.
+//
+// Each chunk's copy is queued as soon as its read is in, behind the
+// copies still running, and a buffer waits only for its own last copy
+// before it is filled again: the stream never drains between chunks. (A
+// task that waited for the previous copy before queueing the next left
+// the link idle between copies; with two GPUs fed from one process the
+// copies, slowed by the host's memory traffic, outlasted the reads; see
+// bench/probes/pread_steady.c and docs/performance.md.)
 func (t Tuning) Read(m Mover, bufs [][]byte, chunk, align int, off, devOff int64, size int) (int, error) {
 	if err := check(bufs, chunk); err != nil {
 		return 0, err
@@ -96,38 +110,38 @@ func (t Tuning) Read(m Mover, bufs [][]byte, chunk, align int, off, devOff int64
 	if r := int(off % int64(max(align, 1))); r != 0 && chunk > align && first > r {
 		first -= r
 	}
-	done := 0 // bytes whose copy to the device has completed
+	ends := make([]int, len(bufs)) // bytes queued up to each buffer's last copy
+	done := 0                      // bytes whose copy to the device has completed
 	queued := 0
 	for i := 0; queued < size; i++ {
+		k := i % len(bufs)
+		if i >= len(bufs) {
+			if err := m.WaitMark(k); err != nil {
+				return done, err
+			}
+			done = ends[k] // copies complete in order
+		}
 		want := chunk
 		if i == 0 {
 			want = first
 		}
-		b := bufs[i%len(bufs)][:min(want, size-queued)]
+		b := bufs[k][:min(want, size-queued)]
 		n, rerr := m.ReadFile(b, off+int64(queued))
-		// The copy queued last iteration used another buffer; wait for it
-		// only now, after this read ran alongside it.
-		if err := m.Sync(); err != nil {
-			return done, err
-		}
-		done = queued
 		if n > 0 {
 			if err := m.ToDevice(b[:n], devOff+int64(queued)); err != nil {
 				return done, err
 			}
 			queued += n
+			if err := m.Mark(k); err != nil {
+				return done, err
+			}
+			ends[k] = queued
 		}
 		if rerr != nil {
 			if err := m.Sync(); err != nil {
 				return done, err
 			}
 			return queued, rerr
-		}
-		if len(bufs) == 1 {
-			if err := m.Sync(); err != nil {
-				return done, err
-			}
-			done = queued
 		}
 	}
 	if err := m.Sync(); err != nil {

@@ -10,12 +10,16 @@ import (
 )
 
 // fakeMover is a file and a device in memory. Device copies are queued and
-// only happen at Sync, as on a real stream, so a pipeline that reuses a
-// buffer before its copy completes moves wrong bytes and fails the test.
+// only happen at Sync or at WaitMark (those before the mark), as on a
+// real stream, so a pipeline that reuses a buffer before its copy
+// completes moves wrong bytes and fails the test.
 type fakeMover struct {
 	file, dev []byte
 	queue     []func()
-	overlaps  int // storage transfers made while a copy was queued
+	flushed   int         // copies of queue already done
+	marks     map[int]int // point -> copies queued (counted from the start) when marked
+	behind    int         // copies queued behind one still queued
+	overlaps  int         // storage transfers made while a copy was queued
 	failRead  int64
 	failAfter int // write fails once this many bytes are written (-1: never)
 	written   int
@@ -58,6 +62,9 @@ func (m *fakeMover) WriteFile(p []byte, off int64) (int, error) {
 }
 
 func (m *fakeMover) ToDevice(p []byte, devOff int64) error {
+	if len(m.queue) > 0 {
+		m.behind++
+	}
 	m.queue = append(m.queue, func() { copy(m.dev[devOff:], p) })
 	return nil
 }
@@ -68,11 +75,39 @@ func (m *fakeMover) FromDevice(p []byte, devOff int64) error {
 }
 
 func (m *fakeMover) Sync() error {
-	for _, f := range m.queue {
-		f()
-	}
-	m.queue = m.queue[:0]
+	m.flush(m.flushed + len(m.queue))
 	return nil
+}
+
+func (m *fakeMover) Mark(i int) error {
+	if m.marks == nil {
+		m.marks = map[int]int{}
+	}
+	m.marks[i] = m.flushed + len(m.queue)
+	return nil
+}
+
+func (m *fakeMover) WaitMark(i int) error {
+	if upto, ok := m.marks[i]; ok && upto > m.flushed {
+		m.flush(upto)
+	}
+	return nil
+}
+
+// flush does the queued copies up to the upto-th since the start.
+func (m *fakeMover) flush(upto int) {
+	for m.flushed < upto {
+		m.queue[0]()
+		m.queue = m.queue[1:]
+		m.flushed++
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func randomBytes(rng *rand.Rand, n int) []byte {
@@ -119,6 +154,12 @@ func TestReadPipeline(t *testing.T) {
 		}
 		if chunks := (want + chunk - 1) / chunk; tu.Ramp == 0 && nbuf >= 2 && chunks >= 2 && m.overlaps < chunks-1 {
 			t.Fatalf("only %d of %d reads overlapped a copy", m.overlaps, chunks-1)
+		}
+		// The stream never drains between chunks: each copy after the
+		// first is queued behind the one before (which its buffer's
+		// WaitMark did not wait for).
+		if chunks := len(m.readOffs); nbuf >= 2 && n > 0 && m.behind < chunks-1-boolInt(n < size) {
+			t.Fatalf("size %d chunk %d bufs %d: %d of %d copies queued behind another", size, chunk, nbuf, m.behind, chunks-1)
 		}
 		if align > 1 && chunk > align && chunk%align == 0 {
 			for i, o := range m.readOffs[1:] {
