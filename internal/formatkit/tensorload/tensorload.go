@@ -12,7 +12,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/kvikgo/kvik"
@@ -199,6 +202,7 @@ func (p *Plan) ReadDevices(ctx context.Context, r kvik.Reader, devices []int) (*
 	if err := cuda.Init(); err != nil {
 		return nil, err
 	}
+	logCtx := ctx
 	m := newMemory(len(devices))
 	ready := make([]chan error, len(devices)) // each gets its slot's allocation error
 	for s := range ready {
@@ -206,6 +210,7 @@ func (p *Plan) ReadDevices(ctx context.Context, r kvik.Reader, devices []int) (*
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	tl := newTimeline(len(devices))
 	var allocs sync.WaitGroup
 	allocs.Go(func() {
 		var err error // once set, every later slot gets it, unallocated
@@ -216,6 +221,7 @@ func (p *Plan) ReadDevices(ctx context.Context, r kvik.Reader, devices []int) (*
 			if err == nil {
 				err = m.allocSlot(s, ord, p.Totals[s])
 			}
+			tl.mark(tl.alloc, s)
 			ready[s] <- err
 		}
 	})
@@ -226,14 +232,57 @@ func (p *Plan) ReadDevices(ctx context.Context, r kvik.Reader, devices []int) (*
 		}
 		ready[run.Slot] <- nil
 		return r.PReadDevice(ctx, m.Bases[run.Slot], int(run.Sz), run.FileOff, run.MemOff), nil
-	}, nil)
+	}, func(run Run) error {
+		tl.mark(tl.read, run.Slot)
+		return nil
+	})
 	cancel()
 	allocs.Wait()
 	if err != nil {
 		m.Close()
 		return nil, err
 	}
+	tl.log(logCtx, devices, p.Totals)
 	return m, nil
+}
+
+// timeline records when each slot of a load was allocated and when its
+// last run was in, for a record at LevelDebug: where a load on several
+// devices spends its time (one device waiting for another's allocation,
+// or finishing after the others).
+type timeline struct {
+	start       time.Time
+	alloc, read []atomic.Int64 // nanoseconds since start; read: the latest run's
+}
+
+func newTimeline(n int) *timeline {
+	return &timeline{start: time.Now(), alloc: make([]atomic.Int64, n), read: make([]atomic.Int64, n)}
+}
+
+// mark records now in at[s], keeping the latest.
+func (t *timeline) mark(at []atomic.Int64, s int) {
+	now := int64(time.Since(t.start))
+	for {
+		old := at[s].Load()
+		if now <= old || at[s].CompareAndSwap(old, now) {
+			return
+		}
+	}
+}
+
+func (t *timeline) log(ctx context.Context, devices []int, totals []int64) {
+	l := kvik.Logger()
+	if !l.Enabled(ctx, kvik.LevelDebug) {
+		return
+	}
+	attrs := []slog.Attr{slog.Duration("elapsed", time.Since(t.start))}
+	for s, ord := range devices {
+		attrs = append(attrs, slog.Group(fmt.Sprintf("device%d", ord),
+			slog.Int64("bytes", totals[s]),
+			slog.Duration("allocated", time.Duration(t.alloc[s].Load())),
+			slog.Duration("read", time.Duration(t.read[s].Load()))))
+	}
+	l.LogAttrs(ctx, kvik.LevelDebug, "kvik: tensors read to devices", attrs...)
 }
 
 // Alloc allocates totals[s] bytes on device devices[s] for every slot s,

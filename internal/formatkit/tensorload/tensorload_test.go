@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -190,11 +192,41 @@ func TestReadDevices(t *testing.T) {
 		devices[i] = i
 	}
 	p := New(ts, len(devices))
+	var rec recorder
+	restore := kvik.SetLogger(slog.New(&rec))
 	m, err := p.ReadDevices(context.Background(), f, devices)
+	restore()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	// The debug record says when each device was allocated and read.
+	var timelines []slog.Record
+	for _, r := range rec.records {
+		if r.Message == "kvik: tensors read to devices" {
+			timelines = append(timelines, r)
+		}
+	}
+	if len(timelines) != 1 {
+		t.Fatalf("%d timeline records among %d, want one", len(timelines), len(rec.records))
+	}
+	groups := map[string]map[string]slog.Value{}
+	timelines[0].Attrs(func(a slog.Attr) bool {
+		if a.Value.Kind() == slog.KindGroup {
+			g := map[string]slog.Value{}
+			for _, b := range a.Value.Group() {
+				g[b.Key] = b.Value
+			}
+			groups[a.Key] = g
+		}
+		return true
+	})
+	for s, ord := range devices {
+		g := groups[fmt.Sprintf("device%d", ord)]
+		if g == nil || g["bytes"].Int64() != p.Totals[s] || g["allocated"].Duration() <= 0 || g["read"].Duration() < g["allocated"].Duration() {
+			t.Fatalf("device %d: timeline %v (bytes %d)", ord, g, p.Totals[s])
+		}
+	}
 	for _, pc := range p.Pieces {
 		got := gputest.FromDevice(t, devices[pc.Slot], m.Bases[pc.Slot]+cuda.DevicePtr(pc.MemOff), pc.Size)
 		if !bytes.Equal(got, data[pc.Off:pc.Off+pc.Size]) {
@@ -202,6 +234,22 @@ func TestReadDevices(t *testing.T) {
 		}
 	}
 }
+
+// recorder is a slog handler that keeps every record.
+type recorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records = append(r.records, rec.Clone())
+	return nil
+}
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *recorder) WithGroup(string) slog.Handler      { return r }
 
 // TestFailedRunCancelsOthers reads eight runs on two workers from an
 // HTTP server that refuses the second run's GET (403) and holds the
