@@ -5,7 +5,8 @@
 # balanced over GPUs 0+1, replicated on both, ReadFileToDevice) and
 # BenchmarkGPUs (one ReadDevice per GPU at once, 4 GiB; and the halves of
 # one file as Futures), ROUNDS times; then the anchors of issue 29: two
-# processes each reading the checkpoint onto its own GPU, and the
+# processes each reading the checkpoint onto its own GPU (and each its
+# half, a file of its own), and the
 # host-side ceiling outside Go, one process against two: pread into pinned
 # huge-page buffers (../shared/probes/pread_dest.c) and the same reads with
 # their copies to the GPUs in 2 MiB chunks (bench/probes/pread_steady.c).
@@ -44,6 +45,15 @@ step "anchor: one process, then two at once (CUDA_VISIBLE_DEVICES), each reading
 one() { CUDA_VISIBLE_DEVICES=$1 "$G/kvik" bench --file /dev/shm/ckpt.safetensors --memory device --threads 16 --op read --no-baselines --repeats 5 2>&1 | grep 'device  '; }
 one 0 | sed 's/^/alone: /' | tee -a "$L"
 (one 0 > /tmp/a & one 1 > /tmp/b; wait); sed 's/^/two processes, GPU 0: /' /tmp/a | tee -a "$L"; sed 's/^/two processes, GPU 1: /' /tmp/b | tee -a "$L"
+# Two processes reading the same file at once share its pages in the
+# CPU caches; a balanced load reads each half once. So also: each process
+# its own half of the checkpoint, as a file of its own.
+step "anchor: two processes at once, each reading its half of the checkpoint (a file of its own) onto its GPU"
+half=$(($(stat -c %s /dev/shm/ckpt.safetensors) / 2))
+head -c $half /dev/shm/ckpt.safetensors > /dev/shm/half0; tail -c +$((half + 1)) /dev/shm/ckpt.safetensors > /dev/shm/half1
+halfone() { CUDA_VISIBLE_DEVICES=$1 "$G/kvik" bench --file /dev/shm/half$1 --memory device --threads 16 --op read --no-baselines --repeats 5 2>&1 | grep 'device  '; }
+(halfone 0 > /tmp/a & halfone 1 > /tmp/b; wait); sed 's/^/two processes, halves, GPU 0: /' /tmp/a | tee -a "$L"; sed 's/^/two processes, halves, GPU 1: /' /tmp/b | tee -a "$L"
+rm -f /dev/shm/half0 /dev/shm/half1
 step "probe: pread into pinned buffers and copies to the GPUs, 2 MiB chunks, the checkpoint (bench/probes/pread_steady.c)"
 if gcc -O2 -pthread "$R/bench/probes/pread_steady.c" -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcuda -o /tmp/pread_steady; then
   PS_TASK_KIB=2048 PS_THREADS=32 PS_GPUS=2 PS_FDS=shared /tmp/pread_steady /dev/shm/ckpt.safetensors 2>&1 | sed 's/^/one process, two GPUs: /' | tee -a "$L"
