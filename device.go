@@ -164,13 +164,13 @@ func deviceTasks(off int64, size int, d Defaults) []sched.Task {
 // batchTasks merges runs of up to tune.deviceBatch consecutive tasks of
 // a device read into one task each, but for the last two per worker, when
 // the read's range is cached and leaves at least four batches to each of
-// workers: the worker moves a
-// batch as one pipeline (chunkBatch), where separate tasks each drained
-// their copies before the worker read on. With two GPUs fed from one
-// process, copies slowed by the host's memory traffic made those drains
-// the bound: 2x H200, balanced safetensors.Load of 7.93 GB, 1.11-1.14x
-// with batches of four 4 MiB tasks, in 2 MiB chunks; one GPU 1.01-1.03x
-// (docs/performance.md). A cold read keeps its tasks: the drive bounds
+// workers. The worker moves a batch as one pipeline (chunkBatch), where
+// separate tasks each drained their copies before the worker read on:
+// with two GPUs fed from one process, copies slowed by the host's memory
+// traffic made those drains the bound (2x H200, balanced
+// safetensors.Load of 7.93 GB: 1.11-1.14x in one call, 1.02-1.06x in
+// another; two concurrent 4 GiB reads 1.10-1.15x; one GPU 1.01-1.03x;
+// docs/performance.md). A cold read keeps its tasks: the drive bounds
 // it, and its direct reads are planned per task. So does a read on one
 // worker, which the zero-copy lane shares (zerocopy.go).
 func (f *FileHandle) batchTasks(d Defaults, tasks []sched.Task, workers int) []sched.Task {

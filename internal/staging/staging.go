@@ -94,11 +94,10 @@ func (t Tuning) PipelineChunk(n, bufSize, align int) int {
 //
 // Each chunk's copy is queued as soon as its read is in, behind the
 // copies still running, and a buffer waits only for its own last copy
-// before it is filled again: the stream never drains between chunks. (A
-// task that waited for the previous copy before queueing the next left
-// the link idle between copies; with two GPUs fed from one process the
-// copies, slowed by the host's memory traffic, outlasted the reads; see
-// bench/probes/pread_steady.c and docs/performance.md.)
+// before it is filled again, so the stream never drains between chunks.
+// (Against waiting for the previous copy before queueing the next it
+// measured level on 2x H200, where the copies outlast the reads;
+// bench/results/gpus-h200x2-2026-11-26-batch.)
 func (t Tuning) Read(m Mover, bufs [][]byte, chunk, align int, off, devOff int64, size int) (int, error) {
 	if err := check(bufs, chunk); err != nil {
 		return 0, err
