@@ -6,7 +6,7 @@
 # BenchmarkGPUs (one ReadDevice per GPU at once, 4 GiB; and the halves of
 # one file as Futures), ROUNDS times; then the anchors of issue 29: two
 # processes each reading the checkpoint onto its own GPU (and each its
-# half, a file of its own), and the
+# half, a file of its own), the loads' timelines (DEBUG records), and the
 # host-side ceiling outside Go, one process against two: pread into pinned
 # huge-page buffers (../shared/probes/pread_dest.c) and the same reads with
 # their copies to the GPUs in 2 MiB chunks (bench/probes/pread_steady.c).
@@ -41,6 +41,8 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 rm -f /dev/shm/model.gguf
+step "timeline: when each GPU's share was allocated and read (the load's DEBUG record), the last version"
+KVIKIO_LOG_LEVEL=DEBUG timeout 200 "$G/kvik" bench --safetensors /dev/shm/ckpt.safetensors --repeats 3 2>&1 | grep 'tensors read to devices' | tail -6 | tee -a "$L"
 step "anchor: one process, then two at once (CUDA_VISIBLE_DEVICES), each reading the checkpoint onto its GPU, 16 threads"
 one() { CUDA_VISIBLE_DEVICES=$1 "$G/kvik" bench --file /dev/shm/ckpt.safetensors --memory device --threads 16 --op read --no-baselines --repeats 5 2>&1 | grep 'device  '; }
 one 0 | sed 's/^/alone: /' | tee -a "$L"
