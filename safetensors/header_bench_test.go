@@ -32,4 +32,3 @@ func BenchmarkParseHeader(b *testing.B) {
 		}
 	}
 }
-
