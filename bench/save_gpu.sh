@@ -17,6 +17,12 @@
 #   CGO_ENABLED=0 go test -c -ldflags=-s -o G/kvik.test .
 # then carry G and run, there: bash bench/save_gpu.sh G
 # ROUNDS (default 1; each round of both file systems takes about 5 minutes) rounds per file system; GB (default 8) checkpoint size.
+# EXT4_SWEEP=1 first measures what bounds writes to the ext4 disk, with
+# the checkpoint's size: dd of the checkpoint with O_DIRECT (one stream
+# and four at once) and buffered with a final fsync, and `kvik bench --op
+# write --memory host` (synced writes; its storage ceiling is 16 threads
+# of O_DIRECT pwrite) at 8-64 workers and 4 and 16 MiB tasks: the
+# variants behind "the disk bounds every writer" (a few minutes).
 set -u
 G=$(cd "$1" && pwd)
 R=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,6 +36,25 @@ CK=/dev/shm/ckpt.safetensors
 step make a ${GB} GB checkpoint
 [ -f $CK ] || timeout 180 python3 "$R/bench/safetensors_peers.py" $CK --make --gb "$GB" 2>&1 | tee -a "$L"
 "$G/kvik" info $CK | head -4 | tee -a "$L"
+if [ "${EXT4_SWEEP:-0}" = 1 ]; then
+  step "ext4 write ceiling: dd and kvik bench --op write variants, $(stat -c %s $CK) bytes"
+  mkdir -p /root/sweep
+  ddw() { dd if=$CK of=$1 bs=4M $2 2>&1 | tail -1; rm -f $1; }
+  echo "dd oflag=direct, one stream: $(ddw /root/sweep/d1 oflag=direct)" | tee -a "$L"
+  echo "dd buffered + fsync: $(ddw /root/sweep/b1 conv=fsync)" | tee -a "$L"
+  q=$(($(stat -c %s $CK) / 4 / 4194304))
+  t0=$(date +%s.%N)
+  for i in 0 1 2 3; do dd if=$CK of=/root/sweep/p$i bs=4M skip=$((i * q)) count=$q oflag=direct 2>/dev/null & done; wait
+  echo "dd oflag=direct, four streams: $(python3 -c "print(round(4*$q*4194304/($(date +%s.%N)-$t0)/1e9, 2))") GB/s" | tee -a "$L"
+  rm -f /root/sweep/p*
+  sz=$(stat -c %s $CK)
+  for task in 4194304 16777216; do
+    echo "kvik bench --op write, task $task:" | tee -a "$L"
+    KVIKIO_TASK_SIZE=$task timeout 400 "$G/kvik" bench --dir /root/sweep --size $sz --op write --memory host \
+      --threads 8,16,32,64 --repeats 2 2>&1 | grep -E '^write|best' | tee -a "$L"
+  done
+  rm -rf /root/sweep
+fi
 for dir in /dev/shm/save /root/save; do
   mkdir -p $dir
   df -hT $dir | tail -1 | tee -a "$L"
