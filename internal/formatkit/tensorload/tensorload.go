@@ -204,9 +204,11 @@ func (p *Plan) ReadDevices(ctx context.Context, r kvik.Reader, devices []int) (*
 	}
 	logCtx := ctx
 	m := newMemory(len(devices))
-	ready := make([]chan error, len(devices)) // each gets its slot's allocation error
-	for s := range ready {
-		ready[s] = make(chan error, 1)
+	// Slot s's allocation error is in allocErr[s] once allocated[s] is closed.
+	allocated := make([]chan struct{}, len(devices))
+	allocErr := make([]error, len(devices))
+	for s := range allocated {
+		allocated[s] = make(chan struct{})
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -222,15 +224,15 @@ func (p *Plan) ReadDevices(ctx context.Context, r kvik.Reader, devices []int) (*
 				err = m.allocSlot(s, ord, p.Totals[s])
 			}
 			tl.mark(tl.alloc, s)
-			ready[s] <- err
+			allocErr[s] = err
+			close(allocated[s])
 		}
 	})
 	err := readRuns(ctx, p.Runs, func(ctx context.Context, run Run) (*kvik.Future, error) {
-		if err := <-ready[run.Slot]; err != nil {
-			ready[run.Slot] <- err // for the slot's other runs
+		<-allocated[run.Slot]
+		if err := allocErr[run.Slot]; err != nil {
 			return nil, err
 		}
-		ready[run.Slot] <- nil
 		return r.PReadDevice(ctx, m.Bases[run.Slot], int(run.Sz), run.FileOff, run.MemOff), nil
 	}, func(run Run) error {
 		tl.mark(tl.read, run.Slot)
@@ -247,9 +249,10 @@ func (p *Plan) ReadDevices(ctx context.Context, r kvik.Reader, devices []int) (*
 }
 
 // timeline records when each slot of a load was allocated and when its
-// last run was in, for a record at LevelDebug: where a load on several
-// devices spends its time (one device waiting for another's allocation,
-// or finishing after the others).
+// last run was in (0 for a slot with nothing to read), for a record at
+// LevelDebug: where a load on several devices spends its time (one
+// device waiting for another's allocation, or finishing after the
+// others).
 type timeline struct {
 	start       time.Time
 	alloc, read []atomic.Int64 // nanoseconds since start; read: the latest run's
