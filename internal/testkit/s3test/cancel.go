@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -70,7 +71,7 @@ func CheckCancelS3(t *testing.T, f Format) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled LoadHost: %v, want context.Canceled", err)
 	}
-	if grown := heapInUse() - before; grown > int64(len(file)/2) {
+	if grown := heapGrowth(before, int64(len(file)/2)); grown > int64(len(file)/2) {
 		t.Errorf("the heap holds %d more bytes after a cancelled load of %d", grown, len(file))
 	}
 	if gputest.Count() > 0 {
@@ -164,6 +165,21 @@ func CheckCancelLocal(t *testing.T, f Format) {
 }
 
 // heapInUse returns the bytes of live heap objects after a collection.
+// heapGrowth returns how much the heap grew since before, measured again
+// (up to a second) while it exceeds limit: the worker that completes a
+// read's Future is still inside the finished operation (which holds the
+// load's buffer) for a moment after, and a collection in that moment
+// counts the buffer as live (CI failed once this way: 26 MB for a 25 MB
+// load). A buffer that is truly kept stays counted.
+func heapGrowth(before, limit int64) int64 {
+	grown := heapInUse() - before
+	for i := 0; i < 100 && grown > limit; i++ {
+		time.Sleep(10 * time.Millisecond)
+		grown = heapInUse() - before
+	}
+	return grown
+}
+
 func heapInUse() int64 {
 	runtime.GC()
 	var ms runtime.MemStats
