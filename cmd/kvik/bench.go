@@ -59,6 +59,7 @@ type benchOptions struct {
 	paired    bool // --paired-ceiling
 	repeats   int
 	warmup    int
+	settle    time.Duration // --settle: pause after each timed load's Close
 	register  bool
 	json      bool
 	opSet     bool     // --op was given
@@ -100,6 +101,7 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.BoolVar(&o.noBase, "no-baselines", false, "skip the storage and PCIe ceilings and the naive baseline (kvik rows only, for comparing settings)")
 	fs.BoolVar(&o.paired, "paired-ceiling", false, "before every timed repetition of a row, also time one of the storage ceiling, and give the row's ratio against those (for storage whose speed drifts during a run, e.g. cold reads)")
 	fs.IntVar(&o.repeats, "repeats", 3, "timed repetitions (`count`) of each configuration")
+	fs.DurationVar(&o.settle, "settle", 200*time.Millisecond, "with --safetensors or --gguf: pause this long after each timed load's Close, untimed (the CUDA driver keeps working on freed device memory for tens of milliseconds, slowing the copies of the next load by up to a tenth); 0: none")
 	fs.IntVar(&o.warmup, "warmup", 0, "untimed repetitions (`count`) of each configuration before the timed ones (a fresh process reads small files slowly for its first few dozen operations)")
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
@@ -130,6 +132,8 @@ func (o *benchOptions) validate(nargs int) error {
 		return usagef("unexpected argument (bench takes only flags)")
 	case o.repeats < 1:
 		return usagef("--repeats %d: want at least 1", o.repeats)
+	case o.settle < 0:
+		return usagef("--settle %v: want 0 or more", o.settle)
 	case o.paired && o.noBase:
 		return usagef("--paired-ceiling needs the ceilings: drop --no-baselines")
 	case o.warmup < 0:

@@ -99,6 +99,8 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 			}
 			results[i].Seconds = append(results[i].Seconds, t1.Sub(t0).Seconds())
 			results[i].CloseSeconds = append(results[i].CloseSeconds, time.Since(t1).Seconds())
+			// Each run's allocation starts clear of the last one's free.
+			time.Sleep(o.settle)
 		}
 	}
 	for i := range results {

@@ -148,6 +148,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "--compat", "maybe"}, `invalid --compat "maybe"`},
 		{[]string{"bench", "--repeats", "0"}, "--repeats 0"},
 		{[]string{"bench", "--warmup", "-2"}, "--warmup -2"},
+		{[]string{"bench", "--settle", "-1s"}, "--settle -1s"},
+		{[]string{"bench", "--settle", "2"}, "invalid value \"2\" for flag -settle"},
 		{[]string{"bench", "--paired-ceiling", "--no-baselines"}, "--paired-ceiling needs the ceilings"},
 		{[]string{"bench", "extra"}, "unexpected argument"},
 		{[]string{"cp", "only-one"}, "want two arguments"},
