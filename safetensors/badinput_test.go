@@ -110,7 +110,7 @@ func TestTruncated(t *testing.T) {
 	}
 }
 
-// FuzzReadHeader checks no input panics, every error is typed, and an
+// FuzzDecodeHeader checks no input panics, every error is typed, and an
 // accepted header tiles exactly the data the file holds.
 func FuzzDecodeHeader(f *testing.F) {
 	names, _ := filepath.Glob("testdata/*.safetensors")

@@ -106,23 +106,19 @@ func ParseHeader(b []byte, dataSize int64) (*Header, error) {
 	if !utf8.Valid(b) {
 		return nil, fmt.Errorf("%w: header is not valid UTF-8", ErrInvalidHeader)
 	}
-	entries, err := topLevel(b)
+	entries, meta, err := topLevel(b)
 	if err != nil {
 		return nil, err
 	}
-	h := &Header{DataOffset: 8 + int64(len(b)), byName: make(map[string]int, len(entries))}
+	h := &Header{DataOffset: 8 + int64(len(b)), Metadata: meta, byName: make(map[string]int, len(entries))}
+	if len(entries) > 0 {
+		h.Tensors = make([]TensorInfo, 0, len(entries))
+	}
 	for _, e := range entries {
-		if e.key == "__metadata__" {
-			if err := strictDecode(e.val, &h.Metadata); err != nil {
-				return nil, fmt.Errorf("%w: __metadata__ is not a map of strings: %v", ErrInvalidHeader, err)
-			}
-			continue
-		}
-		t, err := parseTensor(e.key, e.val)
+		t, err := parseTensor(e.key, &e.raw)
 		if err != nil {
 			return nil, err
 		}
-		h.byName[t.Name] = len(h.Tensors)
 		h.Tensors = append(h.Tensors, t)
 	}
 	if err := checkLayout(h.Tensors, dataSize); err != nil {
@@ -136,56 +132,61 @@ func ParseHeader(b []byte, dataSize int64) (*Header, error) {
 
 type entry struct {
 	key string
-	val json.RawMessage
+	raw rawTensor
 }
 
-// topLevel splits the header object into its entries in order, rejecting
-// duplicate keys (which encoding/json would silently merge) and trailing
-// bytes other than JSON white space (writers pad with spaces).
-func topLevel(b []byte) ([]entry, error) {
+// topLevel decodes the header object's entries in order, in one pass of
+// one strict decoder: each tensor's fields (none unknown) and the
+// metadata (a map of strings). It rejects duplicate keys (which
+// encoding/json would silently merge) and trailing bytes other than JSON
+// white space (writers pad with spaces). The tensors' values are checked
+// after, by parseTensor.
+func topLevel(b []byte) ([]entry, map[string]string, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
+	dec.DisallowUnknownFields()
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidHeader, fmt.Sprintf(format, a...))
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, bad("not a JSON object")
+		return nil, nil, bad("not a JSON object")
 	}
-	var out []entry
+	var (
+		out  []entry
+		meta map[string]string
+	)
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, bad("%v", err)
+			return nil, nil, bad("%v", err)
 		}
 		key, ok := tok.(string)
 		if !ok {
-			return nil, bad("key is not a string")
+			return nil, nil, bad("key is not a string")
 		}
 		if seen[key] {
-			return nil, bad("duplicate key %q", key)
+			return nil, nil, bad("duplicate key %q", key)
 		}
 		seen[key] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, bad("value of %q: %v", key, err)
+		if key == "__metadata__" {
+			if err := dec.Decode(&meta); err != nil {
+				return nil, nil, bad("__metadata__ is not a map of strings: %v", err)
+			}
+			continue
 		}
-		out = append(out, entry{key, v})
+		out = append(out, entry{key: key})
+		if err := dec.Decode(&out[len(out)-1].raw); err != nil {
+			return nil, nil, bad("tensor %q: %v", key, err)
+		}
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, bad("unterminated object")
+		return nil, nil, bad("unterminated object")
 	}
 	rest := b[dec.InputOffset():]
 	if len(bytes.TrimLeft(rest, " \t\r\n")) != 0 {
-		return nil, bad("%d bytes after the JSON object", len(rest))
+		return nil, nil, bad("%d bytes after the JSON object", len(rest))
 	}
-	return out, nil
-}
-
-func strictDecode(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	return out, meta, nil
 }
 
 type rawTensor struct {
@@ -194,11 +195,8 @@ type rawTensor struct {
 	DataOffsets *[]uint64 `json:"data_offsets"`
 }
 
-func parseTensor(name string, val json.RawMessage) (TensorInfo, error) {
-	var r rawTensor
-	if err := strictDecode(val, &r); err != nil {
-		return TensorInfo{}, fmt.Errorf("%w: tensor %q: %v", ErrInvalidHeader, name, err)
-	}
+// parseTensor checks the fields of tensor name and makes its TensorInfo.
+func parseTensor(name string, r *rawTensor) (TensorInfo, error) {
 	if r.Dtype == nil || r.Shape == nil || r.DataOffsets == nil {
 		return TensorInfo{}, fmt.Errorf("%w: tensor %q lacks dtype, shape or data_offsets", ErrInvalidHeader, name)
 	}
