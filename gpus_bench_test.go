@@ -194,8 +194,9 @@ func benchFresh(b *testing.B, path string, f *kvik.FileHandle, ctxs []cuda.Conte
 // BenchmarkGPUsLoad times safetensors.Load of the checkpoint at
 // KVIK_BENCH_SAFETENSORS onto GPU 0 and balanced over GPUs 0+1, for each
 // staging variant in KVIK_BENCH_VARIANTS, each load's Close and a pause
-// after it (KVIK_BENCH_PAUSE_MS, default 100: the driver's work after a
-// free slows the next allocation's copies) outside the clock.
+// after it (KVIK_BENCH_PAUSE_MS, default 200, as kvik bench's --settle:
+// the driver's work after a free slows the next allocation's copies)
+// outside the clock.
 func BenchmarkGPUsLoad(b *testing.B) {
 	needGPU(b)
 	path := os.Getenv("KVIK_BENCH_SAFETENSORS")
@@ -206,7 +207,7 @@ func BenchmarkGPUsLoad(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pause := 100 * time.Millisecond
+	pause := 200 * time.Millisecond
 	if ms, err := strconv.Atoi(os.Getenv("KVIK_BENCH_PAUSE_MS")); err == nil {
 		pause = time.Duration(ms) * time.Millisecond
 	}
