@@ -76,15 +76,8 @@ func benchGPUs(b *testing.B, f *kvik.FileHandle, bufs []*cuda.DeviceBuffer, size
 		// from one goroutine as Futures (tensorload does this).
 		b.Run("halves-futures"+variant, func(b *testing.B) {
 			b.SetBytes(int64(size))
-			half := size / 2
 			for b.Loop() {
-				f0 := f.PReadDevice(context.Background(), bufs[0].Ptr(), half, 0, 0)
-				f1 := f.PReadDevice(context.Background(), bufs[1].Ptr(), size-half, int64(half), 0)
-				for i, fu := range []*kvik.Future{f0, f1} {
-					if _, err := fu.Get(); err != nil {
-						b.Fatalf("GPU %d: %v", i, err)
-					}
-				}
+				readSplit(b, f, []cuda.DevicePtr{bufs[0].Ptr(), bufs[1].Ptr()}, 0, size)
 			}
 		})
 	}
@@ -119,19 +112,11 @@ func benchGPUs(b *testing.B, f *kvik.FileHandle, bufs []*cuda.DeviceBuffer, size
 // for each read, a file offset that is not page-aligned (a safetensors
 // data section starts at 8 + the header's length).
 func benchFresh(b *testing.B, path string, f *kvik.FileHandle, ctxs []cuda.Context, bufs []*cuda.DeviceBuffer, size int) {
-	read := func(b *testing.B, f *kvik.FileHandle, dst []cuda.DevicePtr, off int64) {
-		n := (size - int(off)) / len(dst)
-		fus := make([]*kvik.Future, len(dst))
-		for i, d := range dst {
-			fus[i] = f.PReadDevice(context.Background(), d, n, off+int64(i*n), 0)
-		}
-		for i, fu := range fus {
-			if got, err := fu.Get(); err != nil || got != n {
-				b.Fatalf("GPU %d: read %d of %d: %v", i, got, n, err)
-			}
-		}
+	counts := []int{1}
+	if len(bufs) > 1 {
+		counts = append(counts, len(bufs))
 	}
-	for _, ng := range []int{1, len(bufs)} {
+	for _, ng := range counts {
 		ptrs := make([]cuda.DevicePtr, ng)
 		for i := range ng {
 			ptrs[i] = bufs[i].Ptr()
@@ -139,13 +124,13 @@ func benchFresh(b *testing.B, path string, f *kvik.FileHandle, ctxs []cuda.Conte
 		b.Run(fmt.Sprintf("fresh/gpus=%d/reused", ng), func(b *testing.B) {
 			b.SetBytes(int64(size))
 			for b.Loop() {
-				read(b, f, ptrs, 0)
+				readSplit(b, f, ptrs, 0, size)
 			}
 		})
 		b.Run(fmt.Sprintf("fresh/gpus=%d/offset-8200", ng), func(b *testing.B) {
 			b.SetBytes(int64(size - 8200))
 			for b.Loop() {
-				read(b, f, ptrs, 8200)
+				readSplit(b, f, ptrs, 8200, size)
 			}
 		})
 		b.Run(fmt.Sprintf("fresh/gpus=%d/handle", ng), func(b *testing.B) {
@@ -155,7 +140,7 @@ func benchFresh(b *testing.B, path string, f *kvik.FileHandle, ctxs []cuda.Conte
 				if err != nil {
 					b.Fatal(err)
 				}
-				read(b, g, ptrs, 0)
+				readSplit(b, g, ptrs, 0, size)
 				g.Close()
 			}
 		})
@@ -170,12 +155,12 @@ func benchFresh(b *testing.B, path string, f *kvik.FileHandle, ctxs []cuda.Conte
 					mem := make([]*cuda.DeviceBuffer, ng)
 					dst := make([]cuda.DevicePtr, ng)
 					for i := range ng {
-						if err := cuda.WithContext(ctxs[i], func() (err error) { mem[i], err = cuda.MemAlloc(size / ng); return err }); err != nil {
+						if err := cuda.WithContext(ctxs[i], func() (err error) { mem[i], err = cuda.MemAlloc(size - (ng-1)*(size/ng)); return err }); err != nil {
 							b.Fatal(err)
 						}
 						dst[i] = mem[i].Ptr()
 					}
-					read(b, f, dst, 0)
+					readSplit(b, f, dst, 0, size)
 					b.StopTimer()
 					for _, m := range mem {
 						m.Close()
@@ -185,8 +170,26 @@ func benchFresh(b *testing.B, path string, f *kvik.FileHandle, ctxs []cuda.Conte
 				}
 			})
 		}
-		if len(bufs) == 1 {
-			break
+	}
+}
+
+// readSplit reads bytes [off, size) of f into the devices of dst, one
+// contiguous share each (the last takes the remainder), started as
+// Futures from one goroutine, as tensorload does, and checks every count.
+func readSplit(b *testing.B, f *kvik.FileHandle, dst []cuda.DevicePtr, off int64, size int) {
+	share := (size - int(off)) / len(dst)
+	fus := make([]*kvik.Future, len(dst))
+	want := make([]int, len(dst))
+	for i, d := range dst {
+		want[i] = share
+		if i == len(dst)-1 {
+			want[i] = size - int(off) - i*share
+		}
+		fus[i] = f.PReadDevice(context.Background(), d, want[i], off+int64(i*share), 0)
+	}
+	for i, fu := range fus {
+		if got, err := fu.Get(); err != nil || got != want[i] {
+			b.Fatalf("GPU %d: read %d of %d: %v", i, got, want[i], err)
 		}
 	}
 }

@@ -111,9 +111,7 @@ func ParseHeader(b []byte, dataSize int64) (*Header, error) {
 		return nil, err
 	}
 	h := &Header{DataOffset: 8 + int64(len(b)), Metadata: meta, byName: make(map[string]int, len(entries))}
-	if len(entries) > 0 {
-		h.Tensors = make([]TensorInfo, 0, len(entries))
-	}
+	h.Tensors = slices.Grow(h.Tensors, len(entries)) // nil for none, as before
 	for _, e := range entries {
 		t, err := parseTensor(e.key, &e.raw)
 		if err != nil {
