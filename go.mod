@@ -12,6 +12,7 @@ require (
 	github.com/klauspost/compress v1.20.3
 	github.com/pierrec/lz4/v4 v4.1.33
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sync v0.22.0
 	gonum.org/v1/plot v0.17.0
 )
 

@@ -2,7 +2,6 @@ package kvik
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/sched"
 	"github.com/kvikgo/kvik/internal/staging"
+	"golang.org/x/sync/errgroup"
 )
 
 // pieceLayout places the pieces of a SaveFile in the file, one after
@@ -143,34 +143,24 @@ func (w *saveWriter) write(ctx context.Context) error {
 			return err
 		}
 	}
-	// A failure in one group stops the others' tasks not yet started.
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make([]error, len(order))
-	run := func(gi int, c cuda.Context) {
-		if len(tasks) == 1 { // a small file: no hand-off
-			if errs[gi] = rctx.Err(); errs[gi] == nil {
-				errs[gi] = runTask(w.task, tasks[0])
-			}
-		} else if errs[gi] = runWindowed(rctx, w.ops.pool(w.f, w.d, c), groups[c], w.task); errs[gi] != nil {
-			cancel()
-		}
-	}
-	var wg sync.WaitGroup
-	for gi, c := range order[1:] {
-		wg.Go(func() { run(gi+1, c) })
-	}
-	run(0, order[0])
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	for _, err := range errs { // the cause, not another group's cancellation
-		if err != nil && !errors.Is(err, context.Canceled) {
+	if len(tasks) == 1 { // a small file: no hand-off
+		if err := ctx.Err(); err != nil {
 			return err
 		}
+		return runTask(w.task, tasks[0])
 	}
-	return errors.Join(errs...)
+	// A failure in one group stops the others' tasks not yet started;
+	// the first failure is the one reported, not the cancellations it
+	// caused.
+	g, rctx := errgroup.WithContext(ctx)
+	for _, c := range order {
+		g.Go(func() error { return runWindowed(rctx, w.ops.pool(w.f, w.d, c), groups[c], w.task) })
+	}
+	err := g.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // runWindowed runs fn on tasks in pool, keeping at most the pool's limit

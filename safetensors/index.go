@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
+	"golang.org/x/sync/errgroup"
 )
 
 // Index is a sharded checkpoint's *.safetensors.index.json: which file
@@ -169,13 +169,7 @@ func loadIndex(ctx context.Context, name string, o *Options, host bool, opts []k
 	// The first shard to fail cancels the others: a failed load neither
 	// waits for nor pays for the rest of the checkpoint. It reports that
 	// failure, not the cancellations it caused.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
+	g, ctx := errgroup.WithContext(ctx)
 	for i, file := range files {
 		var names []string
 		for n, f := range ix.WeightMap {
@@ -191,14 +185,12 @@ func loadIndex(ctx context.Context, name string, o *Options, host bool, opts []k
 		so.Names = names
 		// Shards load concurrently; each is one parallel read per device.
 		shard, _ := ShardName(name, file) // checked by ReadIndex
-		wg.Go(func() {
-			var err error
-			if models[i], err = load(ctx, shard, &so, host, opts); err != nil {
-				once.Do(func() { first = err; cancel() })
-			}
+		g.Go(func() (err error) {
+			models[i], err = load(ctx, shard, &so, host, opts)
+			return err
 		})
 	}
-	wg.Wait()
+	first := g.Wait()
 	for _, m := range models {
 		if m == nil {
 			continue

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik"
+	"golang.org/x/sync/errgroup"
 )
 
 // DefaultMaxShardSize is the shard size of SaveSharded when
@@ -128,33 +129,23 @@ func SaveSharded(ctx context.Context, dir string, tensors []SaveTensor, metadata
 
 	// Write the shards, so.Parallel at once; the first failure cancels
 	// the rest.
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	g, sctx := errgroup.WithContext(ctx)
+	g.SetLimit(so.Parallel)
 	var (
 		mu      sync.Mutex
 		written []string
-		errs    = make([]error, len(shards))
-		wg      sync.WaitGroup
-		slots   = make(chan struct{}, so.Parallel)
 	)
 	for i, s := range shards {
-		select {
-		case slots <- struct{}{}:
-		case <-sctx.Done():
-		}
 		if sctx.Err() != nil {
 			break
 		}
-		wg.Go(func() {
-			defer func() { <-slots }()
+		g.Go(func() error {
 			ts := make([]SaveTensor, len(s))
 			for j, t := range s {
 				ts[j] = tensors[t]
 			}
 			if err := dst.save(sctx, names[i], ts, metadata); err != nil {
-				errs[i] = err
-				cancel()
-				return
+				return err
 			}
 			mu.Lock()
 			written = append(written, names[i])
@@ -162,12 +153,12 @@ func SaveSharded(ctx context.Context, dir string, tensors []SaveTensor, metadata
 			if shardWritten != nil {
 				shardWritten(names[i])
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	err = ctx.Err()
-	if err == nil {
-		err = firstCause(errs)
+	err = g.Wait()
+	if ctx.Err() != nil {
+		err = ctx.Err()
 	}
 	if err == nil {
 		err = dst.saveBytes(ctx, IndexFileName(so.Name), index)
@@ -196,17 +187,6 @@ func SaveSharded(ctx context.Context, dir string, tensors []SaveTensor, metadata
 // shardWritten, when not nil, is called after each shard is written
 // (tests cancel a save midway with it).
 var shardWritten func(file string)
-
-// firstCause returns the first error that is not a cancellation caused
-// by another shard's failure, else the first error.
-func firstCause(errs []error) error {
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return err
-		}
-	}
-	return errors.Join(errs...)
-}
 
 // planShards checks the tensors and puts them, in order, into shards of
 // at most max bytes (a larger tensor alone), as Hugging Face does: a

@@ -261,13 +261,16 @@ func TestSaveShardedFailure(t *testing.T) {
 		ts = append(ts, SaveTensor{Name: fmt.Sprint("t", i), Dtype: U8, Shape: []int64{100}, Data: bytes.Repeat([]byte{byte(i + 1)}, 100)})
 	}
 	ts[8] = SaveTensor{Name: "bad", Dtype: U8, Shape: []int64{100}, Ptr: 0x1000} // in shard 3
-	dir := t.TempDir()
-	_, err := SaveSharded(context.Background(), dir, ts, nil, &ShardOptions{MaxShardSize: 300, Parallel: 1})
-	if err == nil {
-		t.Fatal("a save with a bad device pointer succeeded")
-	}
-	if got := dirFiles(t, dir); len(got) != 0 {
-		t.Fatalf("a failed save left %v", got)
+	for _, parallel := range []int{1, 4} {
+		dir := t.TempDir()
+		_, err := SaveSharded(context.Background(), dir, ts, nil, &ShardOptions{MaxShardSize: 300, Parallel: parallel})
+		// The failure itself, not the cancellation of the other shards.
+		if err == nil || errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "model-00003-of-00004") {
+			t.Fatalf("parallel %d: %v, want shard 3's failure", parallel, err)
+		}
+		if got := dirFiles(t, dir); len(got) != 0 {
+			t.Fatalf("parallel %d: a failed save left %v", parallel, got)
+		}
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // piece is one stored value a region read needs, or a byte range of one:
@@ -255,42 +257,24 @@ func parallel(parent context.Context, n, w int, f func(ctx context.Context, work
 	if n == 0 {
 		return parent.Err()
 	}
-	w = max(1, min(w, n))
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	var (
-		mu    sync.Mutex
-		next  int
-		first error
-		wg    sync.WaitGroup
-	)
-	for k := 0; k < w; k++ {
-		wg.Add(1)
-		go func(worker int) {
-			defer wg.Done()
+	g, ctx := errgroup.WithContext(parent)
+	var next atomic.Int64
+	for worker := range max(1, min(w, n)) {
+		g.Go(func() error {
 			for {
-				mu.Lock()
-				if next >= n || first != nil || ctx.Err() != nil {
-					mu.Unlock()
-					return
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return nil
 				}
-				i := next
-				next++
-				mu.Unlock()
 				if err := f(ctx, worker, i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-						cancel()
-					}
-					mu.Unlock()
+					return err
 				}
 			}
-		}(k)
+		})
 	}
-	wg.Wait()
-	if err := parent.Err(); err != nil {
-		return err
+	err := g.Wait()
+	if parent.Err() != nil {
+		return parent.Err()
 	}
-	return first
+	return err
 }

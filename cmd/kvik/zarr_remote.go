@@ -17,6 +17,7 @@ import (
 	"github.com/kvikgo/kvik/internal/hostmem"
 	"github.com/kvikgo/kvik/npy"
 	"github.com/kvikgo/kvik/zarr"
+	"golang.org/x/sync/errgroup"
 )
 
 // isZarr reports whether a kvik argument names a Zarr store or array: a
@@ -218,34 +219,15 @@ func copyStore(ctx context.Context, from, to zarr.Store) (int, int64, error) {
 // eachKey runs f on every key on up to n goroutines; the first error
 // stops the rest.
 func eachKey(keys []string, n int, f func(string) error) error {
-	ch := make(chan string)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range max(1, n) {
-		wg.Go(func() {
-			for k := range ch {
-				if err := f(k); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	var err error
-feed:
+	g, ctx := errgroup.WithContext(context.Background())
+	g.SetLimit(max(1, n))
 	for _, k := range keys {
-		select {
-		case ch <- k:
-		case err = <-errs:
-			break feed
+		if ctx.Err() != nil {
+			break
 		}
+		g.Go(func() error { return f(k) })
 	}
-	close(ch)
-	wg.Wait()
-	if err == nil && len(errs) > 0 {
-		err = <-errs
-	}
-	return err
+	return g.Wait()
 }
 
 // zarrToNpy reads the whole array at src into GPU memory (host memory

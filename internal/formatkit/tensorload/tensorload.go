@@ -21,6 +21,7 @@ import (
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/hostmem"
+	"golang.org/x/sync/errgroup"
 )
 
 // Alignment is the alignment of every tensor's offset in its allocation
@@ -373,21 +374,17 @@ func eachSlot(n int, f func(s int)) {
 // file. It reports that first failure, not the cancellations it caused,
 // or parent's error when parent was cancelled.
 func readRuns(parent context.Context, runs []Run, start func(context.Context, Run) (*kvik.Future, error), done func(Run) error) error {
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	fail := func(err error) { once.Do(func() { first = err; cancel() }) }
+	g, ctx := errgroup.WithContext(parent)
 	for _, run := range runs {
-		fu, err := start(ctx, run)
-		if err != nil {
-			fail(err)
+		if ctx.Err() != nil {
 			break
 		}
-		wg.Go(func() {
+		fu, err := start(ctx, run)
+		if err != nil {
+			g.Go(func() error { return err })
+			break
+		}
+		g.Go(func() error {
 			n, err := fu.Get()
 			if err == nil && int64(n) != run.Sz {
 				err = io.ErrUnexpectedEOF
@@ -395,16 +392,14 @@ func readRuns(parent context.Context, runs []Run, start func(context.Context, Ru
 			if err == nil && done != nil {
 				err = done(run)
 			}
-			if err != nil {
-				fail(err)
-			}
+			return err
 		})
 	}
-	wg.Wait()
-	if first != nil && parent.Err() != nil {
+	err := g.Wait()
+	if err != nil && parent.Err() != nil {
 		return parent.Err()
 	}
-	return first
+	return err
 }
 
 // Request is one load of a file's tensors, described by T (a format's
