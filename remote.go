@@ -1,6 +1,7 @@
 package kvik
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -195,6 +196,9 @@ type RemoteHandle struct {
 	ep     *remote.Endpoint
 	client *remote.Client
 	size   int64
+	// head holds the object's first bytes, from the GET that gave the
+	// size at open (remoteHeadSize); reads inside it need no request.
+	head []byte
 
 	opGate
 	readMethods // ReadAt, Read, PRead, ReadDevice, PReadDevice
@@ -210,7 +214,11 @@ var remoteBaseDelay = remote.DefaultBaseDelay
 // public when there are none or they are refused), URLs with
 // X-Amz-Signature are presigned S3, http(s)://host:port/webhdfs/v1/...
 // is WebHDFS, and any other http(s) URL is plain HTTP. The size comes from
-// the server unless WithRemoteSize gives it. The fall-back to public S3
+// the server unless WithRemoteSize gives it: from a ranged GET of the
+// object's first MiB, which the handle keeps and serves reads of (a
+// format's header) from, so opening and reading a header cost one
+// request (a HEAD follows where that answer gives no size; WebHDFS asks
+// GETFILESTATUS). The fall-back to public S3
 // happens only when there are no credentials or the server answers 401
 // or 403, never after a timeout or a 5xx.
 //
@@ -253,8 +261,8 @@ func OpenS3Public(ctx context.Context, url string, opts ...RemoteOption) (*Remot
 	return OpenRemote(ctx, url, append(opts, WithEndpointType(RemoteS3Public))...)
 }
 
-// OpenS3Presigned opens a presigned S3 GET URL. Its size comes from a
-// one-byte GET, since the signature does not cover HEAD.
+// OpenS3Presigned opens a presigned S3 GET URL. Its size comes from the
+// opening ranged GET, as for other URLs (the signature covers GET only).
 func OpenS3Presigned(ctx context.Context, url string, opts ...RemoteOption) (*RemoteHandle, error) {
 	return OpenRemote(ctx, url, append(opts, WithEndpointType(RemoteS3Presigned))...)
 }
@@ -359,14 +367,42 @@ func (h *RemoteHandle) tryEndpoint(ctx context.Context, t RemoteEndpointType, ur
 	}
 	ep.SetDefaultUser(d.WebHDFSUsername)
 	size := o.size
-	if size < 0 {
+	var head []byte
+	switch {
+	case size >= 0:
+	case ep.Type == RemoteWebHDFS:
 		if size, err = h.client.Size(ctx, ep); err != nil {
 			return err
 		}
+	default:
+		// One ranged GET instead of a HEAD: it gives the size and the
+		// first bytes, where a format's header is.
+		head = make([]byte, remoteHeadSize)
+		var n int
+		if n, size, err = h.client.ReadHead(ctx, ep, head); err != nil {
+			return err
+		}
+		head = head[:n:n]
+		if n < remoteHeadSize/2 {
+			head = bytes.Clone(head) // a small object: keep only its bytes
+		}
+		if size < 0 { // the answer gave no size
+			head = nil
+			if size, err = h.client.Size(ctx, ep); err != nil {
+				return err
+			}
+		}
 	}
-	h.ep, h.size = ep, size
+	h.ep, h.size, h.head = ep, size, head
 	return nil
 }
+
+// remoteHeadSize is how many of an object's first bytes the GET that
+// opens a RemoteHandle asks for: as much as the formats' first header
+// reads (safetensors and GGUF 1 MiB, .npy 64 KiB), which it then
+// serves, so that opening a checkpoint and reading its header take one
+// round trip instead of three.
+const remoteHeadSize = 1 << 20
 
 // Size returns the object's size in bytes (KvikIO's nbytes); it fails
 // with ErrClosed once the handle is closed.
@@ -421,7 +457,12 @@ func (h *RemoteHandle) begin(off int64, size int) (Defaults, int, bool, error) {
 // fetcher downloads one task's range with the current HTTP settings.
 func (h *RemoteHandle) fetcher(d Defaults) fetchFunc {
 	c := h.clientFor(d)
-	return func(ctx context.Context, p []byte, off int64) (int, error) { return c.ReadRange(ctx, h.ep, p, off) }
+	return func(ctx context.Context, p []byte, off int64) (int, error) {
+		if end := off + int64(len(p)); off >= 0 && end <= int64(len(h.head)) {
+			return copy(p, h.head[off:end]), nil
+		}
+		return c.ReadRange(ctx, h.ep, p, off)
+	}
 }
 
 // hostTaskSize is the task size of a remote read of n bytes into host

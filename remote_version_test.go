@@ -210,12 +210,13 @@ func TestRemoteGetMaxBounds(t *testing.T) {
 // TestRemoteFormatOneVersion: a format load from a URL takes its header
 // and its data from one version: an npy file replaced (same size, new
 // ETag) between the header's GET and the data's fails with
-// ErrObjectChanged.
+// ErrObjectChanged. (The file is larger than the first bytes that the
+// opening GET brings, so the data takes requests of its own.)
 func TestRemoteFormatOneVersion(t *testing.T) {
 	rng := rand.New(rand.NewPCG(28, 8))
-	hdr := npyHeader("<u2", "(40000,)")
-	a := append(append([]byte{}, hdr...), randomBytes(rng, 80000)...)
-	b := append(append([]byte{}, hdr...), randomBytes(rng, 80000)...)
+	hdr := npyHeader("<u2", "(700000,)")
+	a := append(append([]byte{}, hdr...), randomBytes(rng, 1400000)...)
+	b := append(append([]byte{}, hdr...), randomBytes(rng, 1400000)...)
 	srv := &swapServer{versions: [][]byte{a, b}, after: 1, honor: true}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()

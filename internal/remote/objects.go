@@ -262,3 +262,72 @@ func (c *Client) List(ctx context.Context, e *Endpoint, sub string) ([]string, e
 		token = res.NextContinuationToken
 	}
 }
+
+// ReadHead fills p with the object's first bytes with one ranged GET and
+// returns how many it holds (fewer than len(p) only for a shorter
+// object) and the object's size, from the answer's Content-Range (or
+// Content-Length, from a server that sends the whole object; or "*/0"
+// in a 416, for an empty object). It stands for the HEAD that opening a
+// handle would send: the answer's ETag pins the object's version as
+// Size's does, and the first bytes (a file format's header) come with
+// it. An answer that gives no size (a Content-Range ending in "/*", a
+// 416 without one, a whole object without Content-Length) returns size
+// -1 and no bytes: ask Size. Not for WebHDFS, whose reads carry no size.
+func (c *Client) ReadHead(ctx context.Context, e *Endpoint, p []byte) (n int, size int64, err error) {
+	if e.Type == WebHDFS || len(p) == 0 {
+		return 0, -1, fmt.Errorf("remote: ReadHead needs a ranged GET of at least one byte (%v, %d bytes)", e.Type, len(p))
+	}
+	err = c.do(ctx, e, http.MethodGet, func(ctx context.Context) (err error) {
+		n, size, err = c.readHeadOnce(ctx, e, p)
+		return err
+	})
+	return n, size, err
+}
+
+func (c *Client) readHeadOnce(ctx context.Context, e *Endpoint, p []byte) (int, int64, error) {
+	req, err := e.rangeRequest(ctx, 0, len(p))
+	if err != nil {
+		return 0, -1, err
+	}
+	c.pin.ifMatch(req)
+	resp, err := c.send(e, req, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
+	if err != nil {
+		return 0, -1, changed(req, err)
+	}
+	defer resp.Body.Close()
+	if err := c.pin.observe(resp); err != nil {
+		return 0, -1, err
+	}
+	first, last, total, err := responseRange(resp)
+	if total < 0 || (resp.StatusCode == http.StatusOK && err != nil) {
+		// No size in the answer ("*/…" or none in a 416, no
+		// Content-Length in a 200): the caller asks Size.
+		return 0, -1, nil
+	}
+	if err != nil {
+		return 0, -1, fmt.Errorf("%w: %s for the first %d bytes", ErrBadContentRange, err, len(p))
+	}
+	want := min(int64(len(p)), total)
+	switch {
+	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
+		if total != 0 { // bytes=0-… is satisfiable for any object of a byte or more
+			return 0, -1, fmt.Errorf("%w: HTTP 416 for the first bytes of a %d-byte object", ErrBadContentRange, total)
+		}
+		return 0, 0, nil
+	case first != 0 || last-first+1 < want || (resp.StatusCode == http.StatusPartialContent && last-first+1 > want):
+		return 0, -1, fmt.Errorf("%w: got bytes %d-%d/%d for the first %d bytes", ErrBadContentRange, first, last, total, len(p))
+	}
+	// A 200 carries the whole object: only its first want bytes are read
+	// (closing the body drops the rest with the connection).
+	got, err := readBody(resp.Body, p[:want])
+	if err != nil {
+		return 0, -1, retryable{fmt.Errorf("%w: %d of the first %d bytes: %w", ErrShortBody, got, want, err)}
+	}
+	if resp.StatusCode == http.StatusPartialContent {
+		var extra [1]byte
+		if m, _ := resp.Body.Read(extra[:]); m > 0 {
+			return 0, -1, fmt.Errorf("%w: body longer than the %d bytes of its Content-Range", ErrBadContentRange, want)
+		}
+	}
+	return int(want), total, nil
+}

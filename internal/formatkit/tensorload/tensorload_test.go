@@ -291,7 +291,9 @@ func TestFailedRunCancelsOthers(t *testing.T) {
 			return false
 		}
 	})
-	r, err := kvik.OpenReader(context.Background(), srv.URL+"/f")
+	// The size given: no opening GET, whose first bytes would hold the
+	// whole file; every run is a request of its own.
+	r, err := kvik.OpenReader(context.Background(), srv.URL+"/f", kvik.WithRemoteSize(int64(len(data))))
 	if err != nil {
 		t.Fatal(err)
 	}

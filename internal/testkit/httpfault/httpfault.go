@@ -69,16 +69,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, "obj", time.Time{}, bytes.NewReader(data))
 }
 
-// rangeOf parses the request's "bytes=first-last".
-func rangeOf(r *http.Request) (first, last int64) {
+// rangeOf parses the request's "bytes=first-last", with last clamped
+// to the object's end (an open asks for more than a small object has).
+func rangeOf(r *http.Request, size int) (first, last int64) {
 	fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &first, &last)
-	return first, last
+	return first, min(last, int64(size)-1)
 }
 
 // Reset sends headers announcing the whole range and half its body,
 // then resets the connection.
 func Reset(w http.ResponseWriter, r *http.Request, data []byte) {
-	first, last := rangeOf(r)
+	first, last := rangeOf(r, len(data))
 	conn, bw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return
@@ -95,7 +96,7 @@ func Reset(w http.ResponseWriter, r *http.Request, data []byte) {
 // Short answers with a Content-Range claiming the whole range and a body
 // of half of it that ends cleanly (no Content-Length).
 func Short(w http.ResponseWriter, r *http.Request, data []byte) {
-	first, last := rangeOf(r)
+	first, last := rangeOf(r, len(data))
 	w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", first, last, len(data)))
 	w.WriteHeader(http.StatusPartialContent)
 	w.Write(data[first : first+(last-first)/2])

@@ -1,0 +1,135 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var zeroTime time.Time
+
+// TestReadHead checks the GET that opens a handle against well-behaved
+// and hostile answers: the bytes and the size of objects shorter and
+// longer than the buffer, empty objects, servers that ignore Range; a
+// Content-Range that lies about where the bytes start, how many come or
+// the size fails with ErrBadContentRange; a body shorter than announced
+// is retried then fails with ErrShortBody; answers without a size say so
+// (-1, no error) for the caller to ask with HEAD. No answer makes it
+// read past the buffer, whatever the server claims.
+func TestReadHead(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	obj := make([]byte, 5000)
+	for i := range obj {
+		obj[i] = byte(rng.Uint32())
+	}
+	const bufLen = 1000
+	type answer func(w http.ResponseWriter, r *http.Request, data []byte)
+	ranged := func(w http.ResponseWriter, r *http.Request, data []byte) {
+		http.ServeContent(w, r, "", zeroTime, bytes.NewReader(data))
+	}
+	raw := func(status int, hdr map[string]string, body []byte) answer {
+		return func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+			for k, v := range hdr {
+				w.Header().Set(k, v)
+			}
+			w.WriteHeader(status)
+			w.Write(body)
+		}
+	}
+	cl := func(n int) string { return strconv.Itoa(n) }
+	for _, c := range []struct {
+		name     string
+		data     []byte
+		answer   answer
+		wantN    int
+		wantSize int64
+		wantErr  error
+	}{
+		{"longer object", obj, ranged, bufLen, 5000, nil},
+		{"shorter object", obj[:300], ranged, 300, 300, nil},
+		{"exactly the buffer", obj[:bufLen], ranged, bufLen, bufLen, nil},
+		{"one byte", obj[:1], ranged, 1, 1, nil},
+		{"empty object, Go's file server", []byte{}, ranged, 0, 0, nil},
+		{"empty object, 416 with its size", nil, raw(416, map[string]string{"Content-Range": "bytes */0"}, nil), 0, 0, nil},
+		{"Range ignored, whole object", obj, raw(200, map[string]string{"Content-Length": cl(5000)}, obj), bufLen, 5000, nil},
+		{"Range ignored, small object", obj[:10], raw(200, map[string]string{"Content-Length": "10"}, obj[:10]), 10, 10, nil},
+		{"416 without a size", nil, raw(416, nil, nil), 0, -1, nil},
+		{"200 without Content-Length", obj, raw(200, nil, obj), 0, -1, nil},
+		{"unknown total", obj, raw(206, map[string]string{"Content-Range": "bytes 0-999/*"}, obj[:1000]), 0, -1, nil},
+		{"416 for an object of bytes", obj, raw(416, map[string]string{"Content-Range": "bytes */5000"}, nil), 0, -1, ErrBadContentRange},
+		{"bytes from elsewhere", obj, raw(206, map[string]string{"Content-Range": "bytes 100-1099/5000"}, obj[100:1100]), 0, -1, ErrBadContentRange},
+		{"more than asked", obj, raw(206, map[string]string{"Content-Range": "bytes 0-1999/5000"}, obj[:2000]), 0, -1, ErrBadContentRange},
+		{"fewer than the object has", obj, raw(206, map[string]string{"Content-Range": "bytes 0-499/5000"}, obj[:500]), 0, -1, ErrBadContentRange},
+		{"body longer than its range", obj, raw(206, map[string]string{"Content-Range": "bytes 0-999/5000"}, obj[:1500]), 0, -1, ErrBadContentRange},
+		{"size not past the range", obj, raw(206, map[string]string{"Content-Range": "bytes 0-999/999"}, obj[:1000]), 0, -1, ErrBadContentRange},
+		{"malformed", obj, raw(206, map[string]string{"Content-Range": "bytes 0-x/5000"}, obj[:1000]), 0, -1, ErrBadContentRange},
+		{"short body", obj, raw(206, map[string]string{"Content-Range": "bytes 0-999/5000", "Content-Length": "1000"}, obj[:400]), 0, -1, ErrShortBody},
+		{"claims a huge object", obj, raw(206, map[string]string{"Content-Range": "bytes 0-999/1099511627776"}, obj[:1000]), bufLen, 1 << 40, nil},
+	} {
+		var requests atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			requests.Add(1)
+			if r.Method != http.MethodGet || r.Header.Get("Range") != fmt.Sprintf("bytes=0-%d", bufLen-1) {
+				t.Errorf("%s: %s with Range %q", c.name, r.Method, r.Header.Get("Range"))
+			}
+			c.answer(w, r, c.data)
+		}))
+		cl, e := testClient(t, srv, HTTP, "/obj")
+		buf := make([]byte, bufLen)
+		n, size, err := cl.ReadHead(context.Background(), e, buf)
+		switch {
+		case c.wantErr != nil:
+			if !errors.Is(err, c.wantErr) {
+				t.Errorf("%s: %v, want %v", c.name, err, c.wantErr)
+			}
+		case err != nil || n != c.wantN || size != c.wantSize:
+			t.Errorf("%s: %d bytes, size %d, %v; want %d, %d", c.name, n, size, err, c.wantN, c.wantSize)
+		case !bytes.Equal(buf[:n], c.data[:n]):
+			t.Errorf("%s: wrong bytes", c.name)
+		}
+		if want := int32(1); errors.Is(c.wantErr, ErrShortBody) {
+			if requests.Load() != 3 {
+				t.Errorf("%s: %d requests, want 3 (retried)", c.name, requests.Load())
+			}
+		} else if c.wantErr != nil && requests.Load() != want {
+			t.Errorf("%s: %d requests, want %d (not retried)", c.name, requests.Load(), want)
+		}
+		srv.Close()
+	}
+}
+
+// TestReadHeadPins: the ETag of the opening GET pins the object's
+// version for the reads after it.
+func TestReadHeadPins(t *testing.T) {
+	obj := bytes.Repeat([]byte("0123456789"), 300)
+	etag := `"v1"`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m := r.Header.Get("If-Match"); m != "" && m != etag {
+			http.Error(w, "changed", http.StatusPreconditionFailed)
+			return
+		}
+		w.Header().Set("ETag", etag)
+		http.ServeContent(w, r, "", zeroTime, bytes.NewReader(obj))
+	}))
+	defer srv.Close()
+	c, e := testClient(t, srv, HTTP, "/obj")
+	c = c.Pinned()
+	if _, size, err := c.ReadHead(context.Background(), e, make([]byte, 100)); err != nil || size != int64(len(obj)) {
+		t.Fatalf("ReadHead: size %d, %v", size, err)
+	}
+	if c.pin.ETag() != `"v1"` {
+		t.Fatalf("pinned %q, want the opening GET's ETag", c.pin.ETag())
+	}
+	etag = `"v2"`
+	if _, err := c.ReadRange(context.Background(), e, make([]byte, 10), 2000); !errors.Is(err, ErrObjectChanged) {
+		t.Fatalf("read of a replaced object: %v, want ErrObjectChanged", err)
+	}
+}
