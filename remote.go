@@ -401,7 +401,7 @@ func (h *RemoteHandle) tryEndpoint(ctx context.Context, t RemoteEndpointType, ur
 // opens a RemoteHandle asks for: as much as the formats' first header
 // reads (safetensors and GGUF 1 MiB, .npy 64 KiB), which it then
 // serves, so that opening a checkpoint and reading its header take one
-// round trip instead of three.
+// round trip instead of two.
 const remoteHeadSize = 1 << 20
 
 // Size returns the object's size in bytes (KvikIO's nbytes); it fails
