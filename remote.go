@@ -454,14 +454,20 @@ func (h *RemoteHandle) begin(off int64, size int) (Defaults, int, bool, error) {
 	return d, n, eof, nil
 }
 
-// fetcher downloads one task's range with the current HTTP settings.
+// fetcher downloads one task's range with the current HTTP settings,
+// but for the bytes that the opening GET brought (head).
 func (h *RemoteHandle) fetcher(d Defaults) fetchFunc {
 	c := h.clientFor(d)
 	return func(ctx context.Context, p []byte, off int64) (int, error) {
-		if end := off + int64(len(p)); off >= 0 && end <= int64(len(h.head)) {
-			return copy(p, h.head[off:end]), nil
+		n := 0
+		if off >= 0 && off < int64(len(h.head)) {
+			// The opening GET's bytes; only the rest is asked for.
+			if n = copy(p, h.head[off:]); n == len(p) {
+				return n, nil
+			}
 		}
-		return c.ReadRange(ctx, h.ep, p, off)
+		m, err := c.ReadRange(ctx, h.ep, p[n:], off+int64(n))
+		return n + m, err
 	}
 }
 
