@@ -94,6 +94,9 @@ func (b *fileBody) Close() error { return nil }
 type bodySource struct {
 	size int64
 	open func(off int64, n int) io.ReadCloser
+	// memory: the bytes are in host memory, where reading them once
+	// more for a checksum costs little (putChecksum).
+	memory bool
 }
 
 // piecesSource is the concatenated pieces; devs holds the resolved
@@ -103,7 +106,7 @@ func piecesSource(d Defaults, pieces []Piece, devs []devmem.Range) bodySource {
 	for _, p := range pieces {
 		size += p.Len()
 	}
-	return bodySource{size: size, open: func(off int64, n int) io.ReadCloser {
+	return bodySource{size: size, memory: devs == nil, open: func(off int64, n int) io.ReadCloser {
 		return piecesReader(d, pieces, devs, off, int64(n))
 	}}
 }
@@ -221,7 +224,7 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 		return nil
 	}
 	if size <= part {
-		err := c.PutObject(ctx, ep, size, src(0, int(size)))
+		err := c.PutObject(ctx, ep, size, src(0, int(size)), putChecksum(ep, body))
 		if err == nil {
 			err = sent()
 		}
@@ -278,6 +281,25 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 		return fmt.Errorf("%w (and aborting the upload failed: %v)", err, aerr)
 	}
 	return err
+}
+
+// putChecksum returns the CRC-32C of a one-request upload's body for the
+// server to check (remote.Client.PutObject), or nil: for bodies in host
+// memory sent to S3. A part of a multipart upload needs none: Complete
+// names each part by the ETag of the attempt that succeeded, so a stale
+// attempt cannot take its place.
+func putChecksum(ep *remote.Endpoint, body bodySource) *uint32 {
+	if !body.memory || (ep.Type != RemoteS3 && ep.Type != RemoteS3Public) {
+		return nil
+	}
+	h := crc32.New(castagnoli)
+	r := body.open(0, int(body.size))
+	defer r.Close()
+	if _, err := io.Copy(h, r); err != nil {
+		return nil // the upload's own read reports it
+	}
+	sum := h.Sum32()
+	return &sum
 }
 
 // WithUploadCRC32C makes UploadS3, UploadS3Device, UploadFileS3 and

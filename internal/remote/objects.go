@@ -230,7 +230,7 @@ func (c *Client) List(ctx context.Context, e *Endpoint, sub string) ([]string, e
 			q.Set("continuation-token", token)
 		}
 		// SigV4 wants %20, not +, in the canonical query.
-		rep, err := c.requestLimit(ctx, b, http.MethodGet, strings.ReplaceAll(q.Encode(), "+", "%20"), nil, 0, listLimit)
+		rep, err := c.requestLimit(ctx, b, http.MethodGet, strings.ReplaceAll(q.Encode(), "+", "%20"), nil, 0, listLimit, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,8 @@ package remote
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -53,11 +55,12 @@ type reply struct {
 // size bytes, under the retry policy. A status other than 200, 204 or one
 // of also is an error; the reply holds the first 64 KiB of the body.
 func (c *Client) request(ctx context.Context, e *Endpoint, method, q string, body Body, size int64, also ...int) (reply, error) {
-	return c.requestLimit(ctx, e, method, q, body, size, 64<<10, also...)
+	return c.requestLimit(ctx, e, method, q, body, size, 64<<10, nil, also...)
 }
 
-// requestLimit is request keeping up to limit bytes of the body.
-func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string, body Body, size, limit int64, also ...int) (reply, error) {
+// requestLimit is request keeping up to limit bytes of the body, with
+// the headers hdr (nil for none) set on every attempt.
+func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string, body Body, size, limit int64, hdr http.Header, also ...int) (reply, error) {
 	var rep reply
 	err := c.do(ctx, e, method, func(ctx context.Context) error {
 		u := *e.URL
@@ -79,6 +82,9 @@ func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string
 		req.ContentLength = size
 		if size == 0 {
 			req.Body = http.NoBody
+		}
+		for k, v := range hdr {
+			req.Header[k] = v
 		}
 		resp, err := c.send(e, req, append([]int{http.StatusOK, http.StatusNoContent}, also...)...)
 		if rc != nil && size > 0 {
@@ -112,9 +118,18 @@ func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string
 	return rep, err
 }
 
-// PutObject writes a whole object in one request.
-func (c *Client) PutObject(ctx context.Context, e *Endpoint, size int64, body Body) error {
-	_, err := c.request(ctx, e, http.MethodPut, "", body, size)
+// PutObject writes a whole object in one request. With sum not nil the
+// request carries *sum, the body's CRC-32C, in x-amz-checksum-crc32c,
+// which the server checks against what it received: a body cut short
+// (an attempt abandoned mid-way, which some servers store as it is, and
+// which may land after the retry that replaced it) is refused instead
+// of becoming the object.
+func (c *Client) PutObject(ctx context.Context, e *Endpoint, size int64, body Body, sum *uint32) error {
+	var hdr http.Header
+	if sum != nil {
+		hdr = http.Header{"X-Amz-Checksum-Crc32c": {base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, *sum))}}
+	}
+	_, err := c.requestLimit(ctx, e, http.MethodPut, "", body, size, 64<<10, hdr)
 	return err
 }
 

@@ -1,0 +1,105 @@
+package kvik_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
+)
+
+// TestPutRefusesStaleTornAttempt: a one-request upload whose first
+// attempt was abandoned mid-body must not end up as the object when that
+// attempt reaches the server after the retry that succeeded, cut short.
+// versitygw stores such a body as it is (as some S3 servers do), so the
+// object would be silently torn; kvik sends the body's CRC-32C
+// (x-amz-checksum-crc32c), and the server refuses the cut body instead.
+// A proxy fails the first attempt with 503, keeps it, and replays it,
+// half its body and a closed connection, after the save returned.
+func TestPutRefusesStaleTornAttempt(t *testing.T) {
+	t.Cleanup(kvik.SetRemoteBackoff(time.Millisecond))
+	s := s3test.Start(t)
+	target, _ := url.Parse(s.URL)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var (
+		mu    sync.Mutex
+		first *http.Request
+		body  []byte
+	)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keep := r.Method == http.MethodPut && first == nil
+		if keep {
+			first = r.Clone(context.Background())
+			body, _ = io.ReadAll(r.Body)
+		}
+		mu.Unlock()
+		if keep {
+			http.Error(w, "<Error><Code>SlowDown</Code></Error>", http.StatusServiceUnavailable)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+
+	rng := rand.New(rand.NewPCG(40, 4))
+	data := make([]byte, 300_000+rng.IntN(100_000))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	opts := []kvik.RemoteOption{kvik.WithS3Credentials(s3test.Key, s3test.Secret, ""), kvik.WithS3Region(s3test.Region), kvik.WithS3Endpoint(proxy.URL)}
+	if err := kvik.SaveFile(context.Background(), s.URLOf("obj"), []kvik.Piece{{Data: data}}, opts...); err != nil {
+		t.Fatal(err)
+	}
+	if first == nil || !bytes.Equal(body, data) {
+		t.Fatal("the proxy kept no first attempt")
+	}
+	want := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli))))
+	if got := first.Header.Get("X-Amz-Checksum-Crc32c"); got != want {
+		t.Fatalf("x-amz-checksum-crc32c %q, want %q", got, want)
+	}
+
+	// The stale attempt, as the client signed it, reaches the server now
+	// and breaks off halfway.
+	conn, err := net.Dial("tcp", target.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(conn)
+	fmt.Fprintf(w, "PUT %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n", first.URL.RequestURI(), first.Host, len(body))
+	for k, vs := range first.Header {
+		if k == "Content-Length" {
+			continue
+		}
+		for _, v := range vs {
+			fmt.Fprintf(w, "%s: %s\r\n", k, v)
+		}
+	}
+	fmt.Fprint(w, "\r\n")
+	w.Write(body[:len(body)/2])
+	w.Flush()
+	time.Sleep(200 * time.Millisecond)
+	conn.Close()
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if got, _ := s.Object("obj"); !bytes.Equal(got, data) {
+			t.Fatalf("the object is %d bytes of other content after a stale, cut attempt; want the %d bytes saved", len(got), len(data))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
