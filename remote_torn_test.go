@@ -15,6 +15,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -101,5 +103,66 @@ func TestPutRefusesStaleTornAttempt(t *testing.T) {
 			t.Fatalf("the object is %d bytes of other content after a stale, cut attempt; want the %d bytes saved", len(got), len(data))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPutChecksumHeader: one-request uploads of host memory and of a
+// file carry the body's CRC-32C; an empty object carries that of no
+// bytes; parts of a multipart upload carry none.
+func TestPutChecksumHeader(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]string{} // "method query" -> checksum header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		got[r.Method+" "+r.URL.Path+" "+r.URL.Query().Get("partNumber")] = r.Header.Get("X-Amz-Checksum-Crc32c")
+		mu.Unlock()
+		switch {
+		case r.URL.Query().Has("uploads"):
+			fmt.Fprint(w, "<InitiateMultipartUploadResult><UploadId>u1</UploadId></InitiateMultipartUploadResult>")
+		case r.URL.Query().Has("partNumber"):
+			w.Header().Set("ETag", `"p"`)
+		}
+	}))
+	defer srv.Close()
+	opts := []kvik.RemoteOption{kvik.WithS3Credentials("AKID", "secret", ""), kvik.WithS3Region("us-east-1"), kvik.WithS3Endpoint(srv.URL)}
+	sum := func(b []byte) string {
+		return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))))
+	}
+	rng := rand.New(rand.NewPCG(8, 80))
+	data := make([]byte, 1+rng.IntN(200_000))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	ctx := context.Background()
+	if err := kvik.SaveFile(ctx, "s3://bkt/mem", []kvik.Piece{{Data: data[:10]}, {Data: data[10:]}}, opts...); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := kvik.UploadFileS3(ctx, "s3://bkt/file", path, opts...); err != nil {
+		t.Fatal(err)
+	}
+	if err := kvik.SaveFile(ctx, "s3://bkt/empty", nil, opts...); err != nil {
+		t.Fatal(err)
+	}
+	restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.TaskSize = 5 << 20 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	big := make([]byte, 11<<20)
+	if err := kvik.UploadS3(ctx, "s3://bkt/big", big, opts...); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{
+		"PUT /bkt/mem ": sum(data), "PUT /bkt/file ": sum(data), "PUT /bkt/empty ": sum(nil),
+		"PUT /bkt/big 1": "", "PUT /bkt/big 3": "",
+	} {
+		if h, ok := got[key]; !ok || h != want {
+			t.Errorf("%s: checksum %q (sent %v), want %q", key, h, ok, want)
+		}
 	}
 }

@@ -64,7 +64,7 @@ func UploadFileS3(ctx context.Context, url, path string, opts ...RemoteOption) e
 	if !st.Mode().IsRegular() {
 		return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: not a regular file", ErrInvalidArgument)}
 	}
-	src := bodySource{size: st.Size(), open: func(off int64, n int) io.ReadCloser {
+	src := bodySource{size: st.Size(), reread: true, open: func(off int64, n int) io.ReadCloser {
 		return &fileBody{r: io.NewSectionReader(f, off, int64(n)), left: int64(n), path: path}
 	}}
 	return uploadURL(ctx, url, opts, func(Defaults) bodySource { return src })
@@ -94,9 +94,9 @@ func (b *fileBody) Close() error { return nil }
 type bodySource struct {
 	size int64
 	open func(off int64, n int) io.ReadCloser
-	// memory: the bytes are in host memory, where reading them once
-	// more for a checksum costs little (putChecksum).
-	memory bool
+	// reread: the bytes are in host memory or a file, where reading them
+	// once more for a checksum costs little (putChecksum).
+	reread bool
 }
 
 // piecesSource is the concatenated pieces; devs holds the resolved
@@ -106,7 +106,7 @@ func piecesSource(d Defaults, pieces []Piece, devs []devmem.Range) bodySource {
 	for _, p := range pieces {
 		size += p.Len()
 	}
-	return bodySource{size: size, memory: devs == nil, open: func(off int64, n int) io.ReadCloser {
+	return bodySource{size: size, reread: devs == nil, open: func(off int64, n int) io.ReadCloser {
 		return piecesReader(d, pieces, devs, off, int64(n))
 	}}
 }
@@ -285,11 +285,12 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 
 // putChecksum returns the CRC-32C of a one-request upload's body for the
 // server to check (remote.Client.PutObject), or nil: for bodies in host
-// memory sent to S3. A part of a multipart upload needs none: Complete
+// memory or a file sent to S3 (a file that changes in between fails the
+// upload rather than store a mixture). A part of a multipart upload needs none: Complete
 // names each part by the ETag of the attempt that succeeded, so a stale
 // attempt cannot take its place.
 func putChecksum(ep *remote.Endpoint, body bodySource) *uint32 {
-	if !body.memory || (ep.Type != RemoteS3 && ep.Type != RemoteS3Public) {
+	if !body.reread || (ep.Type != RemoteS3 && ep.Type != RemoteS3Public) {
 		return nil
 	}
 	h := crc32.New(castagnoli)
