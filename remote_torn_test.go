@@ -166,3 +166,50 @@ func TestPutChecksumHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestUploadFileChangedMidway: a file rewritten while its one-request
+// upload is on the wire fails the upload (the server finds the body's
+// CRC-32C wrong) instead of storing a mixture of the old and new bytes.
+// A proxy rewrites the file's tail when the request arrives, long
+// before the client reads that far.
+func TestUploadFileChangedMidway(t *testing.T) {
+	restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.TaskSize = 64 << 20; d.HTTPMaxAttempts = 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	s := s3test.Start(t)
+	rng := rand.New(rand.NewPCG(9, 90))
+	data := make([]byte, 40<<20)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse(s.URL)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var once sync.Once
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			once.Do(func() {
+				f, err := os.OpenFile(path, os.O_WRONLY, 0)
+				if err == nil {
+					f.WriteAt(bytes.Repeat([]byte{0x5a}, 1<<20), int64(len(data))-1<<20)
+					f.Close()
+				}
+			})
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	opts := []kvik.RemoteOption{kvik.WithS3Credentials(s3test.Key, s3test.Secret, ""), kvik.WithS3Region(s3test.Region), kvik.WithS3Endpoint(proxy.URL)}
+	err = kvik.UploadFileS3(context.Background(), s.URLOf("changed"), path, opts...)
+	if err == nil {
+		t.Fatal("an upload of a file rewritten midway succeeded")
+	}
+	if got, ok := s.Object("changed"); ok {
+		t.Fatalf("a failed upload stored %d bytes", len(got))
+	}
+}
