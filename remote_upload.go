@@ -286,9 +286,9 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 // putChecksum returns the CRC-32C of a one-request upload's body for the
 // server to check (remote.Client.PutObject), or nil: for bodies in host
 // memory or a file sent to S3 (a file that changes in between fails the
-// upload rather than store a mixture). A part of a multipart upload needs none: Complete
-// names each part by the ETag of the attempt that succeeded, so a stale
-// attempt cannot take its place.
+// upload rather than store a mixture). A part of a multipart upload
+// needs none: Complete names each part by the ETag of the attempt that
+// succeeded, so a stale attempt cannot take its place.
 func putChecksum(ep *remote.Endpoint, body bodySource) *uint32 {
 	if !body.reread || (ep.Type != RemoteS3 && ep.Type != RemoteS3Public) {
 		return nil
