@@ -382,15 +382,16 @@ func (h *RemoteHandle) tryEndpoint(ctx context.Context, t RemoteEndpointType, ur
 		if n, size, err = h.client.ReadHead(ctx, ep, head); err != nil {
 			return err
 		}
-		head = head[:n:n]
-		if n < remoteHeadSize/2 {
-			head = bytes.Clone(head) // a small object: keep only its bytes
-		}
-		if size < 0 { // the answer gave no size
+		switch {
+		case size < 0: // the answer gave no size
 			head = nil
 			if size, err = h.client.Size(ctx, ep); err != nil {
 				return err
 			}
+		case n < remoteHeadSize/2:
+			head = bytes.Clone(head[:n]) // a small object: keep only its bytes
+		default:
+			head = head[:n:n]
 		}
 	}
 	h.ep, h.size, h.head = ep, size, head

@@ -164,7 +164,6 @@ func CheckCancelLocal(t *testing.T, f Format) {
 	}
 }
 
-// heapInUse returns the bytes of live heap objects after a collection.
 // heapGrowth returns how much the heap grew since before, measured again
 // (up to a second) while it exceeds limit: the worker that completes a
 // read's Future is still inside the finished operation (which holds the
@@ -180,6 +179,7 @@ func heapGrowth(before, limit int64) int64 {
 	return grown
 }
 
+// heapInUse returns the bytes of live heap objects after a collection.
 func heapInUse() int64 {
 	runtime.GC()
 	var ms runtime.MemStats
