@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kvikgo/kvik/internal/posix"
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik/cuda"
@@ -338,6 +339,27 @@ func (p *PendingFile) Commit() error {
 	return syncDir(filepath.Dir(p.final))
 }
 
+// reserve allocates the file's n bytes on disk before the parallel writes
+// fill them (fallocate, which also sets the size): ext4 runs O_DIRECT
+// writes inside a file's size side by side, where writes that extend it
+// take the inode's lock one at a time, and a disk too full for the file
+// fails the save before it writes. Memory file systems are left alone
+// (fallocate there fills every page with zeros first), as are file
+// systems without fallocate.
+func (p *PendingFile) reserve(n int64) error {
+	if n <= 0 || p.inMemoryFS() {
+		return nil
+	}
+	err := posix.Fallocate(p.fd, 0, 0, n)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reserving %d bytes: %w", n, err)
+	}
+	return nil
+}
+
 // Abort closes and removes the temporary file, leaving the target as it
 // was. It does nothing after Commit or a first Abort.
 func (p *PendingFile) Abort() error {
@@ -422,6 +444,13 @@ func savePiecesLocal(ctx context.Context, path string, pieces []Piece) error {
 		return err
 	}
 	defer f.Abort()
+	var total int64
+	for _, p := range pieces {
+		total += p.Len()
+	}
+	if err := f.reserve(total); err != nil {
+		return &fs.PathError{Op: "write", Path: path, Err: pathErrInner(err)}
+	}
 	if err := writePieces(ctx, f.FileHandle, pieces); err != nil {
 		return &fs.PathError{Op: "write", Path: path, Err: pathErrInner(err)}
 	}

@@ -164,6 +164,76 @@ func TestSaveFileWriteErrorKeepsOld(t *testing.T) {
 	}
 }
 
+// TestSaveFileReserves checks that a save reserves the file's size before
+// it writes (fallocate, on file systems on disk only): one call for the
+// whole size, a refusal with ENOSPC failing the save before any write
+// with the old file intact, and a file system without fallocate
+// (EOPNOTSUPP) saving as before.
+func TestSaveFileReserves(t *testing.T) {
+	rng := rand.New(rand.NewPCG(relTestSeed(t), 9))
+	smallTasks(t, 32<<10)
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	memFS := st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
+	path := filepath.Join(dir, "model.bin")
+	oldPs, old := randomPieces(rng, 3, 100<<10)
+	if err := kvik.SaveFile(context.Background(), path, oldPs); err != nil {
+		t.Fatal(err)
+	}
+	saved := posix.CurrentSyscalls()
+	for _, refuse := range []error{nil, syscall.ENOSPC, syscall.EOPNOTSUPP} {
+		ps, want := randomPieces(rng, 2+rng.IntN(8), 300<<10)
+		var calls, writes atomic.Int64
+		var asked atomic.Int64
+		restore := posix.SetSyscalls(posix.Syscalls{
+			Pread: saved.Pread,
+			Pwrite: func(fd int, p []byte, off int64) (int, error) {
+				writes.Add(1)
+				return saved.Pwrite(fd, p, off)
+			},
+			Fallocate: func(fd int, mode uint32, off, n int64) error {
+				calls.Add(1)
+				asked.Store(n)
+				if refuse != nil {
+					return refuse
+				}
+				return unix.Fallocate(fd, mode, off, n)
+			},
+		})
+		err := kvik.SaveFile(context.Background(), path, ps)
+		restore()
+		switch {
+		case memFS && calls.Load() != 0:
+			t.Fatalf("%v: fallocate called %d times on a memory file system", refuse, calls.Load())
+		case memFS:
+		case calls.Load() != 1 || asked.Load() != int64(len(want)):
+			t.Fatalf("%v: fallocate called %d times, last for %d bytes; want once for %d", refuse, calls.Load(), asked.Load(), len(want))
+		case refuse == syscall.ENOSPC:
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("save with fallocate refusing ENOSPC: %v", err)
+			}
+			if writes.Load() != 0 {
+				t.Fatalf("%d writes after fallocate refused", writes.Load())
+			}
+			if got, _ := os.ReadFile(path); !bytes.Equal(got, old) {
+				t.Fatalf("the old file changed (%d bytes, want %d)", len(got), len(old))
+			}
+			noPending(t, dir)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", refuse, err)
+		}
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, want) {
+			t.Fatalf("%v: the saved file reads back %d bytes, want %d (or different bytes)", refuse, len(got), len(want))
+		}
+		old = want
+	}
+}
+
 // TestSaveFileFullFilesystem saves over a good file on a 1 MiB tmpfs with
 // more than fits: ENOSPC, the old file intact, nothing left behind, and a
 // save that fits still works afterwards.

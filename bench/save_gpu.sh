@@ -16,7 +16,10 @@
 #   CGO_ENABLED=0 go test -c -ldflags=-s -o G/safetensors.test ./safetensors
 #   CGO_ENABLED=0 go test -c -ldflags=-s -o G/kvik.test .
 # then carry G and run, there: bash bench/save_gpu.sh G
-# ROUNDS (default 1; each round of both file systems takes about 5 minutes) rounds per file system; GB (default 8) checkpoint size.
+# ROUNDS (default 1; each round of both file systems takes about 5 minutes) rounds per file system; GB (default 8) checkpoint size;
+# DIRS (default "/dev/shm/save /root/save") the folders saved to. With a
+# second kvik binary in G/old (the code before a change), each round runs
+# it too, old and new taking turns.
 # EXT4_SWEEP=1 first measures what bounds writes to the ext4 disk, with
 # the checkpoint's size: dd of the checkpoint with O_DIRECT (one stream
 # and four at once) and buffered with a final fsync, and `kvik bench --op
@@ -55,14 +58,16 @@ if [ "${EXT4_SWEEP:-0}" = 1 ]; then
   done
   rm -rf /root/sweep
 fi
-for dir in /dev/shm/save /root/save; do
+for dir in ${DIRS:-/dev/shm/save /root/save}; do
   mkdir -p $dir
   df -hT $dir | tail -1 | tee -a "$L"
   for r in $(seq 1 "$ROUNDS"); do
     step "$dir round $r"
-    kv() { timeout 280 "$G/kvik" bench --safetensors $CK --save --dir $dir --repeats 3 2>&1 | tee -a "$L"; }
+    kv() { echo "--- kvik $1" | tee -a "$L"; timeout 280 "$2" bench --safetensors $CK --save --dir $dir --repeats 3 2>&1 | tee -a "$L"; }
+    new() { kv new "$G/kvik"; }
+    old() { [ -x "$G/old/kvik" ] && kv old "$G/old/kvik"; }
     py() { timeout 200 python3 "$R/bench/safetensors_peers.py" $CK --save $dir --repeats 2 2>&1 | tee -a "$L"; }
-    if [ $((r % 2)) = 1 ]; then kv; py; else py; kv; fi
+    if [ $((r % 2)) = 1 ]; then new; old; py; else py; old; new; fi
   done
   rm -rf $dir
 done

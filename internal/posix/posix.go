@@ -16,6 +16,9 @@ import (
 type Syscalls struct {
 	Pread  func(fd int, p []byte, off int64) (int, error)
 	Pwrite func(fd int, p []byte, off int64) (int, error)
+	// Fallocate is fallocate(2); nil is unix.Fallocate, so that a set
+	// that replaces only the transfers keeps the real one.
+	Fallocate func(fd int, mode uint32, off, n int64) error
 }
 
 // sys is the active set of system calls.
@@ -38,6 +41,21 @@ func Pread(fd int, p []byte, off int64) (int, error) { return sys.Pread(fd, p, o
 
 // Pwrite is one pwrite(2) through the set in force.
 func Pwrite(fd int, p []byte, off int64) (int, error) { return sys.Pwrite(fd, p, off) }
+
+// Fallocate is one fallocate(2) through the set in force, retrying EINTR
+// (a bounded number of times).
+func Fallocate(fd int, mode uint32, off, n int64) error {
+	call := sys.Fallocate
+	if call == nil {
+		call = unix.Fallocate
+	}
+	for i := 0; ; i++ {
+		err := call(fd, mode, off, n)
+		if !errors.Is(err, syscall.EINTR) || i == maxRetries {
+			return err
+		}
+	}
+}
 
 // maxRetries bounds consecutive EINTR retries so that a broken fault layer
 // cannot spin forever.
