@@ -24,7 +24,8 @@
 # then carry G and run, there, from the repository root:
 #   bash bench/upload_gpu.sh G
 # SIZE (bytes), ROUNDS (uploads per path and setting, default 5), COUNT
-# (runs per setting, default 1) and WORK (a tmpfs folder, default
+# (runs per setting, default 1), SETS (the settings, "workers part-bytes"
+# separated by commas; default "16 8388608,32 67108864") and WORK (a tmpfs folder, default
 # /dev/shm/upload-gpu) override. About 6 minutes on 16 cores at the
 # defaults (10 paths x 6 rounds x 2 settings x 2 GiB at ~1.2 GB/s).
 set -u
@@ -63,7 +64,8 @@ if [ -x "$B/kvik.test" ]; then
   } > "$OUT/gpu-tests.txt" 2>&1
 fi
 
-for set in "16 8388608" "32 67108864"; do
+IFS=, read -r -a sets <<< "${SETS:-16 8388608,32 67108864}"
+for set in "${sets[@]}"; do
   read -r threads task <<< "$set"
   tag=t${threads}-p$((task >> 20))m
   echo "== BenchmarkS3Upload $threads workers x $((task >> 20)) MiB parts"
