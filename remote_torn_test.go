@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
@@ -110,25 +111,7 @@ func TestPutRefusesStaleTornAttempt(t *testing.T) {
 // file carry the body's CRC-32C; an empty object carries that of no
 // bytes; parts of a multipart upload carry none.
 func TestPutChecksumHeader(t *testing.T) {
-	var mu sync.Mutex
-	got := map[string]string{} // "method query" -> checksum header
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		mu.Lock()
-		got[r.Method+" "+r.URL.Path+" "+r.URL.Query().Get("partNumber")] = r.Header.Get("X-Amz-Checksum-Crc32c")
-		mu.Unlock()
-		switch {
-		case r.URL.Query().Has("uploads"):
-			fmt.Fprint(w, "<InitiateMultipartUploadResult><UploadId>u1</UploadId></InitiateMultipartUploadResult>")
-		case r.URL.Query().Has("partNumber"):
-			w.Header().Set("ETag", `"p"`)
-		}
-	}))
-	defer srv.Close()
-	opts := []kvik.RemoteOption{kvik.WithS3Credentials("AKID", "secret", ""), kvik.WithS3Region("us-east-1"), kvik.WithS3Endpoint(srv.URL)}
-	sum := func(b []byte) string {
-		return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))))
-	}
+	opts, got := checksumServer(t)
 	rng := rand.New(rand.NewPCG(8, 80))
 	data := make([]byte, 1+rng.IntN(200_000))
 	for i := range data {
@@ -157,12 +140,84 @@ func TestPutChecksumHeader(t *testing.T) {
 	if err := kvik.UploadS3(ctx, "s3://bkt/big", big, opts...); err != nil {
 		t.Fatal(err)
 	}
-	for key, want := range map[string]string{
-		"PUT /bkt/mem ": sum(data), "PUT /bkt/file ": sum(data), "PUT /bkt/empty ": sum(nil),
+	checkChecksums(t, got, map[string]string{
+		"PUT /bkt/mem ": crc32cHeader(data), "PUT /bkt/file ": crc32cHeader(data), "PUT /bkt/empty ": crc32cHeader(nil),
 		"PUT /bkt/big 1": "", "PUT /bkt/big 3": "",
-	} {
-		if h, ok := got[key]; !ok || h != want {
-			t.Errorf("%s: checksum %q (sent %v), want %q", key, h, ok, want)
+	})
+}
+
+// TestPutChecksumHeaderDevice: one-request uploads of device memory, alone
+// or beside host pieces, carry the CRC-32C of their bytes too (they come
+// to host memory first); parts of a multipart device upload do not.
+func TestPutChecksumHeaderDevice(t *testing.T) {
+	cctx := needGPU(t)
+	opts, got := checksumServer(t)
+	smallTasks(t, 5<<20)
+	rng := rand.New(rand.NewPCG(8, 81))
+	ctx := context.Background()
+	data := randomBytes(rng, 1+rng.IntN(3<<20))
+	head := randomBytes(rng, 1+rng.IntN(5000))
+	off := rng.IntN(4096)
+	d := devAlloc(t, cctx, off+len(data))
+	toDevice(t, cctx, d.Ptr()+cuda.DevicePtr(off), data)
+	if err := kvik.UploadS3Device(ctx, "s3://bkt/dev", d.Ptr(), len(data), int64(off), opts...); err != nil {
+		t.Fatal(err)
+	}
+	mixed := []kvik.Piece{{Data: head}, {Ptr: d.Ptr() + cuda.DevicePtr(off), Size: int64(len(data))}}
+	if err := kvik.SaveFile(ctx, "s3://bkt/mixed", mixed, opts...); err != nil {
+		t.Fatal(err)
+	}
+	big := randomBytes(rng, 11<<20)
+	bd := devAlloc(t, cctx, len(big))
+	toDevice(t, cctx, bd.Ptr(), big)
+	if err := kvik.UploadS3Device(ctx, "s3://bkt/devbig", bd.Ptr(), len(big), 0, opts...); err != nil {
+		t.Fatal(err)
+	}
+	checkChecksums(t, got, map[string]string{
+		"PUT /bkt/dev ": crc32cHeader(data), "PUT /bkt/mixed ": crc32cHeader(append(head, data...)),
+		"PUT /bkt/devbig 1": "", "PUT /bkt/devbig 3": "",
+	})
+}
+
+// checksumServer starts an S3 stand-in that takes PUTs and multipart
+// uploads and records each request's x-amz-checksum-crc32c, by "method
+// path partNumber"; it returns the options that point uploads at it.
+func checksumServer(t *testing.T) ([]kvik.RemoteOption, func(key string) (string, bool)) {
+	var mu sync.Mutex
+	got := map[string]string{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		got[r.Method+" "+r.URL.Path+" "+r.URL.Query().Get("partNumber")] = r.Header.Get("X-Amz-Checksum-Crc32c")
+		mu.Unlock()
+		switch {
+		case r.URL.Query().Has("uploads"):
+			fmt.Fprint(w, "<InitiateMultipartUploadResult><UploadId>u1</UploadId></InitiateMultipartUploadResult>")
+		case r.URL.Query().Has("partNumber"):
+			w.Header().Set("ETag", `"p"`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	opts := []kvik.RemoteOption{kvik.WithS3Credentials("AKID", "secret", ""), kvik.WithS3Region("us-east-1"), kvik.WithS3Endpoint(srv.URL)}
+	return opts, func(key string) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		h, ok := got[key]
+		return h, ok
+	}
+}
+
+// crc32cHeader is the x-amz-checksum-crc32c value of b.
+func crc32cHeader(b []byte) string {
+	return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))))
+}
+
+// checkChecksums compares the recorded checksum headers with want.
+func checkChecksums(t *testing.T, got func(string) (string, bool), want map[string]string) {
+	t.Helper()
+	for key, w := range want {
+		if h, ok := got(key); !ok || h != w {
+			t.Errorf("%s: checksum %q (sent %v), want %q", key, h, ok, w)
 		}
 	}
 }

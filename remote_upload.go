@@ -1,6 +1,7 @@
 package kvik
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -192,6 +193,16 @@ func resolvePieces(pieces []Piece) ([]devmem.Range, error) {
 func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d Defaults, body bodySource, crc *uint32) error {
 	size := body.size
 	part := remote.PartSize(size, d.TaskSize)
+	if size <= part && !body.reread && checksummed(ep) {
+		// One request from device memory: its bytes (a part at most)
+		// come to host memory first, so that the request carries their
+		// checksum as one from host memory does.
+		h, err := inHost(body)
+		if err != nil {
+			return err
+		}
+		body = h
+	}
 	nparts := max(int((size+part-1)/part), 1)
 	var sums []sentSum // per part, when crc is wanted
 	if crc != nil {
@@ -283,14 +294,38 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 	return err
 }
 
+// checksummed reports whether one-request uploads to ep send their
+// body's CRC-32C (putChecksum): S3 checks it.
+func checksummed(ep *remote.Endpoint) bool {
+	return ep.Type == RemoteS3 || ep.Type == RemoteS3Public
+}
+
+// inHost reads all of body into host memory, for a one-request upload
+// of device memory (at most a part, so bounded by TaskSize).
+func inHost(body bodySource) (bodySource, error) {
+	buf := make([]byte, body.size)
+	r := body.open(0, len(buf))
+	_, err := io.ReadFull(r, buf)
+	if cerr := r.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return bodySource{}, err
+	}
+	return bodySource{size: body.size, reread: true, open: func(off int64, n int) io.ReadCloser {
+		return io.NopCloser(bytes.NewReader(buf[off : off+int64(n)]))
+	}}, nil
+}
+
 // putChecksum returns the CRC-32C of a one-request upload's body for the
 // server to check (remote.Client.PutObject), or nil: for bodies in host
 // memory or a file sent to S3 (a file that changes in between fails the
-// upload rather than store a mixture). A part of a multipart upload
-// needs none: Complete names each part by the ETag of the attempt that
-// succeeded, so a stale attempt cannot take its place.
+// upload rather than store a mixture; device memory comes to host memory
+// first, inHost). A part of a multipart upload needs none: Complete
+// names each part by the ETag of the attempt that succeeded, so a stale
+// attempt cannot take its place.
 func putChecksum(ep *remote.Endpoint, body bodySource) *uint32 {
-	if !body.reread || (ep.Type != RemoteS3 && ep.Type != RemoteS3Public) {
+	if !body.reread || !checksummed(ep) {
 		return nil
 	}
 	h := crc32.New(castagnoli)
