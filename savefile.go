@@ -339,14 +339,18 @@ func (p *PendingFile) Commit() error {
 	return syncDir(filepath.Dir(p.final))
 }
 
-// reserve allocates the file's n bytes on disk before the parallel writes
-// fill them (fallocate, which also sets the size): ext4 runs O_DIRECT
-// writes inside a file's size side by side, where writes that extend it
-// take the inode's lock one at a time, and a disk too full for the file
-// fails the save before it writes. Memory file systems are left alone
-// (fallocate there fills every page with zeros first), as are file
-// systems without fallocate.
-func (p *PendingFile) reserve(n int64) error {
+// Reserve allocates n bytes on disk for the temporary file before it is
+// written (fallocate), which also makes the file n bytes long, so the
+// caller should write all of them: ext4 runs O_DIRECT writes inside a
+// file's size side by side, where writes that extend it take the inode's
+// lock one at a time, and a disk too full for the file fails here, with
+// syscall.ENOSPC, rather than midway. Memory file systems (tmpfs), where
+// fallocate would zero every page first, and file systems without
+// fallocate are left as they are. SaveFile reserves its files' sizes.
+func (p *PendingFile) Reserve(n int64) error {
+	if p.done {
+		return &fs.PathError{Op: "reserve", Path: p.target, Err: ErrClosed}
+	}
 	if n <= 0 || p.inMemoryFS() {
 		return nil
 	}
@@ -448,7 +452,7 @@ func savePiecesLocal(ctx context.Context, path string, pieces []Piece) error {
 	for _, p := range pieces {
 		total += p.Len()
 	}
-	if err := f.reserve(total); err != nil {
+	if err := f.Reserve(total); err != nil {
 		return &fs.PathError{Op: "write", Path: path, Err: pathErrInner(err)}
 	}
 	if err := writePieces(ctx, f.FileHandle, pieces); err != nil {

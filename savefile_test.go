@@ -234,6 +234,51 @@ func TestSaveFileReserves(t *testing.T) {
 	}
 }
 
+// TestPendingReserve: Reserve makes a pending file on a disk file system
+// as long as asked, with its blocks allocated, and leaves one on a
+// memory file system alone; after Commit it fails with ErrClosed.
+func TestPendingReserve(t *testing.T) {
+	rng := rand.New(rand.NewPCG(relTestSeed(t), 10))
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	memFS := st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
+	n := int64(1 + rng.IntN(8<<20))
+	p, err := kvik.CreatePending(filepath.Join(dir, "f.bin"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Abort()
+	if err := p.Reserve(n); err != nil {
+		t.Fatal(err)
+	}
+	var fst unix.Stat_t
+	if err := unix.Stat(p.Name(), &fst); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case memFS && fst.Size != 0:
+		t.Fatalf("memory file system: size %d after Reserve, want 0", fst.Size)
+	case !memFS && (fst.Size != n || fst.Blocks*512 < n):
+		t.Fatalf("size %d with %d bytes allocated after Reserve(%d)", fst.Size, fst.Blocks*512, n)
+	}
+	want := randomBytes(rng, int(n))
+	if _, err := p.WriteAt(want, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(p.Target()); !bytes.Equal(got, want) {
+		t.Fatalf("read back %d bytes, want %d", len(got), n)
+	}
+	if err := p.Reserve(n); !errors.Is(err, kvik.ErrClosed) {
+		t.Fatalf("Reserve after Commit: %v, want ErrClosed", err)
+	}
+}
+
 // TestSaveFileFullFilesystem saves over a good file on a 1 MiB tmpfs with
 // more than fits: ENOSPC, the old file intact, nothing left behind, and a
 // save that fits still works afterwards.

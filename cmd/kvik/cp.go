@@ -205,7 +205,7 @@ func (j *copyJob) open() error {
 		return err
 	}
 	j.out = j.pending.FileHandle
-	return nil
+	return j.pending.Reserve(j.size)
 }
 
 // createPending starts the atomic replacement of path and removes its
