@@ -273,3 +273,32 @@ func ExampleWarmup() {
 	total, pinned := kvik.BounceBufferBytes()
 	fmt.Printf("%d bytes of bounce buffers ready, %d of them pinned\n", total, pinned)
 }
+
+// ExampleCreatePending replaces a file atomically: the new bytes go to a
+// temporary file beside it, whose size is reserved first, and Commit
+// renames it over the old one; until then readers see the old file.
+func ExampleCreatePending() {
+	path, cleanup := exampleFile("old contents")
+	defer cleanup()
+	data := []byte("new contents, written in place of the old")
+	p, err := kvik.CreatePending(path, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Abort() // after Commit it does nothing
+	if err := p.Reserve(int64(len(data))); err != nil {
+		log.Fatal(err) // syscall.ENOSPC where the disk has no room: the old file stays
+	}
+	if _, err := p.WriteAt(data, 0); err != nil {
+		log.Fatal(err)
+	}
+	old, _ := os.ReadFile(path)
+	if err := p.Commit(); err != nil {
+		log.Fatal(err)
+	}
+	now, _ := os.ReadFile(path)
+	fmt.Printf("before Commit: %s\nafter: %s\n", old, now)
+	// Output:
+	// before Commit: old contents
+	// after: new contents, written in place of the old
+}
