@@ -461,33 +461,56 @@ func (c *Client) readOnce(ctx context.Context, e *Endpoint, p []byte, off int64)
 	if len(p) == 0 {
 		return 0, nil
 	}
-	req, err := e.rangeRequest(ctx, off, len(p))
+	resp, err := c.get(ctx, e, off, len(p), true, http.StatusOK, http.StatusPartialContent)
 	if err != nil {
 		return 0, err
-	}
-	c.pin.ifMatch(req)
-	resp, err := c.send(e, req, http.StatusOK, http.StatusPartialContent)
-	if err != nil {
-		return 0, changed(req, err)
 	}
 	defer resp.Body.Close()
-	if err := c.pin.observe(resp); err != nil {
-		return 0, err
-	}
 	if err := checkRange(e, resp, off, len(p)); err != nil {
 		return 0, err
 	}
-	n, err := readBody(resp.Body, p)
+	return readExact(resp.Body, p, off)
+}
+
+// get sends a ranged GET (rangeRequest) and returns the answer when its
+// status is one of want; the caller closes its body. With pin set the
+// request asks for the object's version seen first (If-Match) and the
+// answer must be of it (one object's reads, not a prefix's).
+func (c *Client) get(ctx context.Context, e *Endpoint, off int64, n int, pin bool, want ...int) (*http.Response, error) {
+	req, err := e.rangeRequest(ctx, off, n)
 	if err != nil {
-		// The body ended, or the connection broke, before the bytes
-		// announced: the cause (io.ErrUnexpectedEOF, ECONNRESET…) stays
-		// inside.
+		return nil, err
+	}
+	if pin {
+		c.pin.ifMatch(req)
+	}
+	resp, err := c.send(e, req, want...)
+	if err != nil {
+		return nil, changed(req, err)
+	}
+	if pin {
+		if err := c.pin.observe(resp); err != nil {
+			resp.Body.Close()
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+// readExact fills p, the bytes at off, from a body that must end there.
+// A body that ends, or whose connection breaks, before p is full gives
+// a retryable ErrShortBody wrapping the cause (io.ErrUnexpectedEOF,
+// ECONNRESET…) with the count read, from which a read can resume; one
+// that goes on (a server sending more than it announced) an
+// ErrBadContentRange. Reading the end of the body also lets the
+// connection be reused.
+func readExact(body io.Reader, p []byte, off int64) (int, error) {
+	n, err := readBody(body, p)
+	if err != nil {
 		return n, retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, n, len(p), off, err)}
 	}
-	// Reading the end of the body lets the connection be reused, and
-	// catches a server that sends more than it announced.
 	var extra [1]byte
-	if m, _ := resp.Body.Read(extra[:]); m > 0 {
+	if m, _ := body.Read(extra[:]); m > 0 {
 		return n, fmt.Errorf("%w: body longer than the %d bytes asked for at offset %d", ErrBadContentRange, len(p), off)
 	}
 	return n, nil

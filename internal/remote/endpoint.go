@@ -457,10 +457,18 @@ func (e *Endpoint) sign(ctx context.Context, req *http.Request) error {
 	return e.signer.SignHTTP(ctx, *e.creds, req, unsigned, "s3", e.region, time.Now())
 }
 
-// rangeRequest builds a GET for n bytes at off.
+// rangeRequest builds a GET for n bytes at off, or for the last -off
+// bytes when off is negative (not for WebHDFS, whose reads take an
+// offset); send signs it.
 func (e *Endpoint) rangeRequest(ctx context.Context, off int64, n int) (*http.Request, error) {
 	u := *e.URL
-	if e.Type == WebHDFS {
+	rng := fmt.Sprintf("bytes=%d-%d", off, off+int64(n)-1)
+	switch {
+	case off < 0 && e.Type == WebHDFS:
+		return nil, fmt.Errorf("remote: WebHDFS reads take an offset, not the last %d bytes", -off)
+	case off < 0:
+		rng = "bytes=" + strconv.FormatInt(off, 10)
+	case e.Type == WebHDFS:
 		// WebHDFS takes the range as query parameters and answers with a
 		// redirect to a datanode, which the client follows.
 		u.RawQuery = e.query("OPEN") + "&offset=" + strconv.FormatInt(off, 10) + "&length=" + strconv.Itoa(n)
@@ -470,9 +478,9 @@ func (e *Endpoint) rangeRequest(ctx context.Context, off int64, n int) (*http.Re
 		return nil, err
 	}
 	if e.Type != WebHDFS {
-		req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+int64(n)-1))
+		req.Header.Set("Range", rng)
 	}
-	return req, e.sign(ctx, req)
+	return req, nil
 }
 
 func (e *Endpoint) query(op string) string {

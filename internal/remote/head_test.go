@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -131,5 +132,106 @@ func TestReadHeadPins(t *testing.T) {
 	etag = `"v2"`
 	if _, err := c.ReadRange(context.Background(), e, make([]byte, 10), 2000); !errors.Is(err, ErrObjectChanged) {
 		t.Fatalf("read of a replaced object: %v, want ErrObjectChanged", err)
+	}
+}
+
+// TestReadAtSize checks the ranged GET that also learns the object's
+// size (a prefix's reads, zarr's shard indexes) against well-behaved and
+// hostile answers, for ranges at an offset and for suffixes ("the last
+// k bytes", of which the caller may keep the first few): a range past
+// the end gives io.ErrUnexpectedEOF with the size; a Content-Range that
+// lies about where the bytes start or how many come, and a body longer
+// than its range, fail with ErrBadContentRange; a body shorter than
+// announced is retried, then fails with ErrShortBody.
+func TestReadAtSize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 10))
+	obj := make([]byte, 5000)
+	for i := range obj {
+		obj[i] = byte(rng.Uint32())
+	}
+	ranged := func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "", zeroTime, bytes.NewReader(obj))
+	}
+	raw := func(status int, cr string, body []byte) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			if cr != "" {
+				w.Header().Set("Content-Range", cr)
+			}
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.WriteHeader(status)
+			w.Write(body)
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		off      int64
+		n        int
+		answer   http.HandlerFunc
+		wantFrom int64 // where the bytes read start in obj
+		wantErr  error
+	}{
+		{"inside", 1234, 777, ranged, 1234, nil},
+		{"to the end", 4000, 1000, ranged, 4000, nil},
+		{"past the end", 4500, 1000, ranged, 0, io.ErrUnexpectedEOF},
+		{"suffix", -300, 300, ranged, 4700, nil},
+		{"head of a suffix", -300, 20, ranged, 4700, nil},
+		{"suffix longer than the object", -6000, 10, ranged, 0, io.ErrUnexpectedEOF},
+		{"Range ignored at 0", 0, 100, raw(200, "", obj), 0, nil},
+		{"Range ignored elsewhere", 100, 100, raw(200, "", obj), 0, ErrBadContentRange},
+		{"bytes from elsewhere", 100, 100, raw(206, "bytes 200-299/5000", obj[200:300]), 0, ErrBadContentRange},
+		{"more than asked", 100, 100, raw(206, "bytes 100-299/5000", obj[100:300]), 0, ErrBadContentRange},
+		{"fewer than asked", 100, 100, raw(206, "bytes 100-149/5000", obj[100:150]), 0, ErrBadContentRange},
+		{"suffix, fewer than asked", -300, 20, raw(206, "bytes 4800-4999/5000", obj[4800:]), 0, ErrBadContentRange},
+		{"no size", 100, 100, raw(206, "bytes 100-199/*", obj[100:200]), 0, ErrBadContentRange},
+		{"malformed", 100, 100, raw(206, "bytes 100-1x9/5000", obj[100:200]), 0, ErrBadContentRange},
+		{"body longer than its range", 100, 100, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Range", "bytes 100-199/5000")
+			w.WriteHeader(206)
+			w.Write(obj[100:400]) // no Content-Length: the body runs on
+		}, 0, ErrBadContentRange},
+		{"short body", 100, 100, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Range", "bytes 100-199/5000")
+			w.Header().Set("Content-Length", "100")
+			w.WriteHeader(206)
+			w.Write(obj[100:140])
+		}, 0, ErrShortBody},
+	} {
+		var requests atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			requests.Add(1)
+			want := fmt.Sprintf("bytes=%d-%d", c.off, c.off+int64(c.n)-1)
+			if c.off < 0 {
+				want = fmt.Sprintf("bytes=%d", c.off)
+			}
+			if r.Header.Get("Range") != want {
+				t.Errorf("%s: Range %q, want %q", c.name, r.Header.Get("Range"), want)
+			}
+			c.answer(w, r)
+		}))
+		cl, e := testClient(t, srv, HTTP, "/obj")
+		buf := make([]byte, c.n)
+		size, err := cl.ReadAtSize(context.Background(), e, buf, c.off)
+		switch {
+		case c.wantErr != nil:
+			if !errors.Is(err, c.wantErr) {
+				t.Errorf("%s: %v, want %v", c.name, err, c.wantErr)
+			}
+		case err != nil || size != int64(len(obj)):
+			t.Errorf("%s: size %d, %v; want %d", c.name, size, err, len(obj))
+		case !bytes.Equal(buf, obj[c.wantFrom:c.wantFrom+int64(c.n)]):
+			t.Errorf("%s: wrong bytes", c.name)
+		}
+		if errors.Is(c.wantErr, io.ErrUnexpectedEOF) && size != int64(len(obj)) {
+			t.Errorf("%s: size %d with the error, want %d", c.name, size, len(obj))
+		}
+		if want := int32(1); errors.Is(c.wantErr, ErrShortBody) {
+			want = 3
+			if requests.Load() != want {
+				t.Errorf("%s: %d requests, want %d (retried)", c.name, requests.Load(), want)
+			}
+		} else if requests.Load() != want {
+			t.Errorf("%s: %d requests, want %d", c.name, requests.Load(), want)
+		}
+		srv.Close()
 	}
 }

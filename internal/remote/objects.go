@@ -59,8 +59,8 @@ func readWholeBody(resp *http.Response, buf []byte, limit int64) ([]byte, error)
 		p = make([]byte, 0, cl)
 	}
 	p = p[:cl]
-	if n, err := io.ReadFull(resp.Body, p); err != nil {
-		return nil, shortBody(n, len(p), 0, err)
+	if _, err := readExact(resp.Body, p, 0); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -115,48 +115,44 @@ func (c *Client) readAtSizeOnce(ctx context.Context, e *Endpoint, p []byte, off 
 	if len(p) == 0 && off >= 0 {
 		return -1, nil
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL.String(), nil)
-	if err != nil {
-		return -1, err
-	}
-	rng := fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)
-	if off < 0 {
-		rng = "bytes=" + strconv.FormatInt(off, 10)
-	}
-	req.Header.Set("Range", rng)
-	resp, err := c.send(e, req, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
+	resp, err := c.get(ctx, e, off, len(p), false, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
 	if err != nil {
 		return -1, err
 	}
 	defer resp.Body.Close()
+	rng := resp.Request.Header.Get("Range")
 	first, last, total, err := responseRange(resp)
 	if err != nil {
 		return -1, fmt.Errorf("%w: %s for %s", ErrBadContentRange, err, rng)
 	}
-	want := int64(len(p))
+	want, asked := int64(len(p)), int64(len(p))
 	if off < 0 {
-		off = total + off // where the asked-for suffix starts
+		off, asked = total+off, -off // where the asked-for suffix starts
 	}
 	if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable || off < 0 || off+want > total {
 		return total, fmt.Errorf("remote: %s of a %d-byte object: %w", rng, total, io.ErrUnexpectedEOF)
 	}
-	if first != off || last-first+1 < want {
+	if first != off || last-first+1 < want || (resp.StatusCode == http.StatusPartialContent && last-first+1 != asked) {
 		return total, fmt.Errorf("%w: got bytes %d-%d for %s", ErrBadContentRange, first, last, rng)
 	}
-	if n, err := io.ReadFull(resp.Body, p); err != nil {
-		return total, shortBody(n, len(p), off, err)
-	}
-	return total, nil
+	_, err = readAnswer(resp.Body, p, off, last-first+1)
+	return total, err
 }
 
-// shortBody reports a body that ended, cleanly or by a broken connection
-// (a reset), before the n bytes announced, as a retryable ErrShortBody
-// that also wraps the cause.
-func shortBody(got, n int, off int64, err error) error {
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return retryable{fmt.Errorf("%w: %d of %d bytes at offset %d", ErrShortBody, got, n, off)}
+// readAnswer fills p, the bytes at off, from the start of an answer's
+// body, which holds n bytes (its range): all of them when that is p,
+// and then the body must end there (readExact); else only its head, the
+// rest dropped with the connection when the body is closed (a 200
+// holding the whole object, the first bytes of an asked-for suffix).
+func readAnswer(body io.Reader, p []byte, off, n int64) (int, error) {
+	if n == int64(len(p)) {
+		return readExact(body, p, off)
 	}
-	return retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, got, n, off, err)}
+	m, err := readBody(body, p)
+	if err != nil {
+		return m, retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, m, len(p), off, err)}
+	}
+	return m, nil
 }
 
 // responseRange returns the range a 206, 200 or 416 response holds and
@@ -285,19 +281,11 @@ func (c *Client) ReadHead(ctx context.Context, e *Endpoint, p []byte) (n int, si
 }
 
 func (c *Client) readHeadOnce(ctx context.Context, e *Endpoint, p []byte) (int, int64, error) {
-	req, err := e.rangeRequest(ctx, 0, len(p))
+	resp, err := c.get(ctx, e, 0, len(p), true, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
 	if err != nil {
 		return 0, -1, err
-	}
-	c.pin.ifMatch(req)
-	resp, err := c.send(e, req, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
-	if err != nil {
-		return 0, -1, changed(req, err)
 	}
 	defer resp.Body.Close()
-	if err := c.pin.observe(resp); err != nil {
-		return 0, -1, err
-	}
 	first, last, total, err := responseRange(resp)
 	if total < 0 || (resp.StatusCode == http.StatusOK && err != nil) {
 		// No size in the answer ("*/…" or none in a 416, no
@@ -317,17 +305,8 @@ func (c *Client) readHeadOnce(ctx context.Context, e *Endpoint, p []byte) (int, 
 	case first != 0 || last-first+1 < want || (resp.StatusCode == http.StatusPartialContent && last-first+1 > want):
 		return 0, -1, fmt.Errorf("%w: got bytes %d-%d/%d for the first %d bytes", ErrBadContentRange, first, last, total, len(p))
 	}
-	// A 200 carries the whole object: only its first want bytes are read
-	// (closing the body drops the rest with the connection).
-	got, err := readBody(resp.Body, p[:want])
-	if err != nil {
-		return 0, -1, retryable{fmt.Errorf("%w: %d of the first %d bytes: %w", ErrShortBody, got, want, err)}
-	}
-	if resp.StatusCode == http.StatusPartialContent {
-		var extra [1]byte
-		if m, _ := resp.Body.Read(extra[:]); m > 0 {
-			return 0, -1, fmt.Errorf("%w: body longer than the %d bytes of its Content-Range", ErrBadContentRange, want)
-		}
+	if _, err := readAnswer(resp.Body, p[:want], 0, last-first+1); err != nil {
+		return 0, -1, err
 	}
 	return int(want), total, nil
 }
