@@ -19,11 +19,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/kvikgo/kvik/internal/posix"
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/devmem"
+	"github.com/kvikgo/kvik/internal/posix"
 )
 
 // PendingFile is a file being written in place of another: a temporary
@@ -359,7 +359,7 @@ func (p *PendingFile) Reserve(n int64) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("reserving %d bytes: %w", n, err)
+		return &fs.PathError{Op: "reserve", Path: p.target, Err: fmt.Errorf("%d bytes: %w", n, err)}
 	}
 	return nil
 }
