@@ -497,21 +497,30 @@ func (c *Client) get(ctx context.Context, e *Endpoint, off int64, n int, pin boo
 	return resp, nil
 }
 
-// readExact fills p, the bytes at off, from a body that must end there.
-// A body that ends, or whose connection breaks, before p is full gives
-// a retryable ErrShortBody wrapping the cause (io.ErrUnexpectedEOF,
-// ECONNRESET…) with the count read, from which a read can resume; one
-// that goes on (a server sending more than it announced) an
-// ErrBadContentRange. Reading the end of the body also lets the
-// connection be reused.
+// readExact fills p, the bytes at off, from a body that must end there
+// (readStart), and checks that it does: one that goes on (a server
+// sending more than it announced) gives an ErrBadContentRange. Reading
+// the end of the body also lets the connection be reused.
 func readExact(body io.Reader, p []byte, off int64) (int, error) {
-	n, err := readBody(body, p)
+	n, err := readStart(body, p, off)
 	if err != nil {
-		return n, retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, n, len(p), off, err)}
+		return n, err
 	}
 	var extra [1]byte
 	if m, _ := body.Read(extra[:]); m > 0 {
 		return n, fmt.Errorf("%w: body longer than the %d bytes asked for at offset %d", ErrBadContentRange, len(p), off)
+	}
+	return n, nil
+}
+
+// readStart fills p, the bytes at off, from the start of a body. A body
+// that ends, or whose connection breaks, before p is full gives a
+// retryable ErrShortBody wrapping the cause (io.ErrUnexpectedEOF,
+// ECONNRESET…) with the count read, from which a read can resume.
+func readStart(body io.Reader, p []byte, off int64) (int, error) {
+	n, err := readBody(body, p)
+	if err != nil {
+		return n, retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, n, len(p), off, err)}
 	}
 	return n, nil
 }

@@ -141,18 +141,15 @@ func (c *Client) readAtSizeOnce(ctx context.Context, e *Endpoint, p []byte, off 
 
 // readAnswer fills p, the bytes at off, from the start of an answer's
 // body, which holds n bytes (its range): all of them when that is p,
-// and then the body must end there (readExact); else only its head, the
-// rest dropped with the connection when the body is closed (a 200
-// holding the whole object, the first bytes of an asked-for suffix).
+// and then the body must end there (readExact); else only its start
+// (readStart), the rest dropped with the connection when the body is
+// closed (a 200 holding the whole object, the first bytes of an
+// asked-for suffix).
 func readAnswer(body io.Reader, p []byte, off, n int64) (int, error) {
 	if n == int64(len(p)) {
 		return readExact(body, p, off)
 	}
-	m, err := readBody(body, p)
-	if err != nil {
-		return m, retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, m, len(p), off, err)}
-	}
-	return m, nil
+	return readStart(body, p, off)
 }
 
 // responseRange returns the range a 206, 200 or 416 response holds and
