@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -235,9 +236,9 @@ func parseTensor(name string, r *rawTensor) (TensorInfo, error) {
 func checkLayout(ts []TensorInfo, dataSize int64) error {
 	slices.SortStableFunc(ts, func(a, b TensorInfo) int {
 		if a.Begin != b.Begin {
-			return cmpInt(a.Begin, b.Begin)
+			return cmp.Compare(a.Begin, b.Begin)
 		}
-		return cmpInt(a.End, b.End)
+		return cmp.Compare(a.End, b.End)
 	})
 	var at int64
 	for _, t := range ts {
@@ -250,14 +251,4 @@ func checkLayout(ts []TensorInfo, dataSize int64) error {
 		return fmt.Errorf("%w: tensors end at %d but the data area holds %d bytes", ErrInvalidOffsets, at, dataSize)
 	}
 	return nil
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -71,7 +72,7 @@ func pieces(hdr []byte, ts []SaveTensor, offs []int64) []kvik.Piece {
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int { return cmpInt(offs[a], offs[b]) })
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(offs[a], offs[b]) })
 	ps := make([]kvik.Piece, 0, len(ts)+1)
 	ps = append(ps, kvik.Piece{Data: hdr})
 	for _, i := range order {
@@ -95,7 +96,7 @@ func encodeHeader(ts []SaveTensor, meta map[string]string) ([]byte, []int64, err
 		if d := ts[b].Dtype.align() - ts[a].Dtype.align(); d != 0 {
 			return d
 		}
-		return cmpString(ts[a].Name, ts[b].Name)
+		return cmp.Compare(ts[a].Name, ts[b].Name)
 	})
 	var buf bytes.Buffer
 	buf.WriteString("{")
@@ -142,14 +143,4 @@ func encodeHeader(ts []SaveTensor, meta map[string]string) ([]byte, []int64, err
 	out := make([]byte, 8, 8+buf.Len())
 	binary.LittleEndian.PutUint64(out, uint64(buf.Len()))
 	return append(out, buf.Bytes()...), offs, nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

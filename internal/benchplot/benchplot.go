@@ -4,6 +4,7 @@
 package benchplot
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"image/color"
@@ -214,7 +215,7 @@ func addSeries(pl *plot.Plot, s Series, lo, hi float64) error {
 		}
 		xys[i] = plotter.XY{X: s.X[i], Y: s.Y[i]}
 	}
-	slices.SortFunc(xys, func(a, b plotter.XY) int { return cmpFloat(a.X, b.X) })
+	slices.SortFunc(xys, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
 	l, pts, err := plotter.NewLinePoints(xys)
 	if err != nil {
 		return err
@@ -226,16 +227,6 @@ func addSeries(pl *plot.Plot, s Series, lo, hi float64) error {
 	pl.Add(l, pts)
 	pl.Legend.Add(s.Name, l, pts)
 	return nil
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // xValues returns the sorted distinct X values of the non-reference series.
