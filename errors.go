@@ -25,6 +25,10 @@ var (
 	// ErrCuFileRequired reports an operation that needs cuFile (CompatOff,
 	// batch I/O) where cuFile cannot be used for the file or the process.
 	ErrCuFileRequired = errors.New("kvik: cuFile required but not usable")
+	// ErrFileChanged reports a file whose size or modification time
+	// changed while UploadFileS3 sent it in parts: the upload is aborted
+	// rather than store a mixture of its old and new bytes.
+	ErrFileChanged = errors.New("kvik: file changed during the upload")
 )
 
 // ErrNotDeviceMemory reports host, freed or unknown memory passed where

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -266,5 +268,62 @@ func TestUploadFileChangedMidway(t *testing.T) {
 	}
 	if got, ok := s.Object("changed"); ok {
 		t.Fatalf("a failed upload stored %d bytes", len(got))
+	}
+}
+
+// TestUploadFileChangedMultipart: a file written to while its multipart
+// upload is under way fails the upload with ErrFileChanged, the upload
+// aborted and nothing stored, instead of completing with parts read
+// before the write beside parts read after it (which no part's checksum
+// could tell). The file is rewritten, at its size, when the first part
+// reaches the server.
+func TestUploadFileChangedMultipart(t *testing.T) {
+	smallTasks(t, 5<<20)
+	s := s3test.Start(t)
+	rng := rand.New(rand.NewPCG(9, 91))
+	data := randomBytes(rng, 3*(5<<20)+rng.IntN(1<<20))
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A modification time well in the past, so the rewrite's differs
+	// whatever the file system's timestamp granularity.
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	opts := s.Opts()
+	if err := kvik.UploadFileS3(context.Background(), s.URLOf("kept"), path, opts...); err != nil {
+		t.Fatalf("upload of an unchanged file: %v", err)
+	}
+	if got, ok := s.Object("kept"); !ok || !bytes.Equal(got, data) {
+		t.Fatalf("unchanged file: stored %d bytes, want its %d", len(got), len(data))
+	}
+	target, _ := url.Parse(s.URL)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var once sync.Once
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && r.URL.Query().Has("partNumber") {
+			once.Do(func() {
+				f, err := os.OpenFile(path, os.O_WRONLY, 0)
+				if err == nil {
+					f.WriteAt(randomBytes(rng, 4096), int64(rng.IntN(len(data)-4096)))
+					f.Close()
+				}
+			})
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	opts = []kvik.RemoteOption{kvik.WithS3Credentials(s3test.Key, s3test.Secret, ""), kvik.WithS3Region(s3test.Region), kvik.WithS3Endpoint(proxy.URL)}
+	err := kvik.UploadFileS3(context.Background(), s.URLOf("changed"), path, opts...)
+	if !errors.Is(err, kvik.ErrFileChanged) {
+		t.Fatalf("upload of a file rewritten midway: %v, want ErrFileChanged", err)
+	}
+	if got, ok := s.Object("changed"); ok {
+		t.Fatalf("a failed upload stored %d bytes", len(got))
+	}
+	if u := s.Uploads(t); strings.Contains(u, "<Upload>") {
+		t.Fatalf("the upload was not aborted: %s", u)
 	}
 }

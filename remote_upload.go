@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/devmem"
@@ -50,8 +51,11 @@ func UploadS3Device(ctx context.Context, url string, buf cuda.DevicePtr, size in
 // the requests as they are sent, so that no copy of the file is held in
 // memory and a file larger than memory goes up too. The object has the
 // size the file had when opened; a file that shrinks during the upload
-// fails it with an error wrapping io.ErrUnexpectedEOF (the upload is
-// aborted), never with a fault as a mapping of it would.
+// fails it with an error wrapping io.ErrUnexpectedEOF, never with a
+// fault as a mapping of it would, and one written to meanwhile (its size
+// or modification time changed when the last part has gone up) with
+// ErrFileChanged: the upload is aborted. (A one-request upload carries
+// the bytes' checksum instead, which the server checks.)
 func UploadFileS3(ctx context.Context, url, path string, opts ...RemoteOption) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -67,8 +71,22 @@ func UploadFileS3(ctx context.Context, url, path string, opts ...RemoteOption) e
 	}
 	src := bodySource{size: st.Size(), reread: true, open: func(off int64, n int) io.ReadCloser {
 		return &fileBody{r: io.NewSectionReader(f, off, int64(n)), left: int64(n), path: path}
-	}}
+	}, unchanged: func() error { return fileUnchanged(f, path, st) }}
 	return uploadURL(ctx, url, opts, func(Defaults) bodySource { return src })
+}
+
+// fileUnchanged reports with ErrFileChanged a file f whose size or
+// modification time is no longer that of st.
+func fileUnchanged(f *os.File, path string, st fs.FileInfo) error {
+	now, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if now.Size() != st.Size() || !now.ModTime().Equal(st.ModTime()) {
+		return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: %d bytes modified %s when opened, %d bytes modified %s after the last part",
+			ErrFileChanged, st.Size(), st.ModTime().Format(time.RFC3339Nano), now.Size(), now.ModTime().Format(time.RFC3339Nano))}
+	}
+	return nil
 }
 
 // fileBody reads one part of a file for a request body, failing with
@@ -98,6 +116,9 @@ type bodySource struct {
 	// reread: the bytes are in host memory or a file, where reading them
 	// once more for a checksum costs little (putChecksum).
 	reread bool
+	// unchanged, if set, checks before a multipart upload completes that
+	// the source still holds the bytes its parts were read from.
+	unchanged func() error
 }
 
 // piecesSource is the concatenated pieces; devs holds the resolved
@@ -266,6 +287,9 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 	sched.Run(ctx, poolFor(d, ""), tasks, fn, func(_ int, err error) { done <- err })
 	if err = <-done; err == nil {
 		err = sent()
+	}
+	if err == nil && body.unchanged != nil {
+		err = body.unchanged()
 	}
 	if err == nil {
 		err = c.CompleteMultipart(ctx, ep, id, etags)
