@@ -80,6 +80,7 @@ type copyJob struct {
 	src, dst string
 	in, out  *kvik.FileHandle
 	pending  *kvik.PendingFile // out, until committed over dst
+	srcInfo  fs.FileInfo       // SRC when opened
 	size     int64
 	chunk    int64
 	mem      memoryChoice
@@ -157,6 +158,9 @@ func (j *copyJob) run() error {
 	if err := j.out.Sync(); err != nil {
 		return err
 	}
+	if err := j.sourceUnchanged(); err != nil {
+		return err
+	}
 	elapsed := time.Since(start)
 	sum, err := j.verify()
 	if err != nil {
@@ -167,6 +171,21 @@ func (j *copyJob) run() error {
 	}
 	fmt.Fprintf(j.e.stdout, "copied %s (%s) %s -> %s in %.2f s, %.2f GB/s, through %s%s\n",
 		formatSize(j.size), count(j.size, "byte"), j.src, j.dst, elapsed.Seconds(), gbps(j.size, elapsed.Seconds()), j.via, sum)
+	return nil
+}
+
+// sourceUnchanged fails with kvik.ErrFileChanged when SRC's size or
+// modification time changed since it was opened: the copy may hold
+// bytes from before and after a write (--verify=false would keep it).
+func (j *copyJob) sourceUnchanged() error {
+	fi, err := os.Stat(j.src)
+	if err != nil {
+		return err
+	}
+	if was := j.srcInfo; fi.Size() != was.Size() || !fi.ModTime().Equal(was.ModTime()) {
+		return fmt.Errorf("%s: %w: %d bytes modified %s when the copy began, %d bytes modified %s after it", j.src, kvik.ErrFileChanged,
+			was.Size(), was.ModTime().Format(time.RFC3339Nano), fi.Size(), fi.ModTime().Format(time.RFC3339Nano))
+	}
 	return nil
 }
 
@@ -188,7 +207,7 @@ func (j *copyJob) open() error {
 	case !fi.Mode().IsRegular():
 		return fmt.Errorf("%s: not a regular file", j.src)
 	}
-	j.size = fi.Size()
+	j.srcInfo, j.size = fi, fi.Size()
 	j.dst = destPath(j.src, j.dst)
 	perm := fi.Mode().Perm()
 	if di, err := os.Stat(j.dst); err == nil && os.SameFile(fi, di) {
