@@ -245,6 +245,9 @@ func TestPendingReserve(t *testing.T) {
 		t.Fatal(err)
 	}
 	memFS := st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
+	if !memFS && !canFallocate(t, dir) {
+		memFS = true // a file system without fallocate is left alone too
+	}
 	n := int64(1 + rng.IntN(8<<20))
 	p, err := kvik.CreatePending(filepath.Join(dir, "f.bin"), 0)
 	if err != nil {
@@ -260,7 +263,7 @@ func TestPendingReserve(t *testing.T) {
 	}
 	switch {
 	case memFS && fst.Size != 0:
-		t.Fatalf("memory file system: size %d after Reserve, want 0", fst.Size)
+		t.Fatalf("memory file system (or one without fallocate): size %d after Reserve, want 0", fst.Size)
 	case !memFS && (fst.Size != n || fst.Blocks*512 < n):
 		t.Fatalf("size %d with %d bytes allocated after Reserve(%d)", fst.Size, fst.Blocks*512, n)
 	}
@@ -277,6 +280,17 @@ func TestPendingReserve(t *testing.T) {
 	if err := p.Reserve(n); !errors.Is(err, kvik.ErrClosed) {
 		t.Fatalf("Reserve after Commit: %v, want ErrClosed", err)
 	}
+}
+
+// canFallocate reports whether the file system of dir takes fallocate.
+func canFallocate(t *testing.T, dir string) bool {
+	f, err := os.CreateTemp(dir, "falloc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	return unix.Fallocate(int(f.Fd()), 0, 0, 4096) == nil
 }
 
 // TestSaveFileFullFilesystem saves over a good file on a 1 MiB tmpfs with
