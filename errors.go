@@ -26,9 +26,10 @@ var (
 	// batch I/O) where cuFile cannot be used for the file or the process.
 	ErrCuFileRequired = errors.New("kvik: cuFile required but not usable")
 	// ErrFileChanged reports a file whose size or modification time
-	// changed while UploadFileS3 sent it in parts: the upload is aborted
-	// rather than store a mixture of its old and new bytes.
-	ErrFileChanged = errors.New("kvik: file changed during the upload")
+	// changed while kvik read all of it: while a file format's loader
+	// read it (WatchFile), or UploadFileS3 sent it in parts (the upload
+	// is aborted). What was read may mix its old and new bytes.
+	ErrFileChanged = errors.New("kvik: file changed while it was read")
 )
 
 // ErrNotDeviceMemory reports host, freed or unknown memory passed where

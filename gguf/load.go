@@ -169,14 +169,17 @@ func loadReader(ctx context.Context, r kvik.Reader, o *Options, host bool) (*Mod
 	if o == nil {
 		o = &Options{}
 	}
-	h, err := readerHeader(ctx, r, o)
-	if err == nil {
-		var m *Model
-		if m, err = load(ctx, r, h, o, host); err == nil {
-			return m, nil
+	m, err := tensorload.Whole(r, func() (*Model, error) {
+		h, err := readerHeader(ctx, r, o)
+		if err != nil {
+			return nil, err
 		}
+		return load(ctx, r, h, o, host)
+	})
+	if err != nil {
+		return nil, tensorload.PathError(r, err)
 	}
-	return nil, tensorload.PathError(r, err)
+	return m, nil
 }
 
 func load(ctx context.Context, r kvik.Reader, h *Header, o *Options, host bool) (*Model, error) {

@@ -100,15 +100,21 @@ func LoadReader(ctx context.Context, r kvik.Reader, o *Options) (*Array, error) 
 	if err != nil {
 		return nil, readErr(r, err)
 	}
-	h, err := ReadHeaderReader(ctx, r, o)
-	if err != nil {
-		return nil, err
-	}
-	return loadDevice(ctx, r, h, device)
+	return tensorload.Whole(r, func() (*Array, error) {
+		h, err := ReadHeaderReader(ctx, r, o)
+		if err != nil {
+			return nil, err
+		}
+		return loadDevice(ctx, r, h, device)
+	})
 }
 
 // LoadHostReader is LoadHost from a file the caller opened; r stays open.
 func LoadHostReader(ctx context.Context, r kvik.Reader, o *Options) (*Array, error) {
+	return tensorload.Whole(r, func() (*Array, error) { return loadHostReader(ctx, r, o) })
+}
+
+func loadHostReader(ctx context.Context, r kvik.Reader, o *Options) (*Array, error) {
 	h, err := ReadHeaderReader(ctx, r, o)
 	if err != nil {
 		return nil, err

@@ -620,6 +620,24 @@ func (c ctxReader) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// Whole runs load, which reads the file r reads (a header, then the
+// data it describes), and fails it with an error wrapping
+// kvik.ErrFileChanged, closing what load returned, when that file was
+// written to meanwhile (kvik.WatchFile): its parts may then disagree.
+func Whole[M io.Closer](r kvik.Reader, load func() (M, error)) (M, error) {
+	check := kvik.WatchFile(r)
+	m, err := load()
+	if err != nil {
+		return m, err
+	}
+	if err := check(); err != nil {
+		m.Close()
+		var none M
+		return none, err
+	}
+	return m, nil
+}
+
 // PathError names r's file in err, unless a kvik handle already did. A
 // remote file's name is its URL without the query, so a signature stays
 // out of errors.
