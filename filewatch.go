@@ -20,19 +20,21 @@ import (
 // nothing for a RemoteHandle, whose reads are pinned to one version of
 // the object (ErrObjectChanged), nor for other readers.
 func WatchFile(r Reader) (check func() error) {
-	none := func() error { return nil }
-	var stat func(*unix.Stat_t) error
 	switch h := r.(type) {
 	case interface{ Fd() int }:
-		stat = func(st *unix.Stat_t) error { return unix.Fstat(h.Fd(), st) }
+		return watch(r.Name(), func(st *unix.Stat_t) error { return unix.Fstat(h.Fd(), st) })
 	case *MmapHandle:
-		stat = func(st *unix.Stat_t) error { return unix.Stat(h.name, st) }
-	default:
-		return none
+		return watch(r.Name(), func(st *unix.Stat_t) error { return unix.Stat(h.name, st) })
 	}
+	return func() error { return nil }
+}
+
+// watch is WatchFile's check for the file that stat describes, named
+// name in its error.
+func watch(name string, stat func(*unix.Stat_t) error) func() error {
 	var was unix.Stat_t
 	if stat(&was) != nil {
-		return none
+		return func() error { return nil }
 	}
 	return func() error {
 		var now unix.Stat_t
@@ -42,7 +44,7 @@ func WatchFile(r Reader) (check func() error) {
 		if now.Size == was.Size && now.Mtim == was.Mtim {
 			return nil
 		}
-		return &fs.PathError{Op: "read", Path: r.Name(), Err: fmt.Errorf("%w: %d bytes modified %s before the read, %d bytes modified %s after it",
+		return &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %d bytes modified %s before the read, %d bytes modified %s after it",
 			ErrFileChanged, was.Size, stamp(was.Mtim), now.Size, stamp(now.Mtim))}
 	}
 }

@@ -12,13 +12,13 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/remote"
 	"github.com/kvikgo/kvik/internal/sched"
 	"github.com/kvikgo/kvik/internal/staging"
+	"golang.org/x/sys/unix"
 )
 
 // UploadS3 writes p as the S3 object at url (s3://bucket/key or an S3
@@ -71,22 +71,8 @@ func UploadFileS3(ctx context.Context, url, path string, opts ...RemoteOption) e
 	}
 	src := bodySource{size: st.Size(), reread: true, open: func(off int64, n int) io.ReadCloser {
 		return &fileBody{r: io.NewSectionReader(f, off, int64(n)), left: int64(n), path: path}
-	}, unchanged: func() error { return fileUnchanged(f, path, st) }}
+	}, unchanged: watch(path, func(st *unix.Stat_t) error { return unix.Fstat(int(f.Fd()), st) })}
 	return uploadURL(ctx, url, opts, func(Defaults) bodySource { return src })
-}
-
-// fileUnchanged reports with ErrFileChanged a file f whose size or
-// modification time is no longer that of st.
-func fileUnchanged(f *os.File, path string, st fs.FileInfo) error {
-	now, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if now.Size() != st.Size() || !now.ModTime().Equal(st.ModTime()) {
-		return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: %d bytes modified %s when opened, %d bytes modified %s after the last part",
-			ErrFileChanged, st.Size(), st.ModTime().Format(time.RFC3339Nano), now.Size(), now.ModTime().Format(time.RFC3339Nano))}
-	}
-	return nil
 }
 
 // fileBody reads one part of a file for a request body, failing with

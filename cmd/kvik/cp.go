@@ -80,11 +80,14 @@ type copyJob struct {
 	src, dst string
 	in, out  *kvik.FileHandle
 	pending  *kvik.PendingFile // out, until committed over dst
-	srcInfo  fs.FileInfo       // SRC when opened
-	size     int64
-	chunk    int64
-	mem      memoryChoice
-	via      string // the path the data took, for the summary
+	// unchanged fails with kvik.ErrFileChanged when SRC was written to
+	// since it was opened: the copy may hold bytes from before and after
+	// the write (--verify=false would keep it).
+	unchanged func() error
+	size      int64
+	chunk     int64
+	mem       memoryChoice
+	via       string // the path the data took, for the summary
 }
 
 // runCp implements kvik cp.
@@ -158,7 +161,7 @@ func (j *copyJob) run() error {
 	if err := j.out.Sync(); err != nil {
 		return err
 	}
-	if err := j.sourceUnchanged(); err != nil {
+	if err := j.unchanged(); err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
@@ -174,21 +177,6 @@ func (j *copyJob) run() error {
 	return nil
 }
 
-// sourceUnchanged fails with kvik.ErrFileChanged when SRC's size or
-// modification time changed since it was opened: the copy may hold
-// bytes from before and after a write (--verify=false would keep it).
-func (j *copyJob) sourceUnchanged() error {
-	fi, err := os.Stat(j.src)
-	if err != nil {
-		return err
-	}
-	if was := j.srcInfo; fi.Size() != was.Size() || !fi.ModTime().Equal(was.ModTime()) {
-		return fmt.Errorf("%s: %w: %d bytes modified %s when the copy began, %d bytes modified %s after it", j.src, kvik.ErrFileChanged,
-			was.Size(), was.ModTime().Format(time.RFC3339Nano), fi.Size(), fi.ModTime().Format(time.RFC3339Nano))
-	}
-	return nil
-}
-
 // open opens SRC and DST with kvik and checks that they differ.
 func (j *copyJob) open() error {
 	var opts []kvik.Option
@@ -200,6 +188,7 @@ func (j *copyJob) open() error {
 	if j.in, err = kvik.Open(j.src, "r", 0, opts...); err != nil {
 		return err
 	}
+	j.unchanged = kvik.WatchFile(j.in)
 	fi, err := os.Stat(j.src)
 	switch {
 	case err != nil:
@@ -207,7 +196,7 @@ func (j *copyJob) open() error {
 	case !fi.Mode().IsRegular():
 		return fmt.Errorf("%s: not a regular file", j.src)
 	}
-	j.srcInfo, j.size = fi, fi.Size()
+	j.size = fi.Size()
 	j.dst = destPath(j.src, j.dst)
 	perm := fi.Mode().Perm()
 	if di, err := os.Stat(j.dst); err == nil && os.SameFile(fi, di) {

@@ -38,7 +38,7 @@ func TestCpSourceChanged(t *testing.T) {
 	}
 	defer j.in.Close()
 	defer j.pending.Abort()
-	if err := j.sourceUnchanged(); err != nil {
+	if err := j.unchanged(); err != nil {
 		t.Fatalf("untouched source: %v", err)
 	}
 	f, err := os.OpenFile(src, os.O_WRONLY, 0)
@@ -50,7 +50,7 @@ func TestCpSourceChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.sourceUnchanged(); !errors.Is(err, kvik.ErrFileChanged) {
+	if err := j.unchanged(); !errors.Is(err, kvik.ErrFileChanged) {
 		t.Fatalf("source written to: %v, want ErrFileChanged", err)
 	}
 }
