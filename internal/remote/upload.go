@@ -47,15 +47,19 @@ func (c *closeNotifier) Close() error {
 type reply struct {
 	status int
 	hdr    http.Header
-	data   []byte // the first 64 KiB of the body
+	data   []byte // the first replyKeep bytes of the body
 	over   bool   // the body was longer than the bytes kept
 }
 
+// replyKeep is how much of a reply's body request keeps.
+const replyKeep = 64 << 10
+
 // request sends one S3 request with query q and body (nil for none) of
 // size bytes, under the retry policy. A status other than 200, 204 or one
-// of also is an error; the reply holds the first 64 KiB of the body.
+// of also is an error; the reply holds the first replyKeep bytes of the
+// body.
 func (c *Client) request(ctx context.Context, e *Endpoint, method, q string, body Body, size int64, also ...int) (reply, error) {
-	return c.requestLimit(ctx, e, method, q, body, size, 64<<10, nil, also...)
+	return c.requestLimit(ctx, e, method, q, body, size, replyKeep, nil, also...)
 }
 
 // requestLimit is request keeping up to limit bytes of the body, with
@@ -129,7 +133,7 @@ func (c *Client) PutObject(ctx context.Context, e *Endpoint, size int64, body Bo
 	if sum != nil {
 		hdr = http.Header{"X-Amz-Checksum-Crc32c": {base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, *sum))}}
 	}
-	_, err := c.requestLimit(ctx, e, http.MethodPut, "", body, size, 64<<10, hdr)
+	_, err := c.requestLimit(ctx, e, http.MethodPut, "", body, size, replyKeep, hdr)
 	return err
 }
 
