@@ -103,27 +103,52 @@ func PrimaryContext(d cuda.Device) (cuda.Context, error) {
 	return c, nil
 }
 
-// streams caches non-blocking streams of primary contexts, one per
-// concurrent task, so that tasks do not create and destroy a stream each.
-// Other contexts can be destroyed by their owner at any time, so their
-// streams are not cached.
-var streams struct {
+// idle caches the handles of primary contexts that tasks take and give
+// back (streams, events), so that a task does not create and destroy its
+// own. Other contexts can be destroyed by their owner at any time, so
+// their handles are not cached.
+type idle[K comparable, V any] struct {
 	mu   sync.Mutex
-	free map[cuda.Context][]cuda.Stream
+	free map[K][]V
 }
+
+func (c *idle[K, V]) take(k K) (v V, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.free[k]
+	if len(l) == 0 {
+		return v, false
+	}
+	v = l[len(l)-1]
+	c.free[k] = l[:len(l)-1]
+	return v, true
+}
+
+func (c *idle[K, V]) give(k K, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.free == nil {
+		c.free = map[K][]V{}
+	}
+	c.free[k] = append(c.free[k], v)
+}
+
+func (c *idle[K, V]) count(k K) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.free[k])
+}
+
+// streams holds non-blocking streams, one per concurrent task.
+var streams idle[cuda.Context, cuda.Stream]
 
 // GetStream returns a non-blocking stream of ctx, which must be current:
 // a cached one when ctx is primary.
 func GetStream(ctx cuda.Context, primary bool) (cuda.Stream, error) {
 	if primary {
-		streams.mu.Lock()
-		if l := streams.free[ctx]; len(l) > 0 {
-			s := l[len(l)-1]
-			streams.free[ctx] = l[:len(l)-1]
-			streams.mu.Unlock()
+		if s, ok := streams.take(ctx); ok {
 			return s, nil
 		}
-		streams.mu.Unlock()
 	}
 	return cuda.StreamCreate(cuda.StreamNonBlocking)
 }
@@ -135,19 +160,46 @@ func PutStream(ctx cuda.Context, primary bool, s cuda.Stream) {
 		cuda.StreamDestroy(s)
 		return
 	}
-	streams.mu.Lock()
-	defer streams.mu.Unlock()
-	if streams.free == nil {
-		streams.free = map[cuda.Context][]cuda.Stream{}
-	}
-	streams.free[ctx] = append(streams.free[ctx], s)
+	streams.give(ctx, s)
 }
 
 // IdleStreams returns how many streams of ctx are cached.
-func IdleStreams(ctx cuda.Context) int {
-	streams.mu.Lock()
-	defer streams.mu.Unlock()
-	return len(streams.free[ctx])
+func IdleStreams(ctx cuda.Context) int { return streams.count(ctx) }
+
+// eventKind is a context and the flags its cached events were made with.
+type eventKind struct {
+	ctx   cuda.Context
+	flags uint32
+}
+
+// events holds the events with which tasks mark their copies: on 2x H100
+// with 32 workers, cuEventCreate and cuEventDestroy took 60-75 µs each
+// (the driver serialises them), two of each per task, about 3% of the
+// workers' time in a two-GPU load (execution trace,
+// bench/results/gpus-h100x2-2026-11-26-trace).
+var events idle[eventKind, cuda.Event]
+
+// GetEvent returns an event of ctx, which must be current, made with
+// flags: a cached one when ctx is primary.
+func GetEvent(ctx cuda.Context, primary bool, flags uint32) (cuda.Event, error) {
+	if primary {
+		if e, ok := events.take(eventKind{ctx, flags}); ok {
+			return e, nil
+		}
+	}
+	return cuda.EventCreate(flags)
+}
+
+// PutEvent caches e, an event of ctx made with flags and not awaited by
+// anyone, or destroys it when ctx is not primary (ctx must then be
+// current). A cached event may still be recorded: the next user records
+// it anew.
+func PutEvent(ctx cuda.Context, primary bool, flags uint32, e cuda.Event) {
+	if !primary {
+		cuda.EventDestroy(e)
+		return
+	}
+	events.give(eventKind{ctx, flags}, e)
 }
 
 // WaitStream waits for the work queued on s by polling it and yielding

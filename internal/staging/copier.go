@@ -55,9 +55,18 @@ func (c *Copier) open() (err error) {
 		return err
 	}
 	if c.wait == WaitBlock {
-		c.event, err = cuda.EventCreate(cuda.EventBlockingSync | cuda.EventDisableTiming)
+		c.event, err = devmem.GetEvent(c.r.Ctx, c.r.Primary, c.eventFlags())
 	}
 	return err
+}
+
+// eventFlags are the flags of c's events: no timing, and a blocking-sync
+// wait for WaitBlock.
+func (c *Copier) eventFlags() uint32 {
+	if c.wait == WaitBlock {
+		return cuda.EventDisableTiming | cuda.EventBlockingSync
+	}
+	return cuda.EventDisableTiming
 }
 
 // In runs f with c's context current.
@@ -105,11 +114,7 @@ func (c *Copier) Mark(i int) error {
 			c.marks = append(c.marks, 0)
 		}
 		if c.marks[i] == 0 {
-			flags := cuda.EventDisableTiming
-			if c.wait == WaitBlock {
-				flags |= cuda.EventBlockingSync
-			}
-			e, err := cuda.EventCreate(flags)
+			e, err := devmem.GetEvent(c.r.Ctx, c.r.Primary, c.eventFlags())
 			if err != nil {
 				return err
 			}
@@ -134,7 +139,7 @@ func (c *Copier) WaitMark(i int) error {
 
 // Close waits for what is still queued (nothing may stay queued on a
 // cached stream, nor read a buffer about to be reused) and gives the
-// stream back.
+// stream and the events back.
 func (c *Copier) Close() { c.In(c.close) }
 
 // close is Close with c's context current.
@@ -144,11 +149,11 @@ func (c *Copier) close() error {
 		devmem.PutStream(c.r.Ctx, c.r.Primary, c.stream)
 	}
 	if c.event != 0 {
-		cuda.EventDestroy(c.event)
+		devmem.PutEvent(c.r.Ctx, c.r.Primary, c.eventFlags(), c.event)
 	}
 	for _, e := range c.marks {
 		if e != 0 {
-			cuda.EventDestroy(e)
+			devmem.PutEvent(c.r.Ctx, c.r.Primary, c.eventFlags(), e)
 		}
 	}
 	c.stream, c.event, c.marks = 0, 0, nil
