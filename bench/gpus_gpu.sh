@@ -50,6 +50,35 @@ one 0 | sed 's/^/alone: /' | tee -a "$L"
 # Two processes reading the same file at once share its pages in the
 # CPU caches; a balanced load reads each half once. So also: each process
 # its own half of the checkpoint, as a file of its own.
+# The load against loads: two processes, each loading (safetensors.Load,
+# allocation and header included) the share of the checkpoint that the
+# balanced load puts on its GPU (bench/split_balanced.py), their loads
+# started together (--start-at/--slot), beside one process loading the
+# whole checkpoint balanced over both GPUs in the same slots.
+step "anchor: two processes each loading its balanced share onto its GPU, in step; one process balanced over both, same slots"
+python3 "$R/bench/split_balanced.py" /dev/shm/ckpt.safetensors 2 /dev/shm/share 2>&1 | tee -a "$L"
+slot=500ms
+at=$(python3 -c 'import time; print(f"{time.time() + 4:.3f}")')
+(CUDA_VISIBLE_DEVICES=0 timeout 120 "$G/kvik" bench --safetensors /dev/shm/share0.safetensors --repeats 9 --start-at "$at" --slot $slot --json > /tmp/sh0.json 2>/tmp/sh0.err &
+ CUDA_VISIBLE_DEVICES=1 timeout 120 "$G/kvik" bench --safetensors /dev/shm/share1.safetensors --repeats 9 --start-at "$at" --slot $slot --json > /tmp/sh1.json 2>/tmp/sh1.err; wait)
+at=$(python3 -c 'import time; print(f"{time.time() + 3:.3f}")')
+timeout 120 "$G/kvik" bench --safetensors /dev/shm/ckpt.safetensors --repeats 9 --start-at "$at" --slot $slot --json > /tmp/one.json 2>/tmp/one.err
+cat /tmp/sh0.err /tmp/sh1.err /tmp/one.err | tail -5 | tee -a "$L"
+cp /tmp/sh0.json /tmp/sh1.json /tmp/one.json "$OUT/" 2>/dev/null
+python3 - /tmp/sh0.json /tmp/sh1.json /tmp/one.json /dev/shm/share0.safetensors /dev/shm/share1.safetensors /dev/shm/ckpt.safetensors <<'PY' 2>&1 | tee -a "$L"
+import json, os, statistics, sys
+a, b, one = (json.load(open(p)) for p in sys.argv[1:4])
+sa, sb, s1 = (os.path.getsize(p) for p in sys.argv[4:7])
+ta = next(r for r in a if r["name"] == "safetensors.Load gpu0")["seconds"]
+tb = next(r for r in b if r["name"] == "safetensors.Load gpu0")["seconds"]
+two = [sa / x / 1e9 + sb / y / 1e9 for x, y in zip(ta, tb)]
+print(f"two processes, each its share, in step: sum {max(two):.2f} best, {statistics.median(two):.2f} median GB/s (per rep: {' '.join(f'{v:.1f}' for v in two)})")
+g = {r["name"]: r for r in one}
+bal, g0 = g["safetensors.Load gpu0+1 balanced"], g["safetensors.Load gpu0"]
+print(f"one process, same slots: balanced {bal['gb_per_s']:.2f} best, {bal['median_gb_per_s']:.2f} median; GPU 0 {g0['gb_per_s']:.2f} ({g0['median_gb_per_s']:.2f}): {bal['gb_per_s'] / g0['gb_per_s']:.2f}x ({bal['median_gb_per_s'] / g0['median_gb_per_s']:.2f}x)")
+print(f"balanced load / two processes' loads: {bal['gb_per_s'] / max(two):.2f}x best, {bal['median_gb_per_s'] / statistics.median(two):.2f}x median")
+PY
+rm -f /dev/shm/share0.safetensors /dev/shm/share1.safetensors
 step "anchor: two processes at once, each reading its half of the checkpoint (a file of its own) onto its GPU"
 half=$(($(stat -c %s /dev/shm/ckpt.safetensors) / 2))
 head -c $half /dev/shm/ckpt.safetensors > /dev/shm/half0; tail -c +$((half + 1)) /dev/shm/ckpt.safetensors > /dev/shm/half1

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +62,8 @@ type benchOptions struct {
 	repeats   int
 	warmup    int
 	settle    time.Duration // --settle: pause after each timed load's Close
+	startAt   time.Time     // --start-at: when the first timed load starts (with --slot)
+	slot      time.Duration // --slot: timed load k starts at startAt + k*slot
 	register  bool
 	json      bool
 	opSet     bool     // --op was given
@@ -102,6 +106,15 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.BoolVar(&o.paired, "paired-ceiling", false, "before every timed repetition of a row, also time one of the storage ceiling, and give the row's ratio against those (for storage whose speed drifts during a run, e.g. cold reads)")
 	fs.IntVar(&o.repeats, "repeats", 3, "timed repetitions (`count`) of each configuration")
 	fs.DurationVar(&o.settle, "settle", 200*time.Millisecond, "with --safetensors or --gguf: pause this long after each timed load's Close, untimed (the CUDA driver keeps working on freed device memory for tens of milliseconds, slowing the copies of the next load by up to a tenth); 0: none")
+	fs.Func("start-at", "with --safetensors or --gguf and --slot: start the first timed load at this `time` (Unix seconds, as date +%s.%N prints), so that loads in several processes run at the same moments", func(v string) error {
+		sec, err := strconv.ParseFloat(v, 64)
+		if err != nil || sec <= 0 || math.IsInf(sec, 0) {
+			return fmt.Errorf("want Unix seconds such as 1764150000.25")
+		}
+		o.startAt = time.Unix(0, int64(sec*1e9))
+		return nil
+	})
+	fs.DurationVar(&o.slot, "slot", 0, "with --start-at: start timed load k (counting every configuration's) at --start-at plus k times this `duration`, in place of --settle; a load that cannot start on time is an error")
 	fs.IntVar(&o.warmup, "warmup", 0, "untimed repetitions (`count`) of each configuration before the timed ones (a fresh process reads small files slowly for its first few dozen operations)")
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
@@ -134,6 +147,10 @@ func (o *benchOptions) validate(nargs int) error {
 		return usagef("--repeats %d: want at least 1", o.repeats)
 	case o.settle < 0:
 		return usagef("--settle %v: want 0 or more", o.settle)
+	case o.slot < 0:
+		return usagef("--slot %v: want 0 or more", o.slot)
+	case (o.slot > 0) != !o.startAt.IsZero():
+		return usagef("--start-at and --slot go together")
 	case o.paired && o.noBase:
 		return usagef("--paired-ceiling needs the ceilings: drop --no-baselines")
 	case o.warmup < 0:

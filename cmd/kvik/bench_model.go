@@ -83,6 +83,9 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 	for rep := range o.repeats {
 		for k := range configs {
 			i := (k + rep) % len(configs)
+			if err := o.waitSlot(rep*len(configs) + k); err != nil {
+				return err
+			}
 			if o.dropCache {
 				if err := kvik.DropFilePageCache(name, 0, 0); err != nil {
 					return err
@@ -99,8 +102,10 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 			}
 			results[i].Seconds = append(results[i].Seconds, t1.Sub(t0).Seconds())
 			results[i].CloseSeconds = append(results[i].CloseSeconds, time.Since(t1).Seconds())
-			// Each run's allocation starts clear of the last one's free.
-			time.Sleep(o.settle)
+			if o.slot == 0 {
+				// Each run's allocation starts clear of the last one's free.
+				time.Sleep(o.settle)
+			}
 		}
 	}
 	for i := range results {
@@ -130,6 +135,23 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 		fmt.Fprintf(e.stdout, "  two GPUs / one GPU, medians less their allocation: %.2fx (alloc %.1f ms on one GPU, %.1f ms on two)\n",
 			one/two, 1e3*results[4].Median, 1e3*results[5].Median)
 	}
+	return nil
+}
+
+// waitSlot waits for the start of timed run k under --start-at and
+// --slot: processes given the same values start their runs together, so
+// that each run meets the others' (two processes, one GPU each, against
+// one process on both). A run that would start more than a millisecond
+// late would meet other runs than intended: that is an error.
+func (o *benchOptions) waitSlot(k int) error {
+	if o.slot == 0 {
+		return nil
+	}
+	at := o.startAt.Add(time.Duration(k) * o.slot)
+	if late := time.Since(at); late > time.Millisecond {
+		return fmt.Errorf("timed load %d would start %v after its --start-at/--slot time: start later or give each load a longer --slot", k+1, late.Round(time.Millisecond))
+	}
+	time.Sleep(time.Until(at))
 	return nil
 }
 
