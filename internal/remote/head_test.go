@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -183,6 +185,9 @@ func TestReadAtSize(t *testing.T) {
 		{"fewer than asked", 100, 100, raw(206, "bytes 100-149/5000", obj[100:150]), 0, ErrBadContentRange},
 		{"suffix, fewer than asked", -300, 20, raw(206, "bytes 4800-4999/5000", obj[4800:]), 0, ErrBadContentRange},
 		{"no size", 100, 100, raw(206, "bytes 100-199/*", obj[100:200]), 0, ErrBadContentRange},
+		{"size past int64", 100, 100, raw(206, "bytes 100-199/99999999999999999999", obj[100:200]), 0, ErrBadContentRange},
+		{"range backwards", 100, 100, raw(206, "bytes 199-100/5000", obj[100:200]), 0, ErrBadContentRange},
+		{"range past the size", 100, 100, raw(206, "bytes 100-199/150", obj[100:200]), 0, ErrBadContentRange},
 		{"malformed", 100, 100, raw(206, "bytes 100-1x9/5000", obj[100:200]), 0, ErrBadContentRange},
 		{"body longer than its range", 100, 100, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Range", "bytes 100-199/5000")
@@ -231,6 +236,49 @@ func TestReadAtSize(t *testing.T) {
 			}
 		} else if requests.Load() != want {
 			t.Errorf("%s: %d requests, want %d", c.name, requests.Load(), want)
+		}
+		srv.Close()
+	}
+}
+
+// TestReadAtSizeClaims checks what ReadAtSize reports of sizes a server
+// claims: a huge one is returned as it is, without any allocation of its
+// size (the caller bounds what it reads by it), and a negative one in a
+// 416 answer is no size at all.
+func TestReadAtSizeClaims(t *testing.T) {
+	obj := []byte("0123456789abcdefghij")
+	for _, c := range []struct {
+		name     string
+		status   int
+		cr       string
+		body     []byte
+		wantSize int64
+		wantErr  error
+	}{
+		{"huge size", 206, "bytes 4-7/9223372036854775807", obj[4:8], math.MaxInt64, nil},
+		{"negative size in a 416", 416, "bytes */-5", nil, -1, io.ErrUnexpectedEOF},
+		{"no size in a 416", 416, "bytes */*", nil, -1, io.ErrUnexpectedEOF},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Range", c.cr)
+			w.Header().Set("Content-Length", strconv.Itoa(len(c.body)))
+			w.WriteHeader(c.status)
+			w.Write(c.body)
+		}))
+		cl, e := testClient(t, srv, HTTP, "/obj")
+		buf := make([]byte, 4)
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
+		size, err := cl.ReadAtSize(context.Background(), e, buf, 4)
+		runtime.ReadMemStats(&ms1)
+		if size != c.wantSize || !errors.Is(err, c.wantErr) {
+			t.Errorf("%s: size %d, %v; want %d, %v", c.name, size, err, c.wantSize, c.wantErr)
+		}
+		if c.wantErr == nil && !bytes.Equal(buf, obj[4:8]) {
+			t.Errorf("%s: read %q, want %q", c.name, buf, obj[4:8])
+		}
+		if grew := ms1.TotalAlloc - ms0.TotalAlloc; grew > 1<<20 {
+			t.Errorf("%s: %d bytes allocated for a 4-byte read", c.name, grew)
 		}
 		srv.Close()
 	}

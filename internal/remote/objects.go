@@ -164,7 +164,7 @@ func responseRange(resp *http.Response) (first, last, total int64, err error) {
 		return 0, resp.ContentLength - 1, resp.ContentLength, nil
 	case http.StatusRequestedRangeNotSatisfiable:
 		s, ok := strings.CutPrefix(cr, "bytes */")
-		if total, err = strconv.ParseInt(s, 10, 64); !ok || err != nil {
+		if total, err = strconv.ParseInt(s, 10, 64); !ok || err != nil || total < 0 {
 			return 0, 0, -1, nil // the size is unknown; the range is not there
 		}
 		return 0, -1, total, nil
