@@ -172,11 +172,10 @@ type eventKind struct {
 	flags uint32
 }
 
-// events holds the events with which tasks mark their copies: on 2x H100
-// with 32 workers, cuEventCreate and cuEventDestroy took 60-75 µs each
-// (the driver serialises them), two of each per task, about 3% of the
-// workers' time in a two-GPU load (execution trace,
-// bench/results/gpus-h100x2-2026-11-26-trace).
+// events holds the events with which tasks mark their copies. Made and
+// destroyed per task, two of each, they took about 3% of the workers'
+// time in a two-GPU load: 60-75 µs a call with 32 workers on 2x H100
+// (execution trace, bench/results/gpus-h100x2-2026-11-26-trace).
 var events idle[eventKind, cuda.Event]
 
 // GetEvent returns an event of ctx, which must be current, made with
