@@ -82,8 +82,13 @@ type zstdCodec struct {
 	checksum bool
 }
 
+// zstdDec decodes frames that declare their size. DecodeAll decodes every
+// frame of its input: with the cap limit it stops at cap(dst), so that
+// frames after the first cannot grow the output past the size the first
+// declared (a 28 KB chunk of two frames made it allocate 256 MB before the
+// limit check).
 var zstdDec = sync.OnceValue(func() *zstd.Decoder {
-	d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(1<<32))
+	d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(1<<32), zstd.WithDecodeAllCapLimit(true))
 	return d
 })
 
@@ -138,18 +143,23 @@ func (c zstdCodec) decode(src, dst []byte, limit int) ([]byte, error) {
 		if h.HasFCS {
 			return nil, fmt.Errorf("%w: zstd frame of %d bytes exceeds %d", ErrCorruptChunk, h.FrameContentSize, limit)
 		}
-		// No declared size: stream it so that the limit holds.
-		r, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderConcurrency(1))
+		// No declared size: stream it so that the limit holds, with a
+		// window of at most the limit (or 8 MiB, the least the format
+		// asks decoders to support): the decoder allocates the window a
+		// frame declares, 512 MiB for a 13-byte chunk otherwise.
+		win := uint64(max(limit, 8<<20))
+		r, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(win))
 		if err != nil {
 			return nil, err
 		}
 		defer r.Close()
 		return readLimited(r, dst, limit, "zstd")
 	}
-	if cap(dst) < int(h.FrameContentSize) {
-		dst = make([]byte, 0, h.FrameContentSize)
+	want := int(h.FrameContentSize)
+	if cap(dst) < want {
+		dst = make([]byte, 0, want)
 	}
-	out, err := zstdDec().DecodeAll(src, dst[:0])
+	out, err := zstdDec().DecodeAll(src, dst[:0:want])
 	if err != nil {
 		return nil, fmt.Errorf("%w: zstd: %v", ErrCorruptChunk, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -388,6 +389,62 @@ func TestZstdStreamFrames(t *testing.T) {
 	}
 	if _, err := (zstdCodec{}).decode(buf.Bytes(), nil, len(data)-1); !errors.Is(err, ErrCorruptChunk) {
 		t.Fatalf("limit: %v", err)
+	}
+}
+
+// TestZstdFramesBounded decodes a hostile zstd chunk: a frame declaring
+// 11 bytes followed by one of 256 MiB of zeros (28 KB in all). The decode
+// fails with ErrCorruptChunk without allocating the second frame's size.
+func TestZstdFramesBounded(t *testing.T) {
+	c := zstdCodec{level: 3}
+	small, err := c.encode([]byte("hello world"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := c.encode(make([]byte, 256<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := append(small, big...)
+	for _, dst := range [][]byte{nil, make([]byte, 0, 64<<10)} {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		out, err := c.decode(src, dst, 1<<20)
+		runtime.ReadMemStats(&m1)
+		if !errors.Is(err, ErrCorruptChunk) {
+			t.Errorf("dst cap %d: %d bytes, %v; want ErrCorruptChunk", cap(dst), len(out), err)
+		}
+		if grew := m1.TotalAlloc - m0.TotalAlloc; grew > 8<<20 {
+			t.Errorf("dst cap %d: %d bytes allocated for a chunk limited to 1 MiB", cap(dst), grew)
+		}
+	}
+	// The first frame alone still decodes.
+	if out, err := c.decode(small, nil, 1<<20); err != nil || string(out) != "hello world" {
+		t.Fatalf("the first frame alone: %q, %v", out, err)
+	}
+}
+
+// TestZstdWindowBounded decodes 13-byte zstd chunks without a content
+// size that declare windows of 1 MiB to 512 MiB for 4 bytes of content:
+// windows within max(limit, 8 MiB) decode, larger ones fail with
+// ErrCorruptChunk, and none allocates its declared window past that.
+func TestZstdWindowBounded(t *testing.T) {
+	for _, log := range []byte{20, 23, 27, 29} {
+		bh := uint32(1 | 4<<3) // the last block, raw, 4 bytes
+		src := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, (log - 10) << 3, byte(bh), byte(bh >> 8), byte(bh >> 16), 'a', 'b', 'c', 'd'}
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		out, err := zstdCodec{}.decode(src, nil, 1<<20)
+		runtime.ReadMemStats(&m1)
+		if log <= 23 && (err != nil || string(out) != "abcd") {
+			t.Errorf("window 2^%d: %q, %v; want abcd", log, out, err)
+		}
+		if log > 23 && !errors.Is(err, ErrCorruptChunk) {
+			t.Errorf("window 2^%d: %q, %v; want ErrCorruptChunk", log, out, err)
+		}
+		if grew := m1.TotalAlloc - m0.TotalAlloc; grew > 10<<20 {
+			t.Errorf("window 2^%d: %d bytes allocated", log, grew)
+		}
 	}
 }
 
