@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"encoding/binary"
+	"runtime"
 	"testing"
 )
 
@@ -61,5 +62,43 @@ func FuzzBloscDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		bloscDecode(b, nil, 1<<16)
 		blosclzDecompress(b, make([]byte, 256))
+	})
+}
+
+// FuzzChunkDecode decodes arbitrary bytes as gzip, zlib and zstd chunks
+// and as Blosc chunks, each limited to 64 KiB of output: errors are fine;
+// panics, and heap past what a 64 KiB chunk may cost (its output, a
+// decoder's 8 MiB window, their buffers), are not. Run longer with
+//
+//	go test -run '^$' -fuzz FuzzChunkDecode -fuzztime 10m ./zarr
+func FuzzChunkDecode(f *testing.F) {
+	data := []byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+	for _, c := range []interface{ encode([]byte) ([]byte, error) }{
+		gzipCodec{level: 5}, zlibCodec{level: 5}, zstdCodec{level: 3},
+		bloscCodec{cname: "zstd", shuffle: 1, typesize: 4, clevel: 5},
+	} {
+		enc, err := c.encode(data)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(enc)
+	}
+	bh := uint32(1 | 4<<3)
+	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 13 << 3, byte(bh), byte(bh >> 8), byte(bh >> 16), 'a', 'b', 'c', 'd'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		const limit = 64 << 10
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for _, c := range []interface {
+			decode(src, dst []byte, limit int) ([]byte, error)
+		}{gzipCodec{}, zlibCodec{}, zstdCodec{}, bloscCodec{}} {
+			if out, err := c.decode(b, nil, limit); err == nil && len(out) > limit {
+				t.Fatalf("%T: %d bytes out, limit %d", c, len(out), limit)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		if got := after.TotalAlloc - before.TotalAlloc; got > 48<<20 {
+			t.Fatalf("a %d-byte chunk cost %d bytes of heap: %x", len(b), got, b)
+		}
 	})
 }
