@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -444,6 +446,68 @@ func TestZstdWindowBounded(t *testing.T) {
 		}
 		if grew := m1.TotalAlloc - m0.TotalAlloc; grew > 10<<20 {
 			t.Errorf("window 2^%d: %d bytes allocated", log, grew)
+		}
+	}
+}
+
+// manySplits returns a Blosc chunk of n 16-byte blocks (not split) of
+// compressor format, every block's offset pointing at the one split.
+func manySplits(format byte, split []byte, n int) []byte {
+	src := make([]byte, 16, 16+4*n+4+len(split))
+	src[0], src[1], src[2], src[3] = 2, 1, format<<5|0x10, 1
+	at := uint32(16 + 4*n)
+	for range n {
+		src = binary.LittleEndian.AppendUint32(src, at)
+	}
+	src = binary.LittleEndian.AppendUint32(src, uint32(len(split)))
+	src = append(src, split...)
+	binary.LittleEndian.PutUint32(src[4:], uint32(16*n))
+	binary.LittleEndian.PutUint32(src[8:], 16)
+	binary.LittleEndian.PutUint32(src[12:], uint32(len(src)))
+	return src
+}
+
+// TestBloscManySplitsBounded decodes hostile Blosc chunks of 65536 blocks
+// that all point at one compressed split (262 KB each): zlib and zstd
+// splits with a content size decode, with a few MB of heap in all (a
+// zlib reader per split took 2.3 GB and a second); a zstd split without a
+// content size, which Blosc never writes, fails with ErrCorruptChunk (a
+// streaming decoder per split took a minute and 541 GB).
+func TestBloscManySplitsBounded(t *testing.T) {
+	const n = 1 << 16
+	block := []byte("abcdefghijklmnop")
+	var zb bytes.Buffer
+	zw := zlib.NewWriter(&zb)
+	zw.Write(block)
+	zw.Close()
+	raw := func(desc byte, fcs []byte) []byte { // one frame: a raw block of the 16 bytes
+		bh := uint32(1 | 16<<3)
+		f := append([]byte{0x28, 0xb5, 0x2f, 0xfd, desc, 13 << 3}, fcs...)
+		return append(append(f, byte(bh), byte(bh>>8), byte(bh>>16)), block...)
+	}
+	for _, c := range []struct {
+		name   string
+		format byte
+		split  []byte
+		ok     bool
+	}{
+		{"zlib", 3, zb.Bytes(), true},
+		{"zstd with its size (8 MiB window)", 4, raw(0x80, []byte{16, 0, 0, 0}), true},
+		{"zstd without its size", 4, raw(0x00, nil), false},
+	} {
+		src := manySplits(c.format, c.split, n)
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		out, err := bloscDecode(src, nil, 16*n)
+		runtime.ReadMemStats(&m1)
+		switch {
+		case c.ok && (err != nil || !bytes.Equal(out, bytes.Repeat(block, n))):
+			t.Errorf("%s: %d bytes, %v; want the block %d times", c.name, len(out), err, n)
+		case !c.ok && !errors.Is(err, ErrCorruptChunk):
+			t.Errorf("%s: %v; want ErrCorruptChunk", c.name, err)
+		}
+		if grew := m1.TotalAlloc - m0.TotalAlloc; grew > 32<<20 {
+			t.Errorf("%s: %d bytes allocated for a %d-byte chunk", c.name, grew, len(src))
 		}
 	}
 }
