@@ -92,6 +92,49 @@ var zstdDec = sync.OnceValue(func() *zstd.Decoder {
 	return d
 })
 
+// zstdStreamWindow is the window a frame without a content size may
+// declare when its chunk is smaller: 8 MiB, the least the format asks
+// decoders to support (encoders that stream declare their level's
+// window, whatever the content).
+const zstdStreamWindow = 8 << 20
+
+// zstdStreams holds streaming decoders for zstdStreamWindow, reset for
+// each frame, so that they keep their buffers: a decoder allocates the
+// window a frame declares, and a shard whose inner chunks all point at
+// one 25-byte frame made a new decoder, and 8 MiB, per inner chunk (4096
+// of them: 34 GB and 3 s).
+var zstdStreams = sync.Pool{New: func() any {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(zstdStreamWindow))
+	if err != nil {
+		panic(err) // the options are constant
+	}
+	return d
+}}
+
+// zstdStream decodes a frame without a content size, at most limit
+// bytes of it, with a window of at most max(limit, zstdStreamWindow): a
+// frame declaring more fails (a 13-byte frame declaring 512 MiB made the
+// decoder allocate them).
+func zstdStream(src, dst []byte, limit int) ([]byte, error) {
+	if limit > zstdStreamWindow {
+		d, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(uint64(limit)))
+		if err != nil {
+			return nil, fmt.Errorf("%w: zstd: %v", ErrCorruptChunk, err)
+		}
+		defer d.Close()
+		return readLimited(d, dst, limit, "zstd")
+	}
+	d := zstdStreams.Get().(*zstd.Decoder)
+	defer func() {
+		d.Reset(nil) // drop src
+		zstdStreams.Put(d)
+	}()
+	if err := d.Reset(bytes.NewReader(src)); err != nil {
+		return nil, fmt.Errorf("%w: zstd: %v", ErrCorruptChunk, err)
+	}
+	return readLimited(d, dst, limit, "zstd")
+}
+
 var zstdEnc sync.Map // zstd.EncoderLevel<<2|small<<1|checksum -> *zstd.Encoder
 
 // zstdSmall is the largest input encoded as a single segment: klauspost's
@@ -143,17 +186,7 @@ func (c zstdCodec) decode(src, dst []byte, limit int) ([]byte, error) {
 		if h.HasFCS {
 			return nil, fmt.Errorf("%w: zstd frame of %d bytes exceeds %d", ErrCorruptChunk, h.FrameContentSize, limit)
 		}
-		// No declared size: stream it so that the limit holds, with a
-		// window of at most the limit (or 8 MiB, the least the format
-		// asks decoders to support): the decoder allocates the window a
-		// frame declares, 512 MiB for a 13-byte chunk otherwise.
-		win := uint64(max(limit, 8<<20))
-		r, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(win))
-		if err != nil {
-			return nil, err
-		}
-		defer r.Close()
-		return readLimited(r, dst, limit, "zstd")
+		return zstdStream(src, dst, limit)
 	}
 	want := int(h.FrameContentSize)
 	if cap(dst) < want {

@@ -450,6 +450,30 @@ func TestZstdWindowBounded(t *testing.T) {
 	}
 }
 
+// TestZstdStreamsReused decodes one 25-byte frame without a content size,
+// declaring an 8 MiB window, 256 times, as a shard whose inner chunks all
+// point at it does: the streaming decoders are reused, so the heap does
+// not grow by a window per chunk (2 GB before; not checked under the
+// race detector, where sync.Pool drops decoders on purpose).
+func TestZstdStreamsReused(t *testing.T) {
+	bh := uint32(1 | 16<<3)
+	src := append([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 13 << 3, byte(bh), byte(bh >> 8), byte(bh >> 16)}, "abcdefghijklmnop"...)
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for i := range 256 {
+		out, err := zstdCodec{}.decode(src, nil, 1024)
+		if err != nil || string(out) != "abcdefghijklmnop" {
+			t.Fatalf("decode %d: %q, %v", i, out, err)
+		}
+	}
+	runtime.ReadMemStats(&m1)
+	grew := m1.TotalAlloc - m0.TotalAlloc
+	t.Logf("256 decodes: %d bytes of heap", grew)
+	if !raceEnabled && grew > 64<<20 {
+		t.Errorf("256 decodes of a 25-byte frame allocated %d bytes", grew)
+	}
+}
+
 // manySplits returns a Blosc chunk of n 16-byte blocks (not split) of
 // compressor format, every block's offset pointing at the one split.
 func manySplits(format byte, split []byte, n int) []byte {
