@@ -474,6 +474,46 @@ func TestZstdStreamsReused(t *testing.T) {
 	}
 }
 
+// TestDeflateReadersReused decodes gzip and zlib chunks of random sizes,
+// with corrupt ones (truncated, a flipped checksum byte, over the limit)
+// between them: the pooled readers, reset for each chunk, give every
+// valid chunk back exactly and every corrupt one ErrCorruptChunk.
+func TestDeflateReadersReused(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 29))
+	for _, c := range []interface {
+		encode([]byte) ([]byte, error)
+		decode(src, dst []byte, limit int) ([]byte, error)
+	}{gzipCodec{level: 5}, zlibCodec{level: 5}} {
+		for i := range 200 {
+			data := make([]byte, 1+rng.IntN(5000))
+			for j := range data {
+				data[j] = byte(rng.IntN(7)) // compressible, never all zero
+			}
+			enc, err := c.encode(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := slices.Clone(enc)
+			switch i % 3 {
+			case 0:
+				bad = bad[:len(bad)/2]
+			case 1:
+				bad[len(bad)-1] ^= 0xff // the checksum (gzip: the size)
+			}
+			limit := len(data)
+			if i%3 == 2 {
+				limit = len(data) - 1
+			}
+			if _, err := c.decode(bad, nil, limit); !errors.Is(err, ErrCorruptChunk) {
+				t.Fatalf("%T chunk %d, corrupt (%d): %v", c, i, i%3, err)
+			}
+			if got, err := c.decode(enc, make([]byte, 0, rng.IntN(2*len(data))), len(data)); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("%T chunk %d: %d bytes, %v; want %d", c, i, len(got), err, len(data))
+			}
+		}
+	}
+}
+
 // manySplits returns a Blosc chunk of n 16-byte blocks (not split) of
 // compressor format, every block's offset pointing at the one split.
 func manySplits(format byte, split []byte, n int) []byte {
