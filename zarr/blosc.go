@@ -1,12 +1,10 @@
 package zarr
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
 
-	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 )
@@ -165,8 +163,7 @@ func bloscDecode(src, dst []byte, limit int) ([]byte, error) {
 // as 4-byte offsets fit in it, all pointing at one split, and a new zlib
 // reader per split made a 262 KB chunk cost 2.3 GB of allocations.
 type splitDecoder struct {
-	zr  io.ReadCloser // the zlib reader, reset for each split
-	one [1]byte
+	zr io.ReadCloser // the zlib reader, reset for each split
 }
 
 // block decodes the block at src[start:] into out.
@@ -243,31 +240,11 @@ func (sd *splitDecoder) decompress(format int, in, out []byte) error {
 // returns the bytes it filled; a stream longer than out is an error.
 func (sd *splitDecoder) zlib(in, out []byte) (int, error) {
 	var err error
-	if sd.zr == nil {
-		sd.zr, err = zlib.NewReader(bytes.NewReader(in))
-	} else {
-		err = sd.zr.(zlib.Resetter).Reset(bytes.NewReader(in), nil)
-	}
-	if err != nil {
+	if sd.zr, err = zlibOn(sd.zr, in); err != nil {
 		return 0, err
 	}
-	n, err := io.ReadFull(sd.zr, out)
-	if err == io.ErrUnexpectedEOF || err == io.EOF {
-		return n, nil // short: the caller compares n with len(out)
-	}
-	if err != nil {
-		return n, err
-	}
-	// The end of the stream, where its checksum is checked, and nothing
-	// after the split's bytes.
-	switch _, err := io.ReadFull(sd.zr, sd.one[:]); err {
-	case io.EOF:
-		return n, nil
-	case nil:
-		return n, fmt.Errorf("zlib stream longer than its %d-byte split", len(out))
-	default:
-		return n, err
-	}
+	b, err := readLimited(sd.zr, out[:0:len(out)], len(out), "zlib")
+	return len(b), err
 }
 
 // zstdSplit decodes the zstd frame in into out. Blosc writes each split

@@ -12,16 +12,35 @@ import (
 )
 
 // readLimited reads all of r, failing if it yields more than limit bytes.
+// Into a dst that can hold limit bytes it reads in place, without growing
+// a buffer (a Blosc chunk decodes each of its splits into its share of
+// the output so).
 func readLimited(r io.Reader, dst []byte, limit int, name string) ([]byte, error) {
-	buf := bytes.NewBuffer(dst[:0])
-	n, err := buf.ReadFrom(io.LimitReader(r, int64(limit)+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorruptChunk, name, err)
+	if cap(dst) < limit {
+		buf := bytes.NewBuffer(dst[:0])
+		n, err := buf.ReadFrom(io.LimitReader(r, int64(limit)+1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrCorruptChunk, name, err)
+		}
+		if n > int64(limit) {
+			return nil, fmt.Errorf("%w: %s output exceeds %d bytes", ErrCorruptChunk, name, limit)
+		}
+		return buf.Bytes(), nil
 	}
-	if n > int64(limit) {
-		return nil, fmt.Errorf("%w: %s output exceeds %d bytes", ErrCorruptChunk, name, limit)
+	n, err := io.ReadFull(r, dst[:limit])
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return dst[:n], nil // shorter than the limit
 	}
-	return buf.Bytes(), nil
+	if err == nil { // the end of the stream (its checksum), and nothing after
+		var one [1]byte
+		switch _, err = io.ReadFull(r, one[:]); err {
+		case io.EOF:
+			return dst[:n], nil
+		case nil:
+			return nil, fmt.Errorf("%w: %s output exceeds %d bytes", ErrCorruptChunk, name, limit)
+		}
+	}
+	return nil, fmt.Errorf("%w: %s: %v", ErrCorruptChunk, name, err)
 }
 
 // gzipCodec is v3 "gzip" and v2 "gzip" (gzip members).
@@ -84,12 +103,7 @@ func (c zlibCodec) decode(src, dst []byte, limit int) ([]byte, error) {
 
 func zlibDecode(src, dst []byte, limit int) ([]byte, error) {
 	r, _ := zlibReaders.Get().(io.ReadCloser)
-	var err error
-	if r == nil {
-		r, err = zlib.NewReader(bytes.NewReader(src))
-	} else {
-		err = r.(zlib.Resetter).Reset(bytes.NewReader(src), nil)
-	}
+	r, err := zlibOn(r, src)
 	if r != nil {
 		defer zlibReaders.Put(r)
 	}
@@ -97,6 +111,15 @@ func zlibDecode(src, dst []byte, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: zlib: %v", ErrCorruptChunk, err)
 	}
 	return readLimited(r, dst, limit, "zlib")
+}
+
+// zlibOn returns r, a zlib reader, reset to read src, or a new one when
+// r is nil (nil again when src's header is bad).
+func zlibOn(r io.ReadCloser, src []byte) (io.ReadCloser, error) {
+	if r == nil {
+		return zlib.NewReader(bytes.NewReader(src))
+	}
+	return r, r.(zlib.Resetter).Reset(bytes.NewReader(src), nil)
 }
 
 // zstdCodec is v3 "zstd" and v2 "zstd".
