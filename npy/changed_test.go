@@ -2,19 +2,18 @@ package npy
 
 import (
 	"context"
-	"errors"
+	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/testkit/changetest"
 )
 
-// touchingReader is a FileHandle that writes to its own file, in place,
-// before its first PRead: an array rewritten while it is loaded.
+// touchingReader is a FileHandle that calls touch before its first PRead,
+// between the array's header and its data.
 type touchingReader struct {
 	*kvik.FileHandle
 	once  sync.Once
@@ -28,7 +27,9 @@ func (r *touchingReader) PRead(ctx context.Context, p []byte, off int64) *kvik.F
 
 // TestLoadFileChangedMidway: an array file written to in place between
 // its header and its data read fails LoadHostReader with
-// kvik.ErrFileChanged; the same load of the untouched file passes.
+// kvik.ErrFileChanged; the same load of the untouched file, or of one
+// replaced by a rename, passes (changetest.Run, through a handle that
+// calls midway before its first PRead).
 func TestLoadFileChangedMidway(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 78))
 	data := make([]byte, 8*(1+rng.IntN(50_000)))
@@ -39,31 +40,9 @@ func TestLoadFileChangedMidway(t *testing.T) {
 	if err := Save(context.Background(), p, SaveArray{Dtype: Float64, Shape: []int64{int64(len(data) / 8)}, Data: data}); err != nil {
 		t.Fatal(err)
 	}
-	old := time.Now().Add(-time.Hour) // so a write's modification time differs
-	if err := os.Chtimes(p, old, old); err != nil {
-		t.Fatal(err)
-	}
-	h, err := kvik.Open(p, "r", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	a, err := LoadHostReader(context.Background(), &touchingReader{FileHandle: h, touch: func() {}}, nil)
-	if err != nil {
-		t.Fatalf("load of an untouched file: %v", err)
-	}
-	a.Close()
-	touch := func() {
-		f, err := os.OpenFile(p, os.O_WRONLY, 0)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer f.Close()
-		fi, _ := f.Stat()
-		f.WriteAt([]byte{0x5a}, fi.Size()-1)
-	}
-	if _, err := LoadHostReader(context.Background(), &touchingReader{FileHandle: h, touch: touch}, nil); !errors.Is(err, kvik.ErrFileChanged) {
-		t.Fatalf("load of a file written to midway: %v, want ErrFileChanged", err)
-	}
+	changetest.Run(t, p, changetest.Loader{
+		ByReader: func(ctx context.Context, r kvik.Reader, midway func()) (io.Closer, error) {
+			return LoadHostReader(ctx, &touchingReader{FileHandle: r.(*kvik.FileHandle), touch: midway}, nil)
+		},
+	})
 }

@@ -14,9 +14,10 @@ import (
 	"github.com/kvikgo/kvik"
 )
 
-// Loader is a format's host loads, by name and through an open handle;
-// each calls midway once while it loads (between the header and the
-// data, from its Filter).
+// Loader is a format's host loads, by name and through an open handle
+// (a *kvik.FileHandle); each calls midway once while it loads (between
+// the header and the data). ByName may be nil, for a format whose load
+// by name has no hook to call midway from.
 type Loader struct {
 	ByName   func(ctx context.Context, name string, midway func()) (io.Closer, error)
 	ByReader func(ctx context.Context, r kvik.Reader, midway func()) (io.Closer, error)
@@ -60,13 +61,15 @@ func Run(t *testing.T, path string, l Loader) {
 		}
 	}
 	past()
-	if m, err := l.ByName(ctx, path, touch); !errors.Is(err, kvik.ErrFileChanged) {
-		if err == nil {
-			m.Close()
+	if l.ByName != nil {
+		if m, err := l.ByName(ctx, path, touch); !errors.Is(err, kvik.ErrFileChanged) {
+			if err == nil {
+				m.Close()
+			}
+			t.Fatalf("load of a file written to midway: %v, want ErrFileChanged", err)
 		}
-		t.Fatalf("load of a file written to midway: %v, want ErrFileChanged", err)
+		past()
 	}
-	past()
 	h, err := kvik.Open(path, "r", 0)
 	if err != nil {
 		t.Fatal(err)
