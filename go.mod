@@ -1,6 +1,6 @@
 module github.com/kvikgo/kvik
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/ebitengine/purego v0.11.3
@@ -9,6 +9,7 @@ require (
 
 require (
 	github.com/aws/aws-sdk-go-v2 v1.47.7
+	github.com/go-json-experiment/json v1.27.2
 	github.com/klauspost/compress v1.20.3
 	github.com/pierrec/lz4/v4 v4.1.33
 	go.uber.org/goleak v1.3.0

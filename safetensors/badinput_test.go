@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -139,4 +140,26 @@ func FuzzDecodeHeader(f *testing.F) {
 			t.Fatalf("accepted tensors ending at %d of %d", h.DataOffset+at, len(b))
 		}
 	})
+}
+
+// TestProbeReused decodes the headers of files longer than the first
+// read one after the other: those reads share pooled buffers, so a
+// header that kept a slice of its buffer (a name, the metadata) would
+// change when the next file is read.
+func TestProbeReused(t *testing.T) {
+	var hs []*Header
+	for i := range 8 {
+		hdr := fmt.Sprintf(`{"__metadata__":{"k":"v%d"},"t%d":{"dtype":"U8","shape":[%d],"data_offsets":[0,%d]}}`, i, i, headerProbe, headerProbe)
+		b := file(hdr, headerProbe)
+		h, err := DecodeHeader(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	for i, h := range hs {
+		if name, meta := fmt.Sprintf("t%d", i), fmt.Sprintf("v%d", i); h.Tensors[0].Name != name || h.Metadata["k"] != meta {
+			t.Errorf("header %d: tensor %q, metadata %q after later reads; want %q, %q", i, h.Tensors[0].Name, h.Metadata["k"], name, meta)
+		}
+	}
 }

@@ -1,6 +1,6 @@
 module github.com/kvikgo/kvik/bench/gguf
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/gpustack/gguf-parser-go v0.28.1

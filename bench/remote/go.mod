@@ -1,6 +1,6 @@
 module github.com/kvikgo/kvik/bench/remote
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/aws/aws-sdk-go-v2 v1.47.7
@@ -20,6 +20,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/internal/s3shared v1.20.1 // indirect
 	github.com/aws/smithy-go v1.28.8 // indirect
 	github.com/ebitengine/purego v0.11.3 // indirect
+	github.com/go-json-experiment/json v1.27.2 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.46.0 // indirect
 )
