@@ -3,11 +3,15 @@ package remote
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -189,5 +193,89 @@ func TestReadRangeStallDeadline(t *testing.T) {
 	_, err := c.ReadRange(ctx, e, make([]byte, 1000000), 0)
 	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 2*deadline {
 		t.Fatalf("ReadRange of a stalled body: %v after %v, want DeadlineExceeded within %v", err, took, 2*deadline)
+	}
+}
+
+// listServer answers ListObjectsV2 with page(n), n counting from 0: the
+// keys of answer n, and whether it is truncated. The continuation token
+// of answer n is "tn", checked on the next request.
+func listServer(t *testing.T, page func(n int) (keys []string, truncated bool)) (*httptest.Server, *atomic.Int64) {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(requests.Add(1)) - 1
+		if want := fmt.Sprintf("t%d", n-1); n > 0 && r.URL.Query().Get("continuation-token") != want {
+			t.Errorf("request %d: continuation token %q, want %q", n, r.URL.Query().Get("continuation-token"), want)
+		}
+		keys, truncated := page(n)
+		var b strings.Builder
+		fmt.Fprintf(&b, "<ListBucketResult><IsTruncated>%v</IsTruncated>", truncated)
+		if truncated {
+			fmt.Fprintf(&b, "<NextContinuationToken>t%d</NextContinuationToken>", n)
+		}
+		for _, k := range keys {
+			fmt.Fprintf(&b, "<Contents><Key>%s</Key></Contents>", k)
+		}
+		b.WriteString("</ListBucketResult>")
+		w.Write([]byte(b.String()))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &requests
+}
+
+// TestListPages follows continuation tokens over answers of random
+// sizes (some empty), keeping the keys under the prefix in order.
+func TestListPages(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 29))
+	var want []string
+	pages := make([][]string, 2+rng.IntN(8))
+	for i := range pages {
+		for range rng.IntN(5) {
+			k := fmt.Sprintf("%03d-%d", len(want), rng.IntN(1000))
+			want = append(want, k)
+			pages[i] = append(pages[i], "prefix/k"+k)
+			if rng.IntN(3) == 0 {
+				pages[i] = append(pages[i], "other/"+k) // not under the prefix
+			}
+		}
+	}
+	srv, requests := listServer(t, func(n int) ([]string, bool) { return pages[n], n < len(pages)-1 })
+	c, e := testClient(t, srv, S3, "/bucket/prefix/k")
+	got, err := c.List(context.Background(), e, "")
+	if err != nil || !slices.Equal(got, want) || requests.Load() != int64(len(pages)) {
+		t.Fatalf("List: %q (%v) in %d requests; want %q in %d", got, err, requests.Load(), want, len(pages))
+	}
+}
+
+// TestListEndless: a server that answers "truncated" with a fresh token
+// forever, listing nothing or ever more keys, gets ErrTooLarge once the
+// answers or the names kept pass their bounds (lowered here): the names'
+// bound stops a listing of long names after a few answers, the answers'
+// bound one that keeps little or nothing.
+func TestListEndless(t *testing.T) {
+	oldAnswers, oldBytes := listAnswersLimit, listKeyBytesLimit
+	listAnswersLimit, listKeyBytesLimit = 40, 4<<20
+	defer func() { listAnswersLimit, listKeyBytesLimit = oldAnswers, oldBytes }()
+	long := strings.Repeat("x", 1000)
+	cases := []struct {
+		name    string
+		page    func(n int) ([]string, bool)
+		answers int64 // how many answers it takes
+	}{
+		{"empty answers", func(int) ([]string, bool) { return nil, true }, 40},
+		{"foreign keys", func(n int) ([]string, bool) { return []string{fmt.Sprintf("elsewhere/%d", n)}, true }, 40},
+		{"new keys", func(n int) ([]string, bool) { return []string{fmt.Sprintf("prefix/k%d", n)}, true }, 40},
+		// 1000 names of 1 KB an answer: the fifth passes 4 MiB.
+		{"long keys", func(n int) ([]string, bool) { return slices.Repeat([]string{fmt.Sprintf("prefix/k%d-%s", n, long)}, 1000), true }, 5},
+		// Empty names still cost their string headers: 10000 an answer,
+		// 160 KB, pass 4 MiB in the 27th.
+		{"the prefix itself", func(n int) ([]string, bool) { return slices.Repeat([]string{"prefix/k"}, 10000), true }, 27},
+	}
+	for _, c := range cases {
+		srv, requests := listServer(t, c.page)
+		cl, e := testClient(t, srv, S3, "/bucket/prefix/k")
+		keys, err := cl.List(context.Background(), e, "")
+		if !errors.Is(err, ErrTooLarge) || keys != nil || requests.Load() != c.answers {
+			t.Errorf("%s: %d keys, %v after %d answers; want ErrTooLarge after %d", c.name, len(keys), err, requests.Load(), c.answers)
+		}
 	}
 }

@@ -202,6 +202,17 @@ func (e *Endpoint) bucket() (*Endpoint, string, error) {
 // ListLimit bounds one ListObjectsV2 answer read into memory.
 const listLimit = 16 << 20
 
+// The bounds of one List over all its answers: a server that answers
+// "truncated" with a fresh continuation token forever, listing nothing
+// new or ever more keys, gets ErrTooLarge instead of a caller that loops
+// and collects until its memory or its patience runs out. S3 lists up to
+// 1000 keys an answer: 65536 answers hold 65M keys, more than the 256
+// MiB that keeps (names and string headers) at 4 bytes a name.
+var (
+	listAnswersLimit  = 1 << 16
+	listKeyBytesLimit = 256 << 20
+)
+
 // List returns the keys of the objects whose key starts with the key of
 // e (an S3 endpoint naming a prefix) followed by sub, relative to that,
 // in the order S3 lists them (UTF-8 binary). It follows continuation
@@ -216,8 +227,11 @@ func (c *Client) List(ctx context.Context, e *Endpoint, sub string) ([]string, e
 	}
 	prefix += sub
 	var keys []string
-	token := ""
-	for {
+	token, kept := "", 0
+	for answers := 1; ; answers++ {
+		if answers > listAnswersLimit {
+			return nil, fmt.Errorf("%w: ListObjectsV2 %s: still truncated after %d answers", ErrTooLarge, b, listAnswersLimit)
+		}
 		q := url.Values{"list-type": {"2"}, "prefix": {prefix}}
 		if token != "" {
 			q.Set("continuation-token", token)
@@ -243,6 +257,9 @@ func (c *Client) List(ctx context.Context, e *Endpoint, sub string) ([]string, e
 		}
 		for _, o := range res.Contents {
 			if k, ok := strings.CutPrefix(o.Key, prefix); ok {
+				if kept += len(k) + 16; kept > listKeyBytesLimit { // the name and its string header
+					return nil, fmt.Errorf("%w: ListObjectsV2 %s: more than %d bytes of key names", ErrTooLarge, b, listKeyBytesLimit)
+				}
 				keys = append(keys, k)
 			}
 		}
