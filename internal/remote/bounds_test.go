@@ -265,7 +265,9 @@ func TestListEndless(t *testing.T) {
 		{"foreign keys", func(n int) ([]string, bool) { return []string{fmt.Sprintf("elsewhere/%d", n)}, true }, 40},
 		{"new keys", func(n int) ([]string, bool) { return []string{fmt.Sprintf("prefix/k%d", n)}, true }, 40},
 		// 1000 names of 1 KB an answer: the fifth passes 4 MiB.
-		{"long keys", func(n int) ([]string, bool) { return slices.Repeat([]string{fmt.Sprintf("prefix/k%d-%s", n, long)}, 1000), true }, 5},
+		{"long keys", func(n int) ([]string, bool) {
+			return slices.Repeat([]string{fmt.Sprintf("prefix/k%d-%s", n, long)}, 1000), true
+		}, 5},
 		// Empty names still cost their string headers: 10000 an answer,
 		// 160 KB, pass 4 MiB in the 27th.
 		{"the prefix itself", func(n int) ([]string, bool) { return slices.Repeat([]string{"prefix/k"}, 10000), true }, 27},
