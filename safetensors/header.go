@@ -188,9 +188,26 @@ func expect(dec *jsontext.Decoder, k jsontext.Kind) error {
 		return err
 	}
 	if tok.Kind() != k {
-		return fmt.Errorf("found %v, want %v", tok.Kind(), k)
+		return fmt.Errorf("found %s, want %s", kindName(tok.Kind()), kindName(k))
 	}
 	return nil
+}
+
+// kindName names a token kind in an error.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case jsontext.KindBeginObject:
+		return "an object"
+	case jsontext.KindEndObject:
+		return "the object's end"
+	case jsontext.KindBeginArray:
+		return "an array"
+	case jsontext.KindEndArray:
+		return "the array's end"
+	case jsontext.KindString:
+		return "a string"
+	}
+	return k.String() // number, true, false, null
 }
 
 // readMetadata reads the __metadata__ value: null, or an object whose
@@ -215,20 +232,19 @@ func readMetadata(dec *jsontext.Decoder) (map[string]string, error) {
 			return nil, err
 		}
 		if v.Kind() != jsontext.KindString {
-			return nil, fmt.Errorf("value of %q is %v", key, v.Kind())
+			return nil, fmt.Errorf("value of %q is %s, want a string", key, kindName(v.Kind()))
 		}
 		meta[key] = v.String()
 	}
 	return meta, expect(dec, jsontext.KindEndObject)
 }
 
-// rawTensor is a tensor's entry as the file has it; has records which of
-// the three fields it named.
+// rawTensor is a tensor's entry as the file has it. shape and
+// dataOffsets are nil until read (readUints never returns nil).
 type rawTensor struct {
 	dtype              string
+	hasDtype           bool
 	shape, dataOffsets []uint64
-	hasDtype, hasShape bool
-	hasOffsets         bool
 }
 
 // read reads one tensor's object: "dtype" (a string), "shape" and
@@ -242,26 +258,21 @@ func (r *rawTensor) read(dec *jsontext.Decoder) error {
 		if err != nil {
 			return err
 		}
+		var field string // a constant: name.String() would allocate
 		switch name.String() {
 		case "dtype":
-			err = r.readDtype(dec)
+			field, err = "dtype", r.readDtype(dec)
 		case "shape":
+			field = "shape"
 			r.shape, err = readUints(dec)
-			r.hasShape = true
-			if err != nil {
-				err = fmt.Errorf("shape: %w", err)
-			}
 		case "data_offsets":
+			field = "data_offsets"
 			r.dataOffsets, err = readUints(dec)
-			r.hasOffsets = true
-			if err != nil {
-				err = fmt.Errorf("data_offsets: %w", err)
-			}
 		default:
-			err = fmt.Errorf("unknown field %q", name.String())
+			return fmt.Errorf("unknown field %q", name.String())
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", field, err)
 		}
 	}
 	return expect(dec, jsontext.KindEndObject)
@@ -273,7 +284,7 @@ func (r *rawTensor) readDtype(dec *jsontext.Decoder) error {
 		return err
 	}
 	if tok.Kind() != jsontext.KindString {
-		return fmt.Errorf("dtype is %v", tok.Kind())
+		return fmt.Errorf("found %s, want a string", kindName(tok.Kind()))
 	}
 	r.dtype, r.hasDtype = tok.String(), true
 	return nil
@@ -286,14 +297,17 @@ func readUints(dec *jsontext.Decoder) ([]uint64, error) {
 		return nil, err
 	}
 	dst := []uint64{} // never nil: [] is a scalar's shape
-	for dec.PeekKind() == jsontext.KindNumber {
+	for dec.PeekKind() != jsontext.KindEndArray {
 		tok, err := dec.ReadToken()
 		if err != nil {
 			return nil, err
 		}
+		if tok.Kind() != jsontext.KindNumber {
+			return nil, fmt.Errorf("found %s, want an unsigned integer", kindName(tok.Kind()))
+		}
 		v, err := tok.Uint()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s is not an unsigned integer of 64 bits", tok.String())
 		}
 		dst = append(dst, v)
 	}
@@ -302,7 +316,7 @@ func readUints(dec *jsontext.Decoder) ([]uint64, error) {
 
 // parseTensor checks the fields of tensor name and makes its TensorInfo.
 func parseTensor(name string, r *rawTensor) (TensorInfo, error) {
-	if !r.hasDtype || !r.hasShape || !r.hasOffsets {
+	if !r.hasDtype || r.shape == nil || r.dataOffsets == nil {
 		return TensorInfo{}, fmt.Errorf("%w: tensor %q lacks dtype, shape or data_offsets", ErrInvalidHeader, name)
 	}
 	d := Dtype(r.dtype)
