@@ -204,7 +204,9 @@ func (p *RemotePrefix) Delete(ctx context.Context, key string) error {
 
 // List returns the keys under the prefix that start with prefix, in S3's
 // order (sorted by UTF-8 bytes), with ListObjectsV2. Plain HTTP has no
-// listing: errors.ErrUnsupported.
+// listing: errors.ErrUnsupported. A listing of more than 65536 answers
+// or 256 MiB of key names fails with ErrTooLarge (a server that answers
+// "truncated" forever).
 func (p *RemotePrefix) List(ctx context.Context, prefix string) ([]string, error) {
 	if p.ep.Type == RemoteHTTP {
 		return nil, p.pathErr("list", prefix, fmt.Errorf("%w: plain HTTP has no listing", errors.ErrUnsupported))
