@@ -40,6 +40,11 @@ func TestBadHeaders(t *testing.T) {
 		{"unknown field", file(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1}}`, 1), ErrInvalidHeader},
 		{"missing field", file(`{"a":{"dtype":"U8","shape":[1]}}`, 1), ErrInvalidHeader},
 		{"bad metadata", file(`{"__metadata__":{"a":1}}`, 0), ErrInvalidHeader},
+		{"null metadata value", file(`{"__metadata__":{"a":null}}`, 0), ErrInvalidHeader},
+		{"field name case", file(`{"a":{"DType":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), ErrInvalidHeader},
+		{"field twice", file(`{"a":{"dtype":"U8","shape":[1],"shape":[1],"data_offsets":[0,1]}}`, 1), ErrInvalidHeader},
+		{"nested shape", file(`{"a":{"dtype":"U8","shape":[[1]],"data_offsets":[0,1]}}`, 1), ErrInvalidHeader},
+		{"exponent", file(`{"a":{"dtype":"U8","shape":[1e0],"data_offsets":[0,1]}}`, 1), ErrInvalidHeader},
 		{"dtype", file(`{"a":{"dtype":"F128","shape":[1],"data_offsets":[0,16]}}`, 16), ErrUnknownDtype},
 		{"negative shape", file(`{"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,1]}}`, 1), ErrInvalidHeader},
 		{"float shape", file(`{"a":{"dtype":"U8","shape":[1.5],"data_offsets":[0,1]}}`, 1), ErrInvalidHeader},
@@ -161,5 +166,16 @@ func TestProbeReused(t *testing.T) {
 		if name, meta := fmt.Sprintf("t%d", i), fmt.Sprintf("v%d", i); h.Tensors[0].Name != name || h.Metadata["k"] != meta {
 			t.Errorf("header %d: tensor %q, metadata %q after later reads; want %q, %q", i, h.Tensors[0].Name, h.Metadata["k"], name, meta)
 		}
+	}
+}
+
+// TestNullMetadata checks a null __metadata__ is accepted as none, as
+// before (the reference library's Option), while a null value inside it
+// is not (TestBadHeaders).
+func TestNullMetadata(t *testing.T) {
+	b := file(`{"__metadata__":null,"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}`, 2)
+	h, err := DecodeHeader(bytes.NewReader(b), int64(len(b)))
+	if err != nil || h.Metadata != nil || len(h.Tensors) != 1 {
+		t.Fatalf("null metadata: %v, %v", h, err)
 	}
 }
