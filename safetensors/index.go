@@ -1,6 +1,7 @@
 package safetensors
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 	"golang.org/x/sync/errgroup"
@@ -37,7 +39,7 @@ func ReadIndex(ctx context.Context, name string, opts ...kvik.RemoteOption) (*In
 		return nil, err
 	}
 	var ix Index
-	if err := json.Unmarshal(b, &ix); err != nil {
+	if err := decodeIndex(b, &ix); err != nil {
 		return nil, &fs.PathError{Op: "read", Path: redact(name), Err: fmt.Errorf("%w: %v", ErrInvalidIndex, err)}
 	}
 	if ix.WeightMap == nil {
@@ -49,6 +51,18 @@ func ReadIndex(ctx context.Context, name string, opts ...kvik.RemoteOption) (*In
 		}
 	}
 	return &ix, nil
+}
+
+// decodeIndex decodes an index's JSON into ix. The tokenizer checks it
+// first (jsontext, as the header's parse): a name twice in one object,
+// which encoding/json would merge into one weight_map entry, losing a
+// tensor, and invalid UTF-8, which it would turn into U+FFFD, making
+// names up, are refused.
+func decodeIndex(b []byte, ix *Index) error {
+	if _, err := jsontext.NewDecoder(bytes.NewReader(b)).ReadValue(); err != nil {
+		return err
+	}
+	return json.Unmarshal(b, ix)
 }
 
 // readSmall reads the whole file at name, of at most MaxIndexSize bytes.

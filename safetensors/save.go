@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
@@ -98,6 +99,9 @@ func encodeHeader(ts []SaveTensor, meta map[string]string) ([]byte, []int64, err
 		}
 		return cmp.Compare(ts[a].Name, ts[b].Name)
 	})
+	if err := checkMetadata(meta); err != nil {
+		return nil, nil, err
+	}
 	var buf bytes.Buffer
 	buf.WriteString("{")
 	if meta != nil {
@@ -109,14 +113,13 @@ func encodeHeader(ts []SaveTensor, meta map[string]string) ([]byte, []int64, err
 		buf.Write(mb)
 	}
 	offs := make([]int64, len(ts))
-	seen := map[string]bool{}
+	seen := tensorNames{}
 	var at int64
 	for _, i := range order {
 		t := &ts[i]
-		if t.Name == "__metadata__" || seen[t.Name] {
-			return nil, nil, fmt.Errorf("%w: duplicate or reserved tensor name %q", ErrInvalidArgument, t.Name)
+		if err := seen.add(t.Name); err != nil {
+			return nil, nil, err
 		}
-		seen[t.Name] = true
 		n, err := t.size()
 		if err != nil {
 			return nil, nil, err
@@ -143,4 +146,34 @@ func encodeHeader(ts []SaveTensor, meta map[string]string) ([]byte, []int64, err
 	out := make([]byte, 8, 8+buf.Len())
 	binary.LittleEndian.PutUint64(out, uint64(buf.Len()))
 	return append(out, buf.Bytes()...), offs, nil
+}
+
+// tensorNames are the names of the tensors a save has checked so far.
+type tensorNames map[string]bool
+
+// add checks name and records it: a name twice, the reserved
+// "__metadata__" or a name that is not valid UTF-8 is ErrInvalidArgument.
+// JSON holds only UTF-8: encoding/json would write U+FFFD in place of
+// each bad byte, saving the tensor under another name (and two such
+// names under one, which no reader accepts).
+func (seen tensorNames) add(name string) error {
+	switch {
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: tensor name %q is not valid UTF-8", ErrInvalidArgument, name)
+	case name == "__metadata__" || seen[name]:
+		return fmt.Errorf("%w: duplicate or reserved tensor name %q", ErrInvalidArgument, name)
+	}
+	seen[name] = true
+	return nil
+}
+
+// checkMetadata refuses metadata keys and values that are not valid
+// UTF-8 (ErrInvalidArgument), which JSON cannot hold either.
+func checkMetadata(meta map[string]string) error {
+	for k, v := range meta {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return fmt.Errorf("%w: metadata %q = %q is not valid UTF-8", ErrInvalidArgument, k, v)
+		}
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kvikgo/kvik"
 	"golang.org/x/sync/errgroup"
@@ -95,10 +96,13 @@ func SaveSharded(ctx context.Context, dir string, tensors []SaveTensor, metadata
 	switch {
 	case so.MaxShardSize < 0 || so.Parallel < 0:
 		return fail(fmt.Errorf("%w: MaxShardSize %d, Parallel %d", ErrInvalidArgument, so.MaxShardSize, so.Parallel))
-	case !filepath.IsLocal(so.Name) || strings.ContainsAny(so.Name, `/\`) || strings.HasPrefix(so.Name, "."):
-		return fail(fmt.Errorf("%w: shard name %q is not a plain file name", ErrInvalidArgument, so.Name))
+	case !filepath.IsLocal(so.Name) || strings.ContainsAny(so.Name, `/\`) || strings.HasPrefix(so.Name, ".") || !utf8.ValidString(so.Name):
+		return fail(fmt.Errorf("%w: shard name %q is not a plain file name in UTF-8", ErrInvalidArgument, so.Name))
 	}
 	shards, total, err := planShards(tensors, so.MaxShardSize)
+	if err == nil {
+		err = checkMetadata(metadata)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -193,16 +197,15 @@ var shardWritten func(file string)
 // tensor that does not fit in the current shard starts the next. It
 // returns the tensors' indices per shard and their total size.
 func planShards(ts []SaveTensor, max int64) ([][]int, int64, error) {
-	seen := make(map[string]bool, len(ts))
+	seen := make(tensorNames, len(ts))
 	var shards [][]int
 	var cur []int
 	var curSize, total int64
 	for i := range ts {
 		t := &ts[i]
-		if t.Name == "__metadata__" || seen[t.Name] {
-			return nil, 0, fmt.Errorf("%w: duplicate or reserved tensor name %q", ErrInvalidArgument, t.Name)
+		if err := seen.add(t.Name); err != nil {
+			return nil, 0, err
 		}
-		seen[t.Name] = true
 		n, err := t.size()
 		if err != nil {
 			return nil, 0, err
