@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -224,5 +225,72 @@ func TestValueString(t *testing.T) {
 		if err != nil || v.String() != want {
 			t.Errorf("%#v: %q (%v), want %q", x, v.String(), err, want)
 		}
+	}
+}
+
+// TestSaveNamesUTF8 saves tensors and metadata under random byte
+// strings: a metadata key or tensor name that is not valid UTF-8 (the
+// format's strings are UTF-8; gguf-py decodes keys and names so) fails
+// with ErrInvalidArgument and writes nothing; anything else, string
+// values with stray bytes included, loads back byte for byte.
+func TestSaveNamesUTF8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(39, 41))
+	str := func() string {
+		b := []byte("k.")
+		for range rng.IntN(5) {
+			switch rng.IntN(4) {
+			case 0:
+				b = append(b, byte(0x80+rng.IntN(0x80))) // alone: not UTF-8
+			case 1:
+				b = append(b, "é权🙂"...)
+			default:
+				b = append(b, byte(rng.IntN(0x80)))
+			}
+		}
+		return string(b)
+	}
+	saved, refused := 0, 0
+	for trial := range 100 {
+		valid := true
+		var meta Metadata
+		for range 1 + rng.IntN(3) {
+			k := str()
+			if _, dup := meta.Lookup(k); dup {
+				continue
+			}
+			valid = valid && utf8.ValidString(k)
+			v, _ := NewValue(str())
+			a, _ := NewValue([]string{str(), str()})
+			meta = append(meta, KV{k, v}, KV{k + ".list", a})
+		}
+		ts := []SaveTensor{{Name: str(), Type: I8, Shape: []int64{3}, Data: []byte{byte(trial), 2, 3}}}
+		valid = valid && utf8.ValidString(ts[0].Name)
+		p := filepath.Join(t.TempDir(), "m.gguf")
+		err := Save(context.Background(), p, ts, meta)
+		if !valid {
+			refused++
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("trial %d: a key or name that is not UTF-8 saved: %v", trial, err)
+			}
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Fatalf("trial %d: a refused Save left a file", trial)
+			}
+			continue
+		}
+		saved++
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		m, err := LoadHost(context.Background(), p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(m.Metadata, meta) {
+			t.Fatalf("trial %d: metadata\n%q\nwant\n%q", trial, m.Metadata, meta)
+		}
+		checkHostTensor(t, m, ts[0])
+	}
+	if saved < 10 || refused < 10 {
+		t.Fatalf("%d saved, %d refused: the names drawn test too little", saved, refused)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"unicode/utf8"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
@@ -29,6 +30,9 @@ type SaveTensor struct {
 // power of two) sets the alignment, else it is DefaultAlignment; each
 // tensor's data is padded with zeros to the alignment, as gguf-py's
 // writer does, so the same metadata and tensors make the same bytes.
+// Metadata keys and tensor names must be valid UTF-8, as the format
+// says and as other readers (gguf-py) decode them; string values are
+// written byte for byte (some vocabularies hold raw bytes).
 // Cancelling ctx stops the writes: the old file (or object) stays, or
 // none.
 func Save(ctx context.Context, name string, tensors []SaveTensor, meta Metadata, opts ...kvik.RemoteOption) error {
@@ -47,6 +51,9 @@ func pieces(ts []SaveTensor, meta Metadata) ([]kvik.Piece, error) {
 		if kv.Key == "" || seen[kv.Key] {
 			return nil, fmt.Errorf("%w: empty or duplicate metadata key %q", ErrInvalidArgument, kv.Key)
 		}
+		if !utf8.ValidString(kv.Key) {
+			return nil, fmt.Errorf("%w: metadata key %q is not valid UTF-8", ErrInvalidArgument, kv.Key)
+		}
 		seen[kv.Key] = true
 		if err := kv.Value.check(); err != nil {
 			return nil, fmt.Errorf("metadata key %q: %w", kv.Key, err)
@@ -64,6 +71,9 @@ func pieces(ts []SaveTensor, meta Metadata) ([]kvik.Piece, error) {
 	for i, t := range ts {
 		if names[t.Name] {
 			return nil, fmt.Errorf("%w: duplicate tensor name %q", ErrInvalidArgument, t.Name)
+		}
+		if !utf8.ValidString(t.Name) {
+			return nil, fmt.Errorf("%w: tensor name %q is not valid UTF-8", ErrInvalidArgument, t.Name)
 		}
 		names[t.Name] = true
 		n, err := nbytes(t.Type, t.Shape)
