@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // Codec names a codec and its configuration: a v3 codec ({"name",
@@ -121,7 +126,7 @@ func parseCodecV3(raw json.RawMessage) (Codec, error) {
 	c := Codec{Name: n.Name}
 	if len(n.Configuration) > 0 && string(n.Configuration) != "null" {
 		if err := decodeStrict(n.Configuration, &c.Configuration); err != nil {
-			return Codec{}, fmt.Errorf("%w: codec %s configuration: %v", ErrInvalidMetadata, n.Name, err)
+			return Codec{}, fmt.Errorf("%w: codec %q configuration: %v", ErrInvalidMetadata, n.Name, err)
 		}
 	}
 	return c, nil
@@ -407,8 +412,16 @@ func v3Codec(c Codec) map[string]any {
 
 // marshalJSON indents v without HTML escaping ("<f4" stays readable),
 // with every non-ASCII character escaped (\u00e9), as zarr-python writes
-// metadata: zarr-python before 2.14 decodes metadata as ASCII.
+// metadata: zarr-python before 2.14 decodes metadata as ASCII. A string
+// that is not valid UTF-8 (an attribute, a dimension name, an array's
+// path in consolidated metadata) is ErrInvalidMetadata.
 func marshalJSON(v any, indent string) ([]byte, error) {
+	// encoding/json writes U+FFFD in place of each byte that is not
+	// UTF-8, saving an attribute or array under another name: the same
+	// encoding by the v2 package, with its strings checked, goes first.
+	if err := jsonv2.MarshalWrite(io.Discard, v, strictUTF8); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidMetadata, err)
+	}
 	var b bytes.Buffer
 	e := json.NewEncoder(&b)
 	e.SetEscapeHTML(false)
@@ -419,9 +432,13 @@ func marshalJSON(v any, indent string) ([]byte, error) {
 	return asciiJSON(b.Bytes()), nil
 }
 
+// strictUTF8 is encoding/json's behaviour (the v2 package's v1 options)
+// with a string that is not valid UTF-8 an error.
+var strictUTF8 = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsontext.AllowInvalidUTF8(false))
+
 // asciiJSON escapes the non-ASCII characters of a JSON document, which
 // can only be inside strings, as \uXXXX (UTF-16 surrogate pairs beyond
-// the BMP); invalid UTF-8 becomes \ufffd.
+// the BMP).
 func asciiJSON(b []byte) []byte {
 	i := bytes.IndexFunc(b, func(r rune) bool { return r >= utf8.RuneSelf })
 	if i < 0 {
