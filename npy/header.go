@@ -125,7 +125,7 @@ func (h *Header) parseDict(b []byte) error {
 		return fmt.Errorf("%w: header is not a dict", ErrInvalidHeader)
 	}
 	if len(d) != 3 {
-		return fmt.Errorf("%w: header has keys %v, want descr, fortran_order, shape", ErrInvalidHeader, keys(d))
+		return fmt.Errorf("%w: header has keys %q, want descr, fortran_order, shape", ErrInvalidHeader, keys(d))
 	}
 	switch descr := d["descr"].(type) {
 	case string:
@@ -150,7 +150,7 @@ func (h *Header) parseDict(b []byte) error {
 	for i, x := range shape {
 		n, ok := x.(int64)
 		if !ok || n < 0 {
-			return fmt.Errorf("%w: shape %v", ErrInvalidHeader, shape)
+			return fmt.Errorf("%w: shape's dimension %d is %#v, not a non-negative integer", ErrInvalidHeader, i, x)
 		}
 		h.Shape[i] = n
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -269,4 +270,25 @@ func FuzzDecodeHeader(f *testing.F) {
 			t.Fatalf("header accepted with offset %d size %d for %d bytes", h.DataOffset, h.Size(), len(b))
 		}
 	})
+}
+
+// TestErrorsQuoteHeaderText reads headers whose keys and shape hold
+// terminal escape sequences: the errors name them quoted, without a
+// control byte, so printing one cannot drive the terminal.
+func TestErrorsQuoteHeaderText(t *testing.T) {
+	esc := "\x1b]0;owned\x07\x1b[2K\r"
+	for name, dict := range map[string]string{
+		"key":   "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), '" + esc + "': 1}",
+		"shape": "{'descr': '<f4', 'fortran_order': False, 'shape': (2, '" + esc + "'), }",
+		"descr": "{'descr': '" + esc + "', 'fortran_order': False, 'shape': (2,), }",
+	} {
+		b := header(1, dict, 8)
+		_, err := DecodeHeader(bytes.NewReader(b), int64(len(b)))
+		if !errors.Is(err, ErrInvalidHeader) && !errors.Is(err, ErrUnsupportedDtype) {
+			t.Fatalf("%s: %v, want ErrInvalidHeader", name, err)
+		}
+		if strings.ContainsFunc(err.Error(), func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			t.Errorf("%s: the error holds control characters: %q", name, err)
+		}
+	}
 }
