@@ -62,7 +62,7 @@ func tensorCopy(e *env, o *cpOptions, src, dst string) error {
 		total += size
 		elapsed := time.Since(t0).Seconds()
 		fmt.Fprintf(e.stdout, "copied %s (%d bytes) %s -> %s in %.2f s, %.2f GB/s, %s, CRC-32C %08x\n",
-			formatSize(size), size, redact(f.src), redact(f.dst), elapsed, gbps(size, elapsed), f.via(mem, o.verify), sum)
+			formatSize(size), size, display(redact(f.src)), display(redact(f.dst)), elapsed, gbps(size, elapsed), f.via(mem, o.verify), sum)
 	}
 	if len(files) > 1 {
 		elapsed := time.Since(start).Seconds()

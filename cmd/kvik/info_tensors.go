@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/gguf"
@@ -233,15 +234,15 @@ func openSized(name string) (kvik.Reader, int64, error) {
 func redact(name string) string { return kvik.RedactURL(name) }
 
 func (r *tensorFileInfo) print(w io.Writer) {
-	fmt.Fprintf(w, "%s: %s, %s, %s (%s)\n", r.Path, r.Format, count(len(r.Tensors), "tensor"), formatSize(r.Bytes), count(r.Bytes, "byte"))
+	fmt.Fprintf(w, "%s: %s, %s, %s (%s)\n", display(r.Path), r.Format, count(len(r.Tensors), "tensor"), formatSize(r.Bytes), count(r.Bytes, "byte"))
 	if r.Architecture != "" || r.Types != nil {
-		fmt.Fprintf(w, "  architecture %s, alignment %d, data at byte %d\n", r.Architecture, r.Alignment, r.DataOffset)
+		fmt.Fprintf(w, "  architecture %s, alignment %d, data at byte %d\n", display(r.Architecture), r.Alignment, r.DataOffset)
 		for _, t := range r.Types {
 			fmt.Fprintf(w, "  %-8s %5d tensors  %s\n", t.Type, t.Tensors, formatSize(t.Bytes))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Metadata)) {
-		fmt.Fprintf(w, "  metadata %s = %s\n", k, displayValue(r.Metadata[k]))
+		fmt.Fprintf(w, "  metadata %s = %s\n", display(k), displayValue(r.Metadata[k]))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	index := len(r.Tensors) > 0 && r.Tensors[0].File != ""
@@ -250,23 +251,25 @@ func (r *tensorFileInfo) print(w io.Writer) {
 		fmt.Fprint(tw, "\tFILE")
 	}
 	for _, t := range r.Tensors {
-		fmt.Fprintf(tw, "\n  %s\t%s\t%v\t%d", t.Name, t.Dtype, t.Shape, t.Bytes)
+		fmt.Fprintf(tw, "\n  %s\t%s\t%v\t%d", display(t.Name), t.Dtype, t.Shape, t.Bytes)
 		if index {
-			fmt.Fprintf(tw, "\t%s", t.File)
+			fmt.Fprintf(tw, "\t%s", display(t.File))
 		}
 	}
 	fmt.Fprintln(tw)
 	tw.Flush()
 }
 
-// displayValue keeps a metadata value to one line: a long one (a chat
-// template) cut, one with control characters quoted.
+// displayValue is display for a metadata value, kept to one line: a
+// long one (a chat template) is cut after 100 bytes, at a character's
+// start, and quoted.
 func displayValue(v string) string {
-	if len(v) > 100 {
-		return strconv.Quote(v[:100]) + "..."
+	if len(v) <= 100 {
+		return display(v)
 	}
-	if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' }) {
-		return strconv.Quote(v)
+	cut := 100
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
 	}
-	return v
+	return strconv.Quote(v[:cut]) + "..."
 }

@@ -126,9 +126,10 @@ func dropInnerPrefix(msg string) string {
 	return strings.ReplaceAll(strings.TrimPrefix(msg, "kvik: "), ": kvik: ", ": ")
 }
 
-// oneLine folds a message onto one line.
+// oneLine folds a message onto one line, its unprintable characters
+// escaped (escapeUnprintable).
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return escapeUnprintable(strings.Join(strings.Fields(s), " "))
 }
 
 func findCommand(name string) *command {

@@ -55,7 +55,7 @@ func remoteCopy(e *env, o *cpOptions, src, dst string) error {
 		verified = "not verified"
 	}
 	fmt.Fprintf(e.stdout, "copied %s (%d bytes) %s -> %s in %.2f s, %.2f GB/s, %s, CRC-32C %08x\n",
-		formatSize(size), size, redact(src), redact(dst), elapsed.Seconds(), gbps(size, elapsed.Seconds()), verified, sum)
+		formatSize(size), size, display(redact(src)), display(redact(dst)), elapsed.Seconds(), gbps(size, elapsed.Seconds()), verified, sum)
 	return nil
 }
 
@@ -123,7 +123,7 @@ type uploadStats struct {
 // own time and speed, then the verification's.
 func (u uploadStats) line(src, dst string) string {
 	s := fmt.Sprintf("copied %s (%d bytes) %s -> %s: uploaded in %.2f s, %.2f GB/s; ",
-		formatSize(u.size), u.size, redact(src), redact(dst), u.upload.Seconds(), gbps(u.size, u.upload.Seconds()))
+		formatSize(u.size), u.size, display(redact(src)), display(redact(dst)), u.upload.Seconds(), gbps(u.size, u.upload.Seconds()))
 	if u.verify == 0 {
 		return s + fmt.Sprintf("not verified; CRC-32C %08x of the bytes sent\n", u.sum)
 	}

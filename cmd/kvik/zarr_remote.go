@@ -83,26 +83,28 @@ func zarrInfo(e *env, name string, asJSON bool) error {
 		return writeJSON(e.stdout, r)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "Store\t%s\nEndpoint\t%s\n", r.Store, r.Endpoint)
+	fmt.Fprintf(tw, "Store\t%s\nEndpoint\t%s\n", display(r.Store), r.Endpoint)
 	if r.MaxRequests > 0 {
 		fmt.Fprintf(tw, "Consolidated\t%v\nRequests\tup to %d in flight\n", r.Consolidated, r.MaxRequests)
 	}
 	fmt.Fprintf(tw, "Arrays\t%d\n\narray\tformat\tdtype\tshape\tchunks\tcodecs\tsize\n", len(r.Arrays))
 	for _, a := range r.Arrays {
 		if a.Error != "" {
-			fmt.Fprintf(tw, "%s\t\t\t\t\t%s\t\n", orRoot(a.Path), a.Error)
+			fmt.Fprintf(tw, "%s\t\t\t\t\t%s\t\n", orRoot(a.Path), oneLine(a.Error))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\tv%d\t%s\t%v\t%v\t%s\t%s\n", orRoot(a.Path), a.Format, a.Dtype, a.Shape, a.Chunks, strings.Join(a.Codecs, ","), formatSize(a.Bytes))
+		fmt.Fprintf(tw, "%s\tv%d\t%s\t%v\t%v\t%s\t%s\n", orRoot(a.Path), a.Format, a.Dtype, a.Shape, a.Chunks, display(strings.Join(a.Codecs, ",")), formatSize(a.Bytes))
 	}
 	return tw.Flush()
 }
 
+// orRoot names an array's path for kvik info's table (display), the
+// root "(root)".
 func orRoot(p string) string {
 	if p == "" {
 		return "(root)"
 	}
-	return p
+	return display(p)
 }
 
 func describeArray(ctx context.Context, s zarr.Store, p string) zarrArrayInfo {
@@ -159,7 +161,7 @@ func zarrCopy(e *env, o *cpOptions, src, dst string) error {
 		return err
 	}
 	el := time.Since(start)
-	fmt.Fprintf(e.stdout, "copied %d keys (%s) %s -> %s in %.2f s, %.2f GB/s, verified\n", keys, formatSize(bytes), src, dst, el.Seconds(), gbps(bytes, el.Seconds()))
+	fmt.Fprintf(e.stdout, "copied %d keys (%s) %s -> %s in %.2f s, %.2f GB/s, verified\n", keys, formatSize(bytes), display(src), display(dst), el.Seconds(), gbps(bytes, el.Seconds()))
 	return nil
 }
 
@@ -197,7 +199,7 @@ func copyStore(ctx context.Context, from, to zarr.Store) (int, int64, error) {
 			return err
 		}
 		if crc32.Checksum(back, castagnoli) != crc32.Checksum(b, castagnoli) || len(back) != len(b) {
-			return fmt.Errorf("verify: %s differs after the copy", k)
+			return fmt.Errorf("verify: %q differs after the copy", k)
 		}
 		mu.Lock()
 		total += int64(len(b))
