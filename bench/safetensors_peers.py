@@ -5,10 +5,12 @@ of `kvik bench --safetensors FILE`:
   safetensors.torch.load_file(path, device="cuda:0")
   safe_open(path, framework="pt", device="cuda:0"), reading every tensor
 
-  python3 bench/safetensors_peers.py FILE [--repeats N] [--drop-cache] [--json]
+  python3 bench/safetensors_peers.py FILE [--repeats N] [--drop-cache] [--device D] [--json]
 
 --drop-cache evicts the file from the page cache (posix_fadvise DONTNEED)
 before every repetition. Each time includes torch.cuda.synchronize().
+--device cpu times the same two into host memory instead, the peers of
+safetensors.LoadHost (bench/loadbench).
 
   python3 bench/safetensors_peers.py --make FILE --gb 8
 
@@ -69,28 +71,31 @@ def make(path, gb):
     print(f"wrote {path}: {len(out)} tensors, {layers} layers, {os.path.getsize(path)/1e9:.2f} GB")
 
 
-def bench(path, repeats, dropc):
+def bench(path, repeats, dropc, device="cuda:0"):
     import torch, safetensors
     from safetensors.torch import load_file
-    torch.cuda.init()
-    torch.empty(1, device="cuda:0")
+    gpu = device != "cpu"
+    if gpu:
+        torch.cuda.init()
+        torch.empty(1, device=device)
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
     size = os.path.getsize(path)
 
     def load_file_run():
-        t = load_file(path, device="cuda:0")
-        torch.cuda.synchronize()
+        t = load_file(path, device=device)
+        sync()
         return t
 
     def safe_open_run():
         out = {}
-        with safetensors.safe_open(path, framework="pt", device="cuda:0") as f:
+        with safetensors.safe_open(path, framework="pt", device=device) as f:
             for k in f.keys():
                 out[k] = f.get_tensor(k)
-        torch.cuda.synchronize()
+        sync()
         return out
 
     res = []
-    for name, fn in (("safetensors.torch.load_file cuda:0", load_file_run), ("safe_open cuda:0 every tensor", safe_open_run)):
+    for name, fn in ((f"safetensors.torch.load_file {device}", load_file_run), (f"safe_open {device} every tensor", safe_open_run)):
         times = []
         for _ in range(repeats):
             if dropc:
@@ -99,7 +104,8 @@ def bench(path, repeats, dropc):
             t = fn()
             times.append(time.perf_counter() - t0)
             del t
-            torch.cuda.empty_cache()
+            if gpu:
+                torch.cuda.empty_cache()
         best = min(times)
         res.append({"name": name, "seconds": times, "best_seconds": best, "gb_per_s": size / best / 1e9})
     return res
@@ -155,12 +161,13 @@ if __name__ == "__main__":
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--drop-cache", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--device", default="cuda:0", help="cuda:0 (default) or cpu")
     ap.add_argument("--save", metavar="DIR", help="time saving FILE's tensors from cuda:0 into DIR")
     a = ap.parse_args()
     if a.make:
         make(a.file, a.gb)
         sys.exit(0)
-    r = bench_save(a.file, a.save, a.repeats) if a.save else bench(a.file, a.repeats, a.drop_cache)
+    r = bench_save(a.file, a.save, a.repeats) if a.save else bench(a.file, a.repeats, a.drop_cache, a.device)
     if a.json:
         print(json.dumps(r))
     else:

@@ -7,13 +7,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -92,9 +90,9 @@ func startServer(b *testing.B) (url, dir string) {
 	return "http://" + addr, dir
 }
 
-// writerAt collects the transfer manager's parts.
+// writerAt collects the transfer manager's parts (disjoint ranges, so
+// concurrent writes need no lock).
 type writerAt struct {
-	mu  sync.Mutex
 	buf []byte
 }
 
@@ -117,48 +115,16 @@ func (w *writerAt) WriteAt(p []byte, off int64) (int, error) {
 //
 //	KVIK_BENCH_REMOTE_SIZE=1073741824 go test -run '^$' -bench S3Read -benchtime 9x
 func BenchmarkS3Read(b *testing.B) {
-	size := 1 << 30
-	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_REMOTE_SIZE")); err == nil && n > 0 {
-		size = n
-	}
+	size := objectSize()
 	url, data := server(b, size)
-	d, err := kvik.GetDefaults()
-	if err != nil {
-		b.Fatal(err)
-	}
-	conc, part := d.NumThreads, d.TaskSize
+	conc, part := workers(b)
 	b.Logf("object %d bytes, concurrency %d, part/task size %d", size, conc, part)
-	// The SDK gets a transport like kvik's: keep-alive, one idle
-	// connection per worker, no compression; checksums only if required.
-	client := s3.New(s3.Options{
-		Region:       region,
-		BaseEndpoint: aws.String(url),
-		UsePathStyle: true,
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: key, SecretAccessKey: secret}, nil
-		}),
-		HTTPClient:                 &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc, DisableCompression: true}},
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
-	})
-	mgr := tm.New(client, func(o *tm.Options) {
-		o.Concurrency = conc
-		o.PartSizeBytes = int64(part)
-		o.GetObjectType = tmtypes.GetObjectRanges
-		o.DisableChecksumValidation = true
-	})
+	client := sdkClient(url, conc)
+	mgr := downloader(client, conc, part)
 	ctx := context.Background()
-	h, err := kvik.OpenRemote(ctx, "s3://"+bucket+"/obj.bin", kvik.WithS3Endpoint(url),
-		kvik.WithS3Region(region), kvik.WithS3Credentials(key, secret, ""))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.Close()
+	h := openObject(b, url)
 	buf := make([]byte, size)
-	paths := []struct {
-		name string
-		read func() error
-	}{
+	paths := []readPath{
 		{"kvik", func() error {
 			n, err := h.ReadAt(buf, 0)
 			if err == nil && n != size {
@@ -189,6 +155,22 @@ func BenchmarkS3Read(b *testing.B) {
 			b.Fatalf("%s: downloaded bytes differ from the object", p.name)
 		}
 	}
+	secs := takeTurns(b, paths, size)
+	if !bytes.Equal(buf, data) {
+		b.Fatal("downloaded bytes differ from the object")
+	}
+	reportTurns(b, paths, secs, size)
+}
+
+// readPath is one way of reading the benchmark's object.
+type readPath struct {
+	name string
+	read func() error
+}
+
+// takeTurns times the paths' reads of size bytes round after round, each
+// round starting with the next path, and returns each path's seconds.
+func takeTurns(b *testing.B, paths []readPath, size int) [][]float64 {
 	b.SetBytes(int64(size) * int64(len(paths)))
 	secs := make([][]float64, len(paths))
 	for round := 0; b.Loop(); round++ {
@@ -201,9 +183,13 @@ func BenchmarkS3Read(b *testing.B) {
 			secs[j] = append(secs[j], time.Since(start).Seconds())
 		}
 	}
-	if !bytes.Equal(buf, data) {
-		b.Fatal("downloaded bytes differ from the object")
-	}
+	return secs
+}
+
+// reportTurns reports each path's median and best GB/s, and the first
+// path's speed against each other path's: the median over rounds of the
+// ratio of their times within a round.
+func reportTurns(b *testing.B, paths []readPath, secs [][]float64, size int) {
 	gb := float64(size) / 1e9
 	for i, p := range paths {
 		b.ReportMetric(gb/median(secs[i]), p.name+"-GB/s")
@@ -213,9 +199,51 @@ func BenchmarkS3Read(b *testing.B) {
 			for r := range ratios {
 				ratios[r] = secs[i][r] / secs[0][r]
 			}
-			b.ReportMetric(median(ratios), "kvik/"+p.name)
+			b.ReportMetric(median(ratios), paths[0].name+"/"+p.name)
 		}
 	}
+}
+
+// workers returns kvik's worker count and task size, which the SDK's
+// paths are given as their concurrency and part size.
+func workers(b *testing.B) (conc, part int) {
+	d, err := kvik.GetDefaults()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d.NumThreads, d.TaskSize
+}
+
+// openObject opens the benchmark's object on the server at url with kvik,
+// until the benchmark ends.
+func openObject(b *testing.B, url string) *kvik.RemoteHandle {
+	h, err := kvik.OpenRemote(context.Background(), "s3://"+bucket+"/obj.bin", kvik.WithS3Endpoint(url),
+		kvik.WithS3Region(region), kvik.WithS3Credentials(key, secret, ""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { h.Close() })
+	return h
+}
+
+// downloader is the SDK transfer manager's concurrent ranged downloader
+// with kvik's concurrency and part size, checksums off as kvik's reads.
+func downloader(client *s3.Client, conc, part int) *tm.Client {
+	return tm.New(client, func(o *tm.Options) {
+		o.Concurrency = conc
+		o.PartSizeBytes = int64(part)
+		o.GetObjectType = tmtypes.GetObjectRanges
+		o.DisableChecksumValidation = true
+	})
+}
+
+// objectSize is KVIK_BENCH_REMOTE_SIZE, the benchmarks' object size in
+// bytes, default 1 GiB.
+func objectSize() int {
+	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_REMOTE_SIZE")); err == nil && n > 0 {
+		return n
+	}
+	return 1 << 30
 }
 
 // median returns the middle value of v (the mean of the two middle ones

@@ -55,10 +55,7 @@ type uploadPath struct {
 //
 //	KVIK_BENCH_REMOTE_SIZE=1073741824 KVIK_BENCH_CLI=/path/to/kvik go test -run '^$' -bench S3Upload -benchtime 5x
 func BenchmarkS3Upload(b *testing.B) {
-	size := 1 << 30
-	if n, err := strconv.Atoi(os.Getenv("KVIK_BENCH_REMOTE_SIZE")); err == nil && n > 0 {
-		size = n
-	}
+	size := objectSize()
 	url, dir := startServer(b)
 	data := randomData(size)
 	d, err := kvik.GetDefaults()
