@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"errors"
+	"io/fs"
 
 	"github.com/kvikgo/kvik"
 )
@@ -32,3 +33,16 @@ var (
 	// stop or outside the array, or a buffer of the wrong size for it.
 	ErrInvalidRegion = errors.New("zarr: invalid region")
 )
+
+// ErrNoStore reports a store with no Zarr metadata at its root: no
+// zarr.json, .zgroup, .zarray, .zattrs or .zmetadata (a mistyped path, an
+// empty or plain directory). It also matches fs.ErrNotExist.
+var ErrNoStore error = noStoreError{}
+
+type noStoreError struct{}
+
+func (noStoreError) Error() string {
+	return "zarr: no Zarr metadata (zarr.json, .zgroup, .zarray, .zattrs or .zmetadata) at the store's root"
+}
+
+func (noStoreError) Is(target error) bool { return target == fs.ErrNotExist }

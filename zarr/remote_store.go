@@ -120,7 +120,7 @@ func OpenStore(ctx context.Context, name string, opts ...StoreOption) (Store, er
 func OpenArray(ctx context.Context, name string, opts ...StoreOption) (*Array, error) {
 	if !kvik.IsURL(name) {
 		if _, err := os.Stat(name); err != nil {
-			return nil, err // NewDirStore would create it
+			return nil, err // a clearer error than the missing zarr.json
 		}
 	}
 	s, err := OpenStore(ctx, name, opts...)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
@@ -90,15 +91,17 @@ func WithDimensionSeparator(sep string) StoreOption {
 	}
 }
 
-// NewDirStore opens a directory store at root, creating the directory if
-// it does not exist.
+// NewDirStore opens a directory store at root. Opening creates nothing:
+// a root that does not exist is an empty store, whose directory the first
+// write creates. A root that exists and is no directory fails with
+// syscall.ENOTDIR.
 func NewDirStore(root string, opts ...StoreOption) (*DirStore, error) {
 	s := &DirStore{root: root}
 	if err := s.storeConfig.apply(opts); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, err
+	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
+		return nil, &fs.PathError{Op: "open", Path: root, Err: syscall.ENOTDIR}
 	}
 	return s, nil
 }
@@ -299,14 +302,21 @@ func (s *DirStore) Delete(ctx context.Context, key string) error {
 }
 
 // List returns the keys that start with prefix, sorted. Temporary files
-// of writes in progress are left out.
+// of writes in progress are left out; a root that does not exist has no
+// keys.
 func (s *DirStore) List(ctx context.Context, prefix string) ([]string, error) {
 	if s.normalizeKeys {
 		prefix = strings.ToLower(prefix)
 	}
 	var keys []string
-	err := filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
+	// The separator makes a root that is a symbolic link to a directory
+	// be walked, as the directory it names.
+	root := s.root + string(filepath.Separator)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
+			if p == root && errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipAll
+			}
 			return err
 		}
 		if err := ctx.Err(); err != nil {

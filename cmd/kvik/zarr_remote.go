@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -74,7 +75,7 @@ func zarrInfo(e *env, name string, asJSON bool) error {
 	}
 	paths, err := zarr.ArrayPaths(ctx, s)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	for _, p := range paths {
 		r.Arrays = append(r.Arrays, describeArray(ctx, s, p))
@@ -155,6 +156,9 @@ func zarrCopy(e *env, o *cpOptions, src, dst string) error {
 	defer closeStore(to)
 	start := time.Now()
 	keys, bytes, err := copyStore(ctx, from, to)
+	if errors.Is(err, zarr.ErrNoStore) {
+		return fmt.Errorf("%s: %w", src, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -173,6 +177,10 @@ func copyStore(ctx context.Context, from, to zarr.Store) (int, int64, error) {
 	}
 	isMeta := func(k string) bool {
 		return slices.Contains([]string{"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}, k[strings.LastIndexByte(k, '/')+1:])
+	}
+	// A mistyped source is an error, not a copy of nothing.
+	if !slices.ContainsFunc(keys, func(k string) bool { return !strings.Contains(k, "/") && isMeta(k) }) {
+		return 0, 0, zarr.ErrNoStore
 	}
 	var chunks, meta []string
 	for _, k := range keys {

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
+	"github.com/kvikgo/kvik/zarr"
+)
+
+// newStore writes a store of two arrays under a root group at dir and
+// returns the keys of its zarr.json documents.
+func newStore(t *testing.T, dir string) []string {
+	t.Helper()
+	s, err := zarr.NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"a", "g/b"} {
+		a, err := zarr.Create(context.Background(), s, p, zarr.Metadata{Shape: []int{6}, ChunkShape: []int{4}, DataType: zarr.DataType{Kind: zarr.Int, Size: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.WriteRegion(context.Background(), []int{0}, []int{6}, []byte("kvik zarr, 6")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return []string{"zarr.json", "a/zarr.json", "g/zarr.json", "g/b/zarr.json"}
+}
+
+// TestZarrMistypedStore: kvik cp and kvik info of a path that holds no
+// Zarr store (missing, or an empty directory) fail with one line naming
+// it, and create neither the source nor the destination; they printed
+// "copied 0 keys ... verified" and "Arrays 0", exit 0, and made both
+// directories. So does a store whose every zarr.json is corrupt.
+func TestZarrMistypedStore(t *testing.T) {
+	tmp := t.TempDir()
+	typo, out := filepath.Join(tmp, "typo.zarr"), filepath.Join(tmp, "out.zarr")
+	runKvik(t, nil, "cp", typo, out).expect(t, exitFailure).oneLineError(t, typo, "no Zarr metadata")
+	runKvik(t, nil, "info", typo).expect(t, exitFailure).oneLineError(t, typo, "no Zarr metadata")
+	for _, p := range []string{typo, out} {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s exists after the failed commands: %v", p, err)
+		}
+	}
+	empty := filepath.Join(tmp, "empty.zarr")
+	os.Mkdir(empty, 0o755)
+	runKvik(t, nil, "cp", empty, out).expect(t, exitFailure).oneLineError(t, empty, "no Zarr metadata")
+	runKvik(t, nil, "info", empty).expect(t, exitFailure).oneLineError(t, empty, "no Zarr metadata")
+
+	corrupt := filepath.Join(tmp, "corrupt.zarr")
+	docs := newStore(t, corrupt)
+	runKvik(t, nil, "info", corrupt).expect(t, exitOK)
+	for _, k := range docs {
+		if err := os.WriteFile(filepath.Join(corrupt, k), []byte("{\"zarr_format\": 3, \"node_typ"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runKvik(t, nil, "info", corrupt).expect(t, exitFailure).oneLineError(t, "invalid metadata", "zarr.json")
+}
+
+// TestZarrMistypedStoreS3: the same for an S3 prefix that holds nothing.
+func TestZarrMistypedStoreS3(t *testing.T) {
+	srv := s3test.Start(t)
+	env := []string{"AWS_ACCESS_KEY_ID=" + s3test.Key, "AWS_SECRET_ACCESS_KEY=" + s3test.Secret,
+		"AWS_DEFAULT_REGION=" + s3test.Region, "AWS_ENDPOINT_URL=" + srv.URL}
+	url := srv.URLOf("nonexist.zarr")
+	out := filepath.Join(t.TempDir(), "out.zarr")
+	runKvik(t, env, "info", url).expect(t, exitFailure).oneLineError(t, url, "no Zarr metadata")
+	runKvik(t, env, "cp", url, out).expect(t, exitFailure).oneLineError(t, url, "no Zarr metadata")
+	if _, err := os.Lstat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s exists after the failed copy: %v", out, err)
+	}
+}
