@@ -185,3 +185,26 @@ func TestDirStoreLinkedRoot(t *testing.T) {
 		t.Fatalf("ArrayPaths through a link: %q, %v", paths, err)
 	}
 }
+
+// TestOpenStoreNilOnError: a failed OpenStore returns a nil Store, not
+// an interface holding a nil *RemoteStore or *DirStore (on which a nil
+// check passed and List panicked).
+func TestOpenStoreNilOnError(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	for _, c := range []struct {
+		name string
+		opts []StoreOption
+	}{
+		{"http://127.0.0.1:1/p?query", nil},
+		{"s3://bad~bucket/p", nil},
+		{"https://127.0.0.1:1/p", []StoreOption{WithMaxRequests(0)}},
+		{file, nil},
+		{t.TempDir(), []StoreOption{WithDimensionSeparator(":")}},
+	} {
+		s, err := OpenStore(bg, c.name, c.opts...)
+		if err == nil || s != nil {
+			t.Errorf("OpenStore(%q): %#v, %v; want nil and an error", c.name, s, err)
+		}
+	}
+}

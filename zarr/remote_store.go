@@ -105,12 +105,20 @@ func OpenURL(ctx context.Context, url string, opts ...StoreOption) (*RemoteStore
 }
 
 // OpenStore opens name as a store: a URL (see kvik.IsURL) with OpenURL,
-// anything else as a directory with NewDirStore.
+// anything else as a directory with NewDirStore. On error the Store is
+// nil (not an interface holding a nil pointer).
 func OpenStore(ctx context.Context, name string, opts ...StoreOption) (Store, error) {
+	var s Store
+	var err error
 	if kvik.IsURL(name) {
-		return OpenURL(ctx, name, opts...)
+		s, err = OpenURL(ctx, name, opts...)
+	} else {
+		s, err = NewDirStore(name, opts...)
 	}
-	return NewDirStore(name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // OpenArray opens the array at name, a local directory or a URL
