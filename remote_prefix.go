@@ -203,7 +203,8 @@ func (p *RemotePrefix) Delete(ctx context.Context, key string) error {
 }
 
 // List returns the keys under the prefix that start with prefix, in S3's
-// order (sorted by UTF-8 bytes), with ListObjectsV2. Plain HTTP has no
+// order (sorted by UTF-8 bytes), with ListObjectsV2, leaving out folder
+// markers (zero-byte objects whose key ends in "/"). Plain HTTP has no
 // listing: errors.ErrUnsupported. A listing of more than 65536 answers
 // or 256 MiB of key names fails with ErrTooLarge (a server that answers
 // "truncated" forever).

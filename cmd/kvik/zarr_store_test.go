@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -75,4 +77,47 @@ func TestZarrMistypedStoreS3(t *testing.T) {
 	if _, err := os.Lstat(out); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("%s exists after the failed copy: %v", out, err)
 	}
+}
+
+// TestZarrCpFolderMarkers: a store on S3 with folder markers (zero-byte
+// objects ending in "/", as the AWS console's "Create folder" makes, for
+// the store, a group and a chunk directory) copies to a local store key
+// for key; it failed with `invalid object key: "sub/"`. A marker is not
+// a key of the copy.
+func TestZarrCpFolderMarkers(t *testing.T) {
+	srv := s3test.Start(t)
+	env := []string{"AWS_ACCESS_KEY_ID=" + s3test.Key, "AWS_SECRET_ACCESS_KEY=" + s3test.Secret,
+		"AWS_DEFAULT_REGION=" + s3test.Region, "AWS_ENDPOINT_URL=" + srv.URL}
+	local := filepath.Join(t.TempDir(), "z.zarr")
+	newStore(t, local)
+	runKvik(t, env, "cp", local, srv.URLOf("z.zarr")).expect(t, exitOK)
+	for _, m := range []string{"/z.zarr/", "/z.zarr/sub/", "/z.zarr/g/", "/z.zarr/g/b/c/"} {
+		srv.Signed(t, http.MethodPut, m, nil)
+	}
+	back := filepath.Join(t.TempDir(), "back.zarr")
+	runKvik(t, env, "cp", srv.URLOf("z.zarr"), back).expect(t, exitOK)
+	want, got := treeFiles(t, local), treeFiles(t, back)
+	if len(want) < 8 || !maps.Equal(got, want) {
+		t.Fatalf("copy back: %d files, want the %d of the source", len(got), len(want))
+	}
+	runKvik(t, env, "info", srv.URLOf("z.zarr")).expect(t, exitOK)
+}
+
+// treeFiles returns the contents of the files below dir by relative path.
+func treeFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		files[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }
