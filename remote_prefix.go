@@ -95,6 +95,10 @@ func (p *RemotePrefix) URL(key string) string { return p.base + remote.EscapeKey
 // EndpointType returns the endpoint type in use.
 func (p *RemotePrefix) EndpointType() RemoteEndpointType { return p.ep.Type }
 
+// MaxDocumentSize returns the cap on the objects Get reads
+// (WithMaxDocumentSize, default DefaultMaxDocumentSize).
+func (p *RemotePrefix) MaxDocumentSize() int64 { return p.maxGet }
+
 // Close closes idle connections.
 func (p *RemotePrefix) Close() error {
 	p.c.Close()

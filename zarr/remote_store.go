@@ -93,6 +93,9 @@ func OpenURL(ctx context.Context, url string, opts ...StoreOption) (*RemoteStore
 		s.maxRequests = DefaultMaxRequests()
 	}
 	s.sem = make(chan struct{}, s.maxRequests)
+	if s.maxDocument > 0 {
+		s.remote = append(s.remote, kvik.WithMaxDocumentSize(s.maxDocument))
+	}
 	var err error
 	if s.p, err = kvik.NewRemotePrefix(url, s.remote...); err != nil {
 		return nil, err
@@ -150,6 +153,12 @@ func (s *RemoteStore) URL(key string) string { return s.p.URL(key) }
 
 // EndpointType returns how the store is reached (S3, public S3, HTTP).
 func (s *RemoteStore) EndpointType() kvik.RemoteEndpointType { return s.p.EndpointType() }
+
+// MaxDocumentSize returns the cap on the metadata documents the store
+// reads and Consolidate writes (WithMaxDocumentSize, or
+// kvik.WithMaxDocumentSize in WithRemoteOptions; default
+// kvik.DefaultMaxDocumentSize).
+func (s *RemoteStore) MaxDocumentSize() int64 { return s.p.MaxDocumentSize() }
 
 // MaxRequests returns the bound on requests in flight.
 func (s *RemoteStore) MaxRequests() int { return s.maxRequests }

@@ -49,6 +49,7 @@ type storeConfig struct {
 	normalizeKeys bool
 	dimSep        string
 	maxRequests   int
+	maxDocument   int64
 	remote        []kvik.RemoteOption
 }
 
@@ -89,6 +90,30 @@ func WithDimensionSeparator(sep string) StoreOption {
 		s.dimSep = sep
 		return nil
 	}
+}
+
+// WithMaxDocumentSize caps a store's metadata documents at n bytes
+// (default kvik.DefaultMaxDocumentSize, 64 MiB), for reader and writer
+// alike: a RemoteStore reads none longer (kvik.WithMaxDocumentSize) and
+// Consolidate writes none longer into either kind of store, so that
+// what it writes can be read back. n < 1 is an error.
+func WithMaxDocumentSize(n int64) StoreOption {
+	return func(c *storeConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: a document size of %d bytes", kvik.ErrInvalidArgument, n)
+		}
+		c.maxDocument = n
+		return nil
+	}
+}
+
+// MaxDocumentSize returns the cap on the metadata documents Consolidate
+// writes (WithMaxDocumentSize, default kvik.DefaultMaxDocumentSize).
+func (s *DirStore) MaxDocumentSize() int64 {
+	if s.maxDocument > 0 {
+		return s.maxDocument
+	}
+	return kvik.DefaultMaxDocumentSize
 }
 
 // NewDirStore opens a directory store at root. Opening creates nothing:

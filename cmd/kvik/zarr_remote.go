@@ -40,6 +40,17 @@ func isZarr(name string) bool {
 	return false
 }
 
+// maxDocUsage is the help of --max-document.
+const maxDocUsage = "Zarr: the largest metadata document (consolidated metadata) read from a remote store, `size` (default 64MiB)"
+
+// zarrOptions returns the store options of a --max-document flag.
+func zarrOptions(maxDoc *sizeFlag) []zarr.StoreOption {
+	if !maxDoc.set {
+		return nil
+	}
+	return []zarr.StoreOption{zarr.WithMaxDocumentSize(maxDoc.n)}
+}
+
 // zarrArrayInfo is one array of kvik info's Zarr report.
 type zarrArrayInfo struct {
 	Path   string   `json:"path"`
@@ -62,9 +73,9 @@ type zarrStoreInfo struct {
 }
 
 // zarrInfo implements kvik info for a Zarr store or array.
-func zarrInfo(e *env, name string, asJSON bool) error {
+func zarrInfo(e *env, name string, asJSON bool, opts []zarr.StoreOption) error {
 	ctx := context.Background()
-	s, err := zarr.OpenStore(ctx, name)
+	s, err := zarr.OpenStore(ctx, name, opts...)
 	if err != nil {
 		return err
 	}
@@ -144,12 +155,12 @@ func zarrCopy(e *env, o *cpOptions, src, dst string) error {
 		return zarrToNpy(e, o, src, dst)
 	}
 	ctx := context.Background()
-	from, err := zarr.OpenStore(ctx, src)
+	from, err := zarr.OpenStore(ctx, src, zarrOptions(&o.maxDoc)...)
 	if err != nil {
 		return err
 	}
 	defer closeStore(from)
-	to, err := zarr.OpenStore(ctx, dst)
+	to, err := zarr.OpenStore(ctx, dst, zarrOptions(&o.maxDoc)...)
 	if err != nil {
 		return err
 	}
@@ -250,7 +261,7 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 	if mem.gpu != nil {
 		defer mem.gpu.close()
 	}
-	a, err := zarr.OpenArray(ctx, src)
+	a, err := zarr.OpenArray(ctx, src, zarrOptions(&o.maxDoc)...)
 	if err != nil {
 		return err
 	}

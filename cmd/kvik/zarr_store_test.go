@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
@@ -120,4 +122,38 @@ func treeFiles(t *testing.T, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// TestZarrMaxDocumentFlag: --max-document sets the cap on the metadata
+// documents kvik info and kvik cp read from a remote store: a
+// consolidated root zarr.json over it fails both (as one over 64 MiB did
+// with no way to raise the cap), under it both succeed.
+func TestZarrMaxDocumentFlag(t *testing.T) {
+	srv := s3test.Start(t)
+	env := []string{"AWS_ACCESS_KEY_ID=" + s3test.Key, "AWS_SECRET_ACCESS_KEY=" + s3test.Secret,
+		"AWS_DEFAULT_REGION=" + s3test.Region, "AWS_ENDPOINT_URL=" + srv.URL}
+	local := filepath.Join(t.TempDir(), "fat.zarr")
+	s, err := zarr.NewDirStore(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := strings.Repeat("attributes ", 1000)
+	for i := range 10 {
+		m := zarr.Metadata{Shape: []int{2}, ChunkShape: []int{2}, DataType: zarr.DataType{Kind: zarr.Uint, Size: 1}, Attributes: map[string]any{"blob": blob}}
+		if _, err := zarr.Create(context.Background(), s, fmt.Sprintf("g/a%d", i), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zarr.Consolidate(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	url := srv.URLOf("fat.zarr")
+	runKvik(t, env, "cp", local, url).expect(t, exitOK)
+	runKvik(t, env, "info", "--max-document", "64KiB", url).expect(t, exitFailure).oneLineError(t, "zarr.json", "65536 bytes allowed")
+	runKvik(t, env, "cp", "--max-document", "64KiB", local, url).expect(t, exitFailure).oneLineError(t, "zarr.json", "65536 bytes allowed")
+	r := runKvik(t, env, "info", "--max-document", "1MiB", url).expect(t, exitOK)
+	if !strings.Contains(r.stdout, "Consolidated  true") || !strings.Contains(r.stdout, "g/a9") {
+		t.Errorf("info under a 1 MiB cap:\n%s", r.stdout)
+	}
+	runKvik(t, env, "cp", "--max-document", "1MiB", local, url).expect(t, exitOK)
 }
