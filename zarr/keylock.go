@@ -2,11 +2,10 @@ package zarr
 
 import (
 	"context"
-	"errors"
-	"io/fs"
-	"path/filepath"
 	"reflect"
 	"sync"
+
+	"github.com/kvikgo/kvik/internal/realpath"
 )
 
 // chunkLocks serialises the writes of each stored value (a chunk, or a
@@ -75,7 +74,7 @@ func (a *Array) lockName(key string) any {
 	switch s := a.store.(type) {
 	case *DirStore:
 		if p, err := s.path(key); err == nil {
-			return realPath(p)
+			return realpath.Resolve(p)
 		}
 	case *RemoteStore:
 		if k, err := s.key(key); err == nil {
@@ -86,25 +85,4 @@ func (a *Array) lockName(key string) any {
 		return storeKey{a.store, key}
 	}
 	return storeKey{a, key}
-}
-
-// realPath returns p made absolute with the symbolic links of its
-// deepest existing directory resolved: the same for every spelling of a
-// file, whether or not it exists yet.
-func realPath(p string) string {
-	p, err := filepath.Abs(p)
-	if err != nil {
-		return p
-	}
-	var rest []string
-	for dir := p; ; dir = filepath.Dir(dir) {
-		r, err := filepath.EvalSymlinks(dir)
-		if err == nil {
-			return filepath.Join(append([]string{r}, rest...)...)
-		}
-		if !errors.Is(err, fs.ErrNotExist) || filepath.Dir(dir) == dir {
-			return p
-		}
-		rest = append([]string{filepath.Base(dir)}, rest...)
-	}
 }

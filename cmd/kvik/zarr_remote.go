@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/hostmem"
+	"github.com/kvikgo/kvik/internal/realpath"
 	"github.com/kvikgo/kvik/npy"
 	"github.com/kvikgo/kvik/zarr"
 	"golang.org/x/sync/errgroup"
@@ -154,6 +156,9 @@ func zarrCopy(e *env, o *cpOptions, src, dst string) error {
 	if strings.HasSuffix(dst, ".npy") {
 		return zarrToNpy(e, o, src, dst)
 	}
+	if storesOverlap(src, dst) {
+		return fmt.Errorf("%s -> %s: %w", src, dst, errStoresOverlap)
+	}
 	ctx := context.Background()
 	from, err := zarr.OpenStore(ctx, src, zarrOptions(&o.maxDoc)...)
 	if err != nil {
@@ -176,6 +181,36 @@ func zarrCopy(e *env, o *cpOptions, src, dst string) error {
 	el := time.Since(start)
 	fmt.Fprintf(e.stdout, "copied %d keys (%s) %s -> %s in %.2f s, %.2f GB/s, verified\n", keys, formatSize(bytes), src, dst, el.Seconds(), gbps(bytes, el.Seconds()))
 	return nil
+}
+
+// errStoresOverlap refuses a store copy into itself: the same store
+// (every key rewritten for nothing) or one inside the other (a copy of
+// the store nested in it on every run), as cp -r refuses both.
+var errStoresOverlap = errors.New("the source and destination are one store, or one is inside the other")
+
+// storesOverlap reports whether the stores src and dst are one, or one
+// lies inside the other: local paths with links and ".." resolved, URLs
+// by scheme, host (an s3:// URL's bucket) and path decoded once. An
+// s3:// URL and an http(s) URL of one bucket are not recognised as one.
+func storesOverlap(src, dst string) bool {
+	if isURL(src) != isURL(dst) {
+		return false
+	}
+	if !isURL(src) {
+		return realpath.Within(src, dst) || realpath.Within(dst, src)
+	}
+	a, b := urlLocation(src), urlLocation(dst)
+	return a != "" && b != "" && (strings.HasPrefix(a, b) || strings.HasPrefix(b, a))
+}
+
+// urlLocation returns scheme://host/path/ of a URL, its path decoded
+// once (as kvik decodes an s3:// URL's key), "" if it does not parse.
+func urlLocation(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + strings.TrimSuffix(u.Path, "/") + "/"
 }
 
 // copyStore copies every key of from to to: chunks concurrently, then

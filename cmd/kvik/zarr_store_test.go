@@ -157,3 +157,54 @@ func TestZarrMaxDocumentFlag(t *testing.T) {
 	}
 	runKvik(t, env, "cp", "--max-document", "1MiB", local, url).expect(t, exitOK)
 }
+
+// TestZarrCpOverlap: a store copied onto itself or into itself (in any
+// spelling: through a link, with "..", a trailing "/", an s3:// key
+// escaped) is refused before anything is written; it rewrote every key,
+// or nested a copy of the store in itself on every run. A sibling whose
+// name starts alike is copied.
+func TestZarrCpOverlap(t *testing.T) {
+	tmp := t.TempDir()
+	s := filepath.Join(tmp, "s.zarr")
+	newStore(t, s)
+	if err := os.Symlink(s, filepath.Join(tmp, "link.zarr")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(tmp)
+	want := treeFiles(t, s)
+	for _, c := range [][2]string{
+		{"s.zarr", "s.zarr"},
+		{"s.zarr", "./x/../s.zarr/"},
+		{"s.zarr", "s.zarr/inner.zarr"},
+		{"link.zarr", "s.zarr/g/inner.zarr"},
+		{"s.zarr/g", "link.zarr"},
+		{"link.zarr/g/..", "s.zarr"},
+	} {
+		runKvik(t, nil, "cp", c[0], c[1]).expect(t, exitFailure).oneLineError(t, "one is inside the other")
+		if got := treeFiles(t, s); !maps.Equal(got, want) {
+			t.Fatalf("cp %s %s changed the store: %d files, %d before", c[0], c[1], len(got), len(want))
+		}
+	}
+	runKvik(t, nil, "cp", "s.zarr", "s.zarr2").expect(t, exitOK)
+	if got := treeFiles(t, "s.zarr2"); !maps.Equal(got, want) {
+		t.Fatalf("the copy to a sibling: %d files, want %d", len(got), len(want))
+	}
+}
+
+// TestZarrCpOverlapS3: the same for S3 prefixes of one bucket.
+func TestZarrCpOverlapS3(t *testing.T) {
+	srv := s3test.Start(t)
+	env := []string{"AWS_ACCESS_KEY_ID=" + s3test.Key, "AWS_SECRET_ACCESS_KEY=" + s3test.Secret,
+		"AWS_DEFAULT_REGION=" + s3test.Region, "AWS_ENDPOINT_URL=" + srv.URL}
+	local := filepath.Join(t.TempDir(), "z.zarr")
+	newStore(t, local)
+	runKvik(t, env, "cp", local, srv.URLOf("z.zarr")).expect(t, exitOK)
+	want := treeFiles(t, filepath.Join(srv.Dir, s3test.Bucket))
+	for _, dst := range []string{"z.zarr", "z.zarr/", "z.zarr/inner.zarr", "z%2ezarr/g/inner.zarr", ""} {
+		runKvik(t, env, "cp", srv.URLOf("z.zarr"), srv.URLOf(dst)).expect(t, exitFailure).oneLineError(t, "one is inside the other")
+	}
+	if got := treeFiles(t, filepath.Join(srv.Dir, s3test.Bucket)); !maps.Equal(got, want) {
+		t.Fatalf("the refused copies changed the bucket: %d files, %d before", len(got), len(want))
+	}
+	runKvik(t, env, "cp", srv.URLOf("z.zarr"), srv.URLOf("z.zarr2")).expect(t, exitOK)
+}
