@@ -184,6 +184,9 @@ func consolidateV3(keys []string, docs map[string][]byte) ([]byte, error) {
 	case "array":
 		return nil, nil
 	case "group":
+		if err := checkExtensions("zarr.json", root, v3GroupFields); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("%w: zarr.json: node_type %s", ErrInvalidMetadata, root["node_type"])
 	}
@@ -198,6 +201,9 @@ func consolidateV3(keys []string, docs map[string][]byte) ([]byte, error) {
 			return nil, err
 		}
 		if nodeType(doc) == "group" {
+			if err := checkExtensions(k, doc, v3GroupFields); err != nil {
+				return nil, err
+			}
 			if b, err = withConsolidated(doc, map[string]json.RawMessage{}); err != nil {
 				return nil, err
 			}

@@ -29,6 +29,11 @@ var (
 	// segments); it is kvik.ErrInvalidKey, which remote stores get from
 	// kvik.RemotePrefix too, always before any request.
 	ErrInvalidKey = kvik.ErrInvalidKey
+	// ErrUnsupportedExtension reports a Zarr v3 metadata field this
+	// package does not know and may not ignore: per the v3 specification,
+	// any unknown field except an object with "must_understand": false.
+	// The error names it.
+	ErrUnsupportedExtension = errors.New("zarr: unsupported extension")
 	// ErrInvalidRegion reports a region of the wrong rank, with start >
 	// stop or outside the array, or a buffer of the wrong size for it.
 	ErrInvalidRegion = errors.New("zarr: invalid region")

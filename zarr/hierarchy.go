@@ -205,8 +205,10 @@ func createParents(ctx context.Context, s Store, f int, prefix string) error {
 // request; one missing there is looked up, as the copy may be stale.
 func groupMissing(ctx context.Context, s Store, f int, prefix string) (bool, error) {
 	if cs, ok := s.(consolidatedStore); ok {
-		if b, ok := cs.cached(prefix + groupDocs[f].key); ok && (f == 2 || docNodeType(b) == "group") {
+		if b, ok := cs.cached(prefix + groupDocs[f].key); ok && f == 2 {
 			return false, nil
+		} else if ok && docNodeType(b) == "group" {
+			return false, groupExtensions(prefix+groupDocs[f].key, b)
 		}
 	}
 	names := []string{"zarr.json", ".zarray"}
@@ -232,12 +234,21 @@ func groupMissing(ctx context.Context, s Store, f int, prefix string) (bool, err
 		case t == "array":
 			return false, fmt.Errorf("%w: %s: an array where a parent group belongs", ErrInvalidMetadata, prefix+name)
 		case f == 3 && t == "group":
-			return false, nil
+			return false, groupExtensions(prefix+name, b)
 		case f == 3:
 			return false, fmt.Errorf("%w: %s: node_type %q where a parent group belongs", ErrInvalidMetadata, prefix+name, t)
 		}
 	}
 	return true, nil
+}
+
+// groupExtensions refuses a v3 group document at key with a field that
+// must be understood: no array is created in a group this package does
+// not understand.
+func groupExtensions(key string, b []byte) error {
+	var doc map[string]json.RawMessage
+	json.Unmarshal(b, &doc) // a group by its node_type: an object
+	return checkExtensions(key, doc, v3GroupFields)
 }
 
 // docNodeType returns the node_type of a zarr.json document, "" if it
