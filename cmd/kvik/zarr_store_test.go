@@ -70,8 +70,7 @@ func TestZarrMistypedStore(t *testing.T) {
 // TestZarrMistypedStoreS3: the same for an S3 prefix that holds nothing.
 func TestZarrMistypedStoreS3(t *testing.T) {
 	srv := s3test.Start(t)
-	env := []string{"AWS_ACCESS_KEY_ID=" + s3test.Key, "AWS_SECRET_ACCESS_KEY=" + s3test.Secret,
-		"AWS_DEFAULT_REGION=" + s3test.Region, "AWS_ENDPOINT_URL=" + srv.URL}
+	env := s3Env(srv)
 	url := srv.URLOf("nonexist.zarr")
 	out := filepath.Join(t.TempDir(), "out.zarr")
 	runKvik(t, env, "info", url).expect(t, exitFailure).oneLineError(t, url, "no Zarr metadata")
@@ -88,8 +87,7 @@ func TestZarrMistypedStoreS3(t *testing.T) {
 // a key of the copy.
 func TestZarrCpFolderMarkers(t *testing.T) {
 	srv := s3test.Start(t)
-	env := []string{"AWS_ACCESS_KEY_ID=" + s3test.Key, "AWS_SECRET_ACCESS_KEY=" + s3test.Secret,
-		"AWS_DEFAULT_REGION=" + s3test.Region, "AWS_ENDPOINT_URL=" + srv.URL}
+	env := s3Env(srv)
 	local := filepath.Join(t.TempDir(), "z.zarr")
 	newStore(t, local)
 	runKvik(t, env, "cp", local, srv.URLOf("z.zarr")).expect(t, exitOK)
@@ -130,8 +128,7 @@ func treeFiles(t *testing.T, dir string) map[string]string {
 // with no way to raise the cap), under it both succeed.
 func TestZarrMaxDocumentFlag(t *testing.T) {
 	srv := s3test.Start(t)
-	env := []string{"AWS_ACCESS_KEY_ID=" + s3test.Key, "AWS_SECRET_ACCESS_KEY=" + s3test.Secret,
-		"AWS_DEFAULT_REGION=" + s3test.Region, "AWS_ENDPOINT_URL=" + srv.URL}
+	env := s3Env(srv)
 	local := filepath.Join(t.TempDir(), "fat.zarr")
 	s, err := zarr.NewDirStore(local)
 	if err != nil {
@@ -194,8 +191,7 @@ func TestZarrCpOverlap(t *testing.T) {
 // TestZarrCpOverlapS3: the same for S3 prefixes of one bucket.
 func TestZarrCpOverlapS3(t *testing.T) {
 	srv := s3test.Start(t)
-	env := []string{"AWS_ACCESS_KEY_ID=" + s3test.Key, "AWS_SECRET_ACCESS_KEY=" + s3test.Secret,
-		"AWS_DEFAULT_REGION=" + s3test.Region, "AWS_ENDPOINT_URL=" + srv.URL}
+	env := s3Env(srv)
 	local := filepath.Join(t.TempDir(), "z.zarr")
 	newStore(t, local)
 	runKvik(t, env, "cp", local, srv.URLOf("z.zarr")).expect(t, exitOK)
