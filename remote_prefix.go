@@ -95,6 +95,10 @@ func (p *RemotePrefix) URL(key string) string { return p.base + remote.EscapeKey
 // EndpointType returns the endpoint type in use.
 func (p *RemotePrefix) EndpointType() RemoteEndpointType { return p.ep.Type }
 
+// MaxDocumentSize returns the cap on the objects Get reads
+// (WithMaxDocumentSize, default DefaultMaxDocumentSize).
+func (p *RemotePrefix) MaxDocumentSize() int64 { return p.maxGet }
+
 // Close closes idle connections.
 func (p *RemotePrefix) Close() error {
 	p.c.Close()
@@ -203,7 +207,8 @@ func (p *RemotePrefix) Delete(ctx context.Context, key string) error {
 }
 
 // List returns the keys under the prefix that start with prefix, in S3's
-// order (sorted by UTF-8 bytes), with ListObjectsV2. Plain HTTP has no
+// order (sorted by UTF-8 bytes), with ListObjectsV2, leaving out folder
+// markers (zero-byte objects whose key ends in "/"). Plain HTTP has no
 // listing: errors.ErrUnsupported. A listing of more than 65536 answers
 // or 256 MiB of key names fails with ErrTooLarge (a server that answers
 // "truncated" forever).

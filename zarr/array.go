@@ -151,6 +151,9 @@ func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, erro
 	if err := checkShape(m.Shape, m.ChunkShape); err != nil {
 		return nil, err
 	}
+	if err := checkDimensionNames(len(m.DimensionNames) > 0, len(m.DimensionNames), len(m.Shape)); err != nil {
+		return nil, err
+	}
 	if _, err := ParseDataType(m.DataType.Name()); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+
+	"github.com/kvikgo/kvik"
 )
 
 // consolidatedV3 is the consolidated_metadata member of a v3 group
@@ -34,8 +36,12 @@ type consolidatedV3 struct {
 // that is not a JSON object fails with ErrInvalidMetadata naming its key,
 // nested v3 documents under no root zarr.json and a store with no
 // metadata fail with an error matching fs.ErrNotExist; nothing is written
-// then. Output is deterministic (sorted keys). On a RemoteStore, the
-// store's in-memory consolidated copy is reloaded afterwards.
+// then. A consolidated document longer than the store's readers accept
+// (MaxDocumentSize: WithMaxDocumentSize, default
+// kvik.DefaultMaxDocumentSize) fails with kvik.ErrTooLarge, and nothing
+// is written either. Output is deterministic (sorted keys). On a
+// RemoteStore, the store's in-memory consolidated copy is reloaded
+// afterwards.
 func Consolidate(ctx context.Context, s Store) error {
 	if err := consolidate(ctx, s); err != nil {
 		return fmt.Errorf("consolidate: %w", err)
@@ -67,7 +73,7 @@ func consolidate(ctx context.Context, s Store) error {
 	if err != nil {
 		return err
 	}
-	// Both documents are made before either is written.
+	// Both documents are made, and checked, before either is written.
 	var zmetadata, root []byte
 	if len(v2) > 0 {
 		if zmetadata, err = consolidateV2(v2, docs); err != nil {
@@ -79,6 +85,15 @@ func consolidate(ctx context.Context, s Store) error {
 			return err
 		}
 	}
+	limit := maxDocument(s)
+	for _, d := range []struct {
+		key string
+		doc []byte
+	}{{".zmetadata", zmetadata}, {"zarr.json", root}} {
+		if int64(len(d.doc)) > limit {
+			return fmt.Errorf("%w: %s of %d bytes, over the store's %d-byte document limit (WithMaxDocumentSize); nothing written", kvik.ErrTooLarge, d.key, len(d.doc), limit)
+		}
+	}
 	if zmetadata != nil {
 		if err := s.Set(ctx, ".zmetadata", zmetadata); err != nil {
 			return err
@@ -88,6 +103,15 @@ func consolidate(ctx context.Context, s Store) error {
 		return s.Set(ctx, "zarr.json", root)
 	}
 	return nil
+}
+
+// maxDocument returns the cap on s's metadata documents: what its
+// readers accept.
+func maxDocument(s Store) int64 {
+	if m, ok := s.(interface{ MaxDocumentSize() int64 }); ok {
+		return m.MaxDocumentSize()
+	}
+	return kvik.DefaultMaxDocumentSize
 }
 
 // getDocs reads the documents at keys concurrently; a key deleted since
@@ -160,6 +184,9 @@ func consolidateV3(keys []string, docs map[string][]byte) ([]byte, error) {
 	case "array":
 		return nil, nil
 	case "group":
+		if err := checkExtensions("zarr.json", root, v3GroupFields); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("%w: zarr.json: node_type %s", ErrInvalidMetadata, root["node_type"])
 	}
@@ -174,6 +201,9 @@ func consolidateV3(keys []string, docs map[string][]byte) ([]byte, error) {
 			return nil, err
 		}
 		if nodeType(doc) == "group" {
+			if err := checkExtensions(k, doc, v3GroupFields); err != nil {
+				return nil, err
+			}
 			if b, err = withConsolidated(doc, map[string]json.RawMessage{}); err != nil {
 				return nil, err
 			}

@@ -251,6 +251,12 @@ func (a *Array) WriteRegionDevice(ctx context.Context, start, stop []int, src cu
 	return a.run(ctx, len(direct), func(ctx context.Context, _, i int) error {
 		t := direct[i]
 		off := in.sub(t.dstStart).offset()
-		return a.store.SetDevice(ctx, a.ChunkKey(t.coords), src, numElements(t.sel.count)*in.es, int64(off))
+		key := a.ChunkKey(t.coords)
+		unlock, err := a.lockChunk(ctx, key)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		return a.store.SetDevice(ctx, key, src, numElements(t.sel.count)*in.es, int64(off))
 	})
 }

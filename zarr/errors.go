@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"errors"
+	"io/fs"
 
 	"github.com/kvikgo/kvik"
 )
@@ -28,7 +29,25 @@ var (
 	// segments); it is kvik.ErrInvalidKey, which remote stores get from
 	// kvik.RemotePrefix too, always before any request.
 	ErrInvalidKey = kvik.ErrInvalidKey
+	// ErrUnsupportedExtension reports a Zarr v3 metadata field this
+	// package does not know and may not ignore: per the v3 specification,
+	// any unknown field except an object with "must_understand": false.
+	// The error names it.
+	ErrUnsupportedExtension = errors.New("zarr: unsupported extension")
 	// ErrInvalidRegion reports a region of the wrong rank, with start >
 	// stop or outside the array, or a buffer of the wrong size for it.
 	ErrInvalidRegion = errors.New("zarr: invalid region")
 )
+
+// ErrNoStore reports a store with no Zarr metadata at its root: no
+// zarr.json, .zgroup, .zarray, .zattrs or .zmetadata (a mistyped path, an
+// empty or plain directory). It also matches fs.ErrNotExist.
+var ErrNoStore error = noStoreError{}
+
+type noStoreError struct{}
+
+func (noStoreError) Error() string {
+	return "zarr: no Zarr metadata (zarr.json, .zgroup, .zarray, .zattrs or .zmetadata) at the store's root"
+}
+
+func (noStoreError) Is(target error) bool { return target == fs.ErrNotExist }

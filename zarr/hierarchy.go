@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -18,15 +19,25 @@ import (
 // every node above it, root included, is a group of the array's format
 // (a .zgroup for a v2 array, a zarr.json group for a v3 one): arrays
 // under a plain directory are left out.
+//
+// A store with no metadata document at its root (a mistyped path, an
+// empty or plain directory) fails with ErrNoStore. A zarr.json that
+// cannot be read, or is not a JSON object naming node_type "array" or
+// "group", fails with an error naming its key (ErrInvalidMetadata for a
+// corrupt one), rather than leaving its node out.
 func ArrayPaths(ctx context.Context, s Store) ([]string, error) {
 	keys, err := s.List(ctx, "")
 	if errors.Is(err, errors.ErrUnsupported) {
 		if keys, err = consolidatedKeys(s), nil; keys == nil {
-			if _, err := readMetadata(ctx, s, ""); err != nil {
+			if _, err := readMetadata(ctx, s, ""); absent(err) {
+				return nil, fmt.Errorf("%w (%w)", ErrNoStore, err)
+			} else if err != nil {
 				return nil, err
 			}
 			return []string{""}, nil
 		}
+	} else if err == nil && !slices.ContainsFunc(keys, isRootDoc) {
+		return nil, ErrNoStore
 	}
 	if err != nil {
 		return nil, err
@@ -46,7 +57,11 @@ func ArrayPaths(ctx context.Context, s Store) ([]string, error) {
 		case ".zarray":
 			a[0] = true
 		case "zarr.json":
-			switch nodeTypeAt(ctx, s, k) {
+			t, err := nodeTypeAt(ctx, s, k)
+			if err != nil {
+				return nil, err
+			}
+			switch t {
 			case "array":
 				a[1] = true
 			case "group":
@@ -74,20 +89,38 @@ func ArrayPaths(ctx context.Context, s Store) ([]string, error) {
 	return paths, nil
 }
 
-// nodeTypeAt returns the node_type of the zarr.json at key, "" if it
-// cannot be read.
-func nodeTypeAt(ctx context.Context, s Store, key string) string {
+// nodeTypeAt returns the node_type of the zarr.json at key: "array" or
+// "group", "" for a document deleted since the listing.
+func nodeTypeAt(ctx context.Context, s Store, key string) (string, error) {
 	var b []byte
 	if cs, ok := s.(consolidatedStore); ok {
 		b, _ = cs.cached(key)
 	}
 	if b == nil {
 		var err error
-		if b, err = s.Get(ctx, key, nil); err != nil {
-			return ""
+		if b, err = s.Get(ctx, key, nil); errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		} else if err != nil {
+			return "", err
 		}
 	}
-	return docNodeType(b)
+	doc, err := jsonObject(key, b)
+	if err != nil {
+		return "", err
+	}
+	switch t := nodeType(doc); t {
+	case "array", "group":
+		return t, nil
+	case "":
+		return "", fmt.Errorf("%w: %s: no node_type string", ErrInvalidMetadata, key)
+	default:
+		return "", fmt.Errorf("%w: %s: node_type %.40q (want \"array\" or \"group\")", ErrInvalidMetadata, key, t)
+	}
+}
+
+// isRootDoc reports whether key is a metadata document at a store's root.
+func isRootDoc(key string) bool {
+	return !strings.Contains(key, "/") && isMetadataKey(key)
 }
 
 // consolidatedKeys returns the metadata keys a store's consolidated
@@ -172,8 +205,10 @@ func createParents(ctx context.Context, s Store, f int, prefix string) error {
 // request; one missing there is looked up, as the copy may be stale.
 func groupMissing(ctx context.Context, s Store, f int, prefix string) (bool, error) {
 	if cs, ok := s.(consolidatedStore); ok {
-		if b, ok := cs.cached(prefix + groupDocs[f].key); ok && (f == 2 || docNodeType(b) == "group") {
+		if b, ok := cs.cached(prefix + groupDocs[f].key); ok && f == 2 {
 			return false, nil
+		} else if ok && docNodeType(b) == "group" {
+			return false, groupExtensions(prefix+groupDocs[f].key, b)
 		}
 	}
 	names := []string{"zarr.json", ".zarray"}
@@ -199,12 +234,21 @@ func groupMissing(ctx context.Context, s Store, f int, prefix string) (bool, err
 		case t == "array":
 			return false, fmt.Errorf("%w: %s: an array where a parent group belongs", ErrInvalidMetadata, prefix+name)
 		case f == 3 && t == "group":
-			return false, nil
+			return false, groupExtensions(prefix+name, b)
 		case f == 3:
 			return false, fmt.Errorf("%w: %s: node_type %q where a parent group belongs", ErrInvalidMetadata, prefix+name, t)
 		}
 	}
 	return true, nil
+}
+
+// groupExtensions refuses a v3 group document at key with a field that
+// must be understood: no array is created in a group this package does
+// not understand.
+func groupExtensions(key string, b []byte) error {
+	var doc map[string]json.RawMessage
+	json.Unmarshal(b, &doc) // a group by its node_type: an object
+	return checkExtensions(key, doc, v3GroupFields)
 }
 
 // docNodeType returns the node_type of a zarr.json document, "" if it

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -206,7 +208,34 @@ func ParseMetadataV2(b []byte, storeSep string) (*Metadata, error) {
 	return m, nil
 }
 
-// ParseMetadataV3 parses a zarr.json array document.
+// The fields of v3 documents this package knows, by node type.
+var (
+	v3ArrayFields = []string{"zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
+		"fill_value", "codecs", "attributes", "dimension_names", "storage_transformers"}
+	v3GroupFields = []string{"zarr_format", "node_type", "attributes", "consolidated_metadata"}
+)
+
+// checkExtensions refuses, with ErrUnsupportedExtension, a field of the
+// v3 document doc outside known that must be understood: every one but
+// an object with "must_understand": false (Zarr v3, extension fields).
+func checkExtensions(key string, doc map[string]json.RawMessage, known []string) error {
+	for _, k := range slices.Sorted(maps.Keys(doc)) {
+		if slices.Contains(known, k) {
+			continue
+		}
+		var ext struct {
+			MustUnderstand *bool `json:"must_understand"`
+		}
+		if json.Unmarshal(doc[k], &ext) == nil && ext.MustUnderstand != nil && !*ext.MustUnderstand {
+			continue
+		}
+		return fmt.Errorf("%w: %s: field %.60q, which must be understood", ErrUnsupportedExtension, key, k)
+	}
+	return nil
+}
+
+// ParseMetadataV3 parses a zarr.json array document. An unknown field
+// that must be understood fails with ErrUnsupportedExtension.
 func ParseMetadataV3(b []byte) (*Metadata, error) {
 	var v v3Meta
 	if err := decodeStrict(b, &v); err != nil {
@@ -214,6 +243,13 @@ func ParseMetadataV3(b []byte) (*Metadata, error) {
 	}
 	if v.ZarrFormat != 3 || v.NodeType != "array" {
 		return nil, fmt.Errorf("%w: zarr_format %d, node_type %q (want an array of format 3)", ErrInvalidMetadata, v.ZarrFormat, v.NodeType)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%w: zarr.json: %v", ErrInvalidMetadata, err)
+	}
+	if err := checkExtensions("zarr.json", doc, v3ArrayFields); err != nil {
+		return nil, err
 	}
 	var dts string
 	if err := json.Unmarshal(v.DataType, &dts); err != nil {
@@ -280,11 +316,23 @@ func ParseMetadataV3(b []byte) (*Metadata, error) {
 		}
 		m.DimensionNames = append(m.DimensionNames, s)
 	}
+	if err := checkDimensionNames(v.DimensionNames != nil, len(v.DimensionNames), len(v.Shape)); err != nil {
+		return nil, err
+	}
 	if m.fill, err = fillBytes(dt, v.FillValue, false); err != nil {
 		return nil, err
 	}
 	m.FillValue = fillJSON(dt, m.fill)
 	return m, nil
+}
+
+// checkDimensionNames refuses n dimension names, when given, for an
+// array of another rank.
+func checkDimensionNames(given bool, n, rank int) error {
+	if given && n != rank {
+		return fmt.Errorf("%w: %d dimension names for a rank-%d array", ErrInvalidMetadata, n, rank)
+	}
+	return nil
 }
 
 // jsonFill converts a user fill value to JSON, spelling non-finite

@@ -93,6 +93,9 @@ func OpenURL(ctx context.Context, url string, opts ...StoreOption) (*RemoteStore
 		s.maxRequests = DefaultMaxRequests()
 	}
 	s.sem = make(chan struct{}, s.maxRequests)
+	if s.maxDocument > 0 {
+		s.remote = append(s.remote, kvik.WithMaxDocumentSize(s.maxDocument))
+	}
 	var err error
 	if s.p, err = kvik.NewRemotePrefix(url, s.remote...); err != nil {
 		return nil, err
@@ -105,12 +108,20 @@ func OpenURL(ctx context.Context, url string, opts ...StoreOption) (*RemoteStore
 }
 
 // OpenStore opens name as a store: a URL (see kvik.IsURL) with OpenURL,
-// anything else as a directory with NewDirStore.
+// anything else as a directory with NewDirStore. On error the Store is
+// nil (not an interface holding a nil pointer).
 func OpenStore(ctx context.Context, name string, opts ...StoreOption) (Store, error) {
+	var s Store
+	var err error
 	if kvik.IsURL(name) {
-		return OpenURL(ctx, name, opts...)
+		s, err = OpenURL(ctx, name, opts...)
+	} else {
+		s, err = NewDirStore(name, opts...)
 	}
-	return NewDirStore(name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // OpenArray opens the array at name, a local directory or a URL
@@ -120,7 +131,7 @@ func OpenStore(ctx context.Context, name string, opts ...StoreOption) (Store, er
 func OpenArray(ctx context.Context, name string, opts ...StoreOption) (*Array, error) {
 	if !kvik.IsURL(name) {
 		if _, err := os.Stat(name); err != nil {
-			return nil, err // NewDirStore would create it
+			return nil, err // a clearer error than the missing zarr.json
 		}
 	}
 	s, err := OpenStore(ctx, name, opts...)
@@ -142,6 +153,12 @@ func (s *RemoteStore) URL(key string) string { return s.p.URL(key) }
 
 // EndpointType returns how the store is reached (S3, public S3, HTTP).
 func (s *RemoteStore) EndpointType() kvik.RemoteEndpointType { return s.p.EndpointType() }
+
+// MaxDocumentSize returns the cap on the metadata documents the store
+// reads and Consolidate writes (WithMaxDocumentSize, or
+// kvik.WithMaxDocumentSize in WithRemoteOptions; default
+// kvik.DefaultMaxDocumentSize).
+func (s *RemoteStore) MaxDocumentSize() int64 { return s.p.MaxDocumentSize() }
 
 // MaxRequests returns the bound on requests in flight.
 func (s *RemoteStore) MaxRequests() int { return s.maxRequests }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
@@ -48,6 +49,7 @@ type storeConfig struct {
 	normalizeKeys bool
 	dimSep        string
 	maxRequests   int
+	maxDocument   int64
 	remote        []kvik.RemoteOption
 }
 
@@ -90,15 +92,41 @@ func WithDimensionSeparator(sep string) StoreOption {
 	}
 }
 
-// NewDirStore opens a directory store at root, creating the directory if
-// it does not exist.
+// WithMaxDocumentSize caps a store's metadata documents at n bytes
+// (default kvik.DefaultMaxDocumentSize, 64 MiB), for reader and writer
+// alike: a RemoteStore reads none longer (kvik.WithMaxDocumentSize) and
+// Consolidate writes none longer into either kind of store, so that
+// what it writes can be read back. n < 1 is an error.
+func WithMaxDocumentSize(n int64) StoreOption {
+	return func(c *storeConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: a document size of %d bytes", kvik.ErrInvalidArgument, n)
+		}
+		c.maxDocument = n
+		return nil
+	}
+}
+
+// MaxDocumentSize returns the cap on the metadata documents Consolidate
+// writes (WithMaxDocumentSize, default kvik.DefaultMaxDocumentSize).
+func (s *DirStore) MaxDocumentSize() int64 {
+	if s.maxDocument > 0 {
+		return s.maxDocument
+	}
+	return kvik.DefaultMaxDocumentSize
+}
+
+// NewDirStore opens a directory store at root. Opening creates nothing:
+// a root that does not exist is an empty store, whose directory the first
+// write creates. A root that exists and is no directory fails with
+// syscall.ENOTDIR.
 func NewDirStore(root string, opts ...StoreOption) (*DirStore, error) {
 	s := &DirStore{root: root}
 	if err := s.storeConfig.apply(opts); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, err
+	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
+		return nil, &fs.PathError{Op: "open", Path: root, Err: syscall.ENOTDIR}
 	}
 	return s, nil
 }
@@ -299,14 +327,21 @@ func (s *DirStore) Delete(ctx context.Context, key string) error {
 }
 
 // List returns the keys that start with prefix, sorted. Temporary files
-// of writes in progress are left out.
+// of writes in progress are left out; a root that does not exist has no
+// keys.
 func (s *DirStore) List(ctx context.Context, prefix string) ([]string, error) {
 	if s.normalizeKeys {
 		prefix = strings.ToLower(prefix)
 	}
 	var keys []string
-	err := filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
+	// The separator makes a root that is a symbolic link to a directory
+	// be walked, as the directory it names.
+	root := s.root + string(filepath.Separator)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
+			if p == root && errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipAll
+			}
 			return err
 		}
 		if err := ctx.Err(); err != nil {

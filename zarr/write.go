@@ -9,6 +9,10 @@ import (
 // size in bytes) to [start, stop). Chunks are encoded by up to SetWorkers
 // goroutines; a chunk the region covers only in part is read, updated and
 // rewritten. Each chunk is stored whole and atomically (Store.Set).
+// Writes of one chunk (shard) wait for each other within the process,
+// through any Array on the same store (see docs/zarr.md): concurrent
+// calls may write disjoint parts of one chunk. Across processes only
+// writes of disjoint chunks are safe.
 func (a *Array) WriteRegion(ctx context.Context, start, stop []int, src []byte) error {
 	r, size, err := a.region(start, stop)
 	if err != nil {
@@ -37,6 +41,11 @@ func (a *Array) covers(t chunkTask) bool {
 
 func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 	key := a.ChunkKey(t.coords)
+	unlock, err := a.lockChunk(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	shape := a.meta.ChunkShape
 	es := a.meta.DataType.Size
 	buf := chunkFill(a.pipe.fill, shape)

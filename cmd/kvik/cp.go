@@ -50,6 +50,7 @@ type cpOptions struct {
 	threads int
 	compat  string
 	verify  bool
+	maxDoc  sizeFlag
 }
 
 // cpFlagSet returns kvik cp's flag set bound to a new cpOptions.
@@ -61,6 +62,7 @@ func cpFlagSet(e *env) (*flag.FlagSet, *cpOptions) {
 	fs.IntVar(&o.threads, "threads", 0, "kvik worker `threads` (default KVIKIO_NTHREADS)")
 	fs.StringVar(&o.compat, "compat", "", "device path `mode`: on (POSIX+bounce), off (cuFile) or auto (default KVIKIO_COMPAT_MODE)")
 	fs.BoolVar(&o.verify, "verify", true, "read both files back and compare them")
+	fs.Var(&o.maxDoc, "max-document", maxDocUsage)
 	return fs, o
 }
 

@@ -34,6 +34,7 @@ described instead: its endpoint, consolidated metadata and arrays.`
 func infoFlags(e *env) *flag.FlagSet {
 	fs := newFlagSet(e, "info", "[--json] [PATH]", infoDesc)
 	fs.Bool("json", false, "print JSON instead of text")
+	fs.Var(new(sizeFlag), "max-document", maxDocUsage)
 	return fs
 }
 
@@ -52,7 +53,7 @@ func runInfo(e *env, args []string) error {
 		path = pos[0]
 	}
 	if isZarr(path) {
-		return zarrInfo(e, path, fs.Lookup("json").Value.(flag.Getter).Get().(bool))
+		return zarrInfo(e, path, fs.Lookup("json").Value.(flag.Getter).Get().(bool), zarrOptions(fs.Lookup("max-document").Value.(*sizeFlag)))
 	}
 	if tensorFormat(path) != "" {
 		return tensorInfo(e, path, fs.Lookup("json").Value.(flag.Getter).Get().(bool))

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +17,7 @@ import (
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/hostmem"
+	"github.com/kvikgo/kvik/internal/realpath"
 	"github.com/kvikgo/kvik/npy"
 	"github.com/kvikgo/kvik/zarr"
 	"golang.org/x/sync/errgroup"
@@ -39,6 +42,17 @@ func isZarr(name string) bool {
 	return false
 }
 
+// maxDocUsage is the help of --max-document.
+const maxDocUsage = "Zarr: the largest metadata document (consolidated metadata) read from a remote store, `size` (default 64MiB)"
+
+// zarrOptions returns the store options of a --max-document flag.
+func zarrOptions(maxDoc *sizeFlag) []zarr.StoreOption {
+	if !maxDoc.set {
+		return nil
+	}
+	return []zarr.StoreOption{zarr.WithMaxDocumentSize(maxDoc.n)}
+}
+
 // zarrArrayInfo is one array of kvik info's Zarr report.
 type zarrArrayInfo struct {
 	Path   string   `json:"path"`
@@ -61,9 +75,9 @@ type zarrStoreInfo struct {
 }
 
 // zarrInfo implements kvik info for a Zarr store or array.
-func zarrInfo(e *env, name string, asJSON bool) error {
+func zarrInfo(e *env, name string, asJSON bool, opts []zarr.StoreOption) error {
 	ctx := context.Background()
-	s, err := zarr.OpenStore(ctx, name)
+	s, err := zarr.OpenStore(ctx, name, opts...)
 	if err != nil {
 		return err
 	}
@@ -74,7 +88,7 @@ func zarrInfo(e *env, name string, asJSON bool) error {
 	}
 	paths, err := zarr.ArrayPaths(ctx, s)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	for _, p := range paths {
 		r.Arrays = append(r.Arrays, describeArray(ctx, s, p))
@@ -144,25 +158,61 @@ func zarrCopy(e *env, o *cpOptions, src, dst string) error {
 	if strings.HasSuffix(dst, ".npy") {
 		return zarrToNpy(e, o, src, dst)
 	}
+	if storesOverlap(src, dst) {
+		return fmt.Errorf("%s -> %s: %w", src, dst, errStoresOverlap)
+	}
 	ctx := context.Background()
-	from, err := zarr.OpenStore(ctx, src)
+	from, err := zarr.OpenStore(ctx, src, zarrOptions(&o.maxDoc)...)
 	if err != nil {
 		return err
 	}
 	defer closeStore(from)
-	to, err := zarr.OpenStore(ctx, dst)
+	to, err := zarr.OpenStore(ctx, dst, zarrOptions(&o.maxDoc)...)
 	if err != nil {
 		return err
 	}
 	defer closeStore(to)
 	start := time.Now()
 	keys, bytes, err := copyStore(ctx, from, to)
+	if errors.Is(err, zarr.ErrNoStore) {
+		return fmt.Errorf("%s: %w", src, err)
+	}
 	if err != nil {
 		return err
 	}
 	el := time.Since(start)
 	fmt.Fprintf(e.stdout, "copied %d keys (%s) %s -> %s in %.2f s, %.2f GB/s, verified\n", keys, formatSize(bytes), display(src), display(dst), el.Seconds(), gbps(bytes, el.Seconds()))
 	return nil
+}
+
+// errStoresOverlap refuses a store copy into itself: the same store
+// (every key rewritten for nothing) or one inside the other (a copy of
+// the store nested in it on every run), as cp -r refuses both.
+var errStoresOverlap = errors.New("the source and destination are one store, or one is inside the other")
+
+// storesOverlap reports whether the stores src and dst are one, or one
+// lies inside the other: local paths with links and ".." resolved, URLs
+// by scheme, host (an s3:// URL's bucket) and path decoded once. An
+// s3:// URL and an http(s) URL of one bucket are not recognised as one.
+func storesOverlap(src, dst string) bool {
+	if isURL(src) != isURL(dst) {
+		return false
+	}
+	if !isURL(src) {
+		return realpath.Within(src, dst) || realpath.Within(dst, src)
+	}
+	a, b := urlLocation(src), urlLocation(dst)
+	return a != "" && b != "" && (strings.HasPrefix(a, b) || strings.HasPrefix(b, a))
+}
+
+// urlLocation returns scheme://host/path/ of a URL, its path decoded
+// once (as kvik decodes an s3:// URL's key), "" if it does not parse.
+func urlLocation(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + strings.TrimSuffix(u.Path, "/") + "/"
 }
 
 // copyStore copies every key of from to to: chunks concurrently, then
@@ -175,6 +225,10 @@ func copyStore(ctx context.Context, from, to zarr.Store) (int, int64, error) {
 	}
 	isMeta := func(k string) bool {
 		return slices.Contains([]string{"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}, k[strings.LastIndexByte(k, '/')+1:])
+	}
+	// A mistyped source is an error, not a copy of nothing.
+	if !slices.ContainsFunc(keys, func(k string) bool { return !strings.Contains(k, "/") && isMeta(k) }) {
+		return 0, 0, zarr.ErrNoStore
 	}
 	var chunks, meta []string
 	for _, k := range keys {
@@ -244,7 +298,7 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 	if mem.gpu != nil {
 		defer mem.gpu.close()
 	}
-	a, err := zarr.OpenArray(ctx, src)
+	a, err := zarr.OpenArray(ctx, src, zarrOptions(&o.maxDoc)...)
 	if err != nil {
 		return err
 	}

@@ -281,3 +281,37 @@ func TestListEndless(t *testing.T) {
 		}
 	}
 }
+
+// TestListFolderMarkers: zero-byte keys ending in "/" (folder markers,
+// the prefix's own included) are left out of a listing; a key ending in
+// "/" that holds bytes, or whose size the answer does not give, and a
+// zero-byte key without the slash, are kept.
+func TestListFolderMarkers(t *testing.T) {
+	contents := []struct {
+		key  string
+		size string // "" for no <Size>
+	}{
+		{"z.zarr/", "0"}, {"z.zarr/a/", "0"}, {"z.zarr/a/c/0", "17"}, {"z.zarr/a/c/", "0"},
+		{"z.zarr/empty", "0"}, {"z.zarr/full/", "3"}, {"z.zarr/nosize/", ""}, {"z.zarr/zarr.json", "120"},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		b.WriteString("<ListBucketResult><IsTruncated>false</IsTruncated>")
+		for _, c := range contents {
+			fmt.Fprintf(&b, "<Contents><Key>%s</Key>", c.key)
+			if c.size != "" {
+				fmt.Fprintf(&b, "<Size>%s</Size>", c.size)
+			}
+			b.WriteString("</Contents>")
+		}
+		b.WriteString("</ListBucketResult>")
+		w.Write([]byte(b.String()))
+	}))
+	defer srv.Close()
+	c, e := testClient(t, srv, S3, "/bucket/z.zarr")
+	got, err := c.List(context.Background(), e, "/")
+	want := []string{"a/c/0", "empty", "full/", "nosize/", "zarr.json"}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("List: %q, %v; want %q", got, err, want)
+	}
+}

@@ -216,7 +216,9 @@ var (
 // List returns the keys of the objects whose key starts with the key of
 // e (an S3 endpoint naming a prefix) followed by sub, relative to that,
 // in the order S3 lists them (UTF-8 binary). It follows continuation
-// tokens.
+// tokens. Folder markers are left out: zero-byte objects whose key ends
+// in "/", which the AWS console's "Create folder" makes; any other key,
+// valid as an object key or not, is kept.
 func (c *Client) List(ctx context.Context, e *Endpoint, sub string) ([]string, error) {
 	if e.Type != S3 && e.Type != S3Public {
 		return nil, fmt.Errorf("%w: listing needs an S3 endpoint, not %v", ErrUnsupportedURL, e.Type)
@@ -247,7 +249,8 @@ func (c *Client) List(ctx context.Context, e *Endpoint, sub string) ([]string, e
 		data := rep.data
 		var res struct {
 			Contents []struct {
-				Key string `xml:"Key"`
+				Key  string `xml:"Key"`
+				Size *int64 `xml:"Size"`
 			} `xml:"Contents"`
 			IsTruncated           bool   `xml:"IsTruncated"`
 			NextContinuationToken string `xml:"NextContinuationToken"`
@@ -256,6 +259,9 @@ func (c *Client) List(ctx context.Context, e *Endpoint, sub string) ([]string, e
 			return nil, fmt.Errorf("remote: ListObjectsV2 %s: %w", b, err)
 		}
 		for _, o := range res.Contents {
+			if o.Size != nil && *o.Size == 0 && strings.HasSuffix(o.Key, "/") {
+				continue // a folder marker
+			}
 			if k, ok := strings.CutPrefix(o.Key, prefix); ok {
 				if kept += len(k) + 16; kept > listKeyBytesLimit { // the name and its string header
 					return nil, fmt.Errorf("%w: ListObjectsV2 %s: more than %d bytes of key names", ErrTooLarge, b, listKeyBytesLimit)

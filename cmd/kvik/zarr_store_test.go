@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
+	"github.com/kvikgo/kvik/zarr"
+)
+
+// newStore writes a store of two arrays under a root group at dir and
+// returns the keys of its zarr.json documents.
+func newStore(t *testing.T, dir string) []string {
+	t.Helper()
+	s, err := zarr.NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"a", "g/b"} {
+		a, err := zarr.Create(context.Background(), s, p, zarr.Metadata{Shape: []int{6}, ChunkShape: []int{4}, DataType: zarr.DataType{Kind: zarr.Int, Size: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.WriteRegion(context.Background(), []int{0}, []int{6}, []byte("kvik zarr, 6")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return []string{"zarr.json", "a/zarr.json", "g/zarr.json", "g/b/zarr.json"}
+}
+
+// TestZarrMistypedStore: kvik cp and kvik info of a path that holds no
+// Zarr store (missing, or an empty directory) fail with one line naming
+// it, and create neither the source nor the destination; they printed
+// "copied 0 keys ... verified" and "Arrays 0", exit 0, and made both
+// directories. So does a store whose every zarr.json is corrupt.
+func TestZarrMistypedStore(t *testing.T) {
+	tmp := t.TempDir()
+	typo, out := filepath.Join(tmp, "typo.zarr"), filepath.Join(tmp, "out.zarr")
+	runKvik(t, nil, "cp", typo, out).expect(t, exitFailure).oneLineError(t, typo, "no Zarr metadata")
+	runKvik(t, nil, "info", typo).expect(t, exitFailure).oneLineError(t, typo, "no Zarr metadata")
+	for _, p := range []string{typo, out} {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s exists after the failed commands: %v", p, err)
+		}
+	}
+	empty := filepath.Join(tmp, "empty.zarr")
+	os.Mkdir(empty, 0o755)
+	runKvik(t, nil, "cp", empty, out).expect(t, exitFailure).oneLineError(t, empty, "no Zarr metadata")
+	runKvik(t, nil, "info", empty).expect(t, exitFailure).oneLineError(t, empty, "no Zarr metadata")
+
+	corrupt := filepath.Join(tmp, "corrupt.zarr")
+	docs := newStore(t, corrupt)
+	runKvik(t, nil, "info", corrupt).expect(t, exitOK)
+	for _, k := range docs {
+		if err := os.WriteFile(filepath.Join(corrupt, k), []byte("{\"zarr_format\": 3, \"node_typ"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runKvik(t, nil, "info", corrupt).expect(t, exitFailure).oneLineError(t, "invalid metadata", "zarr.json")
+}
+
+// TestZarrMistypedStoreS3: the same for an S3 prefix that holds nothing.
+func TestZarrMistypedStoreS3(t *testing.T) {
+	srv := s3test.Start(t)
+	env := s3Env(srv)
+	url := srv.URLOf("nonexist.zarr")
+	out := filepath.Join(t.TempDir(), "out.zarr")
+	runKvik(t, env, "info", url).expect(t, exitFailure).oneLineError(t, url, "no Zarr metadata")
+	runKvik(t, env, "cp", url, out).expect(t, exitFailure).oneLineError(t, url, "no Zarr metadata")
+	if _, err := os.Lstat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s exists after the failed copy: %v", out, err)
+	}
+}
+
+// TestZarrCpFolderMarkers: a store on S3 with folder markers (zero-byte
+// objects ending in "/", as the AWS console's "Create folder" makes, for
+// the store, a group and a chunk directory) copies to a local store key
+// for key; it failed with `invalid object key: "sub/"`. A marker is not
+// a key of the copy.
+func TestZarrCpFolderMarkers(t *testing.T) {
+	srv := s3test.Start(t)
+	env := s3Env(srv)
+	local := filepath.Join(t.TempDir(), "z.zarr")
+	newStore(t, local)
+	runKvik(t, env, "cp", local, srv.URLOf("z.zarr")).expect(t, exitOK)
+	for _, m := range []string{"/z.zarr/", "/z.zarr/sub/", "/z.zarr/g/", "/z.zarr/g/b/c/"} {
+		srv.Signed(t, http.MethodPut, m, nil)
+	}
+	back := filepath.Join(t.TempDir(), "back.zarr")
+	runKvik(t, env, "cp", srv.URLOf("z.zarr"), back).expect(t, exitOK)
+	want, got := treeFiles(t, local), treeFiles(t, back)
+	if len(want) < 8 || !maps.Equal(got, want) {
+		t.Fatalf("copy back: %d files, want the %d of the source", len(got), len(want))
+	}
+	runKvik(t, env, "info", srv.URLOf("z.zarr")).expect(t, exitOK)
+}
+
+// treeFiles returns the contents of the files below dir by relative path.
+func treeFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		files[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestZarrMaxDocumentFlag: --max-document sets the cap on the metadata
+// documents kvik info and kvik cp read from a remote store: a
+// consolidated root zarr.json over it fails both (as one over 64 MiB did
+// with no way to raise the cap), under it both succeed.
+func TestZarrMaxDocumentFlag(t *testing.T) {
+	srv := s3test.Start(t)
+	env := s3Env(srv)
+	local := filepath.Join(t.TempDir(), "fat.zarr")
+	s, err := zarr.NewDirStore(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := strings.Repeat("attributes ", 1000)
+	for i := range 10 {
+		m := zarr.Metadata{Shape: []int{2}, ChunkShape: []int{2}, DataType: zarr.DataType{Kind: zarr.Uint, Size: 1}, Attributes: map[string]any{"blob": blob}}
+		if _, err := zarr.Create(context.Background(), s, fmt.Sprintf("g/a%d", i), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zarr.Consolidate(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	url := srv.URLOf("fat.zarr")
+	runKvik(t, env, "cp", local, url).expect(t, exitOK)
+	runKvik(t, env, "info", "--max-document", "64KiB", url).expect(t, exitFailure).oneLineError(t, "zarr.json", "65536 bytes allowed")
+	runKvik(t, env, "cp", "--max-document", "64KiB", local, url).expect(t, exitFailure).oneLineError(t, "zarr.json", "65536 bytes allowed")
+	r := runKvik(t, env, "info", "--max-document", "1MiB", url).expect(t, exitOK)
+	if !strings.Contains(r.stdout, "Consolidated  true") || !strings.Contains(r.stdout, "g/a9") {
+		t.Errorf("info under a 1 MiB cap:\n%s", r.stdout)
+	}
+	runKvik(t, env, "cp", "--max-document", "1MiB", local, url).expect(t, exitOK)
+}
+
+// TestZarrCpOverlap: a store copied onto itself or into itself (in any
+// spelling: through a link, with "..", a trailing "/", an s3:// key
+// escaped) is refused before anything is written; it rewrote every key,
+// or nested a copy of the store in itself on every run. A sibling whose
+// name starts alike is copied.
+func TestZarrCpOverlap(t *testing.T) {
+	tmp := t.TempDir()
+	s := filepath.Join(tmp, "s.zarr")
+	newStore(t, s)
+	if err := os.Symlink(s, filepath.Join(tmp, "link.zarr")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(tmp)
+	want := treeFiles(t, s)
+	for _, c := range [][2]string{
+		{"s.zarr", "s.zarr"},
+		{"s.zarr", "./x/../s.zarr/"},
+		{"s.zarr", "s.zarr/inner.zarr"},
+		{"link.zarr", "s.zarr/g/inner.zarr"},
+		{"s.zarr/g", "link.zarr"},
+		{"link.zarr/g/..", "s.zarr"},
+	} {
+		runKvik(t, nil, "cp", c[0], c[1]).expect(t, exitFailure).oneLineError(t, "one is inside the other")
+		if got := treeFiles(t, s); !maps.Equal(got, want) {
+			t.Fatalf("cp %s %s changed the store: %d files, %d before", c[0], c[1], len(got), len(want))
+		}
+	}
+	runKvik(t, nil, "cp", "s.zarr", "s.zarr2").expect(t, exitOK)
+	if got := treeFiles(t, "s.zarr2"); !maps.Equal(got, want) {
+		t.Fatalf("the copy to a sibling: %d files, want %d", len(got), len(want))
+	}
+}
+
+// TestZarrCpOverlapS3: the same for S3 prefixes of one bucket.
+func TestZarrCpOverlapS3(t *testing.T) {
+	srv := s3test.Start(t)
+	env := s3Env(srv)
+	local := filepath.Join(t.TempDir(), "z.zarr")
+	newStore(t, local)
+	runKvik(t, env, "cp", local, srv.URLOf("z.zarr")).expect(t, exitOK)
+	want := treeFiles(t, filepath.Join(srv.Dir, s3test.Bucket))
+	for _, dst := range []string{"z.zarr", "z.zarr/", "z.zarr/inner.zarr", "z%2ezarr/g/inner.zarr", ""} {
+		runKvik(t, env, "cp", srv.URLOf("z.zarr"), srv.URLOf(dst)).expect(t, exitFailure).oneLineError(t, "one is inside the other")
+	}
+	if got := treeFiles(t, filepath.Join(srv.Dir, s3test.Bucket)); !maps.Equal(got, want) {
+		t.Fatalf("the refused copies changed the bucket: %d files, %d before", len(got), len(want))
+	}
+	runKvik(t, env, "cp", srv.URLOf("z.zarr"), srv.URLOf("z.zarr2")).expect(t, exitOK)
+}

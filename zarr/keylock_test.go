@@ -1,0 +1,212 @@
+package zarr
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestConcurrentPartialWrites: goroutines write random disjoint sets of
+// elements of one chunk (of one shard, for a sharded array) at once,
+// element runs of random lengths each a WriteRegion of its own. Every
+// element must hold what its writer wrote, and the elements nobody
+// wrote their earlier value: each read-modify-write of the chunk waits
+// for the others. Writers share one Array, or each opens its own on the
+// store's directory (some through a symbolic link to it), or share a
+// store that is neither a DirStore nor a RemoteStore.
+func TestConcurrentPartialWrites(t *testing.T) {
+	gzip := []Codec{{Name: "bytes"}, {Name: "gzip", Configuration: map[string]any{"level": 1}}}
+	metas := []struct {
+		name string
+		m    Metadata
+	}{
+		{"v3 gzip", Metadata{Shape: []int{17, 40}, ChunkShape: []int{6, 16}, DataType: DataType{Uint, 2}, Codecs: gzip}},
+		{"v2", Metadata{ZarrFormat: 2, Shape: []int{17, 40}, ChunkShape: []int{6, 16}, DataType: DataType{Int, 4}, FillValue: 7}},
+		{"sharded", Metadata{Shape: []int{17, 40}, ChunkShape: []int{8, 16}, DataType: DataType{Float, 4}, Codecs: shardCodecs([]int{4, 4}, false, gzip)}},
+	}
+	rng := rand.New(rand.NewPCG(39, 3))
+	for _, c := range metas {
+		for _, how := range []string{"one array", "an array each", "map store"} {
+			t.Run(c.name+"/"+how, func(t *testing.T) {
+				concurrentPartialWrites(t, rand.New(rand.NewPCG(rng.Uint64(), 1)), c.m, how)
+			})
+		}
+	}
+}
+
+func concurrentPartialWrites(t *testing.T, rng *rand.Rand, m Metadata, how string) {
+	dir := filepath.Join(t.TempDir(), "a.zarr")
+	link := filepath.Join(t.TempDir(), "link.zarr")
+	var s Store = &memStore{m: map[string][]byte{}}
+	if how != "map store" {
+		var err error
+		if s, err = NewDirStore(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := Create(bg, s, "g/x", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dir, link); err != nil && how == "an array each" {
+		t.Fatal(err)
+	}
+	es := m.DataType.Size
+	want := model{shape: m.Shape, es: es, buf: randValues(rng, m.DataType, numElements(m.Shape))}
+	origin := make([]int, 2)
+	if err := a.WriteRegion(bg, origin, m.Shape, want.buf); err != nil {
+		t.Fatal(err)
+	}
+	// Chunk (1, 1) whole inside the array: each writer gets random
+	// elements of it, in row-major runs; some elements get no writer.
+	writers := 4 + rng.IntN(9)
+	owner := make([]int, numElements(m.ChunkShape))
+	for i := range owner {
+		owner[i] = rng.IntN(writers+1) - 1 // -1: nobody's
+	}
+	type run struct{ start, stop []int }
+	runs := make([][]run, writers)
+	cols := m.ChunkShape[1]
+	for i := 0; i < len(owner); {
+		j := i + 1
+		for j < len(owner) && owner[j] == owner[i] && j%cols != 0 && rng.IntN(4) != 0 {
+			j++
+		}
+		if w := owner[i]; w >= 0 {
+			r, c := m.ChunkShape[0]+i/cols, cols+i%cols
+			runs[w] = append(runs[w], run{[]int{r, c}, []int{r + 1, c + j - i}})
+		}
+		i = j
+	}
+	data := make([][][]byte, writers)
+	for w := range writers {
+		for _, r := range runs[w] {
+			v := randValues(rng, m.DataType, r.stop[1]-r.start[1])
+			data[w] = append(data[w], v)
+			want.write(r.start, r.stop, v)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			b := a
+			if how == "an array each" {
+				root := dir
+				if w%2 == 1 {
+					root = link
+				}
+				s, err := NewDirStore(root)
+				if err == nil {
+					b, err = Open(bg, s, "g/x")
+				}
+				if err != nil {
+					errs[w] = err
+					return
+				}
+			}
+			for i, r := range runs[w] {
+				if err := b.WriteRegion(bg, r.start, r.stop, data[w][i]); err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want.buf))
+	if err := a.ReadRegion(bg, origin, m.Shape, got); err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for i := 0; i < len(got); i += es {
+		if !bytes.Equal(got[i:i+es], want.buf[i:i+es]) {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d writers, %d elements of %d differ from what was written", writers, lost, len(got)/es)
+	}
+}
+
+// TestKeyedMutex: a lock is held by one caller at a time, a waiter gives
+// up when its context ends, and no name is kept once nobody holds or
+// awaits it.
+func TestKeyedMutex(t *testing.T) {
+	k := keyedMutex{m: map[any]*keyLock{}}
+	unlock, err := k.lock(bg, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := k.lock(bg, "b") // another name: not blocked
+	if err != nil {
+		t.Fatal(err)
+	}
+	other()
+	ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
+	defer cancel()
+	if _, err := k.lock(ctx, "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("lock of a held name: %v, want DeadlineExceeded", err)
+	}
+	got := make(chan error)
+	go func() {
+		u, err := k.lock(bg, "a")
+		if err == nil {
+			u()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("a second holder while the first holds: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	unlock()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if len(k.m) != 0 {
+		t.Fatalf("%d names kept after every lock was released", len(k.m))
+	}
+}
+
+// TestLockNames: one file's lock name whatever the path's spelling
+// (relative, through a link, before the directory exists), one object's
+// whatever the key's case in a normalizing store.
+func TestLockNames(t *testing.T) {
+	tmp := t.TempDir()
+	link := filepath.Join(tmp, "link")
+	if err := os.Symlink(filepath.Join(tmp, "real"), link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(tmp, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	names := map[any]bool{}
+	for _, root := range []string{filepath.Join(tmp, "real", "s.zarr"), filepath.Join(link, "s.zarr"), filepath.Join(tmp, "real", "..", "link", "s.zarr")} {
+		s, err := NewDirStore(root, WithNormalizeKeys(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"c/0/1", "C/0/1"} {
+			names[(&Array{store: s}).lockName(key)] = true
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("one file under %d lock names: %v", len(names), names)
+	}
+	ms := &memStore{m: map[string][]byte{}}
+	a, b := &Array{store: ms}, &Array{store: ms}
+	if a.lockName("k") != b.lockName("k") || a.lockName("k") == a.lockName("l") {
+		t.Fatalf("memStore lock names: %v %v %v", a.lockName("k"), b.lockName("k"), a.lockName("l"))
+	}
+}
