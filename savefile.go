@@ -38,6 +38,10 @@ import (
 // (the file it points to is replaced, beside itself, and the link
 // stays). A rename cannot keep hard links: the name written gets the new
 // file, other hard links of the old one keep the old contents.
+//
+// Only a regular file is ever replaced: a directory, a device node, a
+// FIFO or a socket at the target (or where its links lead) fails
+// CreatePending, and Commit, with ErrNotRegular.
 type PendingFile struct {
 	*FileHandle
 	target string // as given
@@ -56,7 +60,11 @@ var pendingSeq atomic.Uint64
 // it is, less the umask. When path is a symbolic link (a chain of them),
 // the file it points to is replaced and the link kept. path must name a
 // file: an empty path, one ending in a slash or naming a directory fails
-// with ErrInvalidArgument (and syscall.EISDIR for a directory).
+// with ErrInvalidArgument (and syscall.EISDIR for a directory). A path
+// that is, or links to, anything but a regular file (a directory, a
+// device node, a FIFO, a socket) fails with ErrNotRegular, naming what
+// it is, before anything is created: a save replaces files, it never
+// writes into a device or a pipe as cp(1) would.
 //
 // Temporary files that a dead process left beside the file are removed
 // (see IsPendingName). Call Commit to replace path with the new file, or
@@ -98,27 +106,57 @@ func pendingTarget(path string) (string, fs.FileInfo, error) {
 	case strings.HasSuffix(path, "/") || base == "." || base == "..":
 		return bad(fmt.Errorf("%w: %w: path names a directory", ErrInvalidArgument, syscall.EISDIR))
 	}
+	// The walk is checked against the kernel's view, which it cannot
+	// always take: a link in /proc (/dev/stderr -> /proc/self/fd/2) names
+	// a pipe, a socket or a deleted file by text that is no path, which
+	// reads as a new file. A concurrent save of the file can part the
+	// two views as well: they are taken again.
+	for try := 0; ; try++ {
+		p, fi, err := followLinks(path)
+		if err != nil {
+			return bad(err)
+		}
+		if fi != nil && !fi.Mode().IsRegular() {
+			return bad(notRegular(fi.Mode(), path, p))
+		}
+		st, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return p, fi, nil
+		case err != nil:
+			return bad(pathErrInner(err))
+		case !st.Mode().IsRegular():
+			return bad(notRegular(st.Mode(), path, ""))
+		case fi != nil && os.SameFile(fi, st):
+			return p, fi, nil
+		case try == 2:
+			return bad(fmt.Errorf("%w: its links lead to a file by no path that can be replaced", ErrInvalidArgument))
+		}
+	}
+}
+
+// followLinks follows path's symbolic links as the kernel would and
+// returns the path reached and its information: nil when nothing is
+// there (a new file, or a dangling link's target).
+func followLinks(path string) (string, fs.FileInfo, error) {
 	p := path
 	for i := 0; ; i++ {
 		fi, err := os.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
-			return p, nil, nil // a new file, or a dangling link's target
+			return p, nil, nil
 		}
 		if err != nil {
-			return bad(pathErrInner(err))
+			return "", nil, pathErrInner(err)
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
-			if fi.IsDir() {
-				return bad(fmt.Errorf("%w: %w: path names a directory", ErrInvalidArgument, syscall.EISDIR))
-			}
 			return p, fi, nil
 		}
 		if i == maxLinks {
-			return bad(syscall.ELOOP)
+			return "", nil, syscall.ELOOP
 		}
 		l, err := os.Readlink(p)
 		if err != nil {
-			return bad(pathErrInner(err))
+			return "", nil, pathErrInner(err)
 		}
 		if !filepath.IsAbs(l) {
 			// Not filepath.Join: cleaning "dir/../x" is wrong when dir
@@ -126,10 +164,55 @@ func pendingTarget(path string) (string, fs.FileInfo, error) {
 			l = filepath.Dir(p) + string(filepath.Separator) + l
 		}
 		if strings.HasSuffix(l, "/") {
-			return bad(fmt.Errorf("%w: %w: link points to a directory", ErrInvalidArgument, syscall.EISDIR))
+			return "", nil, fmt.Errorf("%w: %w: link points to a directory", ErrInvalidArgument, syscall.EISDIR)
 		}
 		p = l
 	}
+}
+
+// notRegularError is ErrNotRegular with what the file is. A directory's
+// is also ErrInvalidArgument and syscall.EISDIR, as for a path ending in
+// a slash.
+type notRegularError struct {
+	what string
+	dir  bool
+}
+
+func (e *notRegularError) Error() string { return ErrNotRegular.Error() + ": " + e.what }
+
+func (e *notRegularError) Is(target error) bool {
+	return target == ErrNotRegular || e.dir && (target == ErrInvalidArgument || target == syscall.EISDIR)
+}
+
+// notRegular is the error of a save of path whose file, of the type in
+// mode, was reached through links at final ("" when not known).
+func notRegular(mode fs.FileMode, path, final string) error {
+	what := fileKind(mode)
+	if final != path && final != "" {
+		what = "a link to " + what + ", " + final
+	}
+	return &notRegularError{what: what, dir: mode.IsDir()}
+}
+
+// fileKind names the type of file in mode.
+func fileKind(mode fs.FileMode) string {
+	switch mode.Type() {
+	case 0:
+		return "a regular file"
+	case fs.ModeDir:
+		return "a directory"
+	case fs.ModeSymlink:
+		return "a symbolic link"
+	case fs.ModeNamedPipe:
+		return "a FIFO"
+	case fs.ModeSocket:
+		return "a socket"
+	case fs.ModeDevice:
+		return "a block device"
+	case fs.ModeDevice | fs.ModeCharDevice:
+		return "a character device"
+	}
+	return "an irregular file"
 }
 
 // createLocked creates the temporary file tmp, holding a lock on it
@@ -317,7 +400,9 @@ func (p *PendingFile) Target() string { return p.target }
 // Commit syncs the temporary file, closes it, renames it over the target
 // and syncs the directory, so that the new contents are durable under the
 // target's name when Commit returns. On any error the temporary file is
-// removed and the target is left as it was.
+// removed and the target is left as it was: among them ErrNotRegular,
+// when the target has become something other than a regular file since
+// CreatePending (see replaceRegular).
 func (p *PendingFile) Commit() error {
 	if p.done {
 		return &fs.PathError{Op: "commit", Path: p.target, Err: ErrClosed}
@@ -330,13 +415,47 @@ func (p *PendingFile) Commit() error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, p.final)
+		err = replaceRegular(tmp, p.final)
 	}
 	if err != nil {
 		os.Remove(tmp)
+		if errors.Is(err, ErrNotRegular) {
+			err = &fs.PathError{Op: "commit", Path: p.target, Err: err}
+		}
 		return err
 	}
 	return syncDir(filepath.Dir(p.final))
+}
+
+// replaceRegular renames tmp over final unless final is now something
+// other than a regular file. Where final is missing, the rename is one
+// that fails if a file appeared meanwhile (RENAME_NOREPLACE), which is
+// then looked at again; an existing file is looked at just before the
+// rename, which leaves microseconds in which it could be swapped for
+// another kind of file: rename(2) has no flag to close them.
+func replaceRegular(tmp, final string) error {
+	for range 2 {
+		fi, err := os.Lstat(final)
+		switch {
+		case err == nil && !fi.Mode().IsRegular():
+			return notRegular(fi.Mode(), final, "")
+		case err == nil:
+			return os.Rename(tmp, final)
+		case !errors.Is(err, fs.ErrNotExist):
+			return err
+		}
+		switch err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE); err {
+		case nil:
+			return nil
+		case unix.EEXIST:
+			continue
+		case unix.EINVAL, unix.ENOSYS, unix.EOPNOTSUPP: // no RENAME_NOREPLACE (NFS, some FUSE)
+			return os.Rename(tmp, final)
+		default:
+			return &os.LinkError{Op: "rename", Old: tmp, New: final, Err: err}
+		}
+	}
+	return &os.LinkError{Op: "rename", Old: tmp, New: final, Err: unix.EEXIST}
 }
 
 // Reserve allocates n bytes on disk for the temporary file before it is
@@ -360,6 +479,32 @@ func (p *PendingFile) Reserve(n int64) error {
 	}
 	if err != nil {
 		return &fs.PathError{Op: "reserve", Path: p.target, Err: fmt.Errorf("%d bytes: %w", n, err)}
+	}
+	return nil
+}
+
+// WritePieces writes pieces, one after another from offset 0, as the
+// temporary file's contents, as SaveFile does: their total size reserved
+// first (Reserve), then written in page-aligned tasks in parallel,
+// device pieces staged through pinned buffers. A caller that checks the
+// file before Commit (reading it back through p) writes with it.
+func (p *PendingFile) WritePieces(ctx context.Context, pieces []Piece) error {
+	if p.done {
+		return &fs.PathError{Op: "write", Path: p.target, Err: ErrClosed}
+	}
+	if err := checkPieces(pieces); err != nil {
+		return &fs.PathError{Op: "write", Path: p.target, Err: err}
+	}
+	var total int64
+	for _, pc := range pieces {
+		total += pc.Len()
+	}
+	err := p.Reserve(total)
+	if err == nil {
+		err = writePieces(ctx, p.FileHandle, pieces)
+	}
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: p.target, Err: pathErrInner(err)}
 	}
 	return nil
 }
@@ -421,7 +566,10 @@ func (p Piece) Len() int64 {
 //     error the old file, if any, is left as it was and the temporary
 //     file removed. The new file keeps the replaced file's mode and
 //     owner, a symbolic link is written through, and other hard links of
-//     the old file keep the old contents (see PendingFile);
+//     the old file keep the old contents (see PendingFile). Only a
+//     regular file is replaced: a directory, device node, FIFO or
+//     socket at name, or where its links lead, fails with
+//     ErrNotRegular and is left as it is;
 //   - an s3:// URL or an S3 object's URL (see IsURL) is uploaded as
 //     UploadS3 does, with opts: in one PUT or a multipart upload that is
 //     aborted on any error, so the object appears whole or not at all.
@@ -429,10 +577,8 @@ func (p Piece) Len() int64 {
 // ctx cancels the writes. The file formats' Save functions write through
 // SaveFile.
 func SaveFile(ctx context.Context, name string, pieces []Piece, opts ...RemoteOption) error {
-	for i, p := range pieces {
-		if p.Ptr != 0 && (p.Size < 0 || p.Size > int64(maxInt)) {
-			return &fs.PathError{Op: "write", Path: RedactURL(name), Err: fmt.Errorf("%w: piece %d: size %d", ErrInvalidArgument, i, p.Size)}
-		}
+	if err := checkPieces(pieces); err != nil {
+		return &fs.PathError{Op: "write", Path: RedactURL(name), Err: err}
 	}
 	if IsURL(name) {
 		return savePiecesS3(ctx, name, pieces, opts)
@@ -442,21 +588,24 @@ func SaveFile(ctx context.Context, name string, pieces []Piece, opts ...RemoteOp
 
 const maxInt = int(^uint(0) >> 1)
 
+// checkPieces checks the sizes of device pieces.
+func checkPieces(pieces []Piece) error {
+	for i, p := range pieces {
+		if p.Ptr != 0 && (p.Size < 0 || p.Size > int64(maxInt)) {
+			return fmt.Errorf("%w: piece %d: size %d", ErrInvalidArgument, i, p.Size)
+		}
+	}
+	return nil
+}
+
 func savePiecesLocal(ctx context.Context, path string, pieces []Piece) error {
 	f, err := CreatePending(path, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Abort()
-	var total int64
-	for _, p := range pieces {
-		total += p.Len()
-	}
-	if err := f.Reserve(total); err != nil {
-		return &fs.PathError{Op: "write", Path: path, Err: pathErrInner(err)}
-	}
-	if err := writePieces(ctx, f.FileHandle, pieces); err != nil {
-		return &fs.PathError{Op: "write", Path: path, Err: pathErrInner(err)}
+	if err := f.WritePieces(ctx, pieces); err != nil {
+		return err
 	}
 	return f.Commit()
 }
