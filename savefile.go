@@ -75,9 +75,15 @@ func CreatePending(path string, perm fs.FileMode, opts ...Option) (*PendingFile,
 	if err != nil {
 		return nil, err
 	}
-	removeStalePending(filepath.Dir(final))
-	tmp := pendingName(final)
-	lock, err := createLocked(tmp, perm, old)
+	removeStalePending(final)
+	var tmp string
+	var lock *os.File
+	for range 3 {
+		tmp = pendingName(final)
+		if lock, err = createLocked(tmp, perm, old); !errors.Is(err, errTaken) {
+			break
+		}
+	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "create", Path: path, Err: pathErrInner(err)}
 	}
@@ -237,9 +243,17 @@ func createLocked(tmp string, perm fs.FileMode, old fs.FileInfo) (*os.File, erro
 		os.Remove(tmp)
 		return nil, err
 	}
-	// On a file system without locks this fails: the process id and
-	// the age still guard the file (see removeStalePending).
-	_ = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	// A process removing stale temporaries (removeIfStale) locks one
+	// before it removes it, so the file is ours only if, once locked, it
+	// is still at its name. On a file system without locks Flock fails,
+	// and no process takes the file for stale.
+	switch err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); {
+	case err == unix.EWOULDBLOCK:
+		return fail(errTaken)
+	case err == nil && !stillAt(f, tmp):
+		f.Close()
+		return nil, errTaken
+	}
 	if perm == 0 && old != nil {
 		if st, ok := old.Sys().(*syscall.Stat_t); ok {
 			if err := f.Chown(int(st.Uid), int(st.Gid)); err != nil {
@@ -251,6 +265,21 @@ func createLocked(tmp string, perm fs.FileMode, old fs.FileInfo) (*os.File, erro
 		}
 	}
 	return f, nil
+}
+
+// errTaken is createLocked's answer when a process removing stale
+// temporaries took the new one before it was locked; CreatePending then
+// tries another name.
+var errTaken = errors.New("temporary file taken before it was locked")
+
+// stillAt reports whether the file at path is f.
+func stillAt(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Lstat(path)
+	return err == nil && os.SameFile(a, b)
 }
 
 // pendingMark is in the name of every temporary file of CreatePending.
@@ -322,13 +351,12 @@ var staleScans struct {
 	last map[string]time.Time
 }
 
-// removeStalePending removes the temporary files of CreatePending in
-// dir that a dead process left: ones that are older than
-// StalePendingAge, whose process id names no live process on this host
-// (kill(pid, 0) gives ESRCH) and whose lock (flock) no process holds. A
-// writer holds its lock until Commit or Abort, on any host of a file
-// system with shared locks (NFS), so a file in use is never taken.
-func removeStalePending(dir string) {
+// removeStalePending removes the temporary files beside final that dead
+// processes left (see removeIfStale): those of final whatever their age,
+// so that a retry after a crash finds its space, and those of other files
+// once older than StalePendingAge.
+func removeStalePending(final string) {
+	dir, base := filepath.Dir(final), filepath.Base(final)
 	now := time.Now()
 	staleScans.Lock()
 	if t, ok := staleScans.last[dir]; ok && now.Sub(t) < StalePendingAge {
@@ -341,6 +369,18 @@ func removeStalePending(dir string) {
 	staleScans.last[dir] = now
 	staleScans.Unlock()
 
+	eachPending(dir, func(name string) {
+		age := StalePendingAge
+		if IsPendingOf(name, base) {
+			age = 0
+		}
+		removeIfStale(filepath.Join(dir, name), now, age)
+	})
+}
+
+// eachPending calls fn with the name of each temporary file of
+// CreatePending in dir.
+func eachPending(dir string, fn func(name string)) {
 	d, err := os.Open(dir)
 	if err != nil {
 		return
@@ -350,7 +390,7 @@ func removeStalePending(dir string) {
 		names, err := d.Readdirnames(1024)
 		for _, n := range names {
 			if IsPendingName(n) {
-				removeIfStale(filepath.Join(dir, n), now)
+				fn(n)
 			}
 		}
 		if err != nil {
@@ -359,29 +399,40 @@ func removeStalePending(dir string) {
 	}
 }
 
-// removeIfStale removes the temporary file at path if it is stale (see
-// removeStalePending).
-func removeIfStale(path string, now time.Time) {
+// removeIfStale removes the temporary file at path and reports true if
+// a dead process left it: a regular file at least minAge old, whose
+// process id names no live process on this host (kill(pid, 0) gives
+// ESRCH) and whose lock (flock) no process holds. A writer holds its
+// lock from before its file can be taken (createLocked) until Commit or
+// Abort, on any host of a file system with shared locks (NFS), so a file
+// in use is never removed; on a file system without locks none is.
+func removeIfStale(path string, now time.Time, minAge time.Duration) bool {
 	n := filepath.Base(path)
 	rest := n[strings.LastIndex(n, pendingMark)+len(pendingMark):]
 	ps, _, _ := strings.Cut(rest, "-")
 	pid, err := strconv.Atoi(ps)
 	if err != nil || pid <= 0 || pid == os.Getpid() || unix.Kill(pid, 0) != unix.ESRCH {
-		return
+		return false
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	// Opened only if a regular file, and without blocking: opening a
+	// FIFO or a device under a temporary's name could hang or act.
+	li, err := os.Lstat(path)
+	if err != nil || !li.Mode().IsRegular() {
+		return false
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return
+		return false
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < StalePendingAge {
-		return
+	if err != nil || !os.SameFile(li, fi) || now.Sub(fi.ModTime()) < minAge {
+		return false
 	}
 	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return // held by a writer, or a file system without locks
+		return false // held by a writer, or a file system without locks
 	}
-	os.Remove(path)
+	return os.Remove(path) == nil
 }
 
 // pathErrInner returns the error a *fs.PathError wraps, so that it can be
@@ -466,6 +517,10 @@ func replaceRegular(tmp, final string) error {
 // syscall.ENOSPC, rather than midway. Memory file systems (tmpfs), where
 // fallocate would zero every page first, and file systems without
 // fallocate are left as they are. SaveFile reserves its files' sizes.
+//
+// On ENOSPC the temporary files of the same target that dead processes
+// left (a save killed after its Reserve) are removed and the allocation
+// tried once more; the error names those removed and those still there.
 func (p *PendingFile) Reserve(n int64) error {
 	if p.done {
 		return &fs.PathError{Op: "reserve", Path: p.target, Err: ErrClosed}
@@ -473,7 +528,7 @@ func (p *PendingFile) Reserve(n int64) error {
 	if n <= 0 || p.inMemoryFS() {
 		return nil
 	}
-	err := posix.Fallocate(p.fd, 0, 0, n)
+	err := p.retryNoSpace(func() error { return posix.Fallocate(p.fd, 0, 0, n) })
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
 		return nil
 	}
@@ -487,7 +542,8 @@ func (p *PendingFile) Reserve(n int64) error {
 // temporary file's contents, as SaveFile does: their total size reserved
 // first (Reserve), then written in page-aligned tasks in parallel,
 // device pieces staged through pinned buffers. A caller that checks the
-// file before Commit (reading it back through p) writes with it.
+// file before Commit (reading it back through p) writes with it; on
+// ENOSPC it does what Reserve does.
 func (p *PendingFile) WritePieces(ctx context.Context, pieces []Piece) error {
 	if p.done {
 		return &fs.PathError{Op: "write", Path: p.target, Err: ErrClosed}
@@ -501,12 +557,71 @@ func (p *PendingFile) WritePieces(ctx context.Context, pieces []Piece) error {
 	}
 	err := p.Reserve(total)
 	if err == nil {
-		err = writePieces(ctx, p.FileHandle, pieces)
+		err = p.retryNoSpace(func() error { return pathErrInner(writePieces(ctx, p.FileHandle, pieces)) })
 	}
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: p.target, Err: pathErrInner(err)}
 	}
 	return nil
+}
+
+// retryNoSpace runs op and, if it fails with ENOSPC, removes the
+// temporary files of p's target that dead processes left, runs op once
+// more if any went and, if it fails again, names them and those that
+// remain in the error.
+func (p *PendingFile) retryNoSpace(op func() error) error {
+	err := op()
+	if !errors.Is(err, syscall.ENOSPC) {
+		return err
+	}
+	removed, kept := removeStaleOf(p.final, p.FileHandle.Name())
+	if len(removed) > 0 {
+		if err = op(); !errors.Is(err, syscall.ENOSPC) {
+			return err
+		}
+	}
+	var notes []string
+	if len(removed) > 0 {
+		notes = append(notes, "removed the temporary files of dead processes: "+listSome(removed))
+	}
+	if len(kept) > 0 {
+		notes = append(notes, "temporary files of this file that may be in use hold space: "+listSome(kept))
+	}
+	if notes == nil {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, strings.Join(notes, "; "))
+}
+
+// removeStaleOf removes the temporary files of final, but own, that dead
+// processes left, whatever their age (see removeIfStale), and returns
+// those it removed and those it kept, each as its path and size.
+func removeStaleOf(final, own string) (removed, kept []string) {
+	dir, base := filepath.Dir(final), filepath.Base(final)
+	now := time.Now()
+	eachPending(dir, func(name string) {
+		path := filepath.Join(dir, name)
+		fi, err := os.Lstat(path)
+		if !IsPendingOf(name, base) || name == filepath.Base(own) || err != nil {
+			return
+		}
+		desc := fmt.Sprintf("%s (%d bytes)", path, fi.Size())
+		if removeIfStale(path, now, 0) {
+			removed = append(removed, desc)
+		} else {
+			kept = append(kept, desc)
+		}
+	})
+	return removed, kept
+}
+
+// listSome joins the first few of items, saying how many more there are.
+func listSome(items []string) string {
+	const most = 4
+	if len(items) <= most {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:most], ", "), len(items)-most)
 }
 
 // Abort closes and removes the temporary file, leaving the target as it

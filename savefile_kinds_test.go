@@ -9,17 +9,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/testkit/fskinds"
+	"github.com/kvikgo/kvik/internal/testkit/tmpfstest"
 	"github.com/kvikgo/kvik/npy"
 	"github.com/kvikgo/kvik/safetensors"
 )
@@ -257,5 +260,108 @@ func TestSaveFileProcLinks(t *testing.T) {
 	}
 	if fi, err := g.Stat(); err != nil || fi.Size() != 0 {
 		t.Errorf("the deleted file was written: %v, %v", fi, err)
+	}
+}
+
+// pendingOf is the name of a temporary file of path of process pid.
+func pendingOf(path string, pid int) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".kvik-tmp-"+strconv.Itoa(pid)+"-1")
+}
+
+// lockFile holds an exclusive flock on path until the test ends, as the
+// writer of a temporary file does.
+func lockFile(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSaveAfterKill is the retry after a save killed (kill -9) once it
+// had reserved its size: its temporary fills the disk, so the next save
+// of the same file fits only once it is gone. A process's first save in
+// the directory removes it whatever its age; a process that looked at
+// the directory already removes it on ENOSPC and tries again; the
+// temporary of a save that may still run (its process alive, its lock
+// held) stays, and the save fails with ENOSPC naming it and its size.
+// On tmpfs the ENOSPC comes from a write (tmpfs is not reserved), on an
+// ext4 image from Reserve's fallocate.
+func TestSaveAfterKill(t *testing.T) {
+	dead := deadPid(t)
+	for _, fsys := range []struct {
+		name  string
+		mount func(t *testing.T) string
+	}{
+		{"tmpfs", func(t *testing.T) string {
+			return tmpfstest.Mount(t, "1m", "TestSaveFileRemovesStale covers the removal")
+		}},
+		{"ext4", func(t *testing.T) string {
+			return tmpfstest.MountExt4(t, "8M", "TestSaveFileRemovesStale covers the removal")
+		}},
+	} {
+		t.Run(fsys.name, func(t *testing.T) {
+			dir := fsys.mount(t)
+			rng := rand.New(rand.NewPCG(relTestSeed(t), 12))
+			save := func(path string) ([]byte, error) {
+				want := randomBytes(rng, 400<<10+rng.IntN(200<<10)) // fits only without the temporary
+				return want, kvik.SaveFile(context.Background(), path, splitPieces(rng, want))
+			}
+			for _, name := range []string{"first.bin", "second.bin"} {
+				path := filepath.Join(dir, name)
+				tmp := pendingOf(path, dead)
+				tmpfstest.Fill(t, tmp, 300<<10)
+				want, err := save(path)
+				if err != nil {
+					t.Fatalf("save of %s after a killed save: %v", name, err)
+				}
+				contents(t, path, want)
+				if _, err := os.Lstat(tmp); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("the killed save's temporary is still there: %v", err)
+				}
+				os.Remove(path)
+			}
+			path := filepath.Join(dir, "third.bin")
+			tmp := pendingOf(path, os.Getppid())
+			tmpfstest.Fill(t, tmp, 300<<10)
+			lockFile(t, tmp)
+			fi, err := os.Lstat(tmp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = save(path)
+			if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), tmp+" ("+strconv.FormatInt(fi.Size(), 10)+" bytes)") {
+				t.Fatalf("save beside a live save's temporary: %v, want ENOSPC naming %s", err, tmp)
+			}
+			if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a failed save made %s: %v", path, err)
+			}
+			noPendingBut(t, dir, filepath.Base(tmp))
+		})
+	}
+}
+
+// splitPieces splits b into two pieces at a random place.
+func splitPieces(rng *rand.Rand, b []byte) []kvik.Piece {
+	i := rng.IntN(len(b) + 1)
+	return []kvik.Piece{{Data: b[:i]}, {Data: b[i:]}}
+}
+
+// noPendingBut fails the test if dir holds a CreatePending temporary
+// file other than keep.
+func noPendingBut(t *testing.T, dir, keep string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if kvik.IsPendingName(e.Name()) && e.Name() != keep {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
 	}
 }
