@@ -30,6 +30,12 @@ var (
 	// read it (WatchFile), or UploadFileS3 sent it in parts (the upload
 	// is aborted). What was read may mix its old and new bytes.
 	ErrFileChanged = errors.New("kvik: file changed while it was read")
+	// ErrNotRegular reports a save (CreatePending, SaveFile, the formats'
+	// Save) whose destination exists and is not a regular file, nor a
+	// symbolic link to one: a directory, a device node, a FIFO or a
+	// socket, which a save would replace with a regular file. The error
+	// names the path and what it is.
+	ErrNotRegular = errors.New("kvik: not a regular file")
 )
 
 // ErrNotDeviceMemory reports host, freed or unknown memory passed where

@@ -38,6 +38,10 @@ import (
 // (the file it points to is replaced, beside itself, and the link
 // stays). A rename cannot keep hard links: the name written gets the new
 // file, other hard links of the old one keep the old contents.
+//
+// Only a regular file is ever replaced: a directory, a device node, a
+// FIFO or a socket at the target (or where its links lead) fails
+// CreatePending, and Commit, with ErrNotRegular.
 type PendingFile struct {
 	*FileHandle
 	target string // as given
@@ -56,7 +60,11 @@ var pendingSeq atomic.Uint64
 // it is, less the umask. When path is a symbolic link (a chain of them),
 // the file it points to is replaced and the link kept. path must name a
 // file: an empty path, one ending in a slash or naming a directory fails
-// with ErrInvalidArgument (and syscall.EISDIR for a directory).
+// with ErrInvalidArgument (and syscall.EISDIR for a directory). A path
+// that is, or links to, anything but a regular file (a directory, a
+// device node, a FIFO, a socket) fails with ErrNotRegular, naming what
+// it is, before anything is created: a save replaces files, it never
+// writes into a device or a pipe as cp(1) would.
 //
 // Temporary files that a dead process left beside the file are removed
 // (see IsPendingName). Call Commit to replace path with the new file, or
@@ -67,9 +75,15 @@ func CreatePending(path string, perm fs.FileMode, opts ...Option) (*PendingFile,
 	if err != nil {
 		return nil, err
 	}
-	removeStalePending(filepath.Dir(final))
-	tmp := pendingName(final)
-	lock, err := createLocked(tmp, perm, old)
+	removeStalePending(final)
+	var tmp string
+	var lock *os.File
+	for range 3 {
+		tmp = pendingName(final)
+		if lock, err = createLocked(tmp, perm, old); !errors.Is(err, errTaken) {
+			break
+		}
+	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "create", Path: path, Err: pathErrInner(err)}
 	}
@@ -98,27 +112,57 @@ func pendingTarget(path string) (string, fs.FileInfo, error) {
 	case strings.HasSuffix(path, "/") || base == "." || base == "..":
 		return bad(fmt.Errorf("%w: %w: path names a directory", ErrInvalidArgument, syscall.EISDIR))
 	}
+	// The walk is checked against the kernel's view, which it cannot
+	// always take: a link in /proc (/dev/stderr -> /proc/self/fd/2) names
+	// a pipe, a socket or a deleted file by text that is no path, which
+	// reads as a new file. A concurrent save of the file can part the
+	// two views as well: they are taken again.
+	for try := 0; ; try++ {
+		p, fi, err := followLinks(path)
+		if err != nil {
+			return bad(err)
+		}
+		if fi != nil && !fi.Mode().IsRegular() {
+			return bad(notRegular(fi.Mode(), path, p))
+		}
+		st, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return p, fi, nil
+		case err != nil:
+			return bad(pathErrInner(err))
+		case !st.Mode().IsRegular():
+			return bad(notRegular(st.Mode(), path, ""))
+		case fi != nil && os.SameFile(fi, st):
+			return p, fi, nil
+		case try == 2:
+			return bad(fmt.Errorf("%w: its links lead to a file by no path that can be replaced", ErrInvalidArgument))
+		}
+	}
+}
+
+// followLinks follows path's symbolic links as the kernel would and
+// returns the path reached and its information: nil when nothing is
+// there (a new file, or a dangling link's target).
+func followLinks(path string) (string, fs.FileInfo, error) {
 	p := path
 	for i := 0; ; i++ {
 		fi, err := os.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
-			return p, nil, nil // a new file, or a dangling link's target
+			return p, nil, nil
 		}
 		if err != nil {
-			return bad(pathErrInner(err))
+			return "", nil, pathErrInner(err)
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
-			if fi.IsDir() {
-				return bad(fmt.Errorf("%w: %w: path names a directory", ErrInvalidArgument, syscall.EISDIR))
-			}
 			return p, fi, nil
 		}
 		if i == maxLinks {
-			return bad(syscall.ELOOP)
+			return "", nil, syscall.ELOOP
 		}
 		l, err := os.Readlink(p)
 		if err != nil {
-			return bad(pathErrInner(err))
+			return "", nil, pathErrInner(err)
 		}
 		if !filepath.IsAbs(l) {
 			// Not filepath.Join: cleaning "dir/../x" is wrong when dir
@@ -126,10 +170,55 @@ func pendingTarget(path string) (string, fs.FileInfo, error) {
 			l = filepath.Dir(p) + string(filepath.Separator) + l
 		}
 		if strings.HasSuffix(l, "/") {
-			return bad(fmt.Errorf("%w: %w: link points to a directory", ErrInvalidArgument, syscall.EISDIR))
+			return "", nil, fmt.Errorf("%w: %w: link points to a directory", ErrInvalidArgument, syscall.EISDIR)
 		}
 		p = l
 	}
+}
+
+// notRegularError is ErrNotRegular with what the file is. A directory's
+// is also ErrInvalidArgument and syscall.EISDIR, as for a path ending in
+// a slash.
+type notRegularError struct {
+	what string
+	dir  bool
+}
+
+func (e *notRegularError) Error() string { return ErrNotRegular.Error() + ": " + e.what }
+
+func (e *notRegularError) Is(target error) bool {
+	return target == ErrNotRegular || e.dir && (target == ErrInvalidArgument || target == syscall.EISDIR)
+}
+
+// notRegular is the error of a save of path whose file, of the type in
+// mode, was reached through links at final ("" when not known).
+func notRegular(mode fs.FileMode, path, final string) error {
+	what := fileKind(mode)
+	if final != path && final != "" {
+		what = "a link to " + what + ", " + final
+	}
+	return &notRegularError{what: what, dir: mode.IsDir()}
+}
+
+// fileKind names the type of file in mode.
+func fileKind(mode fs.FileMode) string {
+	switch mode.Type() {
+	case 0:
+		return "a regular file"
+	case fs.ModeDir:
+		return "a directory"
+	case fs.ModeSymlink:
+		return "a symbolic link"
+	case fs.ModeNamedPipe:
+		return "a FIFO"
+	case fs.ModeSocket:
+		return "a socket"
+	case fs.ModeDevice:
+		return "a block device"
+	case fs.ModeDevice | fs.ModeCharDevice:
+		return "a character device"
+	}
+	return "an irregular file"
 }
 
 // createLocked creates the temporary file tmp, holding a lock on it
@@ -154,9 +243,17 @@ func createLocked(tmp string, perm fs.FileMode, old fs.FileInfo) (*os.File, erro
 		os.Remove(tmp)
 		return nil, err
 	}
-	// On a file system without locks this fails: the process id and
-	// the age still guard the file (see removeStalePending).
-	_ = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	// A process removing stale temporaries (removeIfStale) locks one
+	// before it removes it, so the file is ours only if, once locked, it
+	// is still at its name. On a file system without locks Flock fails,
+	// and no process takes the file for stale.
+	switch err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); {
+	case err == unix.EWOULDBLOCK:
+		return fail(errTaken)
+	case err == nil && !stillAt(f, tmp):
+		f.Close()
+		return nil, errTaken
+	}
 	if perm == 0 && old != nil {
 		if st, ok := old.Sys().(*syscall.Stat_t); ok {
 			if err := f.Chown(int(st.Uid), int(st.Gid)); err != nil {
@@ -168,6 +265,21 @@ func createLocked(tmp string, perm fs.FileMode, old fs.FileInfo) (*os.File, erro
 		}
 	}
 	return f, nil
+}
+
+// errTaken is createLocked's answer when a process removing stale
+// temporaries took the new one before it was locked; CreatePending then
+// tries another name.
+var errTaken = errors.New("temporary file taken before it was locked")
+
+// stillAt reports whether the file at path is f.
+func stillAt(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Lstat(path)
+	return err == nil && os.SameFile(a, b)
 }
 
 // pendingMark is in the name of every temporary file of CreatePending.
@@ -239,13 +351,12 @@ var staleScans struct {
 	last map[string]time.Time
 }
 
-// removeStalePending removes the temporary files of CreatePending in
-// dir that a dead process left: ones that are older than
-// StalePendingAge, whose process id names no live process on this host
-// (kill(pid, 0) gives ESRCH) and whose lock (flock) no process holds. A
-// writer holds its lock until Commit or Abort, on any host of a file
-// system with shared locks (NFS), so a file in use is never taken.
-func removeStalePending(dir string) {
+// removeStalePending removes the temporary files beside final that dead
+// processes left (see removeIfStale): those of final whatever their age,
+// so that a retry after a crash finds its space, and those of other files
+// once older than StalePendingAge.
+func removeStalePending(final string) {
+	dir, base := filepath.Dir(final), filepath.Base(final)
 	now := time.Now()
 	staleScans.Lock()
 	if t, ok := staleScans.last[dir]; ok && now.Sub(t) < StalePendingAge {
@@ -258,6 +369,18 @@ func removeStalePending(dir string) {
 	staleScans.last[dir] = now
 	staleScans.Unlock()
 
+	eachPending(dir, func(name string) {
+		age := StalePendingAge
+		if IsPendingOf(name, base) {
+			age = 0
+		}
+		removeIfStale(filepath.Join(dir, name), now, age)
+	})
+}
+
+// eachPending calls fn with the name of each temporary file of
+// CreatePending in dir.
+func eachPending(dir string, fn func(name string)) {
 	d, err := os.Open(dir)
 	if err != nil {
 		return
@@ -267,7 +390,7 @@ func removeStalePending(dir string) {
 		names, err := d.Readdirnames(1024)
 		for _, n := range names {
 			if IsPendingName(n) {
-				removeIfStale(filepath.Join(dir, n), now)
+				fn(n)
 			}
 		}
 		if err != nil {
@@ -276,29 +399,40 @@ func removeStalePending(dir string) {
 	}
 }
 
-// removeIfStale removes the temporary file at path if it is stale (see
-// removeStalePending).
-func removeIfStale(path string, now time.Time) {
+// removeIfStale removes the temporary file at path and reports true if
+// a dead process left it: a regular file at least minAge old, whose
+// process id names no live process on this host (kill(pid, 0) gives
+// ESRCH) and whose lock (flock) no process holds. A writer holds its
+// lock from before its file can be taken (createLocked) until Commit or
+// Abort, on any host of a file system with shared locks (NFS), so a file
+// in use is never removed; on a file system without locks none is.
+func removeIfStale(path string, now time.Time, minAge time.Duration) bool {
 	n := filepath.Base(path)
 	rest := n[strings.LastIndex(n, pendingMark)+len(pendingMark):]
 	ps, _, _ := strings.Cut(rest, "-")
 	pid, err := strconv.Atoi(ps)
 	if err != nil || pid <= 0 || pid == os.Getpid() || unix.Kill(pid, 0) != unix.ESRCH {
-		return
+		return false
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	// Opened only if a regular file, and without blocking: opening a
+	// FIFO or a device under a temporary's name could hang or act.
+	li, err := os.Lstat(path)
+	if err != nil || !li.Mode().IsRegular() {
+		return false
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return
+		return false
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < StalePendingAge {
-		return
+	if err != nil || !os.SameFile(li, fi) || now.Sub(fi.ModTime()) < minAge {
+		return false
 	}
 	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return // held by a writer, or a file system without locks
+		return false // held by a writer, or a file system without locks
 	}
-	os.Remove(path)
+	return os.Remove(path) == nil
 }
 
 // pathErrInner returns the error a *fs.PathError wraps, so that it can be
@@ -317,7 +451,9 @@ func (p *PendingFile) Target() string { return p.target }
 // Commit syncs the temporary file, closes it, renames it over the target
 // and syncs the directory, so that the new contents are durable under the
 // target's name when Commit returns. On any error the temporary file is
-// removed and the target is left as it was.
+// removed and the target is left as it was: among them ErrNotRegular,
+// when the target has become something other than a regular file since
+// CreatePending (see replaceRegular).
 func (p *PendingFile) Commit() error {
 	if p.done {
 		return &fs.PathError{Op: "commit", Path: p.target, Err: ErrClosed}
@@ -330,13 +466,47 @@ func (p *PendingFile) Commit() error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, p.final)
+		err = replaceRegular(tmp, p.final)
 	}
 	if err != nil {
 		os.Remove(tmp)
+		if errors.Is(err, ErrNotRegular) {
+			err = &fs.PathError{Op: "commit", Path: p.target, Err: err}
+		}
 		return err
 	}
 	return syncDir(filepath.Dir(p.final))
+}
+
+// replaceRegular renames tmp over final unless final is now something
+// other than a regular file. Where final is missing, the rename is one
+// that fails if a file appeared meanwhile (RENAME_NOREPLACE), which is
+// then looked at again; an existing file is looked at just before the
+// rename, which leaves microseconds in which it could be swapped for
+// another kind of file: rename(2) has no flag to close them.
+func replaceRegular(tmp, final string) error {
+	for range 2 {
+		fi, err := os.Lstat(final)
+		switch {
+		case err == nil && !fi.Mode().IsRegular():
+			return notRegular(fi.Mode(), final, "")
+		case err == nil:
+			return os.Rename(tmp, final)
+		case !errors.Is(err, fs.ErrNotExist):
+			return err
+		}
+		switch err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE); err {
+		case nil:
+			return nil
+		case unix.EEXIST:
+			continue
+		case unix.EINVAL, unix.ENOSYS, unix.EOPNOTSUPP: // no RENAME_NOREPLACE (NFS, some FUSE)
+			return os.Rename(tmp, final)
+		default:
+			return &os.LinkError{Op: "rename", Old: tmp, New: final, Err: err}
+		}
+	}
+	return &os.LinkError{Op: "rename", Old: tmp, New: final, Err: unix.EEXIST}
 }
 
 // Reserve allocates n bytes on disk for the temporary file before it is
@@ -347,6 +517,10 @@ func (p *PendingFile) Commit() error {
 // syscall.ENOSPC, rather than midway. Memory file systems (tmpfs), where
 // fallocate would zero every page first, and file systems without
 // fallocate are left as they are. SaveFile reserves its files' sizes.
+//
+// On ENOSPC the temporary files of the same target that dead processes
+// left (a save killed after its Reserve) are removed and the allocation
+// tried once more; the error names those removed and those still there.
 func (p *PendingFile) Reserve(n int64) error {
 	if p.done {
 		return &fs.PathError{Op: "reserve", Path: p.target, Err: ErrClosed}
@@ -354,7 +528,7 @@ func (p *PendingFile) Reserve(n int64) error {
 	if n <= 0 || p.inMemoryFS() {
 		return nil
 	}
-	err := posix.Fallocate(p.fd, 0, 0, n)
+	err := p.retryNoSpace(func() error { return posix.Fallocate(p.fd, 0, 0, n) })
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
 		return nil
 	}
@@ -362,6 +536,92 @@ func (p *PendingFile) Reserve(n int64) error {
 		return &fs.PathError{Op: "reserve", Path: p.target, Err: fmt.Errorf("%d bytes: %w", n, err)}
 	}
 	return nil
+}
+
+// WritePieces writes pieces, one after another from offset 0, as the
+// temporary file's contents, as SaveFile does: their total size reserved
+// first (Reserve), then written in page-aligned tasks in parallel,
+// device pieces staged through pinned buffers. A caller that checks the
+// file before Commit (reading it back through p) writes with it; on
+// ENOSPC it does what Reserve does.
+func (p *PendingFile) WritePieces(ctx context.Context, pieces []Piece) error {
+	if p.done {
+		return &fs.PathError{Op: "write", Path: p.target, Err: ErrClosed}
+	}
+	if err := checkPieces(pieces); err != nil {
+		return &fs.PathError{Op: "write", Path: p.target, Err: err}
+	}
+	var total int64
+	for _, pc := range pieces {
+		total += pc.Len()
+	}
+	err := p.Reserve(total)
+	if err == nil {
+		err = p.retryNoSpace(func() error { return pathErrInner(writePieces(ctx, p.FileHandle, pieces)) })
+	}
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: p.target, Err: pathErrInner(err)}
+	}
+	return nil
+}
+
+// retryNoSpace runs op and, if it fails with ENOSPC, removes the
+// temporary files of p's target that dead processes left, runs op once
+// more if any went and, if it fails again, names them and those that
+// remain in the error.
+func (p *PendingFile) retryNoSpace(op func() error) error {
+	err := op()
+	if !errors.Is(err, syscall.ENOSPC) {
+		return err
+	}
+	removed, kept := removeStaleOf(p.final, p.FileHandle.Name())
+	if len(removed) > 0 {
+		if err = op(); !errors.Is(err, syscall.ENOSPC) {
+			return err
+		}
+	}
+	var notes []string
+	if len(removed) > 0 {
+		notes = append(notes, "removed the temporary files of dead processes: "+listSome(removed))
+	}
+	if len(kept) > 0 {
+		notes = append(notes, "temporary files of this file that may be in use hold space: "+listSome(kept))
+	}
+	if notes == nil {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, strings.Join(notes, "; "))
+}
+
+// removeStaleOf removes the temporary files of final, but own, that dead
+// processes left, whatever their age (see removeIfStale), and returns
+// those it removed and those it kept, each as its path and size.
+func removeStaleOf(final, own string) (removed, kept []string) {
+	dir, base := filepath.Dir(final), filepath.Base(final)
+	now := time.Now()
+	eachPending(dir, func(name string) {
+		path := filepath.Join(dir, name)
+		fi, err := os.Lstat(path)
+		if !IsPendingOf(name, base) || name == filepath.Base(own) || err != nil {
+			return
+		}
+		desc := fmt.Sprintf("%s (%d bytes)", path, fi.Size())
+		if removeIfStale(path, now, 0) {
+			removed = append(removed, desc)
+		} else {
+			kept = append(kept, desc)
+		}
+	})
+	return removed, kept
+}
+
+// listSome joins the first few of items, saying how many more there are.
+func listSome(items []string) string {
+	const most = 4
+	if len(items) <= most {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:most], ", "), len(items)-most)
 }
 
 // Abort closes and removes the temporary file, leaving the target as it
@@ -421,7 +681,10 @@ func (p Piece) Len() int64 {
 //     error the old file, if any, is left as it was and the temporary
 //     file removed. The new file keeps the replaced file's mode and
 //     owner, a symbolic link is written through, and other hard links of
-//     the old file keep the old contents (see PendingFile);
+//     the old file keep the old contents (see PendingFile). Only a
+//     regular file is replaced: a directory, device node, FIFO or
+//     socket at name, or where its links lead, fails with
+//     ErrNotRegular and is left as it is;
 //   - an s3:// URL or an S3 object's URL (see IsURL) is uploaded as
 //     UploadS3 does, with opts: in one PUT or a multipart upload that is
 //     aborted on any error, so the object appears whole or not at all.
@@ -429,10 +692,8 @@ func (p Piece) Len() int64 {
 // ctx cancels the writes. The file formats' Save functions write through
 // SaveFile.
 func SaveFile(ctx context.Context, name string, pieces []Piece, opts ...RemoteOption) error {
-	for i, p := range pieces {
-		if p.Ptr != 0 && (p.Size < 0 || p.Size > int64(maxInt)) {
-			return &fs.PathError{Op: "write", Path: RedactURL(name), Err: fmt.Errorf("%w: piece %d: size %d", ErrInvalidArgument, i, p.Size)}
-		}
+	if err := checkPieces(pieces); err != nil {
+		return &fs.PathError{Op: "write", Path: RedactURL(name), Err: err}
 	}
 	if IsURL(name) {
 		return savePiecesS3(ctx, name, pieces, opts)
@@ -442,21 +703,24 @@ func SaveFile(ctx context.Context, name string, pieces []Piece, opts ...RemoteOp
 
 const maxInt = int(^uint(0) >> 1)
 
+// checkPieces checks the sizes of device pieces.
+func checkPieces(pieces []Piece) error {
+	for i, p := range pieces {
+		if p.Ptr != 0 && (p.Size < 0 || p.Size > int64(maxInt)) {
+			return fmt.Errorf("%w: piece %d: size %d", ErrInvalidArgument, i, p.Size)
+		}
+	}
+	return nil
+}
+
 func savePiecesLocal(ctx context.Context, path string, pieces []Piece) error {
 	f, err := CreatePending(path, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Abort()
-	var total int64
-	for _, p := range pieces {
-		total += p.Len()
-	}
-	if err := f.Reserve(total); err != nil {
-		return &fs.PathError{Op: "write", Path: path, Err: pathErrInner(err)}
-	}
-	if err := writePieces(ctx, f.FileHandle, pieces); err != nil {
-		return &fs.PathError{Op: "write", Path: path, Err: pathErrInner(err)}
+	if err := f.WritePieces(ctx, pieces); err != nil {
+		return err
 	}
 	return f.Commit()
 }

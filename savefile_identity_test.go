@@ -216,22 +216,17 @@ func TestSaveFileBadPaths(t *testing.T) {
 
 // TestSaveFileRemovesStale leaves temporary files as a process killed
 // mid-save does, and checks that the next save of the file removes the
-// stale one (its process dead, older than StalePendingAge, unlocked) and
-// keeps those that may be in use: of a live process, too young, or
-// locked.
+// stale ones (their process dead, unlocked; those of other files only
+// once older than StalePendingAge) and keeps those that may be in use:
+// of a live process, locked, or young and of another file. A FIFO named
+// as a stale temporary is left alone and does not hang the save (opening
+// it to lock it blocked).
 func TestSaveFileRemovesStale(t *testing.T) {
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	if err := child.Run(); err != nil {
-		t.Fatal(err)
-	}
-	dead := child.Process.Pid // waited for, so no such process now
-	if err := unix.Kill(dead, 0); err != unix.ESRCH {
-		t.Skipf("pid %d reused already (%v)", dead, err)
-	}
+	dead := deadPid(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x.bin")
-	tmp := func(pid, n int) string {
-		return filepath.Join(dir, ".x.bin.kvik-tmp-"+strconv.Itoa(pid)+"-"+strconv.Itoa(n))
+	tmp := func(file string, pid, n int) string {
+		return filepath.Join(dir, "."+file+".kvik-tmp-"+strconv.Itoa(pid)+"-"+strconv.Itoa(n))
 	}
 	old := time.Now().Add(-2 * kvik.StalePendingAge)
 	mk := func(p string, backdate bool) {
@@ -244,27 +239,55 @@ func TestSaveFileRemovesStale(t *testing.T) {
 			}
 		}
 	}
-	stale, young, live, locked := tmp(dead, 1), tmp(dead, 2), tmp(os.Getppid(), 3), tmp(dead, 4)
+	stale, young, staleOther := tmp("x.bin", dead, 1), tmp("x.bin", dead, 2), tmp("y.bin", dead, 3)
+	youngOther, live, locked := tmp("y.bin", dead, 4), tmp("x.bin", os.Getppid(), 5), tmp("x.bin", dead, 6)
+	fifo := tmp("x.bin", dead, 7)
 	mk(stale, true)
 	mk(young, false)
+	mk(staleOther, true)
+	mk(youngOther, false)
 	mk(live, true)
 	mk(locked, true)
-	lf, err := os.Open(locked)
-	if err != nil {
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	defer lf.Close()
-	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
+	lockFile(t, locked)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- kvik.SaveFile(context.Background(), path, []kvik.Piece{{Data: []byte("saved after a crash")}})
+	}()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("save hung on a FIFO named as a stale temporary file")
 	}
-	save(t, path, []byte("saved after a crash"))
 	contents(t, path, []byte("saved after a crash"))
-	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("stale temporary of dead pid %d left: %v", dead, err)
+	for _, gone := range []string{stale, young, staleOther} {
+		if _, err := os.Lstat(gone); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("stale temporary %s of dead pid %d left: %v", filepath.Base(gone), dead, err)
+		}
 	}
-	for _, keep := range []string{young, live, locked} {
-		if _, err := os.Stat(keep); err != nil {
+	for _, keep := range []string{youngOther, live, locked, fifo} {
+		if _, err := os.Lstat(keep); err != nil {
 			t.Errorf("temporary %s that may be in use removed: %v", filepath.Base(keep), err)
 		}
 	}
+}
+
+// deadPid returns the process id of a process that has exited, or skips
+// the test if the id names a process again already.
+func deadPid(t *testing.T) int {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	if err := child.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := child.Process.Pid // waited for, so no such process now
+	if err := unix.Kill(dead, 0); err != unix.ESRCH {
+		t.Skipf("pid %d reused already (%v)", dead, err)
+	}
+	return dead
 }

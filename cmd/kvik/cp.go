@@ -24,7 +24,9 @@ the data goes to a temporary file beside it that is renamed over DST
 only once complete and verified, so an interrupted or failed copy leaves
 DST as it was. DST gets SRC's permissions; a directory DST, or one that
 ends in "/" (an S3 prefix too), receives SRC's base name. After the copy both files are read back and compared, and the
-CRC-32C of the data is printed.
+CRC-32C of the data is printed. Only regular files are replaced: a DST
+that is, or links to, a device node, a FIFO or a socket is refused (use
+cp or dd to write into one).
 
 Either side may be a URL (s3://, http(s)://; credentials and endpoint
 from the AWS_* variables): a download goes through parallel ranged GETs,

@@ -143,8 +143,10 @@ func destPath(src, dst string) string {
 
 // downloadTensors copies the tensor file at the URL f.src to the local
 // f.dst: checked and loaded by its format's loader into device memory
-// (mem.device) or host memory, then written from there as one atomic
-// kvik.SaveFile, byte for byte the object.
+// (mem.device) or host memory, then written from there, byte for byte
+// the object, to a temporary file that is read back and compared with
+// the bytes received before it replaces f.dst, so that a failed check
+// leaves f.dst as it was.
 func downloadTensors(ctx context.Context, mem memoryChoice, f tensorFile, verify bool) (int64, uint32, error) {
 	r, size, err := openSized(f.src)
 	if err != nil {
@@ -159,24 +161,28 @@ func downloadTensors(ctx context.Context, mem memoryChoice, f tensorFile, verify
 	if err := os.MkdirAll(filepath.Dir(f.dst), 0o755); err != nil {
 		return 0, 0, err
 	}
-	atExit(func() { removePending(f.dst) })
-	if err := kvik.SaveFile(ctx, f.dst, pieces); err != nil {
-		return 0, 0, err
-	}
-	out, err := kvik.Open(f.dst, "r", 0)
+	out, err := createPending(f.dst, 0)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer out.Close()
+	defer out.Abort()
+	if err := out.WritePieces(ctx, pieces); err != nil {
+		return 0, 0, err
+	}
 	sum, err := readerCRC(ctx, out)
-	if err != nil || !verify {
-		return size, sum, err
+	if err != nil {
+		return 0, 0, err
 	}
-	if got, err := piecesCRC(pieces, mem.gpu); err != nil || got != sum {
-		return 0, 0, fmt.Errorf("verify: %s has CRC-32C %08x, the bytes received %08x (%v)", f.dst, sum, got, err)
+	if verify {
+		if got, err := receivedCRC(pieces, mem.gpu); err != nil || got != sum {
+			return 0, 0, fmt.Errorf("verify: %s has CRC-32C %08x, the bytes received %08x (%v)", f.dst, sum, got, err)
+		}
 	}
-	return size, sum, nil
+	return size, sum, out.Commit()
 }
+
+// receivedCRC is piecesCRC, which a test replaces to fail the check.
+var receivedCRC = piecesCRC
 
 // piecesCRC returns the CRC-32C of the pieces one after another, copying
 // those in device memory to the host in chunks.
@@ -257,19 +263,6 @@ func headerPiece(r kvik.Reader, n int64, data []kvik.Piece, release func()) ([]k
 		return nil, nil, err
 	}
 	return append([]kvik.Piece{{Data: hdr}}, data...), release, nil
-}
-
-// removePending removes the temporary files that this process's
-// kvik.SaveFile of path may have left when interrupted.
-func removePending(path string) {
-	dir, base := filepath.Split(path)
-	ents, _ := os.ReadDir(filepath.Clean(dir))
-	mark := fmt.Sprintf("-%d-", os.Getpid())
-	for _, e := range ents {
-		if n := e.Name(); kvik.IsPendingOf(n, base) && strings.Contains(n, mark) {
-			os.Remove(filepath.Join(dir, n))
-		}
-	}
 }
 
 // uploadTensors checks the local tensor file's header, then uploads it
