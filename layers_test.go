@@ -24,7 +24,7 @@ var tiers = [][]string{
 	{"internal/formatkit/tensorload", "safetensors", "npy", "gguf", "zarr"},
 	// Tools and test kits.
 	{"internal/benchplot", "internal/testkit/gputest", "internal/testkit/httpfault", "internal/testkit/s3test", "internal/testkit/tmpfstest", "internal/testkit/redacttest", "internal/testkit/changetest", "internal/testkit/fskinds",
-		"cmd/kvik", "bench/kvikio/compare", "bench/zarrbench", "bench/zarrremotebench"},
+		"cmd/kvik", "bench/kvikio/compare", "bench/zarrbench", "bench/zarrremotebench", "bench/loadbench"},
 }
 
 // TestLayers parses the non-test files of every package in tiers and
