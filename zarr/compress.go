@@ -47,13 +47,43 @@ func readLimited(r io.Reader, dst []byte, limit int, name string) ([]byte, error
 type gzipCodec struct{ level int }
 
 func (c gzipCodec) encode(src []byte) ([]byte, error) {
-	var b bytes.Buffer
-	w, err := gzip.NewWriterLevel(&b, c.level)
-	if err != nil {
-		return nil, fmt.Errorf("%w: gzip level %d", ErrInvalidMetadata, c.level)
+	return deflateEncode(&gzipWriters, c.level, src, "gzip", func(b *bytes.Buffer) (deflateWriter, error) {
+		return gzip.NewWriterLevel(b, c.level)
+	})
+}
+
+// deflateWriter is a gzip or zlib writer, reset for each chunk.
+type deflateWriter interface {
+	io.WriteCloser
+	Reset(io.Writer)
+}
+
+// gzipWriters and zlibWriters hold deflate writers per level (11 pools,
+// for levels -1 to 9), reset for each chunk: a new one costs about 1 MB,
+// more than many chunks' compressed bytes.
+var gzipWriters, zlibWriters [11]sync.Pool
+
+// deflateEncode compresses src with a writer of pools[level+1] (made by
+// newW when the pool is empty) into a new buffer.
+func deflateEncode(pools *[11]sync.Pool, level int, src []byte, name string, newW func(*bytes.Buffer) (deflateWriter, error)) ([]byte, error) {
+	if level < -1 || level > 9 {
+		return nil, fmt.Errorf("%w: %s level %d", ErrInvalidMetadata, name, level)
+	}
+	b := bytes.NewBuffer(make([]byte, 0, len(src)/2+64))
+	w, _ := pools[level+1].Get().(deflateWriter)
+	if w == nil {
+		var err error
+		if w, err = newW(b); err != nil {
+			return nil, fmt.Errorf("%w: %s level %d", ErrInvalidMetadata, name, level)
+		}
+	} else {
+		w.Reset(b)
 	}
 	w.Write(src)
-	if err := w.Close(); err != nil {
+	err := w.Close()
+	w.Reset(nil) // drop b
+	pools[level+1].Put(w)
+	if err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
@@ -85,16 +115,9 @@ func (c gzipCodec) decode(src, dst []byte, limit int) ([]byte, error) {
 type zlibCodec struct{ level int }
 
 func (c zlibCodec) encode(src []byte) ([]byte, error) {
-	var b bytes.Buffer
-	w, err := zlib.NewWriterLevel(&b, c.level)
-	if err != nil {
-		return nil, fmt.Errorf("%w: zlib level %d", ErrInvalidMetadata, c.level)
-	}
-	w.Write(src)
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return deflateEncode(&zlibWriters, c.level, src, "zlib", func(b *bytes.Buffer) (deflateWriter, error) {
+		return zlib.NewWriterLevel(b, c.level)
+	})
 }
 
 func (c zlibCodec) decode(src, dst []byte, limit int) ([]byte, error) {
@@ -181,7 +204,11 @@ func zstdStream(src, dst []byte, limit int) ([]byte, error) {
 	return readLimited(d, dst, limit, "zstd")
 }
 
-var zstdEnc sync.Map // zstd.EncoderLevel<<2|small<<1|checksum -> *zstd.Encoder
+// zstdEnc holds a pool of encoders per configuration (zstdCodec.key): an
+// encoder runs one EncodeAll at a time, so that chunks encoded on every
+// core need an encoder each (one shared encoder made the writes of zstd
+// chunks run on one core).
+var zstdEnc sync.Map // key -> *sync.Pool of *zstd.Encoder
 
 // zstdSmall is the largest input encoded as a single segment: klauspost's
 // encoder leaves the frame content size out of frames under 256 bytes
@@ -190,7 +217,9 @@ var zstdEnc sync.Map // zstd.EncoderLevel<<2|small<<1|checksum -> *zstd.Encoder
 // segment's window is the whole content, which streaming decoders limit).
 const zstdSmall = 1 << 10
 
-func (c zstdCodec) encoder(small bool) (*zstd.Encoder, error) {
+// encoders returns the pool of encoders for c, for inputs of at most
+// zstdSmall bytes when small is set.
+func (c zstdCodec) encoders(small bool) *sync.Pool {
 	lvl := zstd.EncoderLevelFromZstd(c.level)
 	key := int(lvl) << 2
 	if small {
@@ -199,27 +228,28 @@ func (c zstdCodec) encoder(small bool) (*zstd.Encoder, error) {
 	if c.checksum {
 		key |= 1
 	}
-	if e, ok := zstdEnc.Load(key); ok {
-		return e.(*zstd.Encoder), nil
+	if p, ok := zstdEnc.Load(key); ok {
+		return p.(*sync.Pool)
 	}
 	opts := []zstd.EOption{zstd.WithEncoderLevel(lvl), zstd.WithEncoderCRC(c.checksum), zstd.WithEncoderConcurrency(1)}
 	if small {
 		opts = append(opts, zstd.WithSingleSegment(true), zstd.WithZeroFrames(true))
 	}
-	e, err := zstd.NewWriter(nil, opts...)
-	if err != nil {
-		return nil, err
-	}
-	zstdEnc.Store(key, e)
-	return e, nil
+	p, _ := zstdEnc.LoadOrStore(key, &sync.Pool{New: func() any {
+		e, err := zstd.NewWriter(nil, opts...)
+		if err != nil {
+			panic(err) // the options are valid for every level
+		}
+		return e
+	}})
+	return p.(*sync.Pool)
 }
 
 // encode writes one frame that declares its content size.
 func (c zstdCodec) encode(src []byte) ([]byte, error) {
-	e, err := c.encoder(len(src) <= zstdSmall)
-	if err != nil {
-		return nil, err
-	}
+	p := c.encoders(len(src) <= zstdSmall)
+	e := p.Get().(*zstd.Encoder)
+	defer p.Put(e)
 	return e.EncodeAll(src, make([]byte, 0, len(src)/2+64)), nil
 }
 
