@@ -180,12 +180,15 @@ func slicesEqual(a, b []int) bool {
 	return len(a) == len(b)
 }
 
-// band is one band of a read: its box in the region, the spans that fill
-// it and, once ready is closed, the host memory it is assembled in.
+// band is one band of a read or a write: its box in the region, the
+// spans that fill it or the chunks written from it and, once ready is
+// closed, its host memory.
 type band struct {
 	box    box
-	spans  []span
-	direct bool // every span goes straight to the destination: no buffer
+	spans  []span      // a read's
+	tasks  []chunkTask // a write's
+	n      int         // items: spans or tasks
+	direct bool        // every span goes straight to the destination: no buffer
 	buf    []byte
 	slot   int           // the sink's buffer
 	ready  chan struct{} // closed when buf is set
@@ -259,21 +262,37 @@ func negate(x []int) []int {
 
 // readBands reads bands, in order, on a.concurrency() goroutines: each
 // span into its band's memory from sink (or, for a direct band, with
-// direct), and each band, once all its spans are in, to sink.filled. A
-// goroutine takes the bands' memory ahead, in order, as it frees up.
-func (a *Array) readBands(parent context.Context, bands []*band, sink bandSink, direct func(ctx context.Context, worker int, sp span) error) error {
+// direct), and each band, once all its spans are in, to sink.filled.
+func (a *Array) readBands(ctx context.Context, bands []*band, sink bandSink, direct func(ctx context.Context, worker int, sp span) error) error {
+	es := a.meta.DataType.Size
+	for _, b := range bands {
+		b.n = len(b.spans)
+	}
+	return runBands(ctx, bands, sink, a.concurrency(), func(ctx context.Context, w int, b *band, i int) error {
+		if b.direct {
+			return direct(ctx, w, b.spans[i])
+		}
+		return a.readSpan(ctx, b.spans[i], b.view(es))
+	})
+}
+
+// runBands calls work for items [0, b.n) of each band, in order, on up to
+// workers goroutines, once the band's memory from sink is ready, and
+// hands each band to sink.filled once its items are done. A goroutine
+// takes the bands' memory ahead, in order, as it frees up. The first
+// error stops the rest; sink is closed either way.
+func runBands(parent context.Context, bands []*band, sink bandSink, workers int, work func(ctx context.Context, worker int, b *band, i int) error) error {
 	type item struct {
-		b  *band
-		sp span
+		b *band
+		i int
 	}
 	var items []item
 	for _, b := range bands {
-		b.left.Store(int64(len(b.spans)))
-		for _, sp := range b.spans {
-			items = append(items, item{b, sp})
+		b.left.Store(int64(b.n))
+		for i := range b.n {
+			items = append(items, item{b, i})
 		}
 	}
-	es := a.meta.DataType.Size
 	g, ctx := errgroup.WithContext(parent)
 	g.Go(func() error {
 		for _, b := range bands {
@@ -289,25 +308,20 @@ func (a *Array) readBands(parent context.Context, bands []*band, sink bandSink, 
 		return nil
 	})
 	var next atomic.Int64
-	for w := range max(1, min(a.concurrency(), len(items))) {
+	for w := range max(1, min(workers, len(items))) {
 		g.Go(func() error {
 			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(items) || ctx.Err() != nil {
+				k := int(next.Add(1) - 1)
+				if k >= len(items) || ctx.Err() != nil {
 					return nil
 				}
-				it := items[i]
+				it := items[k]
 				select {
 				case <-it.b.ready:
 				case <-ctx.Done():
 					return nil
 				}
-				var err error
-				if it.b.direct {
-					err = direct(ctx, w, it.sp)
-				} else {
-					err = a.readSpan(ctx, it.sp, it.b.view(es))
-				}
+				err := work(ctx, w, it.b, it.i)
 				if err == nil && it.b.left.Add(-1) == 0 && !it.b.direct {
 					err = sink.filled(it.b)
 				}

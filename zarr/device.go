@@ -225,38 +225,28 @@ func copyOut(c *staging.Copier, pinned []byte, pc piece, out view, dst cuda.Devi
 	})
 }
 
-// deviceSink takes a device read's bands to device memory at dst, where
-// the region starts: bands are assembled in up to max pinned buffers from
-// kvik's pool, taken as needed, and one goroutine queues each band's
-// copies on one stream as the band is filled and gives its buffer back
-// once they are done, so that copies run while later bands decode.
-type deviceSink struct {
-	c      *staging.Copier
-	dst    cuda.DevicePtr
-	region []int
+// pinnedSlots are up to max pinned buffers of size bytes from kvik's
+// pool, taken as needed, each given back to free once its copies are
+// done; a buffer is known by its slot.
+type pinnedSlots struct {
+	c      *staging.Copier // its stream copies to and from the buffers
 	es     int
-	size   int // bytes of each buffer
+	size   int
 	max    int
 	pinned []*kvik.PinnedBuffer // taken so far; only take appends
-	free   chan int             // buffers whose copies are done
-	bands  chan *band           // filled bands, for the copying goroutine
-	failed chan struct{}        // closed when a copy fails, err set
+	free   chan int
+	failed chan struct{} // closed when a copy fails, err set
 	err    error
-	done   chan struct{} // closed when the copying goroutine returns
 }
 
-func newDeviceSink(target devmem.Range, dst cuda.DevicePtr, region []int, es, size, n int) (*deviceSink, error) {
+func newPinnedSlots(target devmem.Range, es, size, n int) (pinnedSlots, error) {
 	c, err := staging.NewCopier(target, 0, true, staging.WaitPoll)
-	if err != nil {
-		return nil, err
-	}
-	s := &deviceSink{c: c, dst: dst, region: region, es: es, size: size, max: max(n, 1),
-		free: make(chan int, max(n, 1)), bands: make(chan *band, max(n, 1)), failed: make(chan struct{}), done: make(chan struct{})}
-	go s.copyBands()
-	return s, nil
+	n = max(n, 1)
+	return pinnedSlots{c: c, es: es, size: size, max: n, free: make(chan int, n), failed: make(chan struct{})}, err
 }
 
-func (s *deviceSink) take(ctx context.Context, b *band) ([]byte, error) {
+// take returns a buffer for b, once one is free.
+func (s *pinnedSlots) take(ctx context.Context, b *band) ([]byte, error) {
 	k := -1
 	select {
 	case k = <-s.free:
@@ -281,6 +271,48 @@ func (s *deviceSink) take(ctx context.Context, b *band) ([]byte, error) {
 	b.slot = k
 	n := numElements(b.box.count) * s.es
 	return s.pinned[k].Bytes()[:n:n], nil
+}
+
+// fail records the first copy error.
+func (s *pinnedSlots) fail(err error) {
+	if s.err == nil {
+		s.err = err
+		close(s.failed)
+	}
+}
+
+// close gives the buffers and the stream back, once nothing uses them.
+func (s *pinnedSlots) close() {
+	s.c.In(func() error {
+		for _, p := range s.pinned {
+			p.Release() // may unpin: in the context
+		}
+		return nil
+	})
+	s.c.Close()
+}
+
+// deviceSink takes a device read's bands to device memory at dst, where
+// the region starts: bands are assembled in pinned buffers, and one
+// goroutine queues each band's copies on one stream as the band is
+// filled and gives its buffer back once they are done, so that copies
+// run while later bands decode.
+type deviceSink struct {
+	pinnedSlots
+	dst    cuda.DevicePtr
+	region []int
+	bands  chan *band    // filled bands, for the copying goroutine
+	done   chan struct{} // closed when the copying goroutine returns
+}
+
+func newDeviceSink(target devmem.Range, dst cuda.DevicePtr, region []int, es, size, n int) (*deviceSink, error) {
+	p, err := newPinnedSlots(target, es, size, n)
+	if err != nil {
+		return nil, err
+	}
+	s := &deviceSink{pinnedSlots: p, dst: dst, region: region, bands: make(chan *band, p.max), done: make(chan struct{})}
+	go s.copyBands()
+	return s, nil
 }
 
 func (s *deviceSink) filled(b *band) error {
@@ -336,14 +368,6 @@ func (s *deviceSink) copyBands() {
 	}
 }
 
-// fail records the copying goroutine's first error.
-func (s *deviceSink) fail(err error) {
-	if s.err == nil {
-		s.err = err
-		close(s.failed)
-	}
-}
-
 // queue queues the copies of b and marks their end with b's buffer.
 func (s *deviceSink) queue(b *band) error {
 	err := s.c.In(func() error {
@@ -382,14 +406,66 @@ func copyHtoD(dst cuda.DevicePtr, src []byte, c copy2D, st cuda.Stream) error {
 func (s *deviceSink) close() error {
 	close(s.bands)
 	<-s.done
-	s.c.In(func() error {
-		for _, p := range s.pinned {
-			p.Release() // may unpin: in the context
+	s.pinnedSlots.close()
+	return s.err
+}
+
+// loadSink gives a device write's bands their bytes from device memory
+// at src, where the region starts: taking a band's pinned buffer copies
+// the band into it (the taking goroutine runs ahead of the encoders, so
+// the copies of later bands overlap their encoding), and a band whose
+// chunks are written gives its buffer back.
+type loadSink struct {
+	pinnedSlots
+	src    cuda.DevicePtr
+	region []int
+}
+
+func (s *loadSink) take(ctx context.Context, b *band) ([]byte, error) {
+	buf, err := s.pinnedSlots.take(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	err = s.c.In(func() error {
+		for _, c := range bandCopies(s.region, b.box, s.es) {
+			if err := copyDtoH(buf[c.src:], s.src+cuda.DevicePtr(c.dst), c, s.c.Stream()); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
-	s.c.Close()
-	return s.err
+	if err == nil {
+		err = s.c.Sync()
+	}
+	return buf, err
+}
+
+func (s *loadSink) filled(b *band) error {
+	s.free <- b.slot
+	return nil
+}
+
+func (s *loadSink) close() error {
+	s.c.Sync() // a take that failed may have left copies queued
+	s.pinnedSlots.close()
+	return nil
+}
+
+// copyDtoH queues c, the reverse way of copyHtoD: from the region at src
+// into dst (whose start is c's first row).
+func copyDtoH(dst []byte, src cuda.DevicePtr, c copy2D, st cuda.Stream) error {
+	if c.height == 1 {
+		return cuda.MemcpyDtoHAsync(dst[:c.width], src, st)
+	}
+	if c.srcPitch <= cuda.MaxPitch && c.dstPitch <= cuda.MaxPitch {
+		return cuda.MemcpyDtoH2DAsync(dst, c.srcPitch, src, c.dstPitch, c.width, c.height, st)
+	}
+	for y := range c.height {
+		if err := cuda.MemcpyDtoHAsync(dst[y*c.srcPitch:y*c.srcPitch+c.width], src+cuda.DevicePtr(y*c.dstPitch), st); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WriteRegionDevice writes the region [start, stop) from device memory at
@@ -418,12 +494,7 @@ func (a *Array) WriteRegionDevice(ctx context.Context, start, stop []int, src cu
 		return nil
 	})
 	if len(staged) > 0 {
-		host := make([]byte, size)
-		if err := cuda.WithContext(target.Ctx, func() error { return cuda.MemcpyDtoH(host, src) }); err != nil {
-			return err
-		}
-		in.buf = host
-		if err := a.run(ctx, len(staged), func(ctx context.Context, _, i int) error { return a.writeChunk(ctx, staged[i], in) }); err != nil {
+		if err := a.writeBands(ctx, target, r, staged, src); err != nil {
 			return err
 		}
 	}
@@ -431,5 +502,47 @@ func (a *Array) WriteRegionDevice(ctx context.Context, start, stop []int, src cu
 		t := direct[i]
 		off := in.sub(t.dstStart).offset()
 		return a.store.SetDevice(ctx, a.ChunkKey(t.coords), src, numElements(t.sel.count)*in.es, int64(off))
+	})
+}
+
+// writeBands writes the chunks of tasks, parts of region r whose bytes
+// are in device memory at src, band by band: each band of whole chunks
+// (bandTarget bytes, or one chunk) is copied into a pinned buffer, ahead
+// of the encoders, and its chunks are encoded and stored by every worker
+// at once.
+func (a *Array) writeBands(ctx context.Context, target devmem.Range, r box, tasks []chunkTask, src cuda.DevicePtr) error {
+	es := a.meta.DataType.Size
+	bufSize := max(bandTarget, numElements(a.meta.ChunkShape)*es)
+	bands := writePlan(r, a.meta.ChunkShape, es, bufSize, tasks)
+	p, err := newPinnedSlots(target, es, bufSize, min(len(bands), max(2, min(4, 4*bandTarget/bufSize))))
+	if err != nil {
+		return err
+	}
+	return a.writeBandsFrom(ctx, bands, &loadSink{pinnedSlots: p, src: src, region: r.count})
+}
+
+// writePlan groups tasks, the chunks of region r, into bands of whole
+// chunks of at most limit bytes.
+func writePlan(r box, chunks []int, es, limit int, tasks []chunkTask) []*band {
+	g := newBandGrid(r, chunks, es, limit)
+	per := make([][]chunkTask, g.n())
+	for _, t := range tasks {
+		g.split(piece{sel: t.sel, dstStart: t.dstStart}, func(i int, _ piece) { per[i] = append(per[i], t) })
+	}
+	var bands []*band
+	for i, ts := range per {
+		if len(ts) > 0 {
+			bands = append(bands, &band{box: g.box(i), tasks: ts, n: len(ts), ready: make(chan struct{})})
+		}
+	}
+	return bands
+}
+
+// writeBandsFrom writes the chunks of bands from the memory sink gives
+// each band.
+func (a *Array) writeBandsFrom(ctx context.Context, bands []*band, sink bandSink) error {
+	es := a.meta.DataType.Size
+	return runBands(ctx, bands, sink, a.concurrency(), func(ctx context.Context, _ int, b *band, i int) error {
+		return a.writeChunk(ctx, b.tasks[i], b.view(es))
 	})
 }

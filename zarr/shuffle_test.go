@@ -118,4 +118,3 @@ func bitShuffleRef(dst, src []byte, ts int) {
 	}
 	copy(dst[n*ts:], src[n*ts:])
 }
-
