@@ -26,7 +26,17 @@ import (
 // that its one copy call costs nothing next to its bytes (32 MiB take
 // about a millisecond over PCIe), small enough that a few in rotation pin
 // little memory and the first band is ready soon.
-const bandTarget = 32 << 20
+// Device tests lower it to make many bands of small arrays.
+var bandTarget = 32 << 20
+
+// bandBuffers returns the size and number of the pinned buffers of a
+// device read or write whose cells (chunks or inner chunks) hold
+// cellBytes: a few in rotation, of one size for every read as long as
+// cells are at most bandTarget, so that kvik's pool keeps them.
+func bandBuffers(cellBytes, bands int) (size, n int) {
+	size = max(bandTarget, cellBytes)
+	return size, min(bands, max(2, min(4, 4*bandTarget/size)))
+}
 
 // bandGrid splits a region into bands of at most a limit of bytes: a band takes
 // the region whole along the dimensions after its split dimension k, a

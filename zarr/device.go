@@ -117,7 +117,7 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 		return err
 	}
 	es := a.meta.DataType.Size
-	bufSize := max(bandTarget, numElements(a.cellShape())*es)
+	bufSize, _ := bandBuffers(numElements(a.cellShape())*es, 0)
 	bands, err := a.bandPlan(ctx, r, bufSize)
 	if err != nil {
 		return err
@@ -133,9 +133,7 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 			banded++
 		}
 	}
-	// A few buffers in rotation, of one size for every read (as long as
-	// chunks are at most bandTarget), so that kvik's pool keeps them.
-	n := min(banded, max(2, min(4, 4*bandTarget/bufSize)))
+	_, n := bandBuffers(bufSize, banded)
 	sink, err := newDeviceSink(target, dst, r.count, es, bufSize, n)
 	if err != nil {
 		return err
@@ -512,9 +510,10 @@ func (a *Array) WriteRegionDevice(ctx context.Context, start, stop []int, src cu
 // at once.
 func (a *Array) writeBands(ctx context.Context, target devmem.Range, r box, tasks []chunkTask, src cuda.DevicePtr) error {
 	es := a.meta.DataType.Size
-	bufSize := max(bandTarget, numElements(a.meta.ChunkShape)*es)
+	bufSize, _ := bandBuffers(numElements(a.meta.ChunkShape)*es, 0)
 	bands := writePlan(r, a.meta.ChunkShape, es, bufSize, tasks)
-	p, err := newPinnedSlots(target, es, bufSize, min(len(bands), max(2, min(4, 4*bandTarget/bufSize))))
+	_, n := bandBuffers(bufSize, len(bands))
+	p, err := newPinnedSlots(target, es, bufSize, n)
 	if err != nil {
 		return err
 	}
