@@ -14,7 +14,7 @@ import (
 // decodes that back; buffers of the wrong size fail with
 // ErrInvalidRegion.
 func TestDecodeEncodeChunk(t *testing.T) {
-	shape := []int{96, 80}
+	shape := []int{128, 80}
 	src := fielddata.Float32(shape[0], shape[1], 3)
 	for _, c := range benchCodecs {
 		t.Run(c.name, func(t *testing.T) {
