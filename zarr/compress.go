@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -47,8 +48,8 @@ func readLimited(r io.Reader, dst []byte, limit int, name string) ([]byte, error
 type gzipCodec struct{ level int }
 
 func (c gzipCodec) encode(src []byte) ([]byte, error) {
-	return deflateEncode(&gzipWriters, c.level, src, "gzip", func(b *bytes.Buffer) (deflateWriter, error) {
-		return gzip.NewWriterLevel(b, c.level)
+	return deflateEncode("gzip", c.level, src, func(w io.Writer) (deflateWriter, error) {
+		return gzip.NewWriterLevel(w, c.level)
 	})
 }
 
@@ -58,31 +59,57 @@ type deflateWriter interface {
 	Reset(io.Writer)
 }
 
-// gzipWriters and zlibWriters hold deflate writers per level (11 pools,
-// for levels -1 to 9), reset for each chunk: a new one costs about 1 MB,
-// more than many chunks' compressed bytes.
-var gzipWriters, zlibWriters [11]sync.Pool
+// freeList keeps up to GOMAXPROCS idle encoders of one kind, made on
+// demand, across garbage collections (a sync.Pool drops its values at
+// each one, and encoders cost megabytes to make: zstd chunks written on
+// every core spent most of their time making new ones).
+type freeList[T any] struct {
+	idle chan T
+	make func() (T, error)
+}
 
-// deflateEncode compresses src with a writer of pools[level+1] (made by
-// newW when the pool is empty) into a new buffer.
-func deflateEncode(pools *[11]sync.Pool, level int, src []byte, name string, newW func(*bytes.Buffer) (deflateWriter, error)) ([]byte, error) {
-	if level < -1 || level > 9 {
+func newFreeList[T any](newT func() (T, error)) *freeList[T] {
+	return &freeList[T]{idle: make(chan T, runtime.GOMAXPROCS(0)), make: newT}
+}
+
+func (f *freeList[T]) get() (T, error) {
+	select {
+	case v := <-f.idle:
+		return v, nil
+	default:
+		return f.make()
+	}
+}
+
+func (f *freeList[T]) put(v T) {
+	select {
+	case f.idle <- v:
+	default: // enough are idle
+	}
+}
+
+// deflateWriters holds a freeList of writers per format and level.
+var deflateWriters sync.Map // "gzip" or "zlib" and the level -> *freeList[deflateWriter]
+
+// deflateEncode compresses src with a pooled writer of the format name
+// (made by newW) into a new buffer.
+func deflateEncode(name string, level int, src []byte, newW func(io.Writer) (deflateWriter, error)) ([]byte, error) {
+	key := fmt.Sprint(name, level)
+	l, ok := deflateWriters.Load(key)
+	if !ok {
+		l, _ = deflateWriters.LoadOrStore(key, newFreeList(func() (deflateWriter, error) { return newW(nil) }))
+	}
+	f := l.(*freeList[deflateWriter])
+	w, err := f.get()
+	if err != nil {
 		return nil, fmt.Errorf("%w: %s level %d", ErrInvalidMetadata, name, level)
 	}
 	b := bytes.NewBuffer(make([]byte, 0, len(src)/2+64))
-	w, _ := pools[level+1].Get().(deflateWriter)
-	if w == nil {
-		var err error
-		if w, err = newW(b); err != nil {
-			return nil, fmt.Errorf("%w: %s level %d", ErrInvalidMetadata, name, level)
-		}
-	} else {
-		w.Reset(b)
-	}
+	w.Reset(b)
 	w.Write(src)
-	err := w.Close()
+	err = w.Close()
 	w.Reset(nil) // drop b
-	pools[level+1].Put(w)
+	f.put(w)
 	if err != nil {
 		return nil, err
 	}
@@ -115,8 +142,8 @@ func (c gzipCodec) decode(src, dst []byte, limit int) ([]byte, error) {
 type zlibCodec struct{ level int }
 
 func (c zlibCodec) encode(src []byte) ([]byte, error) {
-	return deflateEncode(&zlibWriters, c.level, src, "zlib", func(b *bytes.Buffer) (deflateWriter, error) {
-		return zlib.NewWriterLevel(b, c.level)
+	return deflateEncode("zlib", c.level, src, func(w io.Writer) (deflateWriter, error) {
+		return zlib.NewWriterLevel(w, c.level)
 	})
 }
 
@@ -204,11 +231,11 @@ func zstdStream(src, dst []byte, limit int) ([]byte, error) {
 	return readLimited(d, dst, limit, "zstd")
 }
 
-// zstdEnc holds a pool of encoders per configuration (zstdCodec.key): an
-// encoder runs one EncodeAll at a time, so that chunks encoded on every
-// core need an encoder each (one shared encoder made the writes of zstd
-// chunks run on one core).
-var zstdEnc sync.Map // key -> *sync.Pool of *zstd.Encoder
+// zstdEnc holds a freeList of encoders per configuration: an encoder
+// runs one EncodeAll at a time, so that chunks encoded on every core need
+// an encoder each (one shared encoder made the writes of zstd chunks run
+// on one core).
+var zstdEnc sync.Map // key -> *freeList[*zstd.Encoder]
 
 // zstdSmall is the largest input encoded as a single segment: klauspost's
 // encoder leaves the frame content size out of frames under 256 bytes
@@ -217,9 +244,9 @@ var zstdEnc sync.Map // key -> *sync.Pool of *zstd.Encoder
 // segment's window is the whole content, which streaming decoders limit).
 const zstdSmall = 1 << 10
 
-// encoders returns the pool of encoders for c, for inputs of at most
-// zstdSmall bytes when small is set.
-func (c zstdCodec) encoders(small bool) *sync.Pool {
+// encoders returns the encoders for c, for inputs of at most zstdSmall
+// bytes when small is set.
+func (c zstdCodec) encoders(small bool) *freeList[*zstd.Encoder] {
 	lvl := zstd.EncoderLevelFromZstd(c.level)
 	key := int(lvl) << 2
 	if small {
@@ -228,28 +255,25 @@ func (c zstdCodec) encoders(small bool) *sync.Pool {
 	if c.checksum {
 		key |= 1
 	}
-	if p, ok := zstdEnc.Load(key); ok {
-		return p.(*sync.Pool)
+	if l, ok := zstdEnc.Load(key); ok {
+		return l.(*freeList[*zstd.Encoder])
 	}
 	opts := []zstd.EOption{zstd.WithEncoderLevel(lvl), zstd.WithEncoderCRC(c.checksum), zstd.WithEncoderConcurrency(1)}
 	if small {
 		opts = append(opts, zstd.WithSingleSegment(true), zstd.WithZeroFrames(true))
 	}
-	p, _ := zstdEnc.LoadOrStore(key, &sync.Pool{New: func() any {
-		e, err := zstd.NewWriter(nil, opts...)
-		if err != nil {
-			panic(err) // the options are valid for every level
-		}
-		return e
-	}})
-	return p.(*sync.Pool)
+	l, _ := zstdEnc.LoadOrStore(key, newFreeList(func() (*zstd.Encoder, error) { return zstd.NewWriter(nil, opts...) }))
+	return l.(*freeList[*zstd.Encoder])
 }
 
 // encode writes one frame that declares its content size.
 func (c zstdCodec) encode(src []byte) ([]byte, error) {
-	p := c.encoders(len(src) <= zstdSmall)
-	e := p.Get().(*zstd.Encoder)
-	defer p.Put(e)
+	l := c.encoders(len(src) <= zstdSmall)
+	e, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	defer l.put(e)
 	return e.EncodeAll(src, make([]byte, 0, len(src)/2+64)), nil
 }
 
