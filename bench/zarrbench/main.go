@@ -55,6 +55,7 @@ func main() {
 	data := fielddata.Float32(*side, *side, 1)
 	size := len(data)
 	sum := crc32.ChecksumIEEE(data)
+	fmt.Printf("CRC32 %08x\n", sum)
 	fmt.Printf("float32 %v in chunks of %d x %d (%d KiB), %d MiB, %d cores; data made in %.1f s\n",
 		shape, *chunk, *chunk, *chunk**chunk*4>>10, size>>20, runtime.GOMAXPROCS(0), time.Since(t0).Seconds())
 
