@@ -19,7 +19,9 @@ WAYS=${2:-noshim shim}
 R=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-# No zarr-python there (the zarr interop test runs in CI, which has it).
+# No zarr-python there (the zarr interop test runs in CI, which has it);
+# TensorStore is, and zarr's TestTensorStoreInterop finds it through
+# python3 (KVIK_TEST_TENSORSTORE names another interpreter, or "skip").
 export KVIK_TEST_BIN=$G/kvik KVIK_TEST_VERSITYGW=$G/versitygw CI=true KVIK_TEST_ZARR_PYTHON=skip
 pkgs=${PKGS:-"kvik:. cmdkvik:cmd/kvik cuda:cuda cufile:cufile zarr:zarr safetensors:safetensors npy:npy gguf:gguf tensorload:internal/formatkit/tensorload"}
 summary=$OUT/summary.txt

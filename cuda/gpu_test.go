@@ -579,3 +579,65 @@ func TestEvents(t *testing.T) {
 		}
 	})
 }
+
+// TestMemcpy2D copies a box of rows from pinned memory to device memory
+// with other row pitches on each side, then back into other rows, and
+// compares every byte, the gaps between rows included (left alone).
+func TestMemcpy2D(t *testing.T) {
+	ctx := needGPU(t)
+	r := rand.New(rand.NewSource(9))
+	inCtx(t, ctx, func() {
+		s, err := cuda.StreamCreate(cuda.StreamNonBlocking)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cuda.StreamDestroy(s)
+		const width, height, hostPitch, devPitch = 2051, 97, 2051 + 13, 4096
+		host, err := cuda.MemHostAlloc(hostPitch*height, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer host.Close()
+		copy(host.Bytes(), randomBytes(r, hostPitch*height))
+		d, err := cuda.MemAlloc(devPitch * height)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if err := cuda.MemsetD8(d.Ptr(), 0xA5, devPitch*height); err != nil {
+			t.Fatal(err)
+		}
+		if err := cuda.MemcpyHtoD2DAsync(d.Ptr(), devPitch, host.Bytes(), hostPitch, width, height, s); err != nil {
+			t.Fatal("MemcpyHtoD2DAsync:", err)
+		}
+		if err := cuda.StreamSynchronize(s); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, devPitch*height)
+		if err := cuda.MemcpyDtoH(got, d.Ptr()); err != nil {
+			t.Fatal(err)
+		}
+		for y := 0; y < height; y++ {
+			row, gap := got[y*devPitch:y*devPitch+width], got[y*devPitch+width:(y+1)*devPitch]
+			if !bytes.Equal(row, host.Bytes()[y*hostPitch:y*hostPitch+width]) || bytes.Count(gap, []byte{0xA5}) != len(gap) {
+				t.Fatalf("row %d differs after MemcpyHtoD2DAsync", y)
+			}
+		}
+		back, err := cuda.MemHostAlloc(width*height, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer back.Close()
+		if err := cuda.MemcpyDtoH2DAsync(back.Bytes(), width, d.Ptr(), devPitch, width, height, s); err != nil {
+			t.Fatal("MemcpyDtoH2DAsync:", err)
+		}
+		if err := cuda.StreamSynchronize(s); err != nil {
+			t.Fatal(err)
+		}
+		for y := 0; y < height; y++ {
+			if !bytes.Equal(back.Bytes()[y*width:(y+1)*width], host.Bytes()[y*hostPitch:y*hostPitch+width]) {
+				t.Fatalf("row %d differs after MemcpyDtoH2DAsync", y)
+			}
+		}
+	})
+}

@@ -274,10 +274,31 @@ func zstdSplit(in, out []byte) (int, error) {
 // byte k+1; trailing bytes that do not fill an element are unshuffled.
 func unshuffle(dst, src []byte, ts int) {
 	n := len(src) / ts
-	for k := 0; k < ts; k++ {
-		row := src[k*n : (k+1)*n]
-		for i, b := range row {
-			dst[i*ts+k] = b
+	switch ts {
+	case 2:
+		r0, r1, d := src[:n], src[n:2*n], dst[:2*n]
+		for i := range r0 {
+			binary.LittleEndian.PutUint16(d[2*i:], uint16(r0[i])|uint16(r1[i])<<8)
+		}
+	case 4:
+		r0, r1, r2, r3, d := src[:n], src[n:2*n], src[2*n:3*n], src[3*n:4*n], dst[:4*n]
+		for i := range r0 {
+			binary.LittleEndian.PutUint32(d[4*i:], uint32(r0[i])|uint32(r1[i])<<8|uint32(r2[i])<<16|uint32(r3[i])<<24)
+		}
+	case 8:
+		r0, r1, r2, r3 := src[:n], src[n:2*n], src[2*n:3*n], src[3*n:4*n]
+		r4, r5, r6, r7, d := src[4*n:5*n], src[5*n:6*n], src[6*n:7*n], src[7*n:8*n], dst[:8*n]
+		for i := range r0 {
+			lo := uint64(r0[i]) | uint64(r1[i])<<8 | uint64(r2[i])<<16 | uint64(r3[i])<<24
+			hi := uint64(r4[i]) | uint64(r5[i])<<8 | uint64(r6[i])<<16 | uint64(r7[i])<<24
+			binary.LittleEndian.PutUint64(d[8*i:], lo|hi<<32)
+		}
+	default:
+		for k := 0; k < ts; k++ {
+			row := src[k*n : (k+1)*n]
+			for i, b := range row {
+				dst[i*ts+k] = b
+			}
 		}
 	}
 	copy(dst[n*ts:], src[n*ts:])
@@ -285,36 +306,74 @@ func unshuffle(dst, src []byte, ts int) {
 
 func shuffle(dst, src []byte, ts int) {
 	n := len(src) / ts
-	for k := 0; k < ts; k++ {
-		row := dst[k*n : (k+1)*n]
-		for i := range row {
-			row[i] = src[i*ts+k]
+	switch ts {
+	case 2:
+		r0, r1, s := dst[:n], dst[n:2*n], src[:2*n]
+		for i := range r0 {
+			v := binary.LittleEndian.Uint16(s[2*i:])
+			r0[i], r1[i] = byte(v), byte(v>>8)
+		}
+	case 4:
+		r0, r1, r2, r3, s := dst[:n], dst[n:2*n], dst[2*n:3*n], dst[3*n:4*n], src[:4*n]
+		for i := range r0 {
+			v := binary.LittleEndian.Uint32(s[4*i:])
+			r0[i], r1[i], r2[i], r3[i] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+		}
+	case 8:
+		r0, r1, r2, r3 := dst[:n], dst[n:2*n], dst[2*n:3*n], dst[3*n:4*n]
+		r4, r5, r6, r7, s := dst[4*n:5*n], dst[5*n:6*n], dst[6*n:7*n], dst[7*n:8*n], src[:8*n]
+		for i := range r0 {
+			v := binary.LittleEndian.Uint64(s[8*i:])
+			r0[i], r1[i], r2[i], r3[i] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+			r4[i], r5[i], r6[i], r7[i] = byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56)
+		}
+	default:
+		for k := 0; k < ts; k++ {
+			row := dst[k*n : (k+1)*n]
+			for i := range row {
+				row[i] = src[i*ts+k]
+			}
 		}
 	}
 	copy(dst[n*ts:], src[n*ts:])
 }
 
+// transpose8 transposes the 8x8 bit matrix whose row j is byte j of x
+// (little-endian) and whose column i is bit i: bit i of byte j becomes
+// bit j of byte i. It is its own inverse.
+func transpose8(x uint64) uint64 {
+	t := (x ^ x>>7) & 0x00AA00AA00AA00AA
+	x ^= t ^ t<<7
+	t = (x ^ x>>14) & 0x0000CCCC0000CCCC
+	x ^= t ^ t<<14
+	t = (x ^ x>>28) & 0x00000000F0F0F0F0
+	return x ^ t ^ t<<28
+}
+
 // bitUnshuffle undoes Blosc's bit shuffle: for n elements (a multiple of
 // 8), bit row r = 8*byte+bit holds that bit of that byte of every
 // element, element e at bit e%8 of row byte e/8. Blocks whose element
-// count is not a multiple of 8 are stored as they are.
+// count is not a multiple of 8 are stored as they are. Each byte of
+// eight consecutive elements is one 8x8 bit transpose of a byte from
+// each of eight rows.
 func bitUnshuffle(dst, src []byte, ts int) {
 	n := len(src) / ts
 	if n%8 != 0 {
 		copy(dst, src)
 		return
 	}
-	clear(dst[:n*ts])
 	rowLen := n / 8
 	for b := 0; b < ts; b++ {
-		for bit := 0; bit < 8; bit++ {
-			row := src[(b*8+bit)*rowLen : (b*8+bit+1)*rowLen]
-			for m, v := range row {
-				for j := 0; v != 0; j, v = j+1, v>>1 {
-					if v&1 != 0 {
-						dst[(m*8+j)*ts+b] |= 1 << bit
-					}
-				}
+		plane := src[b*n : (b+1)*n] // the 8 rows of byte b
+		for m := 0; m < rowLen; m++ {
+			var x uint64
+			for bit := 0; bit < 8; bit++ {
+				x |= uint64(plane[bit*rowLen+m]) << (8 * bit)
+			}
+			x = transpose8(x)
+			out := dst[8*m*ts:]
+			for i := 0; i < 8; i++ {
+				out[i*ts+b] = byte(x >> (8 * i))
 			}
 		}
 	}
@@ -327,15 +386,18 @@ func bitShuffle(dst, src []byte, ts int) {
 		copy(dst, src)
 		return
 	}
-	clear(dst[:n*ts])
 	rowLen := n / 8
-	for e := 0; e < n; e++ {
-		for b := 0; b < ts; b++ {
-			v := src[e*ts+b]
+	for b := 0; b < ts; b++ {
+		plane := dst[b*n : (b+1)*n]
+		for m := 0; m < rowLen; m++ {
+			in := src[8*m*ts:]
+			var x uint64
+			for i := 0; i < 8; i++ {
+				x |= uint64(in[i*ts+b]) << (8 * i)
+			}
+			x = transpose8(x)
 			for bit := 0; bit < 8; bit++ {
-				if v>>bit&1 != 0 {
-					dst[(b*8+bit)*rowLen+e/8] |= 1 << (e % 8)
-				}
+				plane[bit*rowLen+m] = byte(x >> (8 * bit))
 			}
 		}
 	}

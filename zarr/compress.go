@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -47,13 +48,69 @@ func readLimited(r io.Reader, dst []byte, limit int, name string) ([]byte, error
 type gzipCodec struct{ level int }
 
 func (c gzipCodec) encode(src []byte) ([]byte, error) {
-	var b bytes.Buffer
-	w, err := gzip.NewWriterLevel(&b, c.level)
-	if err != nil {
-		return nil, fmt.Errorf("%w: gzip level %d", ErrInvalidMetadata, c.level)
+	return deflateEncode("gzip", c.level, src, func(w io.Writer) (deflateWriter, error) {
+		return gzip.NewWriterLevel(w, c.level)
+	})
+}
+
+// deflateWriter is a gzip or zlib writer, reset for each chunk.
+type deflateWriter interface {
+	io.WriteCloser
+	Reset(io.Writer)
+}
+
+// freeList keeps up to GOMAXPROCS idle encoders of one kind, made on
+// demand, across garbage collections (a sync.Pool drops its values at
+// each one, and encoders cost megabytes to make: zstd chunks written on
+// every core spent most of their time making new ones).
+type freeList[T any] struct {
+	idle chan T
+	make func() (T, error)
+}
+
+func newFreeList[T any](newT func() (T, error)) *freeList[T] {
+	return &freeList[T]{idle: make(chan T, runtime.GOMAXPROCS(0)), make: newT}
+}
+
+func (f *freeList[T]) get() (T, error) {
+	select {
+	case v := <-f.idle:
+		return v, nil
+	default:
+		return f.make()
 	}
+}
+
+func (f *freeList[T]) put(v T) {
+	select {
+	case f.idle <- v:
+	default: // enough are idle
+	}
+}
+
+// deflateWriters holds a freeList of writers per format and level.
+var deflateWriters sync.Map // "gzip" or "zlib" and the level -> *freeList[deflateWriter]
+
+// deflateEncode compresses src with a pooled writer of the format name
+// (made by newW) into a new buffer.
+func deflateEncode(name string, level int, src []byte, newW func(io.Writer) (deflateWriter, error)) ([]byte, error) {
+	key := fmt.Sprint(name, level)
+	l, ok := deflateWriters.Load(key)
+	if !ok {
+		l, _ = deflateWriters.LoadOrStore(key, newFreeList(func() (deflateWriter, error) { return newW(nil) }))
+	}
+	f := l.(*freeList[deflateWriter])
+	w, err := f.get()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s level %d", ErrInvalidMetadata, name, level)
+	}
+	b := bytes.NewBuffer(make([]byte, 0, len(src)/2+64))
+	w.Reset(b)
 	w.Write(src)
-	if err := w.Close(); err != nil {
+	err = w.Close()
+	w.Reset(nil) // drop b
+	f.put(w)
+	if err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
@@ -85,16 +142,9 @@ func (c gzipCodec) decode(src, dst []byte, limit int) ([]byte, error) {
 type zlibCodec struct{ level int }
 
 func (c zlibCodec) encode(src []byte) ([]byte, error) {
-	var b bytes.Buffer
-	w, err := zlib.NewWriterLevel(&b, c.level)
-	if err != nil {
-		return nil, fmt.Errorf("%w: zlib level %d", ErrInvalidMetadata, c.level)
-	}
-	w.Write(src)
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return deflateEncode("zlib", c.level, src, func(w io.Writer) (deflateWriter, error) {
+		return zlib.NewWriterLevel(w, c.level)
+	})
 }
 
 func (c zlibCodec) decode(src, dst []byte, limit int) ([]byte, error) {
@@ -181,7 +231,11 @@ func zstdStream(src, dst []byte, limit int) ([]byte, error) {
 	return readLimited(d, dst, limit, "zstd")
 }
 
-var zstdEnc sync.Map // zstd.EncoderLevel<<2|small<<1|checksum -> *zstd.Encoder
+// zstdEnc holds a freeList of encoders per configuration: an encoder
+// runs one EncodeAll at a time, so that chunks encoded on every core need
+// an encoder each (one shared encoder made the writes of zstd chunks run
+// on one core).
+var zstdEnc sync.Map // key -> *freeList[*zstd.Encoder]
 
 // zstdSmall is the largest input encoded as a single segment: klauspost's
 // encoder leaves the frame content size out of frames under 256 bytes
@@ -190,7 +244,9 @@ var zstdEnc sync.Map // zstd.EncoderLevel<<2|small<<1|checksum -> *zstd.Encoder
 // segment's window is the whole content, which streaming decoders limit).
 const zstdSmall = 1 << 10
 
-func (c zstdCodec) encoder(small bool) (*zstd.Encoder, error) {
+// encoders returns the encoders for c, for inputs of at most zstdSmall
+// bytes when small is set.
+func (c zstdCodec) encoders(small bool) *freeList[*zstd.Encoder] {
 	lvl := zstd.EncoderLevelFromZstd(c.level)
 	key := int(lvl) << 2
 	if small {
@@ -199,27 +255,25 @@ func (c zstdCodec) encoder(small bool) (*zstd.Encoder, error) {
 	if c.checksum {
 		key |= 1
 	}
-	if e, ok := zstdEnc.Load(key); ok {
-		return e.(*zstd.Encoder), nil
+	if l, ok := zstdEnc.Load(key); ok {
+		return l.(*freeList[*zstd.Encoder])
 	}
 	opts := []zstd.EOption{zstd.WithEncoderLevel(lvl), zstd.WithEncoderCRC(c.checksum), zstd.WithEncoderConcurrency(1)}
 	if small {
 		opts = append(opts, zstd.WithSingleSegment(true), zstd.WithZeroFrames(true))
 	}
-	e, err := zstd.NewWriter(nil, opts...)
-	if err != nil {
-		return nil, err
-	}
-	zstdEnc.Store(key, e)
-	return e, nil
+	l, _ := zstdEnc.LoadOrStore(key, newFreeList(func() (*zstd.Encoder, error) { return zstd.NewWriter(nil, opts...) }))
+	return l.(*freeList[*zstd.Encoder])
 }
 
 // encode writes one frame that declares its content size.
 func (c zstdCodec) encode(src []byte) ([]byte, error) {
-	e, err := c.encoder(len(src) <= zstdSmall)
+	l := c.encoders(len(src) <= zstdSmall)
+	e, err := l.get()
 	if err != nil {
 		return nil, err
 	}
+	defer l.put(e)
 	return e.EncodeAll(src, make([]byte, 0, len(src)/2+64)), nil
 }
 

@@ -97,15 +97,16 @@ func (w *deviceWorker) close() error {
 }
 
 // ReadRegionDevice reads [start, stop) into device memory at dst, C order,
-// little-endian elements; the allocation must hold the region. Chunks of
-// a DirStore stored uncompressed go from the file straight to the device
-// (kvik's cuFile or overlapped POSIX path) when their rows in the region
-// are long; other chunks, and every chunk of a RemoteStore, are fetched
-// and decoded on the CPU into pinned buffers and copied asynchronously,
-// each goroutine's copy overlapping its next fetch and decode. Fetches of
-// a RemoteStore run concurrently, up to its MaxRequests, beside
-// SetWorkers decodes. Missing chunks read as the fill value. Cancelling
-// ctx stops the requests in flight.
+// little-endian elements; the allocation must hold the region. The region
+// is assembled in bands of whole chunk rows (32 MiB, or one chunk where a
+// chunk is larger) in pinned host memory, every worker fetching and
+// decoding the chunks of a band straight into it, and each band is
+// copied to the device in one call while the next is decoded. Chunks of a
+// DirStore stored uncompressed whose rows in the region are long go from
+// the file straight to the device instead (kvik's cuFile or overlapped
+// POSIX path). Fetches of a RemoteStore run concurrently, up to its
+// MaxRequests, beside SetWorkers decodes. Missing chunks read as the fill
+// value. Cancelling ctx stops the requests in flight.
 func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cuda.DevicePtr) error {
 	r, size, err := a.region(start, stop)
 	if err != nil || size == 0 {
@@ -115,29 +116,43 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 	if err != nil {
 		return err
 	}
-	pieces, err := a.plan(ctx, r)
+	es := a.meta.DataType.Size
+	bufSize, _ := bandBuffers(numElements(a.cellShape())*es, 0)
+	bands, err := a.bandPlan(ctx, r, bufSize)
 	if err != nil {
 		return err
 	}
-	out := view{shape: r.count, es: a.meta.DataType.Size}
-	_, direct := a.store.(*DirStore)
-	spans := a.spans(pieces, out, direct)
-	// One size of pinned buffer for every read, TaskSize unless a span
-	// needs more, so that reads of different arrays do not make kvik's
-	// staging pool drop its buffers for another size.
-	d, _ := kvik.GetDefaults()
-	stage := d.TaskSize
-	for _, sp := range spans {
-		stage = max(stage, spanStaging(sp, out.es))
+	out := view{shape: r.count, es: es}
+	ds, _ := a.store.(*DirStore)
+	banded := 0
+	for _, b := range bands {
+		if ds != nil {
+			a.directBand(b, out)
+		}
+		if !b.direct {
+			banded++
+		}
 	}
-	workers := make([]*deviceWorker, min(a.concurrency(), len(spans)))
-	for i := range workers {
-		workers[i] = &deviceWorker{r: target, size: stage}
+	_, n := bandBuffers(bufSize, banded)
+	sink, err := newDeviceSink(target, dst, r.count, es, bufSize, n)
+	if err != nil {
+		return err
 	}
-	err = a.run(ctx, len(spans), func(ctx context.Context, k, i int) error {
-		return a.readSpanDevice(ctx, workers[k], spans[i], out, dst)
+	workers := make([]*deviceWorker, a.concurrency())
+	err = a.readBands(ctx, bands, sink, func(ctx context.Context, k int, sp span) error {
+		if sp.direct {
+			_, err := ds.ReadRangeDevice(ctx, sp.key, sp.off, dst, int(sp.n), int64(sp.dstOff))
+			return err
+		}
+		if workers[k] == nil {
+			workers[k] = &deviceWorker{r: target, size: bufSize}
+		}
+		return a.readPieceDevice(ctx, workers[k], ds, sp.pieces[0], out, dst)
 	})
 	for _, w := range workers {
+		if w == nil {
+			continue
+		}
 		if e := w.close(); e != nil && err == nil {
 			err = e
 		}
@@ -145,40 +160,58 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 	return err
 }
 
-func (a *Array) readPieceDevice(ctx context.Context, w *deviceWorker, pc piece, out view, dst cuda.DevicePtr) error {
-	es := out.es
-	boxBytes := numElements(pc.sel.count) * es
-	if ds, ok := a.store.(*DirStore); ok && pc.pipe.raw() && pc.n < 0 && !pc.missing {
-		runs := 0
-		a.rawRuns(pc, out, func(int64, int, int) error { runs++; return nil })
-		if boxBytes/runs >= directRunMin {
-			done, err := a.readRuns(pc, out, func(off int64, dstOff, n int) (int64, error) {
-				return ds.ReadRangeDevice(ctx, pc.key, off, dst, n, int64(dstOff))
-			})
-			if done || err != nil {
-				return err
+// directBand makes b a direct band, its spans in region coordinates
+// (out), when every piece of it can go from its file straight to the
+// device: a run of uncompressed inner chunks that lie back to back in
+// the store and in the region, or an uncompressed chunk whose rows in
+// the region are on average directRunMin long.
+func (a *Array) directBand(b *band, out view) {
+	var pieces []piece
+	for _, sp := range b.spans {
+		pieces = append(pieces, sp.pieces...)
+	}
+	spans := a.spans(pieces, out, true)
+	for _, sp := range spans {
+		pc := sp.pieces[0]
+		switch {
+		case sp.direct:
+			if sp.n < directRunMin {
+				return
+			}
+		case !sp.single() || !pc.pipe.raw() || pc.n >= 0 || pc.missing:
+			return
+		default:
+			runs := 0
+			a.rawRuns(pc, out, func(int64, int, int) error { runs++; return nil })
+			if numElements(pc.sel.count)*out.es/runs < directRunMin {
+				return
 			}
 		}
 	}
-	// Fetch and decode on the host into a pinned buffer (while the copy
-	// of the previous piece runs from the other one), then queue copies.
-	pinned, c, err := w.staging(boxBytes)
+	b.spans, b.direct = spans, true
+}
+
+// readPieceDevice reads pc, an uncompressed chunk of ds, run by run from
+// its file into the region at dst; a missing chunk's fill value goes
+// through one of w's pinned buffers.
+func (a *Array) readPieceDevice(ctx context.Context, w *deviceWorker, ds *DirStore, pc piece, out view, dst cuda.DevicePtr) error {
+	done, err := a.readRuns(pc, out, func(off int64, dstOff, n int) (int64, error) {
+		return ds.ReadRangeDevice(ctx, pc.key, off, dst, n, int64(dstOff))
+	})
+	if done || err != nil {
+		return err
+	}
+	pinned, c, err := w.staging(numElements(pc.sel.count) * out.es)
 	if err != nil {
 		return err
 	}
-	hv := view{buf: pinned, shape: pc.sel.count, es: es, start: make([]int, len(pc.sel.count))}
-	var place []byte
-	if pc.whole() {
-		place = pinned // the box is the whole piece, in order
-	}
-	if err := a.decodePiece(ctx, pc, hv, place); err != nil {
-		return err
-	}
+	hv := view{buf: pinned, shape: pc.sel.count, es: out.es, start: make([]int, len(pc.sel.count))}
+	hv.fill(pc.sel.count, pc.pipe.fill)
 	return copyOut(c, pinned, pc, out, dst)
 }
 
-// copyOut queues on c the copies of pc's selection, decoded in C order
-// into pinned, to its place in the region at dst.
+// copyOut queues on c the copies of pc's selection, in C order in
+// pinned, to its place in the region at dst.
 func copyOut(c *staging.Copier, pinned []byte, pc piece, out view, dst cuda.DevicePtr) error {
 	pos := 0
 	return c.In(func() error {
@@ -190,27 +223,247 @@ func copyOut(c *staging.Copier, pinned []byte, pc piece, out view, dst cuda.Devi
 	})
 }
 
-// decodePiece fetches pc and writes its selection into hv, a buffer of
-// the selection's shape; place, when not nil, is hv's memory and the
-// selection is the whole piece.
-func (a *Array) decodePiece(ctx context.Context, pc piece, hv view, place []byte) error {
-	if pc.missing {
-		hv.fill(pc.sel.count, pc.pipe.fill)
+// pinnedSlots are up to max pinned buffers of size bytes from kvik's
+// pool, taken as needed, each given back to free once its copies are
+// done; a buffer is known by its slot.
+type pinnedSlots struct {
+	c      *staging.Copier // its stream copies to and from the buffers
+	es     int
+	size   int
+	max    int
+	pinned []*kvik.PinnedBuffer // taken so far; only take appends
+	free   chan int
+	failed chan struct{} // closed when a copy fails, err set
+	err    error
+}
+
+func newPinnedSlots(target devmem.Range, es, size, n int) (pinnedSlots, error) {
+	c, err := staging.NewCopier(target, 0, true, staging.WaitPoll)
+	n = max(n, 1)
+	return pinnedSlots{c: c, es: es, size: size, max: n, free: make(chan int, n), failed: make(chan struct{})}, err
+}
+
+// take returns a buffer for b, once one is free.
+func (s *pinnedSlots) take(ctx context.Context, b *band) ([]byte, error) {
+	k := -1
+	select {
+	case k = <-s.free:
+	default:
+		if len(s.pinned) < s.max {
+			var p *kvik.PinnedBuffer
+			if err := s.c.In(func() (err error) { p, err = kvik.GetPinnedBuffer(s.size); return err }); err != nil {
+				return nil, err
+			}
+			s.pinned = append(s.pinned, p)
+			k = len(s.pinned) - 1
+			break
+		}
+		select {
+		case k = <-s.free:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.failed:
+			return nil, s.err
+		}
+	}
+	b.slot = k
+	n := numElements(b.box.count) * s.es
+	return s.pinned[k].Bytes()[:n:n], nil
+}
+
+// fail records the first copy error.
+func (s *pinnedSlots) fail(err error) {
+	if s.err == nil {
+		s.err = err
+		close(s.failed)
+	}
+}
+
+// close gives the buffers and the stream back, once nothing uses them.
+func (s *pinnedSlots) close() {
+	s.c.In(func() error {
+		for _, p := range s.pinned {
+			p.Release() // may unpin: in the context
+		}
 		return nil
+	})
+	s.c.Close()
+}
+
+// deviceSink takes a device read's bands to device memory at dst, where
+// the region starts: bands are assembled in pinned buffers, and one
+// goroutine queues each band's copies on one stream as the band is
+// filled and gives its buffer back once they are done, so that copies
+// run while later bands decode.
+type deviceSink struct {
+	pinnedSlots
+	dst    cuda.DevicePtr
+	region []int
+	bands  chan *band    // filled bands, for the copying goroutine
+	done   chan struct{} // closed when the copying goroutine returns
+}
+
+func newDeviceSink(target devmem.Range, dst cuda.DevicePtr, region []int, es, size, n int) (*deviceSink, error) {
+	p, err := newPinnedSlots(target, es, size, n)
+	if err != nil {
+		return nil, err
 	}
-	var into []byte
-	if pc.pipe.raw() {
-		into = place // stored bytes are the decoded piece
+	s := &deviceSink{pinnedSlots: p, dst: dst, region: region, bands: make(chan *band, p.max), done: make(chan struct{})}
+	go s.copyBands()
+	return s, nil
+}
+
+func (s *deviceSink) filled(b *band) error {
+	select {
+	case s.bands <- b: // never waits: a band holds one of max buffers
+		return nil
+	case <-s.failed:
+		return s.err
 	}
-	b, ok, err := a.fetch(ctx, pc, into)
+}
+
+// copyBands queues the copies of each filled band and gives buffers back
+// as their copies finish: the oldest in flight once no band is waiting,
+// so that the stream always has copies queued while there are any.
+func (s *deviceSink) copyBands() {
+	defer close(s.done)
+	var inflight []*band
+	release := func() {
+		b := inflight[0]
+		inflight = inflight[1:]
+		if err := s.c.WaitMark(b.slot); err != nil {
+			s.fail(err)
+		}
+		s.free <- b.slot
+	}
+	for {
+		var b *band
+		ok := true
+		if len(inflight) == 0 {
+			b, ok = <-s.bands
+		} else {
+			select {
+			case b, ok = <-s.bands:
+			default:
+				release()
+				continue
+			}
+		}
+		if !ok {
+			break
+		}
+		if s.err != nil {
+			s.free <- b.slot // after a failure bands are not copied
+			continue
+		}
+		if err := s.queue(b); err != nil {
+			s.fail(err)
+		}
+		inflight = append(inflight, b)
+	}
+	for len(inflight) > 0 {
+		release()
+	}
+}
+
+// queue queues the copies of b and marks their end with b's buffer.
+func (s *deviceSink) queue(b *band) error {
+	err := s.c.In(func() error {
+		for _, c := range bandCopies(s.region, b.box, s.es) {
+			if err := copyHtoD(s.dst+cuda.DevicePtr(c.dst), b.buf[c.src:], c, s.c.Stream()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	if !ok {
-		hv.fill(pc.sel.count, pc.pipe.fill)
-		return nil
+	return s.c.Mark(b.slot)
+}
+
+// copyHtoD queues c from src (whose start is c's first row) to dst: one
+// 2D copy, or one copy per row where a pitch exceeds cuda.MaxPitch.
+func copyHtoD(dst cuda.DevicePtr, src []byte, c copy2D, st cuda.Stream) error {
+	if c.height == 1 {
+		return cuda.MemcpyHtoDAsync(dst, src[:c.width], st)
 	}
-	return a.decodeStored(pc, b, hv, place)
+	if c.srcPitch <= cuda.MaxPitch && c.dstPitch <= cuda.MaxPitch {
+		return cuda.MemcpyHtoD2DAsync(dst, c.dstPitch, src, c.srcPitch, c.width, c.height, st)
+	}
+	for y := range c.height {
+		if err := cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(y*c.dstPitch), src[y*c.srcPitch:y*c.srcPitch+c.width], st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// close waits for the copies, then gives the buffers and the stream
+// back.
+func (s *deviceSink) close() error {
+	close(s.bands)
+	<-s.done
+	s.pinnedSlots.close()
+	return s.err
+}
+
+// loadSink gives a device write's bands their bytes from device memory
+// at src, where the region starts: taking a band's pinned buffer copies
+// the band into it (the taking goroutine runs ahead of the encoders, so
+// the copies of later bands overlap their encoding), and a band whose
+// chunks are written gives its buffer back.
+type loadSink struct {
+	pinnedSlots
+	src    cuda.DevicePtr
+	region []int
+}
+
+func (s *loadSink) take(ctx context.Context, b *band) ([]byte, error) {
+	buf, err := s.pinnedSlots.take(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	err = s.c.In(func() error {
+		for _, c := range bandCopies(s.region, b.box, s.es) {
+			if err := copyDtoH(buf[c.src:], s.src+cuda.DevicePtr(c.dst), c, s.c.Stream()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = s.c.Sync()
+	}
+	return buf, err
+}
+
+func (s *loadSink) filled(b *band) error {
+	s.free <- b.slot
+	return nil
+}
+
+func (s *loadSink) close() error {
+	s.c.Sync() // a take that failed may have left copies queued
+	s.pinnedSlots.close()
+	return nil
+}
+
+// copyDtoH queues c, the reverse way of copyHtoD: from the region at src
+// into dst (whose start is c's first row).
+func copyDtoH(dst []byte, src cuda.DevicePtr, c copy2D, st cuda.Stream) error {
+	if c.height == 1 {
+		return cuda.MemcpyDtoHAsync(dst[:c.width], src, st)
+	}
+	if c.srcPitch <= cuda.MaxPitch && c.dstPitch <= cuda.MaxPitch {
+		return cuda.MemcpyDtoH2DAsync(dst, c.srcPitch, src, c.dstPitch, c.width, c.height, st)
+	}
+	for y := range c.height {
+		if err := cuda.MemcpyDtoHAsync(dst[y*c.srcPitch:y*c.srcPitch+c.width], src+cuda.DevicePtr(y*c.dstPitch), st); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WriteRegionDevice writes the region [start, stop) from device memory at
@@ -239,12 +492,7 @@ func (a *Array) WriteRegionDevice(ctx context.Context, start, stop []int, src cu
 		return nil
 	})
 	if len(staged) > 0 {
-		host := make([]byte, size)
-		if err := cuda.WithContext(target.Ctx, func() error { return cuda.MemcpyDtoH(host, src) }); err != nil {
-			return err
-		}
-		in.buf = host
-		if err := a.run(ctx, len(staged), func(ctx context.Context, _, i int) error { return a.writeChunk(ctx, staged[i], in) }); err != nil {
+		if err := a.writeBands(ctx, target, r, staged, src); err != nil {
 			return err
 		}
 	}
@@ -258,5 +506,48 @@ func (a *Array) WriteRegionDevice(ctx context.Context, start, stop []int, src cu
 		}
 		defer unlock()
 		return a.store.SetDevice(ctx, key, src, numElements(t.sel.count)*in.es, int64(off))
+	})
+}
+
+// writeBands writes the chunks of tasks, parts of region r whose bytes
+// are in device memory at src, band by band: each band of whole chunks
+// (bandTarget bytes, or one chunk) is copied into a pinned buffer, ahead
+// of the encoders, and its chunks are encoded and stored by every worker
+// at once.
+func (a *Array) writeBands(ctx context.Context, target devmem.Range, r box, tasks []chunkTask, src cuda.DevicePtr) error {
+	es := a.meta.DataType.Size
+	bufSize, _ := bandBuffers(numElements(a.meta.ChunkShape)*es, 0)
+	bands := writePlan(r, a.meta.ChunkShape, es, bufSize, tasks)
+	_, n := bandBuffers(bufSize, len(bands))
+	p, err := newPinnedSlots(target, es, bufSize, n)
+	if err != nil {
+		return err
+	}
+	return a.writeBandsFrom(ctx, bands, &loadSink{pinnedSlots: p, src: src, region: r.count})
+}
+
+// writePlan groups tasks, the chunks of region r, into bands of whole
+// chunks of at most limit bytes.
+func writePlan(r box, chunks []int, es, limit int, tasks []chunkTask) []*band {
+	g := newBandGrid(r, chunks, es, limit)
+	per := make([][]chunkTask, g.n())
+	for _, t := range tasks {
+		g.split(piece{sel: t.sel, dstStart: t.dstStart}, func(i int, _ piece) { per[i] = append(per[i], t) })
+	}
+	var bands []*band
+	for i, ts := range per {
+		if len(ts) > 0 {
+			bands = append(bands, &band{box: g.box(i), tasks: ts, n: len(ts), ready: make(chan struct{})})
+		}
+	}
+	return bands
+}
+
+// writeBandsFrom writes the chunks of bands from the memory sink gives
+// each band.
+func (a *Array) writeBandsFrom(ctx context.Context, bands []*band, sink bandSink) error {
+	es := a.meta.DataType.Size
+	return runBands(ctx, bands, sink, a.concurrency(), func(ctx context.Context, _ int, b *band, i int) error {
+		return a.writeChunk(ctx, b.tasks[i], b.view(es))
 	})
 }

@@ -74,6 +74,34 @@ func TestDeviceRegionReads(t *testing.T) {
 	}
 }
 
+// TestDeviceBands runs the checks of TestDeviceRegionReads with bands of
+// one to a few chunks (bandTarget lowered), so that small arrays make
+// many bands through few pinned buffers, bands that are not contiguous
+// in the region (cuMemcpy2DAsync) and edge bands of partial chunks; for
+// the arrays of the band tests too (three dimensions, every codec).
+func TestDeviceBands(t *testing.T) {
+	ctx := needGPU(t)
+	old := bandTarget
+	t.Cleanup(func() { bandTarget = old })
+	rng := rand.New(rand.NewPCG(7, 10))
+	dir := os.Getenv("KVIK_TEST_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	for _, cases := range []map[string]Metadata{deviceCases, bandCases} {
+		for name, m := range cases {
+			t.Run(name, func(t *testing.T) {
+				bandTarget = (1 + rng.IntN(3)) * numElements(m.ChunkShape) * m.DataType.Size
+				s, err := NewDirStore(fmt.Sprintf("%s/bands-%s", dir, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkDeviceRegions(t, ctx, rng, s, m)
+			})
+		}
+	}
+}
+
 // TestRemoteDeviceRegionReads runs the checks of TestDeviceRegionReads on
 // arrays in S3 (versitygw): region reads from S3 into device memory
 // against host reads, and device writes uploaded as chunks.
@@ -120,15 +148,15 @@ func checkDeviceRegions(t *testing.T, ctx cuda.Context, rng *rand.Rand, s Store,
 	stop := append([]int(nil), m.Shape...)
 	stop[0] = max(stop[0]-m.ChunkShape[0], 1)
 	src := randValues(rng, m.DataType, numElements(stop))
-	if err := a.WriteRegion(bg, make([]int, 2), stop, src); err != nil {
+	if err := a.WriteRegion(bg, make([]int, len(stop)), stop, src); err != nil {
 		t.Fatal(err)
 	}
 	for r := 0; r < 8; r++ {
-		start, stop := make([]int, 2), m.Shape
+		start, stop := make([]int, len(m.Shape)), m.Shape
 		if r > 0 {
 			start, stop = randRegion(rng, m.Shape)
 		}
-		n := (stop[0] - start[0]) * (stop[1] - start[1]) * m.DataType.Size
+		n := boxBytes(start, stop, m.DataType.Size)
 		want := make([]byte, n)
 		if err := a.ReadRegion(bg, start, stop, want); err != nil {
 			t.Fatal(err)
@@ -147,7 +175,7 @@ func checkDeviceRegions(t *testing.T, ctx cuda.Context, rng *rand.Rand, s Store,
 	}
 	// Device writes: a random region, then compare a host read.
 	start, stop2 := randRegion(rng, m.Shape)
-	n := (stop2[0] - start[0]) * (stop2[1] - start[1])
+	n := boxBytes(start, stop2, 1)
 	if n == 0 {
 		return
 	}
@@ -163,6 +191,15 @@ func checkDeviceRegions(t *testing.T, ctx cuda.Context, rng *rand.Rand, s Store,
 	if err := a.ReadRegion(bg, start, stop2, got); err != nil || !bytes.Equal(got, vals) {
 		t.Fatalf("device write %v-%v: %v", start, stop2, err)
 	}
+}
+
+// boxBytes returns the bytes of [start, stop) in es-byte elements.
+func boxBytes(start, stop []int, es int) int {
+	n := es
+	for d := range start {
+		n *= stop[d] - start[d]
+	}
+	return n
 }
 
 // TestDeviceWriteForNumpy writes an uncompressed v3 float32 array from

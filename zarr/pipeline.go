@@ -46,11 +46,18 @@ func (p *pipeline) shapes(shape []int) [][]int {
 // enough, may receive the result.
 func (p *pipeline) decode(b []byte, shape []int, dst []byte) (chunkArray, error) {
 	n := numElements(shape) * p.dt.Size
-	limit := 2*n + 1<<20
+	_, plain := p.ab.(bytesCodecAB)
 	for i := len(p.bb) - 1; i >= 0; i-- {
 		var hint []byte
 		if i == 0 && len(p.aa) == 0 {
 			hint = dst
+		}
+		limit := 2*n + 1<<20
+		if i == 0 && plain {
+			// The bytes codec takes exactly the chunk's bytes: no more
+			// may be produced, and a destination of that size is
+			// decoded into in place (gzip and zlib streams included).
+			limit = n
 		}
 		var err error
 		if b, err = p.bb[i].decode(b, hint, limit); err != nil {

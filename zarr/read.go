@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"math"
 	"sync/atomic"
 
+	"github.com/kvikgo/kvik/internal/posix"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -137,22 +140,67 @@ func (a *Array) fetch(ctx context.Context, pc piece, buf []byte) (b []byte, ok b
 }
 
 // decodeInto decodes the stored bytes b of pc into d; place, when not
-// nil, is the destination of the whole decoded piece, in order.
+// nil, is the destination of the whole decoded piece, in order, and
+// decoders write there. Otherwise the piece is decoded into a pooled
+// buffer and its selection copied to d.
 func (a *Array) decodeInto(pc piece, b []byte, d view, place []byte) error {
-	if place != nil && pc.pipe.sharded() == nil {
-		c, err := pc.pipe.decode(b, pc.shape, place)
-		if err != nil {
+	if pc.pipe.sharded() != nil {
+		if err := pc.pipe.readRegion(bytesReader(b), pc.shape, pc.sel, d); err != nil {
 			return fmt.Errorf("chunk %s: %w", pc.key, err)
-		}
-		if len(c.data) > 0 && &c.data[0] != &place[0] {
-			copy(place, c.data)
 		}
 		return nil
 	}
-	if err := pc.pipe.readRegion(bytesReader(b), pc.shape, pc.sel, d); err != nil {
+	into := place
+	if into == nil {
+		p := getBuf(numElements(pc.shape) * pc.pipe.dt.Size)
+		defer putBuf(p)
+		into = *p
+	}
+	c, err := pc.pipe.decode(b, pc.shape, into)
+	if err != nil {
 		return fmt.Errorf("chunk %s: %w", pc.key, err)
 	}
+	switch {
+	case place == nil:
+		copyBox(d, view{buf: c.data, shape: pc.shape, es: d.es, start: pc.sel.start}, pc.sel.count)
+	case len(c.data) > 0 && &c.data[0] != &place[0]:
+		copy(place, c.data)
+	}
 	return nil
+}
+
+// decodePiece fetches pc and writes its selection at hv's position;
+// place, when not nil, is the memory of the whole decoded piece there.
+// Stored bytes land in place when they are the decoded piece, else in a
+// pooled buffer.
+func (a *Array) decodePiece(ctx context.Context, pc piece, hv view, place []byte) error {
+	if pc.missing {
+		hv.fill(pc.sel.count, pc.pipe.fill)
+		return nil
+	}
+	var p *[]byte
+	into := place
+	if !pc.pipe.raw() || place == nil {
+		p = getBuf(0)
+		into = (*p)[:0]
+	}
+	b, ok, err := a.fetch(ctx, pc, into)
+	if p != nil {
+		defer func() {
+			if cap(b) > cap(*p) { // keep the larger buffer the store made
+				*p = b[:0]
+			}
+			putBuf(p)
+		}()
+	}
+	if err != nil {
+		return err
+	}
+	if !ok {
+		hv.fill(pc.sel.count, pc.pipe.fill)
+		return nil
+	}
+	return a.decodeStored(pc, b, hv, place)
 }
 
 // checkRaw checks the size of an uncompressed piece.
@@ -165,8 +213,9 @@ func checkRaw(pc piece, n int64) error {
 
 // ReadRegion reads [start, stop) into dst, C order, little-endian
 // elements; len(dst) must be the region's size in bytes. Chunks are
-// fetched and decoded concurrently (see SetWorkers); missing chunks read
-// as the fill value. Cancelling ctx stops the reads in flight.
+// fetched and decoded concurrently (see SetWorkers), each straight into
+// its place in dst where it is contiguous there; missing chunks read as
+// the fill value. Cancelling ctx stops the reads in flight.
 func (a *Array) ReadRegion(ctx context.Context, start, stop []int, dst []byte) error {
 	r, size, err := a.region(start, stop)
 	if err != nil {
@@ -175,45 +224,108 @@ func (a *Array) ReadRegion(ctx context.Context, start, stop []int, dst []byte) e
 	if len(dst) != size {
 		return fmt.Errorf("%w: buffer of %d bytes for a %d-byte region", ErrInvalidRegion, len(dst), size)
 	}
-	pieces, err := a.plan(ctx, r)
+	if size == 0 {
+		return ctx.Err()
+	}
+	bands, err := a.bandPlan(ctx, r, math.MaxInt) // one band: dst
 	if err != nil {
 		return err
 	}
-	out := view{buf: dst, shape: r.count, es: a.meta.DataType.Size}
-	spans := a.spans(pieces, out, true)
-	return a.run(ctx, len(spans), func(ctx context.Context, _, i int) error {
-		return a.readSpanHost(ctx, spans[i], out)
-	})
+	return a.readBands(ctx, bands, hostSink(dst), nil)
+}
+
+// cellShape returns the shape of what a read decodes at once: a chunk,
+// or an inner chunk of a shard.
+func (a *Array) cellShape() []int {
+	if s := a.pipe.sharded(); s != nil {
+		return s.inner
+	}
+	return a.meta.ChunkShape
 }
 
 // hostRunMin is the average run length from which uncompressed chunks of
 // a local store are read run by run into the destination rather than
-// whole and copied. Remote stores always fetch whole chunks: a request
-// per run costs more than the bytes it saves.
+// with one preadv per stretch contiguous in the file. Remote stores
+// always fetch whole chunks: a request per run costs more than the bytes
+// it saves.
 const hostRunMin = 64 << 10
 
-func (a *Array) readPieceHost(ctx context.Context, pc piece, out view) error {
-	d := out.sub(pc.dstStart)
-	place := hostPlace(pc, out) // the destination of the whole decoded piece
+// readPiece reads pc into bv, the host memory of the region or of a band
+// (region coordinates).
+func (a *Array) readPiece(ctx context.Context, pc piece, bv view) error {
+	place := hostPlace(pc, bv) // the destination of the whole decoded piece
 	if ds, ok := a.store.(*DirStore); ok && place == nil && pc.pipe.raw() && pc.n < 0 && !pc.missing {
-		runs := 0
-		a.rawRuns(pc, out, func(int64, int, int) error { runs++; return nil })
-		if numElements(pc.sel.count)*out.es/runs >= hostRunMin {
-			f, size, err := ds.openValue(pc.key)
-			if err == nil {
-				defer f.Close()
-				done, err := a.readRuns(pc, out, func(off int64, dstOff, n int) (int64, error) {
-					return size, readFull(ctx, f, pc.key, out.buf[dstOff:dstOff+n], off)
-				})
-				if done || err != nil {
-					return err
-				}
-			} else if !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
+		done, err := a.readRawRuns(ctx, ds, pc, bv)
+		if done || err != nil {
+			return err
 		}
 	}
-	return a.decodePiece(ctx, pc, d, place)
+	return a.decodePiece(ctx, pc, bv.sub(pc.dstStart), place)
+}
+
+// readRawRuns reads the selection of pc, an uncompressed chunk of ds,
+// from its file straight into bv: run by run through kvik where runs are
+// long, else with one preadv(2) per stretch that is contiguous in the
+// file (a chunk's rows, 2 KiB each for 512 x 512 float32 chunks in a
+// wider region, take one call, not one each). done is false where the
+// chunk is missing, or where its selection lies in many short stretches
+// of the file, which reading the chunk whole costs less than.
+func (a *Array) readRawRuns(ctx context.Context, ds *DirStore, pc piece, bv view) (done bool, err error) {
+	type run struct {
+		file   int64
+		dst, n int
+	}
+	var runs []run
+	a.rawRuns(pc, bv, func(file int64, dst, n int) error { runs = append(runs, run{file, dst, n}); return nil })
+	sel := numElements(pc.sel.count) * bv.es
+	stretches := 1
+	for i := 1; i < len(runs); i++ {
+		if runs[i].file != runs[i-1].file+int64(runs[i-1].n) {
+			stretches++
+		}
+	}
+	long := sel/len(runs) >= hostRunMin
+	if !long && stretches > 8 && sel/stretches < hostRunMin {
+		return false, nil
+	}
+	f, size, err := ds.openValue(pc.key)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	defer f.Close()
+	if err := checkRaw(pc, size); err != nil {
+		return true, err
+	}
+	if long {
+		for _, r := range runs {
+			if err := readFull(ctx, f, pc.key, bv.buf[r.dst:r.dst+r.n], r.file); err != nil {
+				return true, err
+			}
+		}
+		return true, nil
+	}
+	iovs := make([][]byte, 0, len(runs))
+	for i := 0; i < len(runs); {
+		iovs = iovs[:0]
+		j := i
+		for ; j < len(runs) && (j == i || runs[j].file == runs[j-1].file+int64(runs[j-1].n)); j++ {
+			iovs = append(iovs, bv.buf[runs[j].dst:runs[j].dst+runs[j].n])
+		}
+		if err := ctx.Err(); err != nil {
+			return true, err
+		}
+		if n, err := posix.ReadvFull(f.Fd(), iovs, runs[i].file); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return true, &fs.PathError{Op: "read", Path: pc.key, Err: fmt.Errorf("%d bytes at offset %d: %w", n, runs[i].file, err)}
+		}
+		i = j
+	}
+	return true, nil
 }
 
 // readRuns reads an uncompressed chunk run by run straight into the

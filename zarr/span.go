@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/cuda"
 )
 
 // span is one read of stored bytes: a single piece (a whole chunk, a
@@ -144,23 +143,26 @@ func hostPlace(pc piece, out view) []byte {
 	return out.buf[off : off+n : off+n]
 }
 
-// readSpanHost reads sp into the region in host memory: with one ranged
-// read, straight into the region for a direct span, else into a buffer
-// whose inner chunks are then decoded (concurrently, when compressed).
-func (a *Array) readSpanHost(ctx context.Context, sp span, out view) error {
+// readSpan reads sp into bv, the host memory of the region or of a band
+// (region coordinates): with one ranged read, straight into place for a
+// direct span, else into a pooled buffer whose inner chunks are then
+// decoded (concurrently, when compressed).
+func (a *Array) readSpan(ctx context.Context, sp span, bv view) error {
 	if sp.single() {
-		return a.readPieceHost(ctx, sp.pieces[0], out)
+		return a.readPiece(ctx, sp.pieces[0], bv)
 	}
 	if sp.direct {
-		_, err := a.store.ReadRange(ctx, sp.key, sp.off, out.buf[sp.dstOff:sp.dstOff+int(sp.n)])
+		_, err := a.store.ReadRange(ctx, sp.key, sp.off, bv.buf[sp.dstOff:sp.dstOff+int(sp.n)])
 		return err
 	}
-	buf := make([]byte, sp.n)
+	p := getBuf(int(sp.n))
+	defer putBuf(p)
+	buf := *p
 	if _, err := a.store.ReadRange(ctx, sp.key, sp.off, buf); err != nil {
 		return err
 	}
 	one := func(pc piece) error {
-		return a.decodeStored(pc, sp.bytes(buf, pc), out.sub(pc.dstStart), hostPlace(pc, out))
+		return a.decodeStored(pc, sp.bytes(buf, pc), bv.sub(pc.dstStart), hostPlace(pc, bv))
 	}
 	if sp.pieces[0].pipe.raw() {
 		for _, pc := range sp.pieces {
@@ -194,94 +196,6 @@ func (a *Array) decodeStored(pc piece, b []byte, hv view, place []byte) error {
 		copyBox(hv, view{buf: b, shape: pc.shape, es: hv.es, start: pc.sel.start}, pc.sel.count)
 	case len(b) > 0 && &b[0] != &place[0]:
 		copy(place, b)
-	}
-	return nil
-}
-
-// spanStaging returns the pinned bytes a device worker needs for sp.
-func spanStaging(sp span, es int) int {
-	if sp.single() || !sp.pieces[0].pipe.raw() {
-		n := 0
-		for _, pc := range sp.pieces {
-			n = max(n, numElements(pc.sel.count)*es)
-		}
-		return n
-	}
-	if sp.direct && sp.n >= directRunMin {
-		return 0 // read straight into device memory
-	}
-	return int(sp.n)
-}
-
-// readSpanDevice reads sp into the region at dst in device memory. A
-// direct span of a DirStore goes from the file to the device; the bytes
-// of other uncompressed spans land in w's pinned buffer and each inner
-// chunk's rows are copied from there; compressed spans are read into
-// host memory and each inner chunk is decoded into a pinned buffer and
-// copied, while w's other buffer's copies run.
-func (a *Array) readSpanDevice(ctx context.Context, w *deviceWorker, sp span, out view, dst cuda.DevicePtr) error {
-	if sp.single() {
-		return a.readPieceDevice(ctx, w, sp.pieces[0], out, dst)
-	}
-	es := out.es
-	if !sp.pieces[0].pipe.raw() {
-		buf := make([]byte, sp.n)
-		if _, err := a.store.ReadRange(ctx, sp.key, sp.off, buf); err != nil {
-			return err
-		}
-		for _, pc := range sp.pieces {
-			pinned, c, err := w.staging(numElements(pc.sel.count) * es)
-			if err != nil {
-				return err
-			}
-			hv := view{buf: pinned, shape: pc.sel.count, es: es, start: make([]int, len(pc.sel.count))}
-			var place []byte
-			if pc.whole() {
-				place = pinned
-			}
-			if err := a.decodeStored(pc, sp.bytes(buf, pc), hv, place); err != nil {
-				return err
-			}
-			if err := copyOut(c, pinned, pc, out, dst); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if ds, ok := a.store.(*DirStore); ok && sp.direct && sp.n >= directRunMin {
-		_, err := ds.ReadRangeDevice(ctx, sp.key, sp.off, dst, int(sp.n), int64(sp.dstOff))
-		return err
-	}
-	pinned, c, err := w.staging(int(sp.n))
-	if err != nil {
-		return err
-	}
-	if _, err := a.store.ReadRange(ctx, sp.key, sp.off, pinned); err != nil {
-		return err
-	}
-	return c.In(func() error {
-		return sp.rawRuns(pinned, out, func(dstOff int, b []byte) error {
-			return cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(dstOff), b, c.Stream())
-		})
-	})
-}
-
-// rawRuns calls f for each stretch of the region that the uncompressed
-// inner chunks of sp fill from buf, the span's bytes: its offset in the
-// region and its bytes in buf.
-func (sp *span) rawRuns(buf []byte, out view, f func(dstOff int, b []byte) error) error {
-	for _, pc := range sp.pieces {
-		b := sp.bytes(buf, pc)
-		if err := checkRaw(pc, int64(len(b))); err != nil {
-			return err
-		}
-		src := view{buf: b, shape: pc.shape, es: out.es, start: pc.sel.start}
-		err := pairRuns(out.sub(pc.dstStart), src, pc.sel.count, func(dOff, sOff, n int) error {
-			return f(dOff, b[sOff:sOff+n])
-		})
-		if err != nil {
-			return err
-		}
 	}
 	return nil
 }

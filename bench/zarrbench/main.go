@@ -1,186 +1,287 @@
-// Command zarrbench measures zarr region reads into device memory on a
-// GPU machine: an uncompressed v3 float32 array in page cache against
-// kvik.ReadFileToDevice of the same bytes, and zstd-compressed reads
-// against the number of decode workers.
+// Command zarrbench measures Zarr region reads and writes of local
+// arrays (issue 40), on a GPU machine or, without one, the host rows
+// only: a float32 array of -side x -side (a smooth field plus noise,
+// 2.4-3.7x compressible) in chunks of -chunk x -chunk, stored by kvik in
+// each codec of -codecs under -dir (tmpfs), v3, each at DIR/NAME.zarr.
+// For each codec it prints the stored ratio, the decode-only and
+// encode-only ceilings (every chunk decoded or encoded in memory on all
+// cores, decoded GB/s), the write of the whole array (WriteRegion, and
+// WriteRegionDevice with a GPU), whole-array region reads into host and
+// device memory (best of -reps), and kvik.ReadFileToDevice of a file of
+// the same bytes as the raw ceiling. Lines "RESULT key value" are for
+// bench/zarr_local_gpu.sh's summary; -keep leaves the arrays for
+// bench/zarr_tensorstore.py.
 package main
 
 import (
 	"context"
-	"encoding/binary"
 	"flag"
 	"fmt"
-	"io"
-	"io/fs"
+	"hash/crc32"
 	"log"
-	"math"
 	"os"
 	"path/filepath"
-	"sort"
-	"syscall"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 	"github.com/kvikgo/kvik/zarr"
 )
 
+var bg = context.Background()
+
 func main() {
-	dir := flag.String("dir", "/dev/shm/zarrbench", "directory for the arrays")
-	rawMiB := flag.Int("raw-mib", 4096, "uncompressed array size (MiB, a multiple of 64)")
-	zstdMiB := flag.Int("zstd-mib", 1024, "zstd array size (MiB)")
-	reps := flag.Int("reps", 3, "repetitions (best is reported)")
+	dir := flag.String("dir", "/dev/shm/kvik-zarrbench", "directory for the arrays (removed first)")
+	side := flag.Int("side", 16384, "array side (float32 side x side: 1 GiB at 16384)")
+	chunk := flag.Int("chunk", 512, "chunk side (512: 1 MiB chunks)")
+	shard := flag.Int("shard", 4096, "shard side of sharded-zstd (inner chunks of -chunk)")
+	reps := flag.Int("reps", 3, "repetitions of each read (the best is reported)")
+	codecs := flag.String("codecs", "raw,zstd,blosc-lz4,blosc-zstd,gzip,sharded-zstd", "codecs, comma-separated")
+	keep := flag.Bool("keep", false, "leave the arrays in -dir")
+	workers := flag.Int("workers", 0, "decode workers (0: GOMAXPROCS)")
 	flag.Parse()
-	os.RemoveAll(*dir)
-	defer os.RemoveAll(*dir)
-
-	cols := 1 << 16 // 256 KiB rows
-	rows := *rawMiB << 20 / (cols * 4)
-	s, err := zarr.NewDirStore(filepath.Join(*dir, "raw"))
-	check(err)
-	raw, err := zarr.Create(bg, s, "", zarr.Metadata{Shape: []int{rows, cols}, ChunkShape: []int{256, cols}, DataType: zarr.DataType{Kind: zarr.Float, Size: 4}})
-	check(err)
-	fill(raw, rows, cols, 256, false)
-	// The same bytes in one file, for kvik.ReadFileToDevice.
-	flat, err := os.Create(filepath.Join(*dir, "flat.bin"))
-	check(err)
-	band := make([]byte, 256*cols*4)
-	for r := 0; r < rows; r += 256 {
-		check(raw.ReadRegion(bg, []int{r, 0}, []int{r + 256, cols}, band))
-		_, err := flat.Write(band)
-		check(err)
+	check(os.RemoveAll(*dir))
+	check(os.MkdirAll(*dir, 0o755))
+	if !*keep {
+		defer os.RemoveAll(*dir)
 	}
-	flat.Close()
-	syscall.Sync() // no writeback during the timed reads
-	// kvik writes chunks with O_DIRECT and, under the default read policy,
-	// reads uncached ranges with O_DIRECT too, so nothing above left the
-	// chunks in the page cache: load them, as the comparison is warm.
-	warm(filepath.Join(*dir, "raw"))
-	size := rows * cols * 4
+	shape := []int{*side, *side}
+	t0 := time.Now()
+	data := fielddata.Float32(*side, *side, 1)
+	size := len(data)
+	sum := crc32.ChecksumIEEE(data)
+	fmt.Printf("CRC32 %08x\n", sum)
+	fmt.Printf("float32 %v in chunks of %d x %d (%d KiB), %d MiB, %d cores; data made in %.1f s\n",
+		shape, *chunk, *chunk, *chunk**chunk*4>>10, size>>20, runtime.GOMAXPROCS(0), time.Since(t0).Seconds())
 
-	check(cuda.Init())
-	dev, _ := cuda.DeviceGet(0)
-	ctx, err := dev.PrimaryCtxRetain()
-	check(err)
-	var buf *cuda.DeviceBuffer
-	check(cuda.WithContext(ctx, func() (err error) { buf, err = cuda.MemAlloc(size); return err }))
-	name, _ := dev.Name()
-	fmt.Printf("device %s, %d MiB float32 array, chunks 256x%d (64 MiB), page cache\n", name, *rawMiB, cols)
-
-	zarrT := best(*reps, func() { check(raw.ReadRegionDevice(bg, []int{0, 0}, []int{rows, cols}, buf.Ptr())) })
-	flatT := best(*reps, func() {
-		b, err := kvik.ReadFileToDevice(filepath.Join(*dir, "flat.bin"))
-		check(err)
-		b.Close()
-	})
-	verify(ctx, raw, buf, rows, cols)
-	fmt.Printf("uncompressed region read to device: %.2f GB/s; kvik.ReadFileToDevice: %.2f GB/s; ratio %.2fx\n",
-		gbs(size, zarrT), gbs(size, flatT), flatT.Seconds()/zarrT.Seconds())
-	os.RemoveAll(filepath.Join(*dir, "raw"))
-	os.Remove(filepath.Join(*dir, "flat.bin"))
-
-	// zstd: 4 MiB chunks of smooth data with noise.
-	zcols := 1 << 14
-	zrows := *zstdMiB << 20 / (zcols * 4)
-	zs, err := zarr.NewDirStore(filepath.Join(*dir, "zstd"))
-	check(err)
-	za, err := zarr.Create(bg, zs, "", zarr.Metadata{Shape: []int{zrows, zcols}, ChunkShape: []int{64, zcols}, DataType: zarr.DataType{Kind: zarr.Float, Size: 4},
-		Codecs: []zarr.Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 1}}}})
-	check(err)
-	fill(za, zrows, zcols, 64, true)
-	syscall.Sync()
-	warm(filepath.Join(*dir, "zstd"))
-	zsize := zrows * zcols * 4
-	var stored int64
-	keys, _ := zs.List(bg, "c/")
-	for _, k := range keys {
-		b, _ := zs.Get(bg, k, nil)
-		stored += int64(len(b))
+	g := openGPU(size)
+	if g != nil {
+		defer g.close()
+		fmt.Printf("device: %s\n", g.name)
+		flat := filepath.Join(*dir, "flat.bin")
+		check(os.WriteFile(flat, data, 0o644))
+		d := best(*reps, func() {
+			b, err := kvik.ReadFileToDevice(flat)
+			check(err)
+			b.Close()
+		})
+		result("file_gpu", gbs(size, d))
+		check(os.Remove(flat))
+		check(g.put(data)) // the source of the device writes
+	} else {
+		fmt.Println("no GPU: host rows only")
 	}
-	fmt.Printf("zstd array: %d MiB decoded, %d MiB stored (ratio %.2f), 4 MiB chunks\n", zsize>>20, stored>>20, float64(zsize)/float64(stored))
-	var one time.Duration
-	for _, w := range []int{1, 2, 4, 8, 16} {
-		za.SetWorkers(w)
-		d := best(*reps, func() { check(za.ReadRegionDevice(bg, []int{0, 0}, []int{zrows, zcols}, buf.Ptr())) })
-		h := best(*reps, func() { check(za.ReadRegion(bg, []int{0, 0}, []int{zrows, zcols}, make([]byte, zsize))) })
-		if w == 1 {
-			one = d
+	host := make([]byte, size)
+	fmt.Printf("%-13s %6s %8s %8s %8s %8s %8s %8s\n", "codec", "ratio", "decode", "encode", "write", "devwrite", "host", "gpu")
+	for _, name := range strings.Split(*codecs, ",") {
+		m := zarr.Metadata{Shape: shape, ChunkShape: []int{*chunk, *chunk}, DataType: zarr.DataType{Kind: zarr.Float, Size: 4}, Codecs: codecsOf(name, *chunk)}
+		if strings.HasPrefix(name, "sharded") {
+			m.ChunkShape = []int{*shard, *shard}
 		}
-		fmt.Printf("zstd workers %2d: device %.2f GB/s (%.2fx of 1 worker), host %.2f GB/s\n", w, gbs(zsize, d), one.Seconds()/d.Seconds(), gbs(zsize, h))
+		s, err := zarr.NewDirStore(filepath.Join(*dir, name+".zarr"))
+		check(err)
+		a, err := zarr.Create(bg, s, "", m)
+		check(err)
+		if *workers > 0 {
+			a.SetWorkers(*workers)
+		}
+		t := time.Now()
+		check(a.WriteRegion(bg, []int{0, 0}, shape, data))
+		write := gbs(size, time.Since(t))
+		stored := storedChunks(s)
+		var storedBytes int
+		for _, b := range stored {
+			storedBytes += len(b)
+		}
+		dec, enc := ceilings(a, stored, *reps)
+		row := map[string]float64{"ratio": float64(size) / float64(storedBytes), "decode": dec, "encode": enc, "write": write}
+		row["host"] = gbs(size, best(*reps, func() { check(a.ReadRegion(bg, []int{0, 0}, shape, host)) }))
+		if crc32.ChecksumIEEE(host) != sum {
+			log.Fatalf("%s: the host read differs from the data", name)
+		}
+		if g != nil {
+			row["gpu"] = gbs(size, best(*reps, func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) }))
+			if g.sum() != sum {
+				log.Fatalf("%s: the device read differs from the data", name)
+			}
+			t := time.Now()
+			check(a.WriteRegionDevice(bg, []int{0, 0}, shape, g.src.Ptr()))
+			row["devwrite"] = gbs(size, time.Since(t))
+			check(a.ReadRegion(bg, []int{0, 0}, shape, host))
+			if crc32.ChecksumIEEE(host) != sum {
+				log.Fatalf("%s: the array differs from the data after WriteRegionDevice", name)
+			}
+		}
+		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"])
+		for _, k := range []string{"ratio", "decode", "encode", "write", "devwrite", "host", "gpu"} {
+			if v, ok := row[k]; ok {
+				result(name+"_"+k, v)
+			}
+		}
 	}
-	verify(ctx, za, buf, zrows, zcols)
 	fmt.Println("ZARRBENCH OK")
 }
 
-// fill writes value(r, c) = sin(r)*1000 + c/7 + small noise, band by band;
-// quantized values keep fewer significant bits.
-func fill(a *zarr.Array, rows, cols, band int, quantized bool) {
-	b := make([]byte, band*cols*4)
-	x := uint32(1)
-	var base float32
-	for r0 := 0; r0 < rows; r0 += band {
-		for i := 0; i < band*cols; i++ {
-			x = x*1664525 + 1013904223
-			r, c := r0+i/cols, i%cols
-			if c == 0 {
-				base = float32(math.Sin(float64(r)) * 1000)
-			}
-			v := base + float32(c)/7 + float32(x>>28)/64
-			if quantized { // fewer significant bits: compressible, as measured data often is
-				v = float32(math.Round(float64(base))) + float32(c/16)/4 + float32(x>>30)
-			}
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-		}
-		check(a.WriteRegion(bg, []int{r0, 0}, []int{r0 + band, cols}, b))
+// codecsOf returns the v3 codec chain of a benchmark codec name, the
+// chains TensorStore writes and reads too.
+func codecsOf(name string, chunk int) []zarr.Codec {
+	bytesLE := zarr.Codec{Name: "bytes", Configuration: map[string]any{"endian": "little"}}
+	blosc := func(cname string, clevel int) zarr.Codec {
+		return zarr.Codec{Name: "blosc", Configuration: map[string]any{"cname": cname, "clevel": clevel, "shuffle": "shuffle", "typesize": 4, "blocksize": 0}}
 	}
+	zstd := zarr.Codec{Name: "zstd", Configuration: map[string]any{"level": 3, "checksum": false}}
+	switch name {
+	case "raw":
+		return []zarr.Codec{bytesLE}
+	case "zstd":
+		return []zarr.Codec{bytesLE, zstd}
+	case "blosc-lz4":
+		return []zarr.Codec{bytesLE, blosc("lz4", 5)}
+	case "blosc-zstd":
+		return []zarr.Codec{bytesLE, blosc("zstd", 3)}
+	case "gzip":
+		return []zarr.Codec{bytesLE, {Name: "gzip", Configuration: map[string]any{"level": 5}}}
+	case "sharded-zstd":
+		return []zarr.Codec{{Name: "sharding_indexed", Configuration: map[string]any{
+			"chunk_shape": []int{chunk, chunk}, "codecs": []zarr.Codec{bytesLE, zstd}, "index_location": "end",
+			"index_codecs": []zarr.Codec{bytesLE, {Name: "crc32c"}},
+		}}}
+	}
+	log.Fatalf("unknown codec %q", name)
+	return nil
 }
 
-// verify compares a few device rows with host reads.
-func verify(ctx cuda.Context, a *zarr.Array, buf *cuda.DeviceBuffer, rows, cols int) {
-	for _, r := range []int{0, rows / 3, rows - 1} {
-		want := make([]byte, cols*4)
-		check(a.ReadRegion(bg, []int{r, 0}, []int{r + 1, cols}, want))
-		got := make([]byte, cols*4)
-		check(cuda.WithContext(ctx, func() error { return cuda.MemcpyDtoH(got, buf.Ptr()+cuda.DevicePtr(r*cols*4)) }))
-		if string(got) != string(want) {
-			log.Fatalf("row %d differs between device and host reads", r)
-		}
+// storedChunks returns the stored bytes of every chunk (shard) in s.
+func storedChunks(s *zarr.DirStore) [][]byte {
+	keys, err := s.List(bg, "c/")
+	check(err)
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		out[i], err = s.Get(bg, k, nil)
+		check(err)
 	}
+	return out
+}
+
+// ceilings returns the decode-only and encode-only rates (decoded GB/s,
+// best of reps): every stored chunk decoded, then every decoded chunk
+// encoded, in memory, by GOMAXPROCS goroutines.
+func ceilings(a *zarr.Array, stored [][]byte, reps int) (dec, enc float64) {
+	n := 4
+	for _, c := range a.Metadata().ChunkShape {
+		n *= c
+	}
+	decoded := make([][]byte, len(stored))
+	for i := range decoded {
+		decoded[i] = make([]byte, n)
+		check(a.DecodeChunk(stored[i], decoded[i]))
+	}
+	total := n * len(stored)
+	dec = gbs(total, best(reps, func() {
+		onAllCores(len(stored), func(i int, scratch *[]byte) {
+			if len(*scratch) != n {
+				*scratch = make([]byte, n)
+			}
+			check(a.DecodeChunk(stored[i], *scratch))
+		})
+	}))
+	enc = gbs(total, best(reps, func() {
+		onAllCores(len(decoded), func(i int, _ *[]byte) {
+			_, err := a.EncodeChunk(decoded[i])
+			check(err)
+		})
+	}))
+	return dec, enc
+}
+
+// onAllCores calls f(i) for i in [0, n) on GOMAXPROCS goroutines, each
+// with a scratch buffer of its own.
+func onAllCores(n int, f func(i int, scratch *[]byte)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var scratch []byte
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i, &scratch)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// gpu is device 0 with a buffer for reads and one holding the data.
+type gpu struct {
+	ctx      cuda.Context
+	name     string
+	buf, src *cuda.DeviceBuffer
+	size     int
+}
+
+func openGPU(size int) *gpu {
+	if cuda.Init() != nil {
+		return nil
+	}
+	if n, err := cuda.DeviceGetCount(); err != nil || n == 0 {
+		return nil
+	}
+	dev, err := cuda.DeviceGet(0)
+	check(err)
+	g := &gpu{size: size}
+	g.name, _ = dev.Name()
+	g.ctx, err = dev.PrimaryCtxRetain()
+	check(err)
+	check(cuda.WithContext(g.ctx, func() (err error) {
+		if g.buf, err = cuda.MemAlloc(size); err != nil {
+			return err
+		}
+		g.src, err = cuda.MemAlloc(size)
+		return err
+	}))
+	return g
+}
+
+func (g *gpu) put(b []byte) error {
+	return cuda.WithContext(g.ctx, func() error { return cuda.MemcpyHtoD(g.src.Ptr(), b) })
+}
+
+// sum returns the CRC-32 of the read buffer's bytes.
+func (g *gpu) sum() uint32 {
+	b := make([]byte, g.size)
+	check(cuda.WithContext(g.ctx, func() error { return cuda.MemcpyDtoH(b, g.buf.Ptr()) }))
+	return crc32.ChecksumIEEE(b)
+}
+
+func (g *gpu) close() {
+	g.buf.Close()
+	g.src.Close()
 }
 
 func best(n int, f func()) time.Duration {
-	var ts []time.Duration
-	for i := 0; i < n; i++ {
+	var b time.Duration
+	for i := 0; i < max(n, 1); i++ {
 		t := time.Now()
 		f()
-		ts = append(ts, time.Since(t))
+		if d := time.Since(t); i == 0 || d < b {
+			b = d
+		}
 	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
-	return ts[0]
+	return b
 }
 
 func gbs(n int, d time.Duration) float64 { return float64(n) / d.Seconds() / 1e9 }
+
+func result(key string, v float64) { fmt.Printf("RESULT %s %.3f\n", key, v) }
 
 func check(err error) {
 	if err != nil {
 		log.Fatal(err)
 	}
 }
-
-// warm reads every file under dir through the page cache.
-func warm(dir string) {
-	check(filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(io.Discard, f)
-		return err
-	}))
-}
-
-// bg is the context of every call: the benchmark is never cancelled.
-var bg = context.Background()

@@ -19,6 +19,8 @@ type Syscalls struct {
 	// Fallocate is fallocate(2); nil is unix.Fallocate, so that a set
 	// that replaces only the transfers keeps the real one.
 	Fallocate func(fd int, mode uint32, off, n int64) error
+	// Preadv is preadv(2); nil is unix.Preadv, as for Fallocate.
+	Preadv func(fd int, iovs [][]byte, off int64) (int, error)
 }
 
 // sys is the active set of system calls.
@@ -71,6 +73,51 @@ func ReadFull(fd int, p []byte, off int64) (int, error) {
 // that makes no progress without an error gives io.ErrShortWrite.
 func WriteFull(fd int, p []byte, off int64) (int, error) {
 	return full(sys.Pwrite, fd, p, off, io.ErrShortWrite)
+}
+
+// iovMax is the most buffers one preadv(2) takes (IOV_MAX).
+const iovMax = 1024
+
+// ReadvFull fills bufs, in order, from consecutive bytes of the file at
+// off with preadv(2), looping over short reads and over IOV_MAX buffers
+// at a time: one system call scatters what many pread calls would. It
+// returns io.EOF with the bytes read when the file ends first.
+func ReadvFull(fd int, bufs [][]byte, off int64) (int, error) {
+	call := sys.Preadv
+	if call == nil {
+		call = unix.Preadv
+	}
+	bufs = append([][]byte(nil), bufs...) // the caller's stay whole
+	done, eintr := 0, 0
+	for len(bufs) > 0 {
+		if len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+			continue
+		}
+		n, err := call(fd, bufs[:min(len(bufs), iovMax)], off+int64(done))
+		if n > 0 {
+			done += n
+		}
+		switch {
+		case errors.Is(err, syscall.EINTR) && eintr < maxRetries:
+			eintr++
+			continue
+		case err != nil:
+			return done, err
+		case n <= 0:
+			return done, io.EOF
+		}
+		eintr = 0
+		for n > 0 { // drop what was filled
+			m := min(n, len(bufs[0]))
+			bufs[0] = bufs[0][m:]
+			n -= m
+			if len(bufs[0]) == 0 {
+				bufs = bufs[1:]
+			}
+		}
+	}
+	return done, nil
 }
 
 // full repeats call until p is done, retrying EINTR (a bounded number of

@@ -94,3 +94,65 @@ func TestWriteWithoutProgress(t *testing.T) {
 		t.Fatalf("WriteFull: %d, %v", n, err)
 	}
 }
+
+// preadv serves preadv from f as pread does: at most step bytes a call
+// (a short read across buffers), an EINTR before every other call, and
+// more than IOV_MAX buffers refused as the kernel refuses them.
+func (f *fakeFile) preadv(fd int, iovs [][]byte, off int64) (int, error) {
+	if len(iovs) > iovMax {
+		return 0, syscall.EINVAL
+	}
+	if f.interrupt() {
+		return 0, syscall.EINTR
+	}
+	f.calls++ // the pread calls below are one call
+	done := 0
+	for _, b := range iovs {
+		if done == f.step || off+int64(done) >= int64(len(f.data)) {
+			break
+		}
+		done += copy(b[:min(len(b), f.step-done)], f.data[off+int64(done):])
+	}
+	return done, nil
+}
+
+// TestReadvFullScattersAndReportsEOF reads random buffers, some empty,
+// more than IOV_MAX of them, through short reads and EINTR, and checks
+// them against the file; a read past the end gives io.EOF and the bytes
+// there were.
+func TestReadvFullScattersAndReportsEOF(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	data := make([]byte, 200003)
+	for i := range data {
+		data[i] = byte(rng.IntN(255) + 1)
+	}
+	f := &fakeFile{data: data, step: 4097}
+	t.Cleanup(SetSyscalls(Syscalls{Pread: f.pread, Pwrite: f.pwrite, Preadv: f.preadv}))
+	var bufs [][]byte
+	total := 0
+	for total < 150000 {
+		b := make([]byte, rng.IntN(200))
+		bufs = append(bufs, b)
+		total += len(b)
+	}
+	if len(bufs) <= iovMax {
+		t.Fatalf("%d buffers: the test needs more than %d", len(bufs), iovMax)
+	}
+	lens := make([]int, len(bufs))
+	for i, b := range bufs {
+		lens[i] = len(b)
+	}
+	n, err := ReadvFull(0, bufs, 1234)
+	if n != total || err != nil || !bytes.Equal(bytes.Join(bufs, nil), data[1234:1234+total]) {
+		t.Fatalf("ReadvFull: %d of %d, %v", n, total, err)
+	}
+	for i, b := range bufs {
+		if len(b) != lens[i] {
+			t.Fatalf("buffer %d changed length from %d to %d", i, lens[i], len(b))
+		}
+	}
+	n, err = ReadvFull(0, bufs, int64(len(data)-1000))
+	if n != 1000 || err != io.EOF || !bytes.Equal(bytes.Join(bufs, nil)[:1000], data[len(data)-1000:]) {
+		t.Fatalf("ReadvFull at the end: %d, %v", n, err)
+	}
+}

@@ -1,0 +1,73 @@
+#!/bin/bash
+# Zarr at the speed of raw reads (issue 40), in one GPU-machine call
+# (about 4 minutes on 16 cores):
+#  1. bench/zarrbench: a 1 GiB float32 v3 array (16384 x 16384, 512 x 512
+#     chunks of 1 MiB, a smooth field plus noise) stored by kvik on
+#     /dev/shm in each codec (raw, zstd, blosc-lz4, blosc-zstd, gzip,
+#     sharded-zstd: 4096 x 4096 shards of 1 MiB inner chunks): decode and
+#     encode ceilings on all cores, host and device writes, host and
+#     device region reads, and kvik.ReadFileToDevice of the same bytes;
+#  2. bench/zarr_tensorstore.py: TensorStore reads of the same arrays
+#     into host memory, then torch copies to the GPU (skipped, saying so,
+#     where tensorstore or torch does not import);
+#  3. bench/zarrremotebench: the same codecs from versitygw on loopback
+#     (1 GiB, 1 MiB chunks of 256 x 1024).
+# The summary of the issue's ratios is printed last and kept in
+# $OUT/summary.txt; logs under $OUT.
+#
+# Build here (no Go there), into the git-ignored folder G:
+#   CGO_ENABLED=0 go build -ldflags='-s -w' -o G/zarrbench ./bench/zarrbench
+#   CGO_ENABLED=0 go build -ldflags='-s -w' -o G/zarrremotebench ./bench/zarrremotebench
+#   cp "$KVIK_TEST_VERSITYGW" G/versitygw
+# then there: bash bench/zarr_local_gpu.sh G
+# REPS (default 3); SIDE (16384) and CHUNK (512) for zarrbench.
+set -u
+G=$(cd "$1" && pwd)
+R=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-/tmp/out}
+REPS=${REPS:-3} SIDE=${SIDE:-16384} CHUNK=${CHUNK:-512}
+D=/dev/shm/kvik-zarr-local
+mkdir -p "$OUT"
+rm -rf "$D"
+{ nproc | sed 's/^/cores: /'; nvidia-smi --query-gpu=name --format=csv,noheader; } | tee "$OUT/machine.txt"
+
+echo "=== zarrbench" | tee "$OUT/zarrbench.txt"
+timeout 300 "$G/zarrbench" -dir "$D" -side "$SIDE" -chunk "$CHUNK" -reps "$REPS" -keep 2>&1 | tee -a "$OUT/zarrbench.txt"
+
+echo "=== tensorstore" | tee "$OUT/tensorstore.txt"
+if python3 -c 'import tensorstore, torch' >/dev/null 2>&1; then
+  timeout 150 python3 "$R/bench/zarr_tensorstore.py" "$D" "$REPS" raw zstd blosc-lz4 blosc-zstd gzip sharded-zstd 2>&1 | tee -a "$OUT/tensorstore.txt"
+else
+  echo "skipped: python3 cannot import tensorstore and torch" | tee -a "$OUT/tensorstore.txt"
+fi
+rm -rf "$D"
+
+echo "=== s3 (versitygw)" | tee "$OUT/s3.txt"
+S=/dev/shm/kvik-zarr-s3
+rm -rf "$S" && mkdir -p "$S/bkt"
+PORT=7072
+ROOT_ACCESS_KEY=k ROOT_SECRET_KEY=s "$G/versitygw" --port 127.0.0.1:$PORT posix "$S" >"$OUT/versitygw.log" 2>&1 &
+GW=$!
+trap 'kill $GW 2>/dev/null; rm -rf "$S" "$D"' EXIT
+for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
+AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s AWS_DEFAULT_REGION=us-east-1 AWS_ENDPOINT_URL=http://127.0.0.1:$PORT \
+  timeout 200 "$G/zarrremotebench" -dir "$S/bkt" -reps "$REPS" 2>&1 | tee -a "$OUT/s3.txt"
+
+# The summary: every RESULT line, and the ratios the issue names.
+cat "$OUT"/zarrbench.txt "$OUT"/tensorstore.txt "$OUT"/s3.txt | awk '$1 == "RESULT" { v[$2] = $3 }
+function r(a, b) { return (a in v) && (b in v) && v[b] > 0 ? sprintf("%.2f", v[a] / v[b]) : "-" }
+function g(k) { return (k in v) ? sprintf("%.2f", v[k]) : "-" }
+END {
+  printf "%-13s %6s %7s %7s %7s %7s %7s %7s %7s %7s %8s %8s %8s %7s\n", "GB/s", "ratio", "decode", "encode", "write", "devwr", "host", "gpu", "ts-host", "ts-gpu", "gpu/raw", "gpu/dec", "gpu/ts", "wr/enc"
+  n = split("raw zstd blosc-lz4 blosc-zstd gzip sharded-zstd", c, " ")
+  for (i = 1; i <= n; i++) {
+    k = c[i]
+    printf "%-13s %6s %7s %7s %7s %7s %7s %7s %7s %7s %8s %8s %8s %7s\n", k, g(k "_ratio"), g(k "_decode"), g(k "_encode"), g(k "_write"), g(k "_devwrite"), g(k "_host"), g(k "_gpu"), g("ts_host_" k), g("ts_gpu_" k), r(k "_gpu", "raw_gpu"), r(k "_gpu", k "_decode"), r(k "_gpu", "ts_gpu_" k), r(k "_write", k "_encode")
+  }
+  printf "ReadFileToDevice of the same bytes: %s GB/s; raw region to GPU / ReadFileToDevice: %s (goal >= 0.9)\n", g("file_gpu"), r("raw_gpu", "file_gpu")
+  print "goals: zstd, blosc >= 0.8 gpu/raw or >= 0.9 gpu/dec; gzip >= 0.9 gpu/dec; gpu/ts >= 2 (zstd, blosc, sharded-zstd); wr/enc >= 0.9"
+  printf "S3 GB/s: raw object %s, zarr raw %s", g("s3_raw_object"), g("s3_raw")
+  m = split("zstd blosc-lz4 blosc-zstd gzip sharded sharded-zstd", s, " ")
+  for (i = 1; i <= m; i++) printf ", %s %s (%sx raw)", s[i], g("s3_" s[i]), r("s3_" s[i], "s3_raw")
+  printf "\n"
+}' | tee "$OUT/summary.txt"

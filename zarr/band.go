@@ -1,0 +1,431 @@
+package zarr
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// A region read is assembled in bands: boxes of the region made of whole
+// cells of the chunk grid (inner chunks for a sharded array), each
+// decoded into one host buffer in the region's layout by every worker at
+// once, then handed on whole. A read into host memory is one band, the
+// destination itself; a read into device memory goes through pinned
+// bands of bandTarget bytes, a few in rotation, each copied to the
+// device in one call (or one 2D copy) while the next is decoded. Copying
+// each chunk's rows on their own cost a call per row: 512 per MiB for
+// 512 x 512 float32 chunks of a 16384-wide array, which held device reads
+// near 0.8 GB/s whatever the codec.
+//
+// A GPU decoder (nvCOMP) would take the place of a band: stored bytes
+// staged in pinned memory, decoded on the device into the region.
+
+// bandTarget is the size of a device read's band buffers: large enough
+// that its one copy call costs nothing next to its bytes (32 MiB take
+// about a millisecond over PCIe), small enough that a few in rotation pin
+// little memory and the first band is ready soon.
+// Device tests lower it to make many bands of small arrays.
+var bandTarget = 32 << 20
+
+// bandBuffers returns the size and number of the pinned buffers of a
+// device read or write whose cells (chunks or inner chunks) hold
+// cellBytes: a few in rotation, of one size for every read as long as
+// cells are at most bandTarget, so that kvik's pool keeps them.
+func bandBuffers(cellBytes, bands int) (size, n int) {
+	size = max(bandTarget, cellBytes)
+	return size, min(bands, max(2, min(4, 4*bandTarget/size)))
+}
+
+// bandGrid splits a region into bands of at most a limit of bytes: a band takes
+// the region whole along the dimensions after its split dimension k, a
+// run of per cells along k and one cell along the dimensions before k,
+// with k the outermost dimension that allows it, so that a band is as few
+// contiguous runs of the region as its size allows (one when k is 0).
+// Bands never cut a cell, so that each chunk is decoded once, except
+// where one cell is larger than the limit: then a band is one cell.
+type bandGrid struct {
+	r     box   // the region, array coordinates
+	unit  []int // the grid's cell
+	k     int   // split dimension
+	per   int   // cells along k per band
+	first []int // the region's first cell, per dimension
+	shape []int // bands per dimension
+}
+
+// newBandGrid plans the bands of the non-empty region r for cells of
+// shape unit, es-byte elements and bands of at most limit bytes.
+func newBandGrid(r box, unit []int, es, limit int) bandGrid {
+	nd := len(r.count)
+	g := bandGrid{r: r, unit: unit, per: 1, first: make([]int, nd), shape: make([]int, nd)}
+	cells := make([]int, nd)
+	for d := range nd {
+		g.first[d] = r.start[d] / unit[d]
+		cells[d] = (r.start[d]+r.count[d]-1)/unit[d] - g.first[d] + 1
+		g.shape[d] = 1
+	}
+	if nd == 0 {
+		return g
+	}
+	// size(k) is the bytes of a band of one cell along dimensions 0..k
+	// and the whole region beyond; it fits in an int (at most the
+	// region's bytes).
+	size := func(k int) int {
+		n := es
+		for d := range nd {
+			if d <= k {
+				n *= min(unit[d], r.count[d])
+			} else {
+				n *= r.count[d]
+			}
+		}
+		return n
+	}
+	for g.k = 0; g.k < nd-1 && size(g.k) > limit; g.k++ {
+	}
+	k := g.k
+	if whole := size(k) / min(unit[k], r.count[k]) * r.count[k]; whole <= limit {
+		g.per = cells[k] // the region along k fits
+	} else if one := size(k); one <= limit {
+		g.per = max(1, limit/(one/min(unit[k], r.count[k]))/unit[k])
+	}
+	for d := range k {
+		g.shape[d] = cells[d]
+	}
+	g.shape[k] = (cells[k] + g.per - 1) / g.per
+	return g
+}
+
+// n returns the number of bands.
+func (g bandGrid) n() int { return numElements(g.shape) }
+
+// span returns the extent [lo, hi) along d, region coordinates, of cells
+// [c, c+n) of the region's cells along d.
+func (g bandGrid) span(d, c, n int) (lo, hi int) {
+	lo = max(0, (g.first[d]+c)*g.unit[d]-g.r.start[d])
+	hi = min(g.r.count[d], (g.first[d]+c+n)*g.unit[d]-g.r.start[d])
+	return lo, hi
+}
+
+// box returns band i, region coordinates.
+func (g bandGrid) box(i int) box {
+	nd := len(g.shape)
+	bc := make([]int, nd)
+	unflatten(i, g.shape, bc)
+	b := box{start: make([]int, nd), count: make([]int, nd)}
+	for d := range nd {
+		lo, hi := 0, g.r.count[d]
+		switch {
+		case d < g.k:
+			lo, hi = g.span(d, bc[d], 1)
+		case d == g.k:
+			lo, hi = g.span(d, bc[d]*g.per, g.per)
+		}
+		b.start[d], b.count[d] = lo, hi-lo
+	}
+	return b
+}
+
+// coord returns the band coordinate along d of region coordinate x.
+func (g bandGrid) coord(d, x int) int {
+	c := (g.r.start[d]+x)/g.unit[d] - g.first[d]
+	switch {
+	case d < g.k:
+		return c
+	case d == g.k:
+		return c / g.per
+	}
+	return 0
+}
+
+// split calls f with each band that pc's selection touches and the part
+// of pc in it. Stored pieces lie in one band (bands do not cut cells);
+// a missing shard, read as fill, may cover several.
+func (g bandGrid) split(pc piece, f func(band int, p piece)) {
+	nd := len(g.shape)
+	lo, hi := make([]int, nd), make([]int, nd)
+	for d := range nd {
+		lo[d] = g.coord(d, pc.dstStart[d])
+		hi[d] = g.coord(d, pc.dstStart[d]+pc.sel.count[d]-1)
+	}
+	if slicesEqual(lo, hi) {
+		f(flatIndex(lo, g.shape), pc)
+		return
+	}
+	bc := append([]int(nil), lo...)
+	for {
+		i := flatIndex(bc, g.shape)
+		b := g.box(i)
+		p := pc
+		p.sel = box{start: make([]int, nd), count: make([]int, nd)}
+		p.dstStart = make([]int, nd)
+		for d := range nd {
+			s := max(pc.dstStart[d], b.start[d])
+			e := min(pc.dstStart[d]+pc.sel.count[d], b.start[d]+b.count[d])
+			p.dstStart[d] = s
+			p.sel.start[d] = pc.sel.start[d] + s - pc.dstStart[d]
+			p.sel.count[d] = e - s
+		}
+		f(i, p)
+		d := nd - 1
+		for ; d >= 0; d-- {
+			if bc[d]++; bc[d] <= hi[d] {
+				break
+			}
+			bc[d] = lo[d]
+		}
+		if d < 0 {
+			return
+		}
+	}
+}
+
+func slicesEqual(a, b []int) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+// band is one band of a read or a write: its box in the region, the
+// spans that fill it or the chunks written from it and, once ready is
+// closed, its host memory.
+type band struct {
+	box    box
+	spans  []span      // a read's
+	tasks  []chunkTask // a write's
+	n      int         // items: spans or tasks
+	direct bool        // every span goes straight to the destination: no buffer
+	buf    []byte
+	slot   int           // the sink's buffer
+	ready  chan struct{} // closed when buf is set
+	left   atomic.Int64  // spans not yet done
+}
+
+// view returns the band's memory as a view in region coordinates.
+func (b *band) view(es int) view {
+	start := make([]int, len(b.box.start))
+	for d := range start {
+		start[d] = -b.box.start[d]
+	}
+	return view{buf: b.buf, shape: b.box.count, es: es, start: start}
+}
+
+// bandSink is where the bands of a read go: host memory (the destination
+// itself) or device memory through pinned buffers.
+type bandSink interface {
+	// take returns the memory to assemble b in, once some is free.
+	take(ctx context.Context, b *band) ([]byte, error)
+	// filled hands over b, assembled.
+	filled(b *band) error
+	// close waits for what filled started and gives back what take
+	// took; it is called once, last.
+	close() error
+}
+
+// hostSink assembles a read's one band in the destination.
+type hostSink []byte
+
+func (h hostSink) take(context.Context, *band) ([]byte, error) { return h, nil }
+func (hostSink) filled(*band) error                            { return nil }
+func (hostSink) close() error                                  { return nil }
+
+// bandPlan plans the read of the non-empty region r in bands of at most
+// limit bytes.
+func (a *Array) bandPlan(ctx context.Context, r box, limit int) ([]*band, error) {
+	pieces, err := a.plan(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return a.planBands(newBandGrid(r, a.cellShape(), a.meta.DataType.Size, limit), pieces, true), nil
+}
+
+// planBands assigns the pieces of a plan to the bands of g and groups
+// each band's pieces into spans (chain as for spans).
+func (a *Array) planBands(g bandGrid, pieces []piece, chain bool) []*band {
+	per := make([][]piece, g.n())
+	for _, pc := range pieces {
+		g.split(pc, func(i int, p piece) { per[i] = append(per[i], p) })
+	}
+	bands := make([]*band, 0, len(per))
+	for i, ps := range per {
+		if len(ps) == 0 {
+			continue
+		}
+		b := &band{box: g.box(i), ready: make(chan struct{})}
+		b.spans = a.spans(ps, view{shape: b.box.count, es: a.meta.DataType.Size, start: negate(b.box.start)}, chain)
+		bands = append(bands, b)
+	}
+	return bands
+}
+
+func negate(x []int) []int {
+	out := make([]int, len(x))
+	for i := range x {
+		out[i] = -x[i]
+	}
+	return out
+}
+
+// readBands reads bands, in order, on a.concurrency() goroutines: each
+// span into its band's memory from sink (or, for a direct band, with
+// direct), and each band, once all its spans are in, to sink.filled.
+func (a *Array) readBands(ctx context.Context, bands []*band, sink bandSink, direct func(ctx context.Context, worker int, sp span) error) error {
+	es := a.meta.DataType.Size
+	for _, b := range bands {
+		b.n = len(b.spans)
+	}
+	return runBands(ctx, bands, sink, a.concurrency(), func(ctx context.Context, w int, b *band, i int) error {
+		if b.direct {
+			return direct(ctx, w, b.spans[i])
+		}
+		return a.readSpan(ctx, b.spans[i], b.view(es))
+	})
+}
+
+// runBands calls work for items [0, b.n) of each band, in order, on up to
+// workers goroutines, once the band's memory from sink is ready, and
+// hands each band to sink.filled once its items are done. A goroutine
+// takes the bands' memory ahead, in order, as it frees up. The first
+// error stops the rest; sink is closed either way.
+func runBands(parent context.Context, bands []*band, sink bandSink, workers int, work func(ctx context.Context, worker int, b *band, i int) error) error {
+	type item struct {
+		b *band
+		i int
+	}
+	var items []item
+	for _, b := range bands {
+		b.left.Store(int64(b.n))
+		for i := range b.n {
+			items = append(items, item{b, i})
+		}
+	}
+	g, ctx := errgroup.WithContext(parent)
+	g.Go(func() error {
+		for _, b := range bands {
+			if !b.direct {
+				buf, err := sink.take(ctx, b)
+				if err != nil {
+					return err
+				}
+				b.buf = buf
+			}
+			close(b.ready)
+		}
+		return nil
+	})
+	var next atomic.Int64
+	for w := range max(1, min(workers, len(items))) {
+		g.Go(func() error {
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(items) || ctx.Err() != nil {
+					return nil
+				}
+				it := items[k]
+				select {
+				case <-it.b.ready:
+				case <-ctx.Done():
+					return nil
+				}
+				err := work(ctx, w, it.b, it.i)
+				if err == nil && it.b.left.Add(-1) == 0 && !it.b.direct {
+					err = sink.filled(it.b)
+				}
+				if err != nil {
+					return err
+				}
+			}
+		})
+	}
+	err := g.Wait()
+	if e := sink.close(); err == nil {
+		err = e
+	}
+	if parent.Err() != nil {
+		return parent.Err()
+	}
+	return err
+}
+
+// copy2D is one copy of a band to its place in the region: height rows
+// of width bytes, src and dst offsets of the first, the distances
+// between rows on each side.
+type copy2D struct {
+	src, dst, width, height, srcPitch, dstPitch int
+}
+
+// bandCopies returns the copies that move band b, assembled in C order,
+// to the region of shape region (es-byte elements, C order): one when the
+// band is contiguous there, else one 2D copy per index of the dimensions
+// before the one above the first the band does not cover whole.
+func bandCopies(region []int, b box, es int) []copy2D {
+	nd := len(region)
+	j := nd - 1 // the innermost dimension the band does not cover whole
+	for j >= 0 && b.count[j] == region[j] {
+		j--
+	}
+	rowOf := func(shape []int, from int) int { // bytes of one index of dimension from-1
+		n := es
+		for d := from; d < nd; d++ {
+			n *= shape[d]
+		}
+		return n
+	}
+	regionOff := func(idx []int) int {
+		off := 0
+		for d := range nd {
+			off = off*region[d] + idx[d]
+		}
+		return off * es
+	}
+	if j <= 0 {
+		return []copy2D{{src: 0, dst: regionOff(b.start), width: numElements(b.count) * es, height: 1}}
+	}
+	c := copy2D{width: rowOf(b.count, j), height: b.count[j-1], srcPitch: rowOf(b.count, j), dstPitch: rowOf(region, j)}
+	var out []copy2D
+	idx := append([]int(nil), b.start...)
+	outer := b.count[:j-1]
+	pos := make([]int, j-1)
+	src := 0
+	for {
+		for d := range pos {
+			idx[d] = b.start[d] + pos[d]
+		}
+		cc := c
+		cc.src, cc.dst = src, regionOff(idx)
+		out = append(out, cc)
+		src += c.height * c.srcPitch
+		d := len(pos) - 1
+		for ; d >= 0; d-- {
+			if pos[d]++; pos[d] < outer[d] {
+				break
+			}
+			pos[d] = 0
+		}
+		if d < 0 {
+			return out
+		}
+	}
+}
+
+// bufPool holds buffers for stored and decoded chunks, reused across
+// chunks and reads instead of a new one for each chunk.
+var bufPool sync.Pool // *[]byte
+
+// getBuf returns a pooled buffer of n bytes.
+func getBuf(n int) *[]byte {
+	p, _ := bufPool.Get().(*[]byte)
+	if p == nil || cap(*p) < n {
+		b := make([]byte, n)
+		return &b
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+// putBuf gives p back to the pool.
+func putBuf(p *[]byte) { bufPool.Put(p) }

@@ -1,0 +1,472 @@
+package zarr
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// randGrid returns a random region of a random array of 1 to 4
+// dimensions, a cell shape and an element size.
+func randGrid(rng *rand.Rand) (r box, unit []int, es int) {
+	nd := 1 + rng.IntN(4)
+	r = box{start: make([]int, nd), count: make([]int, nd)}
+	unit = make([]int, nd)
+	for d := range nd {
+		unit[d] = 1 + rng.IntN(9)
+		r.start[d] = rng.IntN(20)
+		r.count[d] = 1 + rng.IntN(30)
+	}
+	return r, unit, []int{1, 2, 4, 8}[rng.IntN(4)]
+}
+
+// TestBandGrid checks the band plan of random regions, cells, element
+// sizes and limits: the bands cover every element of the region once,
+// never cut a cell, hold at most the limit unless one cell is larger
+// (then a band is one cell), a region under the limit is one band, and
+// split puts each chunk's part of the region in the band that holds it
+// (a missing shard across several, each part in its band).
+func TestBandGrid(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for i := range 2000 {
+		r, unit, es := randGrid(rng)
+		total := numElements(r.count) * es
+		limit := []int{es, 1 + rng.IntN(total+1), total, math.MaxInt}[rng.IntN(4)]
+		g := newBandGrid(r, unit, es, limit)
+		name := fmt.Sprintf("case %d: region %v+%v, cells %v, %d-byte elements, limit %d", i, r.start, r.count, unit, es, limit)
+		if total <= limit && g.n() != 1 {
+			t.Fatalf("%s: %d bands for a region under the limit", name, g.n())
+		}
+		seen := make([]int, numElements(r.count))
+		rv := view{shape: r.count, es: 1}
+		for b := range g.n() {
+			bb := g.box(b)
+			oneCell := true
+			for d := range r.count {
+				lo, hi := r.start[d]+bb.start[d], r.start[d]+bb.start[d]+bb.count[d]
+				if bb.count[d] <= 0 || lo%unit[d] != 0 && bb.start[d] != 0 || hi%unit[d] != 0 && hi != r.start[d]+r.count[d] {
+					t.Fatalf("%s: band %d, %v+%v, cuts a cell along %d", name, b, bb.start, bb.count, d)
+				}
+				oneCell = oneCell && (hi-1)/unit[d] == lo/unit[d]
+			}
+			if n := numElements(bb.count) * es; n > limit && !oneCell {
+				t.Fatalf("%s: band %d of %d bytes, more than one cell", name, b, n)
+			}
+			rv.sub(bb.start).runs(bb.count, func(off, n int) error {
+				for k := off; k < off+n; k++ {
+					seen[k]++
+				}
+				return nil
+			})
+		}
+		for k, n := range seen {
+			if n != 1 {
+				t.Fatalf("%s: element %d in %d bands", name, k, n)
+			}
+		}
+		grid := make([]int, len(unit))
+		for d := range grid {
+			grid[d] = (r.start[d]+r.count[d])/unit[d] + 1
+		}
+		forChunks(unit, grid, r, func(tk chunkTask) error {
+			pc := piece{sel: tk.sel, dstStart: tk.dstStart}
+			calls := 0
+			g.split(pc, func(b int, p piece) {
+				calls++
+				if !boxInside(p.dstStart, p.sel.count, g.box(b)) {
+					t.Fatalf("%s: chunk %v's part %v+%v outside band %d", name, tk.coords, p.dstStart, p.sel.count, b)
+				}
+			})
+			if calls != 1 {
+				t.Fatalf("%s: chunk %v in %d bands", name, tk.coords, calls)
+			}
+			return nil
+		})
+		// The whole region as one piece (a missing shard): its parts
+		// are the bands.
+		cover := 0
+		g.split(piece{sel: box{start: make([]int, len(unit)), count: r.count}, dstStart: make([]int, len(unit))}, func(b int, p piece) {
+			bb := g.box(b)
+			if !slicesEqual(p.dstStart, bb.start) || !slicesEqual(p.sel.count, bb.count) || !slicesEqual(p.sel.start, bb.start) {
+				t.Fatalf("%s: a region-wide piece's part %v+%v in band %d, %v+%v", name, p.dstStart, p.sel.count, b, bb.start, bb.count)
+			}
+			cover++
+		})
+		if cover != g.n() {
+			t.Fatalf("%s: a region-wide piece split in %d parts for %d bands", name, cover, g.n())
+		}
+	}
+}
+
+func boxInside(start, count []int, b box) bool {
+	for d := range start {
+		if start[d] < b.start[d] || start[d]+count[d] > b.start[d]+b.count[d] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestBandCopies assembles each band of random plans from a reference
+// region, applies the band's copies (as cuMemcpy2D would) to a buffer
+// for the region and checks that every byte lands once, in its place, and
+// that a band that is contiguous in the region is one copy.
+func TestBandCopies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for i := range 1000 {
+		r, unit, es := randGrid(rng)
+		total := numElements(r.count) * es
+		g := newBandGrid(r, unit, es, 1+rng.IntN(total))
+		ref := make([]byte, total)
+		for k := range ref {
+			ref[k] = byte(rng.Uint32())
+		}
+		rv := view{buf: ref, shape: r.count, es: es}
+		out := make([]byte, total)
+		writes := make([]int, total)
+		for b := range g.n() {
+			bb := g.box(b)
+			buf := make([]byte, numElements(bb.count)*es)
+			copyBox(view{buf: buf, shape: bb.count, es: es, start: make([]int, len(bb.count))}, rv.sub(bb.start), bb.count)
+			copies := bandCopies(r.count, bb, es)
+			if contiguous(rv, bb.start, bb.count) != (len(copies) == 1 && copies[0].height == 1) {
+				t.Fatalf("case %d: band %v+%v of region %v: %d copies %+v", i, bb.start, bb.count, r.count, len(copies), copies)
+			}
+			for _, c := range copies {
+				for y := range c.height {
+					s, d := c.src+y*c.srcPitch, c.dst+y*c.dstPitch
+					copy(out[d:d+c.width], buf[s:s+c.width])
+					for k := d; k < d+c.width; k++ {
+						writes[k]++
+					}
+				}
+			}
+		}
+		if !bytes.Equal(out, ref) {
+			t.Fatalf("case %d: region %v+%v, cells %v, es %d: bands copied differ from the region", i, r.start, r.count, unit, es)
+		}
+		for k, n := range writes {
+			if n != 1 {
+				t.Fatalf("case %d: byte %d written %d times", i, k, n)
+			}
+		}
+	}
+}
+
+// fakeSink stands in for device memory in CPU tests of device reads: it
+// hands out at most n buffers of size bytes, and "copies" each filled
+// band into dev after a random delay with the band's copies, checking
+// that nothing wrote to the band meanwhile, that each byte of dev is
+// written once, and that a buffer is not handed out again before its
+// copy is done.
+type fakeSink struct {
+	region []int
+	es     int
+	size   int
+	n      int
+	dev    []byte
+	writes []int
+	bufs   int
+	free   chan []byte
+	rng    *rand.Rand
+	mu     sync.Mutex
+	wg     sync.WaitGroup
+	err    error
+}
+
+func newFakeSink(region []int, es, size, n int, seed uint64) *fakeSink {
+	total := numElements(region) * es
+	return &fakeSink{region: region, es: es, size: size, n: n, dev: bytes.Repeat([]byte{0xEE}, total), writes: make([]int, total),
+		free: make(chan []byte, n), rng: rand.New(rand.NewPCG(seed, 1))}
+}
+
+func (s *fakeSink) take(ctx context.Context, b *band) ([]byte, error) {
+	var buf []byte
+	select {
+	case buf = <-s.free:
+	default:
+		if s.bufs < s.n {
+			s.bufs++
+			buf = make([]byte, s.size)
+			break
+		}
+		select {
+		case buf = <-s.free:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	n := numElements(b.box.count) * s.es
+	if n > s.size {
+		return nil, fmt.Errorf("band %v+%v of %d bytes for buffers of %d", b.box.start, b.box.count, n, s.size)
+	}
+	for k := range buf {
+		buf[k] = 0xDD // what a reused pinned buffer holds
+	}
+	return buf[:n], nil
+}
+
+func (s *fakeSink) filled(b *band) error {
+	s.mu.Lock()
+	delay := time.Duration(s.rng.IntN(300)) * time.Microsecond
+	s.mu.Unlock()
+	sum := crc32.ChecksumIEEE(b.buf)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		time.Sleep(delay)
+		s.mu.Lock()
+		for _, c := range bandCopies(s.region, b.box, s.es) {
+			for y := range c.height {
+				src, dst := c.src+y*c.srcPitch, c.dst+y*c.dstPitch
+				copy(s.dev[dst:dst+c.width], b.buf[src:src+c.width])
+				for k := dst; k < dst+c.width; k++ {
+					s.writes[k]++
+				}
+			}
+		}
+		if crc32.ChecksumIEEE(b.buf) != sum && s.err == nil {
+			s.err = fmt.Errorf("band %v+%v changed after it was filled", b.box.start, b.box.count)
+		}
+		s.mu.Unlock()
+		s.free <- b.buf[:cap(b.buf)]
+	}()
+	return nil
+}
+
+func (s *fakeSink) close() error {
+	s.wg.Wait()
+	return s.err
+}
+
+// readFake reads [start, stop) of a as ReadRegionDevice does, in bands of
+// at most limit bytes through n buffers, into a fakeSink, and returns
+// the "device" bytes.
+func readFake(t *testing.T, a *Array, start, stop []int, limit, n int, seed uint64) []byte {
+	t.Helper()
+	r, size, err := a.region(start, stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size == 0 {
+		return nil
+	}
+	bands, err := a.bandPlan(bg, r, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newFakeSink(r.count, a.meta.DataType.Size, limit, n, seed)
+	if err := a.readBands(bg, bands, s, nil); err != nil {
+		t.Fatalf("%v-%v in bands of %d: %v", start, stop, limit, err)
+	}
+	for k, w := range s.writes {
+		if w != 1 {
+			t.Fatalf("%v-%v in bands of %d: byte %d copied %d times", start, stop, limit, k, w)
+		}
+	}
+	return s.dev
+}
+
+// bandCases are arrays for the band tests: every codec family, sharded
+// with missing inner chunks, v2 in F order, three dimensions.
+var bandCases = map[string]Metadata{
+	"raw":        {Shape: []int{70, 90}, ChunkShape: []int{16, 12}, DataType: DataType{Float, 4}},
+	"raw-3d":     {Shape: []int{9, 31, 17}, ChunkShape: []int{4, 8, 5}, DataType: DataType{Int, 2}, FillValue: -3},
+	"zstd":       {Shape: []int{61, 47}, ChunkShape: []int{10, 16}, DataType: DataType{Float, 8}, Codecs: roundTripCodecs["zstd+crc"], FillValue: "NaN"},
+	"blosc":      {Shape: []int{57, 33}, ChunkShape: []int{10, 10}, DataType: DataType{Uint, 4}, Codecs: roundTripCodecs["blosc-lz4"]},
+	"blosc-zstd": {Shape: []int{40, 40}, ChunkShape: []int{16, 8}, DataType: DataType{Float, 4}, Codecs: roundTripCodecs["blosc-zstd"]},
+	"gzip":       {Shape: []int{45, 29}, ChunkShape: []int{7, 11}, DataType: DataType{Int, 4}, Codecs: roundTripCodecs["gzip"]},
+	"sharded":    {Shape: []int{40, 36}, ChunkShape: []int{8, 12}, DataType: DataType{Float, 2}, Codecs: shardCodecs([]int{4, 6}, false, roundTripCodecs["zstd+crc"])},
+	"sharded-raw": {Shape: []int{45, 36}, ChunkShape: []int{16, 12}, DataType: DataType{Int, 4},
+		Codecs: shardCodecs([]int{4, 6}, true, []Codec{{Name: "bytes"}}), FillValue: 7},
+	"v2-F-zlib": {ZarrFormat: 2, Order: 'F', Shape: []int{33, 21}, ChunkShape: []int{8, 8}, DataType: DataType{Int, 8}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
+}
+
+// TestReadBands reads random regions (unaligned starts and stops, the
+// whole array first) of arrays of every codec, with chunks and inner
+// chunks missing, the way device reads do: in bands of random limits
+// (one cell or more, whole rows or not) through one to three buffers in
+// rotation whose copies finish late, and compares what lands in the fake
+// device memory with ReadRegion and with the values written.
+func TestReadBands(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	for name, m := range bandCases {
+		t.Run(name, func(t *testing.T) {
+			s, err := NewDirStore(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := Create(bg, s, "a", m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := model{shape: m.Shape, es: m.DataType.Size, buf: chunkFill(a.pipe.fill, m.Shape)}
+			// All but the last rows: a chunk row stays missing.
+			stop := append([]int(nil), m.Shape...)
+			stop[0] = max(stop[0]-m.ChunkShape[0], 1)
+			vals := randValues(rng, m.DataType, numElements(stop))
+			if err := a.WriteRegion(bg, make([]int, len(stop)), stop, vals); err != nil {
+				t.Fatal(err)
+			}
+			ref.write(make([]int, len(stop)), stop, vals)
+			// Inner chunks of shards holding the fill value are left out.
+			if s := a.pipe.sharded(); s != nil {
+				hole := make([]int, len(m.Shape))
+				hole[1] = s.inner[1]
+				end := append([]int(nil), hole...)
+				for d := range end {
+					end[d] += s.inner[d]
+				}
+				fill := chunkFill(a.pipe.fill, s.inner)
+				if err := a.WriteRegion(bg, hole, end, fill); err != nil {
+					t.Fatal(err)
+				}
+				ref.write(hole, end, fill)
+			}
+			for r := range 25 {
+				start, stop := make([]int, len(m.Shape)), m.Shape
+				if r > 0 {
+					start, stop = randRegion(rng, m.Shape)
+				}
+				want := ref.region(start, stop)
+				host := make([]byte, len(want))
+				a.SetWorkers(1 + r%4)
+				if err := a.ReadRegion(bg, start, stop, host); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(host, want) {
+					t.Fatalf("ReadRegion %v-%v differs from the values written", start, stop)
+				}
+				if len(want) == 0 {
+					continue
+				}
+				cell := numElements(a.cellShape()) * m.DataType.Size
+				limit := []int{cell, cell + rng.IntN(4*cell), len(want)}[rng.IntN(3)]
+				if got := readFake(t, a, start, stop, limit, 1+rng.IntN(3), rng.Uint64()); !bytes.Equal(got, want) {
+					t.Fatalf("%v-%v in bands of %d bytes differs from the values written", start, stop, limit)
+				}
+			}
+		})
+	}
+}
+
+// failStore fails ReadRange and Get of one key.
+type failStore struct {
+	Store
+	key string
+}
+
+var errInjected = errors.New("injected")
+
+func (s failStore) Get(ctx context.Context, key string, buf []byte) ([]byte, error) {
+	if key == s.key {
+		return nil, errInjected
+	}
+	return s.Store.Get(ctx, key, buf)
+}
+
+// TestReadBandsError checks that a chunk that cannot be read fails a
+// banded read of one-chunk bands through one buffer with its error,
+// without waiting for the bands after it.
+func TestReadBandsError(t *testing.T) {
+	s, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := bandCases["zstd"]
+	a, err := Create(bg, s, "a", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := randValues(rand.New(rand.NewPCG(1, 1)), m.DataType, numElements(m.Shape))
+	if err := a.WriteRegion(bg, []int{0, 0}, m.Shape, vals); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(bg, failStore{s, a.ChunkKey([]int{3, 1})}, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, _ := b.region([]int{0, 0}, m.Shape)
+	cell := numElements(m.ChunkShape) * m.DataType.Size
+	bands, err := b.bandPlan(bg, r, cell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := newFakeSink(r.count, m.DataType.Size, cell, 1, 1)
+	if err := b.readBands(bg, bands, sink, nil); !errors.Is(err, errInjected) {
+		t.Fatalf("read with a failing chunk: %v", err)
+	}
+}
+
+// loadFake gives bands their bytes from src, the region's bytes in
+// C order, with the bands' copies the other way, as a device write's
+// loadSink does from device memory.
+type loadFake struct {
+	src    []byte
+	region []int
+	es     int
+}
+
+func (s loadFake) take(_ context.Context, b *band) ([]byte, error) {
+	buf := make([]byte, numElements(b.box.count)*s.es)
+	for _, c := range bandCopies(s.region, b.box, s.es) {
+		for y := range c.height {
+			copy(buf[c.src+y*c.srcPitch:c.src+y*c.srcPitch+c.width], s.src[c.dst+y*c.dstPitch:])
+		}
+	}
+	return buf, nil
+}
+
+func (loadFake) filled(*band) error { return nil }
+func (loadFake) close() error       { return nil }
+
+// TestWriteBands writes random regions of arrays of every codec band by
+// band, as WriteRegionDevice does from device memory (bands of random
+// limits, the chunks the region covers in part read, updated and
+// rewritten), and checks every element of the array afterwards.
+func TestWriteBands(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	for name, m := range bandCases {
+		t.Run(name, func(t *testing.T) {
+			s, err := NewDirStore(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := Create(bg, s, "a", m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := model{shape: m.Shape, es: m.DataType.Size, buf: chunkFill(a.pipe.fill, m.Shape)}
+			for range 6 {
+				start, stop := randRegion(rng, m.Shape)
+				r, size, err := a.region(start, stop)
+				if err != nil || size == 0 {
+					continue
+				}
+				vals := randValues(rng, m.DataType, size/m.DataType.Size)
+				var tasks []chunkTask
+				forChunks(a.meta.ChunkShape, a.grid, r, func(tk chunkTask) error { tasks = append(tasks, tk); return nil })
+				chunk := numElements(m.ChunkShape) * m.DataType.Size
+				bands := writePlan(r, m.ChunkShape, m.DataType.Size, []int{chunk, chunk + rng.IntN(3*chunk), size}[rng.IntN(3)], tasks)
+				if err := a.writeBandsFrom(bg, bands, loadFake{src: vals, region: r.count, es: m.DataType.Size}); err != nil {
+					t.Fatal(err)
+				}
+				ref.write(start, stop, vals)
+				got := make([]byte, len(ref.buf))
+				if err := a.ReadRegion(bg, make([]int, len(m.Shape)), m.Shape, got); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, ref.buf) {
+					t.Fatalf("after writing %v-%v in bands, the array differs from the values written", start, stop)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,28 @@
+package zarr
+
+import "fmt"
+
+// DecodeChunk decodes stored, the stored bytes of one chunk of a (a
+// whole shard of a sharded array), into dst, which must hold the
+// chunk's decoded bytes: its shape's elements, C order, little-endian.
+// It is what a region read does with each chunk it fetches, without the
+// store: for chunks fetched another way, and for measuring the codecs
+// alone. It is safe to call concurrently.
+func (a *Array) DecodeChunk(stored, dst []byte) error {
+	if n := numElements(a.meta.ChunkShape) * a.meta.DataType.Size; len(dst) != n {
+		return fmt.Errorf("%w: buffer of %d bytes for a %d-byte chunk", ErrInvalidRegion, len(dst), n)
+	}
+	shape := a.meta.ChunkShape
+	pc := piece{key: "chunk", n: int64(len(stored)), pipe: a.pipe, shape: shape, sel: box{start: make([]int, len(shape)), count: shape}, dstStart: make([]int, len(shape))}
+	return a.decodeStored(pc, stored, view{buf: dst, shape: shape, es: a.meta.DataType.Size, start: make([]int, len(shape))}, dst)
+}
+
+// EncodeChunk encodes chunk, one chunk's decoded bytes (its shape's
+// elements, C order, little-endian), as a stores it: what a write does
+// with each chunk before storing it. It is safe to call concurrently.
+func (a *Array) EncodeChunk(chunk []byte) ([]byte, error) {
+	if n := numElements(a.meta.ChunkShape) * a.meta.DataType.Size; len(chunk) != n {
+		return nil, fmt.Errorf("%w: buffer of %d bytes for a %d-byte chunk", ErrInvalidRegion, len(chunk), n)
+	}
+	return a.pipe.encode(chunkArray{shape: a.meta.ChunkShape, data: chunk})
+}

@@ -1,0 +1,121 @@
+package zarr
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+)
+
+// benchCodecs are the codec chains of BenchmarkCodecs and of
+// bench/zarrbench: 1 MiB chunks of float32 (512 x 512).
+var benchCodecs = []struct {
+	name   string
+	codecs []Codec
+}{
+	{"raw", nil},
+	{"zstd", []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}}},
+	{"blosc-lz4", []Codec{{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 0}}}},
+	{"blosc-zstd", []Codec{{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 3, "shuffle": "shuffle", "typesize": 4, "blocksize": 0}}}},
+	{"gzip", []Codec{{Name: "bytes"}, {Name: "gzip", Configuration: map[string]any{"level": 5}}}},
+	{"sharded-zstd", shardCodecs([]int{512, 512}, false, []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}})},
+}
+
+// BenchmarkCodecs measures, for a 64 MiB float32 array of 1 MiB chunks
+// (a smooth field plus noise) in each codec of benchCodecs: decode and
+// encode of the stored chunks on all cores (the ceilings: decoded bytes
+// per second), a whole-array region read into host memory and a
+// whole-array write, from a DirStore.
+func BenchmarkCodecs(b *testing.B) {
+	const side = 4096
+	shape := []int{side, side}
+	src := fielddata.Float32(side, side, 1)
+	for _, c := range benchCodecs {
+		b.Run(c.name, func(b *testing.B) {
+			chunks := []int{512, 512}
+			if c.name == "sharded-zstd" {
+				chunks = []int{2048, 2048}
+			}
+			s, err := NewDirStore(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			a, err := Create(bg, s, "a", Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Float, 4}, Codecs: c.codecs})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := a.WriteRegion(bg, []int{0, 0}, shape, src); err != nil {
+				b.Fatal(err)
+			}
+			keys, err := s.List(bg, "a/c/")
+			if err != nil {
+				b.Fatal(err)
+			}
+			stored := make([][]byte, len(keys))
+			var total int
+			for i, k := range keys {
+				if stored[i], err = s.Get(bg, k, nil); err != nil {
+					b.Fatal(err)
+				}
+				total += len(stored[i])
+			}
+			chunkBytes := numElements(chunks) * 4
+			decoded := make([][]byte, len(keys))
+			b.Run("decode", func(b *testing.B) {
+				b.ReportMetric(float64(len(src))/float64(total), "ratio")
+				b.SetBytes(int64(chunkBytes))
+				var next atomic.Int64
+				b.RunParallel(func(pb *testing.PB) {
+					dst := make([]byte, chunkBytes)
+					for pb.Next() {
+						i := int(next.Add(1)-1) % len(stored)
+						if err := a.DecodeChunk(stored[i], dst); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+			for i := range decoded {
+				decoded[i] = make([]byte, chunkBytes)
+				if err := a.DecodeChunk(stored[i], decoded[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Run("encode", func(b *testing.B) {
+				b.SetBytes(int64(chunkBytes))
+				var next atomic.Int64
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						i := int(next.Add(1)-1) % len(decoded)
+						if _, err := a.EncodeChunk(decoded[i]); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+			b.Run("read", func(b *testing.B) {
+				dst := make([]byte, len(src))
+				b.SetBytes(int64(len(src)))
+				for b.Loop() {
+					if err := a.ReadRegion(context.Background(), []int{0, 0}, shape, dst); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if string(dst) != string(src) {
+					b.Fatal("read back differs")
+				}
+			})
+			b.Run("write", func(b *testing.B) {
+				b.SetBytes(int64(len(src)))
+				for b.Loop() {
+					if err := a.WriteRegion(context.Background(), []int{0, 0}, shape, src); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,120 @@
+package zarr
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestShuffles checks the byte and bit shuffles, both ways, against
+// element-by-element and bit-by-bit versions written from the format's
+// definition, for element sizes with and without a specialised loop and
+// blocks with trailing bytes, then that unshuffling undoes shuffling.
+func TestShuffles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, ts := range []int{1, 2, 3, 4, 5, 8, 12, 16} {
+		for _, n := range []int{0, 1, 7, 8, 9, 64, 1000, 4096 + 3} {
+			src := make([]byte, n*ts+rng.IntN(ts))
+			for i := range src {
+				src[i] = byte(rng.Uint32())
+			}
+			for _, c := range []struct {
+				name      string
+				fast, ref func(dst, src []byte, ts int)
+			}{
+				{"shuffle", shuffle, shuffleRef}, {"unshuffle", unshuffle, unshuffleRef},
+				{"bitShuffle", bitShuffle, bitShuffleRef}, {"bitUnshuffle", bitUnshuffle, bitUnshuffleRef},
+			} {
+				got, want := make([]byte, len(src)), make([]byte, len(src))
+				c.fast(got, src, ts)
+				c.ref(want, src, ts)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s of %d bytes, typesize %d differs from the definition", c.name, len(src), ts)
+				}
+			}
+			for _, way := range [][2]func(dst, src []byte, ts int){{shuffle, unshuffle}, {bitShuffle, bitUnshuffle}} {
+				mid, back := make([]byte, len(src)), make([]byte, len(src))
+				way[0](mid, src, ts)
+				way[1](back, mid, ts)
+				if !bytes.Equal(back, src) {
+					t.Fatalf("typesize %d, %d bytes: unshuffling does not undo shuffling", ts, len(src))
+				}
+			}
+		}
+	}
+}
+
+// The definitions: byte k of element i at k*n+i; bit j of byte b of
+// element e at bit e%8 of byte e/8 of row 8*b+j.
+
+// unshuffle undoes a byte shuffle: src holds byte k of every element, then
+// byte k+1; trailing bytes that do not fill an element are unshuffled.
+func unshuffleRef(dst, src []byte, ts int) {
+	n := len(src) / ts
+	for k := 0; k < ts; k++ {
+		row := src[k*n : (k+1)*n]
+		for i, b := range row {
+			dst[i*ts+k] = b
+		}
+	}
+	copy(dst[n*ts:], src[n*ts:])
+}
+
+func shuffleRef(dst, src []byte, ts int) {
+	n := len(src) / ts
+	for k := 0; k < ts; k++ {
+		row := dst[k*n : (k+1)*n]
+		for i := range row {
+			row[i] = src[i*ts+k]
+		}
+	}
+	copy(dst[n*ts:], src[n*ts:])
+}
+
+// bitUnshuffle undoes Blosc's bit shuffle: for n elements (a multiple of
+// 8), bit row r = 8*byte+bit holds that bit of that byte of every
+// element, element e at bit e%8 of row byte e/8. Blocks whose element
+// count is not a multiple of 8 are stored as they are.
+func bitUnshuffleRef(dst, src []byte, ts int) {
+	n := len(src) / ts
+	if n%8 != 0 {
+		copy(dst, src)
+		return
+	}
+	clear(dst[:n*ts])
+	rowLen := n / 8
+	for b := 0; b < ts; b++ {
+		for bit := 0; bit < 8; bit++ {
+			row := src[(b*8+bit)*rowLen : (b*8+bit+1)*rowLen]
+			for m, v := range row {
+				for j := 0; v != 0; j, v = j+1, v>>1 {
+					if v&1 != 0 {
+						dst[(m*8+j)*ts+b] |= 1 << bit
+					}
+				}
+			}
+		}
+	}
+	copy(dst[n*ts:], src[n*ts:])
+}
+
+func bitShuffleRef(dst, src []byte, ts int) {
+	n := len(src) / ts
+	if n%8 != 0 {
+		copy(dst, src)
+		return
+	}
+	clear(dst[:n*ts])
+	rowLen := n / 8
+	for e := 0; e < n; e++ {
+		for b := 0; b < ts; b++ {
+			v := src[e*ts+b]
+			for bit := 0; bit < 8; bit++ {
+				if v>>bit&1 != 0 {
+					dst[(b*8+bit)*rowLen+e/8] |= 1 << (e % 8)
+				}
+			}
+		}
+	}
+	copy(dst[n*ts:], src[n*ts:])
+}

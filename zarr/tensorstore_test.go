@@ -1,0 +1,123 @@
+package zarr
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+)
+
+// tensorStorePython returns a Python interpreter that imports tensorstore
+// and numpy: $KVIK_TEST_TENSORSTORE, else python3. Without one the test
+// skips with the reason (CI has no TensorStore; the GPU machines do).
+func tensorStorePython(t *testing.T) string {
+	t.Helper()
+	py := os.Getenv("KVIK_TEST_TENSORSTORE")
+	if py == "skip" {
+		t.Skip("KVIK_TEST_TENSORSTORE=skip")
+	}
+	if py == "" {
+		py = "python3"
+	}
+	out, err := exec.Command(py, "-c", "import tensorstore, numpy; print(tensorstore.__version__)").CombinedOutput()
+	if err != nil {
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		t.Skipf("TensorStore interop needs %s importing tensorstore and numpy (set KVIK_TEST_TENSORSTORE to another interpreter): %v: %s", py, err, lines[len(lines)-1])
+	}
+	t.Logf("%s: tensorstore %s", py, strings.TrimSpace(string(out)))
+	return py
+}
+
+// TestTensorStoreInterop writes v3 arrays with kvik in every codec chain
+// both implement (uncompressed, zstd, Blosc LZ4 and zstd with byte and
+// bit shuffle, gzip, sharded with zstd and crc32c), partial edge chunks
+// and a missing chunk included, and checks that TensorStore reads them
+// byte for byte; TensorStore then writes arrays of the same metadata and
+// values, which kvik must read byte for byte, whole and in a region.
+func TestTensorStoreInterop(t *testing.T) {
+	py := tensorStorePython(t)
+	dir := t.TempDir()
+	bytesLE := Codec{Name: "bytes", Configuration: map[string]any{"endian": "little"}}
+	blosc := func(cname, shuffle string) Codec {
+		return Codec{Name: "blosc", Configuration: map[string]any{"cname": cname, "clevel": 5, "shuffle": shuffle, "typesize": 4, "blocksize": 0}}
+	}
+	zstd := Codec{Name: "zstd", Configuration: map[string]any{"level": 3, "checksum": true}}
+	cases := map[string][]Codec{
+		"raw":              {bytesLE},
+		"zstd":             {bytesLE, zstd},
+		"blosc-lz4":        {bytesLE, blosc("lz4", "shuffle")},
+		"blosc-zstd":       {bytesLE, blosc("zstd", "shuffle")},
+		"blosc-bitshuffle": {bytesLE, blosc("lz4", "bitshuffle")},
+		"gzip":             {bytesLE, {Name: "gzip", Configuration: map[string]any{"level": 5}}},
+		"sharded-zstd":     shardCodecs([]int{16, 24}, false, []Codec{bytesLE, zstd}),
+	}
+	shape := []int{100, 90}
+	data := fielddata.Float32(shape[0], shape[1], 7)
+	// The last chunk row holds the fill value: a missing chunk (an
+	// inner chunk missing from its shard).
+	clear(data[4*90*96:])
+	type entry struct{ Kvik, TS, Data string }
+	var manifest []entry
+	for name, codecs := range cases {
+		chunks := []int{32, 48}
+		if strings.HasPrefix(name, "sharded") {
+			chunks = []int{64, 48} // shards of 4 x 2 inner chunks of 16 x 24
+		}
+		s, err := NewDirStore(filepath.Join(dir, "kvik-"+name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := Create(bg, s, "", Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Float, 4}, Codecs: codecs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.WriteRegion(bg, []int{0, 0}, shape, data); err != nil {
+			t.Fatal(err)
+		}
+		manifest = append(manifest, entry{s.Root(), filepath.Join(dir, "ts-"+name), filepath.Join(dir, name+".bin")})
+		if err := os.WriteFile(manifest[len(manifest)-1].Data, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, _ := json.Marshal(manifest)
+	mf := filepath.Join(dir, "manifest.json")
+	if err := os.WriteFile(mf, m, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script, err := filepath.Abs(filepath.Join("testdata", "tensorstore_interop.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(py, script, mf).CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("tensorstore_interop.py: %v", err)
+	}
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, e := range manifest {
+		s, err := NewDirStore(e.TS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := Open(bg, s, "")
+		if err != nil {
+			t.Fatalf("%s: %v", e.TS, err)
+		}
+		got := make([]byte, len(data))
+		if err := a.ReadRegion(bg, []int{0, 0}, shape, got); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s: kvik reads other values than TensorStore wrote (%v)", e.TS, err)
+		}
+		start, stop := randRegion(rng, shape)
+		want := model{shape: shape, es: 4, buf: data}.region(start, stop)
+		part := make([]byte, len(want))
+		if err := a.ReadRegion(bg, start, stop, part); err != nil || !bytes.Equal(part, want) {
+			t.Fatalf("%s: region %v-%v differs (%v)", e.TS, start, stop, err)
+		}
+	}
+}
