@@ -32,11 +32,11 @@ rm -rf "$D"
 { nproc | sed 's/^/cores: /'; nvidia-smi --query-gpu=name --format=csv,noheader; } | tee "$OUT/machine.txt"
 
 echo "=== zarrbench" | tee "$OUT/zarrbench.txt"
-timeout 300 "$G/zarrbench" -dir "$D" -side "$SIDE" -chunk "$CHUNK" -reps "$REPS" -keep 2>&1 | tee -a "$OUT/zarrbench.txt"
+timeout ${T1:-300} "$G/zarrbench" -dir "$D" -side "$SIDE" -chunk "$CHUNK" -reps "$REPS" -keep 2>&1 | tee -a "$OUT/zarrbench.txt"
 
 echo "=== tensorstore" | tee "$OUT/tensorstore.txt"
 if python3 -c 'import tensorstore, torch' >/dev/null 2>&1; then
-  timeout 150 python3 "$R/bench/zarr_tensorstore.py" "$D" "$REPS" raw zstd blosc-lz4 blosc-zstd gzip sharded-zstd 2>&1 | tee -a "$OUT/tensorstore.txt"
+  timeout ${T2:-150} python3 "$R/bench/zarr_tensorstore.py" "$D" "$REPS" raw zstd blosc-lz4 blosc-zstd gzip sharded-zstd 2>&1 | tee -a "$OUT/tensorstore.txt"
 else
   echo "skipped: python3 cannot import tensorstore and torch" | tee -a "$OUT/tensorstore.txt"
 fi
@@ -51,7 +51,7 @@ GW=$!
 trap 'kill $GW 2>/dev/null; rm -rf "$S" "$D"' EXIT
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
 AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s AWS_DEFAULT_REGION=us-east-1 AWS_ENDPOINT_URL=http://127.0.0.1:$PORT \
-  timeout 200 "$G/zarrremotebench" -dir "$S/bkt" -reps "$REPS" 2>&1 | tee -a "$OUT/s3.txt"
+  timeout ${T3:-200} "$G/zarrremotebench" -dir "$S/bkt" -reps "$REPS" 2>&1 | tee -a "$OUT/s3.txt"
 
 # The summary: every RESULT line, and the ratios the issue names.
 cat "$OUT"/zarrbench.txt "$OUT"/tensorstore.txt "$OUT"/s3.txt | awk '$1 == "RESULT" { v[$2] = $3 }
