@@ -607,6 +607,11 @@ func TestMemcpy2D(t *testing.T) {
 		if err := cuda.MemsetD8(d.Ptr(), 0xA5, devPitch*height); err != nil {
 			t.Fatal(err)
 		}
+		// The memset runs on the legacy stream, which a non-blocking
+		// stream does not wait for: finish it before the copy.
+		if err := cuda.CtxSynchronize(); err != nil {
+			t.Fatal(err)
+		}
 		if err := cuda.MemcpyHtoD2DAsync(d.Ptr(), devPitch, host.Bytes(), hostPitch, width, height, s); err != nil {
 			t.Fatal("MemcpyHtoD2DAsync:", err)
 		}
