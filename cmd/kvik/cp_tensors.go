@@ -26,7 +26,7 @@ import (
 // received by CRC-32C unless --verify=false; an upload goes up from a
 // mapping of the file and is read back and compared.
 func tensorCopy(e *env, o *cpOptions, src, dst string) error {
-	ctx := context.Background()
+	ctx := e.ctx
 	files, err := tensorFiles(src, dst)
 	if err != nil {
 		return err

@@ -31,7 +31,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // unless --verify=false; an upload reports its own time apart from the
 // read-back's.
 func remoteCopy(e *env, o *cpOptions, src, dst string) error {
-	ctx := context.Background()
+	ctx := e.ctx
 	start := time.Now()
 	var size int64
 	var sum uint32
@@ -88,8 +88,8 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 	var sum uint32
 	for off := int64(0); off < size; off += int64(len(buf)) {
 		p := buf[:min(int64(len(buf)), size-off)]
-		if _, err := h.ReadAt(p, off); err != nil {
-			return 0, 0, err
+		if n, err := h.PRead(ctx, p, off).Get(); err != nil || n != len(p) {
+			return 0, 0, transferred(len(p), opResult{n, err})
 		}
 		sum = crc32.Update(sum, castagnoli, p)
 		if _, err := out.WriteAt(p, off); err != nil {

@@ -142,7 +142,7 @@ func zarrCopy(e *env, o *cpOptions, src, dst string) error {
 	if strings.HasSuffix(dst, ".npy") {
 		return zarrToNpy(e, o, src, dst)
 	}
-	ctx := context.Background()
+	ctx := e.ctx
 	from, err := zarr.OpenStore(ctx, src)
 	if err != nil {
 		return err
@@ -234,7 +234,7 @@ func eachKey(keys []string, n int, f func(string) error) error {
 // with --memory host or without a GPU) and saves it as a .npy file,
 // then checks the file against the array's bytes by CRC-32C.
 func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
-	ctx := context.Background()
+	ctx := e.ctx
 	mem, err := chooseMemory(o.memory)
 	if err != nil {
 		return err
