@@ -136,8 +136,8 @@ func (u uploadStats) line(src, dst string) string {
 // page cache) into the requests as they are sent, so no copy of the file
 // is held in memory, and their CRC-32C is computed as they go
 // (kvik.WithUploadCRC32C). A file that shrinks meanwhile fails the
-// upload. With verify it then reads the object back and compares its
-// size and CRC-32C with the bytes sent.
+// upload. With verify it then reads the object back, signed as the
+// upload, and compares its size and CRC-32C with the bytes sent.
 func uploadFile(ctx context.Context, path, url string, verify bool) (uploadStats, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -153,7 +153,9 @@ func uploadFile(ctx context.Context, path, url string, verify bool) (uploadStats
 		return u, nil
 	}
 	start = time.Now()
-	h, err := kvik.OpenRemote(ctx, url)
+	// Signed, as the upload was: an http(s) URL alone would be read as
+	// a public object.
+	h, err := kvik.OpenS3URL(ctx, url)
 	if err != nil {
 		return uploadStats{}, err
 	}
