@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,4 +29,76 @@ func TestCpUploadHTTPURL(t *testing.T) {
 		}
 		sameFile(t, src, filepath.Join(v.Dir, s3test.Bucket, "h", fmt.Sprintf("%d.bin", size)))
 	}
+}
+
+// TestCpUploadNameIsKey copies local files whose names hold '%', '#',
+// '?', spaces, '+' and unicode under an S3 prefix (s3:// and http://):
+// each becomes exactly the key PREFIX/NAME. ('x%41.bin' was stored as
+// 'xA.bin', '50%off.bin' failed with an escape error and 'h#frag.bin'
+// went to 'h'.)
+func TestCpUploadNameIsKey(t *testing.T) {
+	v := s3test.Start(t)
+	env := s3Env(v)
+	names := []string{"x%41.bin", "50%off.bin", "h#frag.bin", "q?x=1.bin", "a%2Fb.bin", "%zz.bin", "sp ace+plus.bin", "é漢%20.bin"}
+	rng := rand.New(rand.NewPCG(39, 9))
+	chars := []rune("ab%#?& =+;~!'()@,$é漢🙂%2F5")
+	for range 8 {
+		n := make([]rune, 1+rng.IntN(12))
+		for i := range n {
+			n[i] = chars[rng.IntN(len(chars))]
+		}
+		names = append(names, string(n)+".bin")
+	}
+	t.Logf("names: %q", names)
+	dir := t.TempDir()
+	for i, name := range names {
+		src := filepath.Join(dir, name)
+		data := []byte(fmt.Sprintf("file %d: %q", i, name))
+		if err := os.WriteFile(src, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		prefix := fmt.Sprintf("s3://%s/p%d/", s3test.Bucket, i)
+		if i%2 == 1 {
+			prefix = fmt.Sprintf("%s/%s/p%d/", v.URL, s3test.Bucket, i)
+		}
+		r := runKvik(t, env, "cp", src, prefix)
+		if r.code != 0 {
+			t.Errorf("%s to %s: exit status %d: %s", name, prefix, r.code, r.stderr)
+			continue
+		}
+		key := fmt.Sprintf("p%d/%s", i, name)
+		// The summary names the object by a URL of exactly that key.
+		if got := summaryKey(t, r.stdout); got != "/"+s3test.Bucket+"/"+key {
+			t.Errorf("%s to %s: the summary names %q, want the key %q: %q", name, prefix, got, key, r.stdout)
+		}
+		if got, ok := v.Object(key); !ok || string(got) != string(data) {
+			ents, _ := os.ReadDir(filepath.Join(v.Dir, s3test.Bucket, fmt.Sprintf("p%d", i)))
+			var keys []string
+			for _, e := range ents {
+				keys = append(keys, e.Name())
+			}
+			t.Errorf("%s to %s: no object %q with the file's bytes (present %v); the prefix holds %q", name, prefix, key, ok, keys)
+		}
+	}
+}
+
+// summaryKey returns the path (/bucket/key, decoded) of the URL an
+// upload's summary line names as its destination.
+func summaryKey(t *testing.T, line string) string {
+	t.Helper()
+	_, dst, _ := strings.Cut(line, " -> ")
+	dst, _, _ = strings.Cut(dst, ": uploaded in")
+	if rest, ok := strings.CutPrefix(dst, "s3://"); ok {
+		p, err := url.PathUnescape(rest)
+		if err != nil {
+			t.Errorf("the summary's URL %q: %v", dst, err)
+		}
+		return "/" + p
+	}
+	u, err := url.Parse(dst)
+	if err != nil {
+		t.Errorf("the summary's URL %q: %v", dst, err)
+		return ""
+	}
+	return u.Path
 }
