@@ -473,7 +473,9 @@ func (c *Client) readOnce(ctx context.Context, e *Endpoint, p []byte, off int64)
 }
 
 // get sends a ranged GET (rangeRequest) and returns the answer when its
-// status is one of want; the caller closes its body. With pin set the
+// status is one of want and its body is not encoded (Content-Encoding
+// other than identity: ErrBadContentRange, not retried); the caller
+// closes its body. With pin set the
 // request asks for the object's version seen first (If-Match) and the
 // answer must be of it (one object's reads, not a prefix's).
 func (c *Client) get(ctx context.Context, e *Endpoint, off int64, n int, pin bool, want ...int) (*http.Response, error) {
@@ -488,6 +490,10 @@ func (c *Client) get(ctx context.Context, e *Endpoint, off int64, n int, pin boo
 	if err != nil {
 		return nil, changed(req, err)
 	}
+	if err := e.identity(resp); err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
 	if pin {
 		if err := c.pin.observe(resp); err != nil {
 			resp.Body.Close()
@@ -495,6 +501,16 @@ func (c *Client) get(ctx context.Context, e *Endpoint, off int64, n int, pin boo
 		}
 	}
 	return resp, nil
+}
+
+// identity fails with ErrBadContentRange when resp's body is encoded
+// (a Content-Encoding other than identity, which the request asked
+// for): its bytes are not the object's.
+func (e *Endpoint) identity(resp *http.Response) error {
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return fmt.Errorf("%w: Content-Encoding %q, not the object's bytes", ErrBadContentRange, e.snippet([]byte(ce), 64))
+	}
+	return nil
 }
 
 // readExact fills p, the bytes at off, from a body that must end there
