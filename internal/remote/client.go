@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -435,10 +434,11 @@ func (c *Client) send(e *Endpoint, req *http.Request, want ...int) (*http.Respon
 		}
 	}
 	// Read past the 512 bytes kept, so that a secret straddling the cut
-	// is masked whole rather than cut first and left half unmasked.
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, e.snippetLimit(maxErrBody)))
+	// is masked whole rather than cut first and left half unmasked, and
+	// so that an S3 error document's code and message are found.
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, max(e.snippetLimit(maxErrBody), errorDocLimit)))
 	resp.Body.Close()
-	serr := &StatusError{Method: req.Method, URL: e.String(), Code: resp.StatusCode, Body: e.snippet(bytes.TrimSpace(body), maxErrBody)}
+	serr := &StatusError{Method: req.Method, URL: e.String(), Code: resp.StatusCode, Body: e.quote(body)}
 	if c.policy.Retry != nil && c.policy.Retry(resp.StatusCode) {
 		return nil, retryable{serr}
 	}

@@ -10,6 +10,10 @@ import (
 	"strings"
 )
 
+// errorDocLimit is how much of an error answer's body is read for its
+// S3 error document.
+const errorDocLimit = 16 << 10
+
 // errorDoc returns "Code: Message" of the S3 error document (root
 // element Error) in b, or false when b holds none. The rest of the
 // document (RequestId, HostId, the string to sign) is not quoted; a
@@ -80,6 +84,16 @@ func errorText(d *xml.Decoder) string {
 		}
 	}
 	return strings.Join(parts, ": ")
+}
+
+// quote is what an error quotes of an answer's body: its S3 error
+// document's code and message, else the body's start; redacted, at
+// most about maxErrBody bytes.
+func (e *Endpoint) quote(body []byte) string {
+	if text, ok := errorDoc(body); ok {
+		return e.snippet([]byte(text), maxErrBody)
+	}
+	return e.snippet(bytes.TrimSpace(body), maxErrBody)
 }
 
 // completeLimit bounds the body of an answer to CompleteMultipartUpload

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -91,6 +92,51 @@ func TestEncodedBodyRefused(t *testing.T) {
 			}
 			if plain.Load() != requests.Load() {
 				t.Errorf("%s: %d of %d requests asked for the identity encoding", name, plain.Load(), requests.Load())
+			}
+		}
+	}
+}
+
+// TestStatusErrorQuotesCodeAndMessage: an error answer's S3 error
+// document is quoted as its Code and Message only, bounded, not whole
+// (RequestId, HostId and the rest stayed in every error line); a body
+// that is no error document is quoted from its start, bounded, as before.
+func TestStatusErrorQuotesCodeAndMessage(t *testing.T) {
+	long := strings.Repeat("very long message ", 4000)
+	cases := []struct {
+		body      string
+		want      string
+		wantNot   []string
+		maxQuoted int
+	}{
+		{`<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message><Key>a/b.bin</Key><RequestId>REQ7734</RequestId><HostId>HOSTab12==</HostId></Error>`,
+			"NoSuchKey: The specified key does not exist.", []string{"REQ7734", "HOSTab12", "<Key>", "<?xml"}, 100},
+		{`<Error><Code>SlowDown</Code><Message>` + long[:2000] + `</Message><RequestId>REQ99</RequestId></Error>`,
+			"SlowDown: very long message", []string{"REQ99"}, maxErrBody + 8},
+		{`<Error><Code>AccessDenied</Code><Message>` + long + `</Message><HostId>HOST42</HostId></Error>`,
+			"AccessDenied", []string{"HOST42"}, maxErrBody + 8},
+		{"<Error><Code>OnlyCode</Code></Error>", "OnlyCode", nil, 20},
+		{"upstream connect error", "upstream connect error", nil, 30},
+		{"<html><body>Bad Gateway</body></html>", "<html><body>Bad Gateway</body></html>", nil, 50},
+	}
+	for _, tc := range cases {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(tc.body))
+		}))
+		c, e := testClient(t, srv, S3, "/bkt/a/b.bin")
+		_, err := c.ReadRange(context.Background(), e, make([]byte, 10), 0)
+		srv.Close()
+		var se *StatusError
+		if !errors.As(err, &se) || se.Code != http.StatusNotFound {
+			t.Fatalf("ReadRange: %v, want a 404 StatusError", err)
+		}
+		if !strings.HasPrefix(se.Body, tc.want) || len(se.Body) > tc.maxQuoted {
+			t.Errorf("the error quotes %d bytes %.80q..., want %q first and at most %d bytes", len(se.Body), se.Body, tc.want, tc.maxQuoted)
+		}
+		for _, s := range tc.wantNot {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("the error %q quotes %q", err, s)
 			}
 		}
 	}
