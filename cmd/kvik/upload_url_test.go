@@ -102,3 +102,17 @@ func summaryKey(t *testing.T, line string) string {
 	}
 	return u.Path
 }
+
+// TestCpS3ErrorLine: kvik cp of a missing S3 object fails with one line
+// that quotes the server's error code and message, not its whole error
+// document (RequestId, HostId).
+func TestCpS3ErrorLine(t *testing.T) {
+	v := s3test.Start(t)
+	r := runKvik(t, s3Env(v), "cp", v.URLOf("no/such.bin"), filepath.Join(t.TempDir(), "x")).expect(t, 1)
+	r.oneLineError(t, "kvik: cp: ", "404", "NoSuchKey")
+	for _, s := range []string{"<", "RequestId", "HostId"} {
+		if strings.Contains(r.stderr, s) {
+			t.Errorf("the error line quotes %q: %s", s, r.stderr)
+		}
+	}
+}
