@@ -185,7 +185,7 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "  help    show this help, or a command's: kvik help COMMAND")
 	fmt.Fprintln(w, "\nRun 'kvik COMMAND -h' for a command's flags.")
-	fmt.Fprintln(w, "Exit status: 0 success, 1 failure, 2 usage error.")
+	fmt.Fprintln(w, "Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.")
 	fmt.Fprintln(w, "KVIKIO_* environment variables set kvik's defaults (see kvik info).")
 	fmt.Fprintln(w, "Every command takes -v (INFO; twice DEBUG, three times TRACE) and --log-level LEVEL.")
 }
@@ -294,6 +294,7 @@ func handleInterrupt(stops bool) (context.Context, func() os.Signal) {
 			return
 		}
 		cancel()
+		msg := fmt.Sprintf("\nkvik: interrupted (%v)\n", got)
 		if stops {
 			fmt.Fprintf(os.Stderr, "\nkvik: interrupted (%v): stopping (again to exit now)\n", got)
 			t := time.NewTimer(interruptGrace)
@@ -303,9 +304,10 @@ func handleInterrupt(stops bool) (context.Context, func() os.Signal) {
 			case <-done:
 				return // the command returned: run reports it
 			}
+			msg = "kvik: exiting before the command stopped (an upload's parts may stay)\n"
 		}
 		runCleanups()
-		fmt.Fprintf(os.Stderr, "\nkvik: interrupted (%v)\n", got)
+		fmt.Fprint(os.Stderr, msg)
 		os.Exit(exitInterrupted)
 	}()
 	return ctx, func() os.Signal {
