@@ -70,6 +70,12 @@ var (
 	// first response (HTTP 412 to its If-Match, or another ETag in the
 	// answer). It is not retried: no read returns bytes of two versions.
 	ErrObjectChanged = remote.ErrObjectChanged
+	// ErrBadResponse reports an answer with an expected status whose
+	// body is not what the request asks for: an upload's
+	// CompleteMultipartUpload answered 200 with an empty body, an HTML
+	// page or another document than its result (the upload is aborted),
+	// a CreateMultipartUpload answered without an upload id.
+	ErrBadResponse = remote.ErrBadResponse
 )
 
 // HTTPStatusError is a remote response with an unexpected status code.

@@ -197,6 +197,8 @@ func checksumServer(t *testing.T) ([]kvik.RemoteOption, func(key string) (string
 			fmt.Fprint(w, "<InitiateMultipartUploadResult><UploadId>u1</UploadId></InitiateMultipartUploadResult>")
 		case r.URL.Query().Has("partNumber"):
 			w.Header().Set("ETag", `"p"`)
+		case r.Method == http.MethodPost && r.URL.Query().Has("uploadId"):
+			fmt.Fprint(w, "<CompleteMultipartUploadResult><ETag>x</ETag></CompleteMultipartUploadResult>")
 		}
 	}))
 	t.Cleanup(srv.Close)

@@ -107,11 +107,14 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.IntVar(&o.repeats, "repeats", 3, "timed repetitions (`count`) of each configuration")
 	fs.DurationVar(&o.settle, "settle", 200*time.Millisecond, "with --safetensors or --gguf: pause this long after each timed load's Close, untimed (the CUDA driver keeps working on freed device memory for tens of milliseconds, slowing the copies of the next load by up to a tenth); 0: none")
 	fs.Func("start-at", "with --safetensors or --gguf and --slot: start the first timed load at this `time` (Unix seconds, as date +%s.%N prints), so that loads in several processes run at the same moments", func(v string) error {
+		// In nanoseconds the time must fit an int64 (before 2262); NaN
+		// fails the comparison too.
 		sec, err := strconv.ParseFloat(v, 64)
-		if err != nil || sec <= 0 || math.IsInf(sec, 0) {
-			return fmt.Errorf("want Unix seconds such as 1764150000.25")
+		if err != nil || !(sec > 0 && sec < math.MaxInt64/1e9) {
+			return fmt.Errorf("want Unix seconds such as 1764150000.25, before 2262")
 		}
-		o.startAt = time.Unix(0, int64(sec*1e9))
+		s, frac := math.Modf(sec)
+		o.startAt = time.Unix(int64(s), int64(frac*1e9))
 		return nil
 	})
 	fs.DurationVar(&o.slot, "slot", 0, "with --start-at: start timed load k (counting every configuration's) at --start-at plus k times this `duration`, in place of --settle; a load that cannot start on time is an error")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -267,7 +268,7 @@ func (j *copyJob) copyDevice(prog *progress) error {
 	write := func(slot int, off int64, n int) error {
 		return transferred(n, wrapOp(j.out.WriteDevice(p, n, off, int64(slot)*j.chunk)))
 	}
-	return pipeline(j.size, j.chunk, read, write, prog)
+	return pipeline(j.e.ctx, j.size, j.chunk, read, write, prog)
 }
 
 // copyHost copies through two page-aligned host buffers of one chunk each.
@@ -288,7 +289,7 @@ func (j *copyJob) copyHost(prog *progress) error {
 	write := func(s int, off int64, n int) error {
 		return transferred(n, wrapOp(j.out.WriteAt(slot(s, n), off)))
 	}
-	return pipeline(j.size, j.chunk, read, write, prog)
+	return pipeline(j.e.ctx, j.size, j.chunk, read, write, prog)
 }
 
 // opResult carries the result of a transfer to transferred.
@@ -310,7 +311,8 @@ func transferred(want int, r opResult) error {
 
 // pipeline copies [0, size) in chunks through two buffer slots: a reader
 // goroutine fills one slot while the caller's goroutine writes the other.
-func pipeline(size, chunk int64, read, write func(slot int, off int64, n int) error, prog *progress) error {
+// Once ctx is done no chunk starts: the copy fails with ctx's error.
+func pipeline(ctx context.Context, size, chunk int64, read, write func(slot int, off int64, n int) error, prog *progress) error {
 	type piece struct {
 		slot int
 		off  int64
@@ -326,6 +328,9 @@ func pipeline(size, chunk int64, read, write func(slot int, off int64, n int) er
 		for off := int64(0); off < size && !stop.Load(); off += chunk {
 			s := <-free
 			n := int(min(chunk, size-off))
+			if readErr = ctx.Err(); readErr != nil {
+				return
+			}
 			if readErr = read(s, off, n); readErr != nil {
 				return
 			}
@@ -368,7 +373,7 @@ func (j *copyJob) verify() (string, error) {
 	if fi.Size() != j.size {
 		return "", fmt.Errorf("verify: %s has %d bytes, want %d", j.dst, fi.Size(), j.size)
 	}
-	sum, err := compareFiles(a, b, j.size, newProgress(j.e, "verify", j.size, true))
+	sum, err := compareFiles(j.e.ctx, a, b, j.size, newProgress(j.e, "verify", j.size, true))
 	if err != nil {
 		return "", err
 	}
@@ -376,14 +381,17 @@ func (j *copyJob) verify() (string, error) {
 }
 
 // compareFiles compares the first size bytes of a and b and returns their
-// CRC-32C (Castagnoli).
-func compareFiles(a, b *os.File, size int64, prog *progress) (uint32, error) {
+// CRC-32C (Castagnoli); it stops with ctx's error once ctx is done.
+func compareFiles(ctx context.Context, a, b *os.File, size int64, prog *progress) (uint32, error) {
 	defer prog.finish()
 	const block = 16 * miB
 	ba, bb := make([]byte, block), make([]byte, block)
 	table := crc32.MakeTable(crc32.Castagnoli)
 	var crc uint32
 	for off := int64(0); off < size; off += block {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		n := int(min(block, size-off))
 		if _, err := a.ReadAt(ba[:n], off); err != nil {
 			return 0, fmt.Errorf("verify: read %s: %w", a.Name(), err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -26,7 +27,7 @@ import (
 // received by CRC-32C unless --verify=false; an upload goes up from a
 // mapping of the file and is read back and compared.
 func tensorCopy(e *env, o *cpOptions, src, dst string) error {
-	ctx := context.Background()
+	ctx := e.ctx
 	files, err := tensorFiles(src, dst)
 	if err != nil {
 		return err
@@ -126,11 +127,16 @@ func tensorFiles(src, dst string) ([]tensorFile, error) {
 
 // destPath is where kvik cp writes src when told dst: inside dst, under
 // src's base name, when dst is a local directory or ends in "/" (an S3
-// prefix or a directory to be made); dst itself otherwise.
+// prefix or a directory to be made); dst itself otherwise. A local
+// file's name goes into a URL escaped, so that it becomes the key as it
+// is: a URL's path is decoded once, and '#' or '?' would end it.
 func destPath(src, dst string) string {
 	base := path.Base(src)
-	if isURL(src) {
+	switch {
+	case isURL(src):
 		base = path.Base(strings.SplitN(src, "?", 2)[0])
+	case isURL(dst):
+		base = url.PathEscape(base)
 	}
 	if strings.HasSuffix(dst, "/") {
 		return dst + base

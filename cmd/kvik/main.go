@@ -9,10 +9,12 @@
 //	kvik version                  kvik's version, VCS revision and Go version
 //	kvik help [COMMAND]           show help
 //
-// Exit status: 0 on success, 1 on failure, 2 on a usage error.
+// Exit status: 0 on success, 1 on failure, 2 on a usage error, 130
+// after an interrupt (SIGINT or SIGTERM).
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/kvikgo/kvik/cuda"
 )
@@ -31,6 +34,8 @@ const (
 	exitOK      = 0
 	exitFailure = 1
 	exitUsage   = 2
+	// exitInterrupted is what shells expect after Ctrl-C.
+	exitInterrupted = 130
 )
 
 // command is one subcommand of kvik.
@@ -41,10 +46,16 @@ type command struct {
 	run func(e *env, args []string) error
 	// flags builds the command's flag set, for parsing and for help.
 	flags func(e *env) *flag.FlagSet
+	// stops: run returns soon after e.ctx is cancelled, having undone
+	// what it started on a server (an upload's parts), so an interrupt
+	// waits for it (handleInterrupt).
+	stops bool
 }
 
 // env is what a command may touch: its output streams and terminal.
 type env struct {
+	// ctx is the command's context, cancelled by an interrupt.
+	ctx            context.Context
 	stdout, stderr io.Writer
 	// progress is true when stderr is a terminal, so progress bars show.
 	progress bool
@@ -57,14 +68,13 @@ func commands() []*command {
 	return []*command{
 		{name: "info", summary: "show CUDA, cuFile, kvik settings and what a path supports", run: runInfo, flags: infoFlags},
 		{name: "bench", summary: "benchmark kvik's I/O paths against baselines and hardware ceilings", run: runBench, flags: benchFlagSet},
-		{name: "cp", summary: "copy a file through GPU (or host) memory and verify it", run: runCp, flags: cpFlags},
+		{name: "cp", summary: "copy a file through GPU (or host) memory and verify it", run: runCp, flags: cpFlags, stops: true},
 		{name: "version", summary: "print kvik's version, VCS revision and Go version", run: runVersion, flags: versionFlags},
 	}
 }
 
 func main() {
 	e := &env{stdout: os.Stdout, stderr: os.Stderr, progress: isTerminal(os.Stderr)}
-	handleInterrupt()
 	os.Exit(run(e, os.Args[1:]))
 }
 
@@ -87,8 +97,17 @@ func run(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "kvik: unknown command %q (see kvik help)\n", name)
 		return exitUsage
 	}
+	ctx, interrupted := handleInterrupt(cmd.stops)
+	e.ctx = ctx
 	err := cmd.run(e, args[1:])
+	sig := interrupted()
 	runCleanups()
+	if sig != nil {
+		if err != nil {
+			report(e, cmd.name, err) // what was cut short, and any failed cleanup
+		}
+		return exitInterrupted
+	}
 	return report(e, cmd.name, err)
 }
 
@@ -167,7 +186,7 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "  help    show this help, or a command's: kvik help COMMAND")
 	fmt.Fprintln(w, "\nRun 'kvik COMMAND -h' for a command's flags.")
-	fmt.Fprintln(w, "Exit status: 0 success, 1 failure, 2 usage error.")
+	fmt.Fprintln(w, "Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.")
 	fmt.Fprintln(w, "KVIKIO_* environment variables set kvik's defaults (see kvik info).")
 	fmt.Fprintln(w, "Every command takes -v (INFO; twice DEBUG, three times TRACE) and --log-level LEVEL.")
 }
@@ -252,15 +271,51 @@ func runCleanups() {
 	}
 }
 
-// handleInterrupt removes temporary files on SIGINT or SIGTERM and exits
-// with 130, as shells expect after Ctrl-C.
-func handleInterrupt() {
-	ch := make(chan os.Signal, 1)
+// interruptGrace is how long an interrupted command that stops (an
+// upload aborting its parts) has to return before kvik exits anyway.
+const interruptGrace = 30 * time.Second
+
+// handleInterrupt returns the context of a command, cancelled on SIGINT
+// or SIGTERM, and a function to call when the command has returned: it
+// stops the watch and returns the signal received, if any. A command
+// that stops (cmd.stops) gets interruptGrace to return; a second signal,
+// or the grace's end, exits at once. Other commands exit at once. Exiting
+// at once runs the cleanups (temporary files) first and exits with 130.
+func handleInterrupt(stops bool) (context.Context, func() os.Signal) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	var got os.Signal
+	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
-		sig := <-ch
+		defer close(finished)
+		select {
+		case got = <-ch:
+		case <-done:
+			return
+		}
+		cancel()
+		msg := fmt.Sprintf("\nkvik: interrupted (%v)\n", got)
+		if stops {
+			fmt.Fprintf(os.Stderr, "\nkvik: interrupted (%v): stopping (again to exit now)\n", got)
+			t := time.NewTimer(interruptGrace)
+			select {
+			case <-ch:
+			case <-t.C:
+			case <-done:
+				return // the command returned: run reports it
+			}
+			msg = "kvik: exiting before the command stopped (an upload's parts may stay)\n"
+		}
 		runCleanups()
-		fmt.Fprintf(os.Stderr, "\nkvik: interrupted (%v)\n", sig)
-		os.Exit(130)
+		fmt.Fprint(os.Stderr, msg)
+		os.Exit(exitInterrupted)
 	}()
+	return ctx, func() os.Signal {
+		signal.Stop(ch)
+		close(done)
+		<-finished // or the process exits
+		cancel()
+		return got
+	}
 }

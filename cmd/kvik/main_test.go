@@ -52,21 +52,38 @@ type result struct {
 // variables, plus env.
 func runKvik(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(kvikBin, args...)
+	k := kvikCommand(env, args...)
+	return k.result(t, k.cmd.Run())
+}
+
+// kvikRun is a run of the binary and its output.
+type kvikRun struct {
+	cmd         *exec.Cmd
+	out, stderr bytes.Buffer
+}
+
+// kvikCommand returns a run of the binary with args and the environment
+// without KVIKIO_* variables, plus env, not started.
+func kvikCommand(env []string, args ...string) *kvikRun {
+	k := &kvikRun{cmd: exec.Command(kvikBin, args...)}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "KVIKIO_") {
-			cmd.Env = append(cmd.Env, kv)
+			k.cmd.Env = append(k.cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
+	k.cmd.Env = append(k.cmd.Env, env...)
+	k.cmd.Stdout, k.cmd.Stderr = &k.out, &k.stderr
+	return k
+}
+
+// result is the outcome of the run, which ended with err.
+func (k *kvikRun) result(t *testing.T, err error) result {
+	t.Helper()
+	r := result{stdout: k.out.String(), stderr: k.stderr.String()}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("running kvik %v: %v", args, err)
+		t.Fatalf("running kvik %v: %v", k.cmd.Args[1:], err)
 	}
 	return r
 }
@@ -153,6 +170,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "--slot", "1s"}, "--start-at and --slot go together"},
 		{[]string{"bench", "--start-at", "1764150000", "--slot", "-1s"}, "--slot -1s"},
 		{[]string{"bench", "--start-at", "soon", "--slot", "1s"}, "want Unix seconds"},
+		{[]string{"bench", "--start-at", "1e10", "--slot", "1s"}, "want Unix seconds"},
+		{[]string{"bench", "--start-at", "9.3e9", "--slot", "1s"}, "want Unix seconds"},
+		{[]string{"bench", "--start-at", "NaN", "--slot", "1s"}, "want Unix seconds"},
 		{[]string{"bench", "--paired-ceiling", "--no-baselines"}, "--paired-ceiling needs the ceilings"},
 		{[]string{"bench", "extra"}, "unexpected argument"},
 		{[]string{"cp", "only-one"}, "want two arguments"},

@@ -31,7 +31,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // unless --verify=false; an upload reports its own time apart from the
 // read-back's.
 func remoteCopy(e *env, o *cpOptions, src, dst string) error {
-	ctx := context.Background()
+	ctx := e.ctx
 	start := time.Now()
 	var size int64
 	var sum uint32
@@ -88,8 +88,8 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 	var sum uint32
 	for off := int64(0); off < size; off += int64(len(buf)) {
 		p := buf[:min(int64(len(buf)), size-off)]
-		if _, err := h.ReadAt(p, off); err != nil {
-			return 0, 0, err
+		if n, err := h.PRead(ctx, p, off).Get(); err != nil || n != len(p) {
+			return 0, 0, transferred(len(p), opResult{n, err})
 		}
 		sum = crc32.Update(sum, castagnoli, p)
 		if _, err := out.WriteAt(p, off); err != nil {
@@ -136,8 +136,8 @@ func (u uploadStats) line(src, dst string) string {
 // page cache) into the requests as they are sent, so no copy of the file
 // is held in memory, and their CRC-32C is computed as they go
 // (kvik.WithUploadCRC32C). A file that shrinks meanwhile fails the
-// upload. With verify it then reads the object back and compares its
-// size and CRC-32C with the bytes sent.
+// upload. With verify it then reads the object back, signed as the
+// upload, and compares its size and CRC-32C with the bytes sent.
 func uploadFile(ctx context.Context, path, url string, verify bool) (uploadStats, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -153,7 +153,9 @@ func uploadFile(ctx context.Context, path, url string, verify bool) (uploadStats
 		return u, nil
 	}
 	start = time.Now()
-	h, err := kvik.OpenRemote(ctx, url)
+	// Signed, as the upload was: an http(s) URL alone would be read as
+	// a public object.
+	h, err := kvik.OpenS3URL(ctx, url)
 	if err != nil {
 		return uploadStats{}, err
 	}

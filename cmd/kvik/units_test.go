@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -134,7 +135,7 @@ func TestPipeline(t *testing.T) {
 		copy(dst[off:], slots[s][:n])
 		return nil
 	}
-	if err := pipeline(size, chunk, read, write, nil); err != nil || string(dst) != string(src) {
+	if err := pipeline(context.Background(), size, chunk, read, write, nil); err != nil || string(dst) != string(src) {
 		t.Fatalf("pipeline: %v, equal=%v", err, string(dst) == string(src))
 	}
 	boom := errors.New("boom")
@@ -144,12 +145,12 @@ func TestPipeline(t *testing.T) {
 		}
 		return nil
 	}
-	if err := pipeline(size, chunk, failRead, write, nil); !errors.Is(err, boom) {
+	if err := pipeline(context.Background(), size, chunk, failRead, write, nil); !errors.Is(err, boom) {
 		t.Errorf("read failure: %v", err)
 	}
 	writes := 0
 	failWrite := func(s int, off int64, n int) error { writes++; return boom }
-	if err := pipeline(size, chunk, read, failWrite, nil); !errors.Is(err, boom) || writes != 1 {
+	if err := pipeline(context.Background(), size, chunk, read, failWrite, nil); !errors.Is(err, boom) || writes != 1 {
 		t.Errorf("write failure: %v after %d writes", err, writes)
 	}
 }

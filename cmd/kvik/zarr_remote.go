@@ -161,7 +161,7 @@ func zarrCopy(e *env, o *cpOptions, src, dst string) error {
 	if storesOverlap(src, dst) {
 		return fmt.Errorf("%s -> %s: %w", src, dst, errStoresOverlap)
 	}
-	ctx := context.Background()
+	ctx := e.ctx
 	from, err := zarr.OpenStore(ctx, src, zarrOptions(&o.maxDoc)...)
 	if err != nil {
 		return err
@@ -290,7 +290,7 @@ func eachKey(keys []string, n int, f func(string) error) error {
 // with --memory host or without a GPU) and saves it as a .npy file,
 // then checks the file against the array's bytes by CRC-32C.
 func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
-	ctx := context.Background()
+	ctx := e.ctx
 	mem, err := chooseMemory(o.memory)
 	if err != nil {
 		return err

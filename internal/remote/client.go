@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -435,10 +434,11 @@ func (c *Client) send(e *Endpoint, req *http.Request, want ...int) (*http.Respon
 		}
 	}
 	// Read past the 512 bytes kept, so that a secret straddling the cut
-	// is masked whole rather than cut first and left half unmasked.
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, e.snippetLimit(maxErrBody)))
+	// is masked whole rather than cut first and left half unmasked, and
+	// so that an S3 error document's code and message are found.
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, max(e.snippetLimit(maxErrBody), errorDocLimit)))
 	resp.Body.Close()
-	serr := &StatusError{Method: req.Method, URL: e.String(), Code: resp.StatusCode, Body: e.snippet(bytes.TrimSpace(body), maxErrBody)}
+	serr := &StatusError{Method: req.Method, URL: e.String(), Code: resp.StatusCode, Body: e.quote(body)}
 	if c.policy.Retry != nil && c.policy.Retry(resp.StatusCode) {
 		return nil, retryable{serr}
 	}
@@ -473,7 +473,9 @@ func (c *Client) readOnce(ctx context.Context, e *Endpoint, p []byte, off int64)
 }
 
 // get sends a ranged GET (rangeRequest) and returns the answer when its
-// status is one of want; the caller closes its body. With pin set the
+// status is one of want and its body is not encoded (Content-Encoding
+// other than identity: ErrBadContentRange, not retried); the caller
+// closes its body. With pin set the
 // request asks for the object's version seen first (If-Match) and the
 // answer must be of it (one object's reads, not a prefix's).
 func (c *Client) get(ctx context.Context, e *Endpoint, off int64, n int, pin bool, want ...int) (*http.Response, error) {
@@ -488,6 +490,10 @@ func (c *Client) get(ctx context.Context, e *Endpoint, off int64, n int, pin boo
 	if err != nil {
 		return nil, changed(req, err)
 	}
+	if err := e.identity(resp); err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
 	if pin {
 		if err := c.pin.observe(resp); err != nil {
 			resp.Body.Close()
@@ -495,6 +501,16 @@ func (c *Client) get(ctx context.Context, e *Endpoint, off int64, n int, pin boo
 		}
 	}
 	return resp, nil
+}
+
+// identity fails with ErrBadContentRange when resp's body is encoded
+// (a Content-Encoding other than identity, which the request asked
+// for): its bytes are not the object's.
+func (e *Endpoint) identity(resp *http.Response) error {
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return fmt.Errorf("%w: Content-Encoding %q, not the object's bytes", ErrBadContentRange, e.snippet([]byte(ce), 64))
+	}
+	return nil
 }
 
 // readExact fills p, the bytes at off, from a body that must end there

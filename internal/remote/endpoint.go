@@ -459,7 +459,7 @@ func (e *Endpoint) sign(ctx context.Context, req *http.Request) error {
 
 // rangeRequest builds a GET for n bytes at off, or for the last -off
 // bytes when off is negative (not for WebHDFS, whose reads take an
-// offset); send signs it.
+// offset), in the identity encoding; send signs it.
 func (e *Endpoint) rangeRequest(ctx context.Context, off int64, n int) (*http.Request, error) {
 	u := *e.URL
 	rng := fmt.Sprintf("bytes=%d-%d", off, off+int64(n)-1)
@@ -480,6 +480,9 @@ func (e *Endpoint) rangeRequest(ctx context.Context, off int64, n int) (*http.Re
 	if e.Type != WebHDFS {
 		req.Header.Set("Range", rng)
 	}
+	// The object's bytes, not a compressed form of them (get refuses
+	// one).
+	req.Header.Set("Accept-Encoding", "identity")
 	return req, nil
 }
 

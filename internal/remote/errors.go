@@ -46,6 +46,11 @@ var (
 	// 412 to its If-Match, or another ETag). It is not retried, so that
 	// no read returns bytes of two versions.
 	ErrObjectChanged = errors.New("remote: object changed during the read")
+	// ErrBadResponse reports an answer with an expected status whose
+	// body is not what the request asks for: a CompleteMultipartUpload
+	// answered with an empty body, an HTML page or another document, a
+	// CreateMultipartUpload without an upload id.
+	ErrBadResponse = errors.New("remote: malformed response")
 )
 
 // StatusError is an HTTP response with an unexpected status code. A 404

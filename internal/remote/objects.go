@@ -26,11 +26,15 @@ func (c *Client) GetObject(ctx context.Context, e *Endpoint, buf []byte, limit i
 		if err != nil {
 			return err
 		}
+		req.Header.Set("Accept-Encoding", "identity")
 		resp, err := c.send(e, req, http.StatusOK)
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
+		if err := e.identity(resp); err != nil {
+			return err
+		}
 		out, err = readWholeBody(resp, buf, limit)
 		return err
 	})

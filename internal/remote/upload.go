@@ -65,6 +65,14 @@ func (c *Client) request(ctx context.Context, e *Endpoint, method, q string, bod
 // requestLimit is request keeping up to limit bytes of the body, with
 // the headers hdr (nil for none) set on every attempt.
 func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string, body Body, size, limit int64, hdr http.Header, also ...int) (reply, error) {
+	keep := func(resp *http.Response) (reply, error) { return e.keepReply(method, resp, limit) }
+	return c.exchange(ctx, e, method, q, body, size, hdr, keep, also...)
+}
+
+// exchange sends the request of requestLimit and makes the reply of an
+// answer with an expected status with read, which may return a retryable
+// error to try again.
+func (c *Client) exchange(ctx context.Context, e *Endpoint, method, q string, body Body, size int64, hdr http.Header, read func(*http.Response) (reply, error), also ...int) (reply, error) {
 	var rep reply
 	err := c.do(ctx, e, method, func(ctx context.Context) error {
 		u := *e.URL
@@ -98,28 +106,28 @@ func (c *Client) requestLimit(ctx context.Context, e *Endpoint, method, q string
 			return err
 		}
 		defer resp.Body.Close()
-		data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-		if err != nil {
-			return retryable{err}
-		}
-		over := int64(len(data)) > limit
-		if over {
-			data = data[:limit]
-		}
-		// S3 may answer CompleteMultipartUpload with 200 and an error
-		// document.
-		var doc struct {
-			XMLName xml.Name
-			Code    string `xml:"Code"`
-			Message string `xml:"Message"`
-		}
-		if xml.Unmarshal(data, &doc) == nil && doc.XMLName.Local == "Error" && resp.StatusCode < 300 {
-			return &StatusError{Method: method, URL: e.String(), Code: resp.StatusCode, Body: e.snippet([]byte(doc.Code+": "+doc.Message), maxErrBody)}
-		}
-		rep = reply{status: resp.StatusCode, hdr: resp.Header, data: data, over: over}
-		return nil
+		rep, err = read(resp)
+		return err
 	})
 	return rep, err
+}
+
+// keepReply reads the first limit bytes of the body of resp, an answer
+// to method, into its reply. An error document in a 2xx answer is an
+// error.
+func (e *Endpoint) keepReply(method string, resp *http.Response, limit int64) (reply, error) {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return reply{}, retryable{err}
+	}
+	over := int64(len(data)) > limit
+	if over {
+		data = data[:limit]
+	}
+	if text, ok := errorDoc(data); ok && resp.StatusCode < 300 {
+		return reply{}, &StatusError{Method: method, URL: e.String(), Code: resp.StatusCode, Body: e.snippet([]byte(text), maxErrBody)}
+	}
+	return reply{status: resp.StatusCode, hdr: resp.Header, data: data, over: over}, nil
 }
 
 // PutObject writes a whole object in one request. With sum not nil the
@@ -147,7 +155,7 @@ func (c *Client) CreateMultipart(ctx context.Context, e *Endpoint) (string, erro
 		UploadID string `xml:"UploadId"`
 	}
 	if err := xml.Unmarshal(rep.data, &res); err != nil || res.UploadID == "" {
-		return "", fmt.Errorf("remote: CreateMultipartUpload %s: no upload id in %q", e, e.snippet(rep.data, 200))
+		return "", fmt.Errorf("%w: CreateMultipartUpload %s: no upload id in %q", ErrBadResponse, e, e.snippet(rep.data, 200))
 	}
 	return res.UploadID, nil
 }
@@ -166,7 +174,10 @@ func (c *Client) UploadPart(ctx context.Context, e *Endpoint, id string, num int
 	return etag, nil
 }
 
-// CompleteMultipart joins the parts, whose ETags are in part order.
+// CompleteMultipart joins the parts, whose ETags are in part order. It
+// succeeds only on a CompleteMultipartUploadResult (checkComplete): a
+// 200 with an error document is tried again, as S3 advises, and any
+// other answer fails with ErrBadResponse.
 func (c *Client) CompleteMultipart(ctx context.Context, e *Endpoint, id string, etags []string) error {
 	type part struct {
 		PartNumber int
@@ -183,8 +194,9 @@ func (c *Client) CompleteMultipart(ctx context.Context, e *Endpoint, id string, 
 	if err != nil {
 		return err
 	}
-	_, err = c.request(ctx, e, http.MethodPost, "uploadId="+url.QueryEscape(id),
-		func() (io.Reader, error) { return bytes.NewReader(body), nil }, int64(len(body)))
+	_, err = c.exchange(ctx, e, http.MethodPost, "uploadId="+url.QueryEscape(id),
+		func() (io.Reader, error) { return bytes.NewReader(body), nil }, int64(len(body)), nil,
+		func(resp *http.Response) (reply, error) { return reply{}, e.checkComplete(resp.Body) })
 	return err
 }
 
