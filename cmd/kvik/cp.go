@@ -189,6 +189,11 @@ func (j *copyJob) open() error {
 		m, _ := kvik.ParseCompatMode(j.o.compat)
 		opts = append(opts, kvik.WithCompatMode(m))
 	}
+	// SRC's kind first: opening a FIFO for reading blocks until a writer
+	// comes, and a device may never end.
+	if err := regularSource(j.src); err != nil {
+		return err
+	}
 	var err error
 	if j.in, err = kvik.Open(j.src, "r", 0, opts...); err != nil {
 		return err
@@ -198,7 +203,7 @@ func (j *copyJob) open() error {
 	switch {
 	case err != nil:
 		return err
-	case !fi.Mode().IsRegular():
+	case !fi.Mode().IsRegular(): // replaced since the check above
 		return fmt.Errorf("%s: not a regular file", j.src)
 	}
 	j.size = fi.Size()
@@ -416,4 +421,17 @@ func firstDiff(a, b []byte, base int64) string {
 		}
 	}
 	return "?"
+}
+
+// regularSource returns an error unless src is, or links to, a regular
+// file.
+func regularSource(src string) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: not a regular file", src)
+	}
+	return nil
 }

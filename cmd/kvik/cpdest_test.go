@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -187,4 +188,44 @@ func TestCpTensorsVerifiedBeforeCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameFile(t, testdata("npy", "a042.npy"), dst)
+}
+
+// TestCpSourceFIFO: kvik cp from a FIFO (or a link to one) with no writer
+// is refused at once with a one-line "not a regular file" error; opening
+// it first blocked until a writer came.
+func TestCpSourceFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("mkfifo:", err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(fifo, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{fifo, link} {
+		dst := filepath.Join(dir, "dst-"+filepath.Base(src))
+		k := kvikCommand(nil, "cp", "--memory", "host", src, dst)
+		if err := k.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- k.cmd.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			k.cmd.Process.Kill()
+			<-done
+			t.Fatalf("kvik cp %s: still running after 20 s (blocked opening the FIFO)", src)
+		}
+		r := k.result(t, err)
+		if r.code != exitFailure {
+			t.Errorf("kvik cp %s: exit %d, want %d", src, r.code, exitFailure)
+		}
+		r.oneLineError(t, "not a regular file", src)
+		if _, err := os.Lstat(dst); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("kvik cp %s made %s (%v)", src, dst, err)
+		}
+	}
 }
