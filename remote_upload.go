@@ -533,7 +533,7 @@ func (b *deviceStager) stage(w io.Writer) error {
 	if b.n == 0 {
 		return nil
 	}
-	p := planStaging(opWrite, b.d, b.n, chunkPipeline)
+	p := planner(b.d).Plan(true, b.n, staging.ChunkPipeline)
 	// One pinned buffer per part in flight, holding two chunks: the
 	// transport sends a chunk far slower than the device copies the
 	// next, so chunks smaller than the plan's cost nothing and a part
