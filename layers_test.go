@@ -107,7 +107,7 @@ var fileLayers = [][]string{
 	// Ground: settings, errors, the Future, the op runner, the process's
 	// pools and their staging, ranges, open flags.
 	{"bounce.go", "compat.go", "defaults.go", "devicemem.go", "doc.go", "errors.go", "future.go", "logging.go",
-		"oprun.go", "pagecache.go", "pools.go", "readpolicy.go", "staged.go", "tuning.go", "warmup.go"},
+		"openflags.go", "oprun.go", "pagecache.go", "pools.go", "ranges.go", "readpolicy.go", "staged.go", "tuning.go", "warmup.go"},
 	// Handles: FileHandle, MmapHandle, RemoteHandle, BatchHandle and
 	// their read and write paths.
 	{"async.go", "batch.go", "device.go", "filehandle.go", "hostio.go", "mmap.go", "mmap_register.go", "overread.go",
