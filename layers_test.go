@@ -108,7 +108,7 @@ var fileLayers = [][]string{
 	// op runner, the process's pools and their staging, buffer
 	// registration, ranges, open flags.
 	{"bounce.go", "compat.go", "defaults.go", "devicemem.go", "doc.go", "driver.go", "errors.go", "future.go", "logging.go",
-		"openflags.go", "oprun.go", "pagecache.go", "pools.go", "ranges.go", "readpolicy.go", "register.go", "staged.go", "tuning.go", "warmup.go"},
+		"openflags.go", "oprun.go", "pagecache.go", "pieces.go", "pools.go", "ranges.go", "readpolicy.go", "register.go", "staged.go", "tuning.go", "warmup.go"},
 	// Handles: FileHandle, MmapHandle, RemoteHandle, BatchHandle and
 	// their read and write paths.
 	{"async.go", "batch.go", "device.go", "filehandle.go", "hostio.go", "mmap.go", "mmap_register.go", "overread.go",

@@ -21,7 +21,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/posix"
 )
@@ -653,22 +652,6 @@ func syncDir(dir string) error {
 		return &fs.PathError{Op: "sync", Path: dir, Err: err}
 	}
 	return nil
-}
-
-// Piece is one run of bytes of a file that SaveFile writes: Data in host
-// memory or, when Ptr is not 0, Size bytes of device memory at Ptr.
-type Piece struct {
-	Data []byte
-	Ptr  cuda.DevicePtr
-	Size int64
-}
-
-// Len returns the piece's length in bytes.
-func (p Piece) Len() int64 {
-	if p.Ptr != 0 {
-		return p.Size
-	}
-	return int64(len(p.Data))
 }
 
 // SaveFile writes pieces, one after another, as the whole file or object
