@@ -13,12 +13,13 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/remote"
 	"github.com/kvikgo/kvik/internal/sched"
 	"github.com/kvikgo/kvik/internal/staging"
-	"golang.org/x/sys/unix"
 )
 
 // UploadS3 writes p as the S3 object at url (s3://bucket/key or an S3
@@ -211,9 +212,9 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 		body = h
 	}
 	nparts := max(int((size+part-1)/part), 1)
-	var sums []sentSum // per part, when crc is wanted
+	var sums []remote.SentSum // per part, when crc is wanted
 	if crc != nil {
-		sums = make([]sentSum, nparts)
+		sums = make([]remote.SentSum, nparts)
 	}
 	src := func(off int64, n int) remote.Body {
 		return func() (io.Reader, error) {
@@ -221,7 +222,7 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 			if sums == nil {
 				return r, nil
 			}
-			return sums[off/part].attempt(r), nil
+			return sums[off/part].Attempt(r), nil
 		}
 	}
 	// sent combines the parts' checksums into *crc once all went up.
@@ -232,11 +233,11 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 		var sum uint32
 		for i := range sums {
 			n := min(part, size-int64(i)*part)
-			c, err := sums[i].result(max(n, 0))
+			c, err := sums[i].Result(max(n, 0))
 			if err != nil {
 				return fmt.Errorf("part %d: %w", i+1, err)
 			}
-			sum = crc32cCombine(sum, c, max(n, 0))
+			sum = remote.CRC32CCombine(sum, c, max(n, 0))
 		}
 		*crc = sum
 		return nil
@@ -338,7 +339,7 @@ func putChecksum(ep *remote.Endpoint, body bodySource) *uint32 {
 	if !body.reread || !checksummed(ep) {
 		return nil
 	}
-	h := crc32.New(castagnoli)
+	h := crc32.New(remote.Castagnoli)
 	r := body.open(0, int(body.size))
 	defer r.Close()
 	if _, err := io.Copy(h, r); err != nil {
@@ -356,114 +357,7 @@ func putChecksum(ep *remote.Endpoint, body bodySource) *uint32 {
 // compare its checksum with this one (kvik cp does).
 func WithUploadCRC32C(sum *uint32) RemoteOption { return func(o *remoteOptions) { o.uploadCRC = sum } }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// sentSum is the checksum of one part's body as it went out: each attempt
-// (a retry sends the body again) starts a fresh crcReader, and the one
-// that the successful request read is the last.
-type sentSum struct {
-	mu   sync.Mutex
-	last *crcReader
-}
-
-func (s *sentSum) attempt(r io.ReadCloser) io.Reader {
-	c := &crcReader{r: r}
-	s.mu.Lock()
-	s.last = c
-	s.mu.Unlock()
-	return c
-}
-
-// result returns the checksum of the last attempt, which must have sent
-// exactly n bytes. The request returns only after the transport closed
-// the body, so no Read runs any more.
-func (s *sentSum) result(n int64) (uint32, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.last
-	if c == nil {
-		if n == 0 {
-			return 0, nil
-		}
-		return 0, fmt.Errorf("%w: no body was sent", io.ErrShortWrite)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n != n {
-		return 0, fmt.Errorf("%w: the body sent %d of %d bytes", io.ErrShortWrite, c.n, n)
-	}
-	return c.sum, nil
-}
-
-// crcReader checksums the bytes read through it.
-type crcReader struct {
-	r   io.ReadCloser
-	mu  sync.Mutex // Close may come from another goroutine than Read
-	sum uint32
-	n   int64
-}
-
-func (c *crcReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.mu.Lock()
-	c.sum = crc32.Update(c.sum, castagnoli, p[:n])
-	c.n += int64(n)
-	c.mu.Unlock()
-	return n, err
-}
-
-func (c *crcReader) Close() error { return c.r.Close() }
-
-// crc32cCombine returns the CRC-32C of A followed by B from a = CRC(A),
-// b = CRC(B) and n = len(B): a times x^(8n) modulo the polynomial, plus b.
-func crc32cCombine(a, b uint32, n int64) uint32 {
-	if n == 0 {
-		return a
-	}
-	return gfMul(a, xPow8n(n)) ^ b
-}
-
-// The CRC's polynomials are kept bit-reversed, as hash/crc32 does: bit 31
-// holds x^0 and bit 0 holds x^31.
-const crc32cPoly = 0x82f63b78 // crc32.Castagnoli, reversed
-
-// gfMul returns a*b modulo the CRC-32C polynomial.
-func gfMul(a, b uint32) uint32 {
-	var p uint32
-	for m := uint32(1) << 31; m != 0 && a != 0; m >>= 1 {
-		if a&m != 0 {
-			p ^= b
-			a ^= m
-		}
-		// b *= x
-		if b&1 != 0 {
-			b = b>>1 ^ crc32cPoly
-		} else {
-			b >>= 1
-		}
-	}
-	return p
-}
-
-// x2k[k] is x^(2^k) modulo the polynomial.
-var x2k = func() (t [64]uint32) {
-	t[0] = 1 << 30 // x^1
-	for k := 1; k < len(t); k++ {
-		t[k] = gfMul(t[k-1], t[k-1])
-	}
-	return t
-}()
-
-// xPow8n returns x^(8n) modulo the polynomial, n >= 0.
-func xPow8n(n int64) uint32 {
-	p := uint32(1) << 31 // x^0
-	for k := 3; n != 0; k, n = k+1, n>>1 {
-		if n&1 != 0 {
-			p = gfMul(p, x2k[k])
-		}
-	}
-	return p
-}
+// crc32.Castagnoli, reversed
 
 // newDeviceBody returns a reader over n bytes of the device range r from
 // off, for a request body: once read, a goroutine copies the range from
