@@ -3,7 +3,6 @@ package kvik
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -19,7 +17,6 @@ import (
 	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/remote"
 	"github.com/kvikgo/kvik/internal/sched"
-	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // UploadS3 writes p as the S3 object at url (s3://bucket/key or an S3
@@ -358,99 +355,3 @@ func putChecksum(ep *remote.Endpoint, body bodySource) *uint32 {
 func WithUploadCRC32C(sum *uint32) RemoteOption { return func(o *remoteOptions) { o.uploadCRC = sum } }
 
 // crc32.Castagnoli, reversed
-
-// newDeviceBody returns a reader over n bytes of the device range r from
-// off, for a request body: once read, a goroutine copies the range from
-// the device into pinned bounce buffers, chunk k+1 on a stream of r's
-// context while the transport reads chunk k (staging.Write's pipeline),
-// and hands each chunk to the transport through a pipe, so no copy is
-// one synchronous cuMemcpy per Read. Close, which the transport calls
-// from any goroutine, stops the copies and returns the buffers before
-// it returns, so the device memory is no longer read once the request
-// is done.
-func newDeviceBody(d Defaults, r devmem.Range, off int64, n int) *pipeBody {
-	s := &deviceStager{d: d, r: r, off: off, n: n}
-	return newPipeBody(s.stage)
-}
-
-// newPipeBody returns a body whose bytes stage writes, from a goroutine
-// started by the first Read.
-func newPipeBody(stage func(w io.Writer) error) *pipeBody {
-	return &pipeBody{stage: stage, done: make(chan struct{})}
-}
-
-// pipeBody is the reader of newDeviceBody and newPipeBody.
-type pipeBody struct {
-	stage func(w io.Writer) error
-	once  sync.Once
-	pr    *io.PipeReader // nil until the first Read, and if closed before
-	done  chan struct{}  // closed when the staging goroutine has returned
-}
-
-// deviceStager copies n bytes of r from off through pinned memory.
-type deviceStager struct {
-	d   Defaults
-	r   devmem.Range
-	off int64
-	n   int
-}
-
-func (b *pipeBody) Read(p []byte) (int, error) {
-	b.once.Do(b.start)
-	if b.pr == nil {
-		return 0, ErrClosed
-	}
-	return b.pr.Read(p)
-}
-
-func (b *pipeBody) start() {
-	pr, pw := io.Pipe()
-	b.pr = pr
-	go func() {
-		defer close(b.done)
-		pw.CloseWithError(b.stage(pw)) // nil: readers get io.EOF
-	}()
-}
-
-// Close stops the staging goroutine, if one started, and waits for it.
-func (b *pipeBody) Close() error {
-	b.once.Do(func() {}) // a later Read starts nothing
-	if b.pr != nil {
-		b.pr.CloseWithError(ErrClosed)
-		<-b.done
-	}
-	return nil
-}
-
-// stage copies the range to w chunk by chunk through pinned memory.
-func (b *deviceStager) stage(w io.Writer) error {
-	if b.n == 0 {
-		return nil
-	}
-	p := planner(b.d).Plan(true, b.n, staging.ChunkPipeline)
-	// One pinned buffer per part in flight, holding two chunks: the
-	// transport sends a chunk far slower than the device copies the
-	// next, so chunks smaller than the plan's cost nothing and a part
-	// never pins two buffers.
-	if half := p.BufSize / 2 &^ (pageSize - 1); b.n > p.Chunk && 2*p.Chunk > p.BufSize && half > 0 {
-		p.Chunk = half
-	}
-	t := sched.Task{Off: 0, Len: b.n, BufOff: int(b.off)}
-	_, err := tune.staging.Task(true, b.r, t, p, 0, true, func(c *staging.Copier) staging.Mover {
-		return &pipeMover{Copier: c, w: w}
-	})
-	return err
-}
-
-// pipeMover feeds the chunks that staging.Write copies from the device
-// to a writer (the request body's pipe).
-type pipeMover struct {
-	*staging.Copier
-	w io.Writer
-}
-
-func (m *pipeMover) WriteFile(p []byte, off int64) (int, error) { return m.w.Write(p) }
-
-func (m *pipeMover) ReadFile(p []byte, off int64) (int, error) {
-	return 0, errors.New("kvik: upload bodies only write")
-}

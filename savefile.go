@@ -769,7 +769,7 @@ func savePiecesS3(ctx context.Context, url string, pieces []Piece, opts []Remote
 
 // piecesReader streams [off, off+n) of the concatenated pieces: host
 // pieces from their slices, device pieces through pinned bounce buffers
-// (newDeviceBody), which Close returns.
+// (staging.Planner.DeviceBody), which Close returns.
 func piecesReader(d Defaults, pieces []Piece, devs []devmem.Range, off, n int64) io.ReadCloser {
 	var rs []io.Reader
 	var cs []io.Closer
@@ -782,7 +782,7 @@ func piecesReader(d Defaults, pieces []Piece, devs []devmem.Range, off, n int64)
 			if p.Ptr == 0 {
 				rs = append(rs, bytes.NewReader(p.Data[a:b]))
 			} else {
-				db := newDeviceBody(d, devs[i], a, int(b-a))
+				db := planner(d).DeviceBody(devs[i], a, int(b-a))
 				rs, cs = append(rs, db), append(cs, db)
 			}
 		}
