@@ -172,26 +172,6 @@ func uploadToEndpoint(ctx context.Context, ep *remote.Endpoint, c *remote.Client
 	return uploadObject(ctx, ep, c, d, piecesSource(d, pieces, devs), nil)
 }
 
-// resolvePieces resolves the device pieces of pieces, by index (nil
-// when there is none).
-func resolvePieces(pieces []Piece) ([]devmem.Range, error) {
-	var devs []devmem.Range
-	for i, p := range pieces {
-		if p.Ptr == 0 || p.Size == 0 {
-			continue
-		}
-		if devs == nil {
-			devs = make([]devmem.Range, len(pieces))
-		}
-		r, err := resolveSynced(p.Ptr, int(p.Size), 0)
-		if err != nil {
-			return nil, err
-		}
-		devs[i] = r
-	}
-	return devs, nil
-}
-
 // uploadObject uploads body as the object of ep with c: one PUT, or a
 // multipart upload aborted on any error. With crc not nil, *crc gets the
 // CRC-32C of the bytes sent (WithUploadCRC32C).

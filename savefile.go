@@ -1,7 +1,6 @@
 package kvik
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +20,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/posix"
 )
 
@@ -765,42 +763,4 @@ func savePiecesS3(ctx context.Context, url string, pieces []Piece, opts []Remote
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
 	}
 	return uploadPieces(ctx, url, pieces, devs, opts)
-}
-
-// piecesReader streams [off, off+n) of the concatenated pieces: host
-// pieces from their slices, device pieces through pinned bounce buffers
-// (staging.Planner.DeviceBody), which Close returns.
-func piecesReader(d Defaults, pieces []Piece, devs []devmem.Range, off, n int64) io.ReadCloser {
-	var rs []io.Reader
-	var cs []io.Closer
-	var pos int64
-	for i, p := range pieces {
-		l := p.Len()
-		lo, hi := max(off, pos), min(off+n, pos+l)
-		if lo < hi {
-			a, b := lo-pos, hi-pos
-			if p.Ptr == 0 {
-				rs = append(rs, bytes.NewReader(p.Data[a:b]))
-			} else {
-				db := planner(d).DeviceBody(devs[i], a, int(b-a))
-				rs, cs = append(rs, db), append(cs, db)
-			}
-		}
-		pos += l
-	}
-	return &multiBody{Reader: io.MultiReader(rs...), closers: cs}
-}
-
-// multiBody is a request body made of several readers, closing those
-// that hold resources when the transport closes it.
-type multiBody struct {
-	io.Reader
-	closers []io.Closer
-}
-
-func (m *multiBody) Close() error {
-	for _, c := range m.closers {
-		c.Close()
-	}
-	return nil
 }
