@@ -206,7 +206,9 @@ func exportImporter(t *testing.T, fset *token.FileSet, files []*ast.File) types.
 		}
 	}
 	out, err := exec.Command(gocmd, args...).Output()
-	if err != nil {
+	if ee, ok := err.(*exec.ExitError); ok {
+		t.Fatalf("go list -export: %v\n%s", err, ee.Stderr)
+	} else if err != nil {
 		t.Fatalf("go list -export: %v", err)
 	}
 	export := map[string]string{}
