@@ -18,14 +18,23 @@ var (
 	hostBounce = newBouncePool("host", nil)
 	// pinnedBounce serves device I/O on the POSIX path.
 	pinnedBounce = newBouncePool("pinned", devmem.PinHost)
-	// pinnedSmall serves device tasks that need at most smallBounceSize
-	// bytes, so that small operations do not pin large buffers.
+	// pinnedSmall serves device tasks that need at most
+	// staging.SmallBufSize bytes, so that small operations do not pin large buffers.
 	pinnedSmall = newBouncePool("pinned-small", devmem.PinHost)
 	// pinnedStaging serves GetPinnedBuffer: staging of other packages
 	// (zarr's decoded chunks), apart so that its sizes do not evict the
 	// buffers of kvik's own reads.
 	pinnedStaging = newBouncePool("pinned-staging", devmem.PinHost)
 )
+
+// bounceSize is the size of pinnedBounce's buffers under settings d.
+func bounceSize(d Defaults) int { return staging.BufSize(d.BounceBufferSize, d.TaskSize) }
+
+// planner plans the staged tasks of an operation under settings d, with
+// the process's pinned pools and the tuning in force.
+func planner(d Defaults) staging.Planner {
+	return staging.Planner{Tuning: tune.staging, Bounce: pinnedBounce, Small: pinnedSmall, BufSize: bounceSize(d), Workers: d.NumThreads}
+}
 
 // newBouncePool returns a pool that logs its allocations at LevelDebug.
 func newBouncePool(name string, pin staging.PinFunc) *staging.Pool {

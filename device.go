@@ -73,7 +73,7 @@ func (f *FileHandle) raw(kind opKind, buf cuda.DevicePtr, size int, fileOffset, 
 			return err
 		})
 	} else {
-		n, err = f.posixDeviceTask(kind, d, r, t, chunkByWorkers)
+		n, err = f.posixDeviceTask(kind, d, r, t, staging.ChunkByWorkers)
 		if err == io.EOF {
 			err = nil // a short count, as cuFileRead reports end of file
 		}
@@ -116,13 +116,13 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 	// copies, however many workers there are. When other operations
 	// already have tasks queued on the pool (many chunk reads at once,
 	// say), those keep the link busy, and one chunk per task is faster.
-	how := chunkByWorkers
+	how := staging.ChunkByWorkers
 	if kind == opRead && len(tasks) <= d.NumThreads && (pool == nil || pool.Pending() == 0) {
-		how = chunkPipeline
+		how = staging.ChunkPipeline
 	}
 	if kind == opRead && pool != nil {
 		if b := f.batchTasks(d, tasks, pool.Limit()); len(b) < len(tasks) {
-			tasks, how = b, chunkBatch
+			tasks, how = b, staging.ChunkBatch
 		}
 	}
 	if pool != nil && len(tasks) > 1 && fut == nil && tune.reserveBounce {
@@ -131,7 +131,7 @@ func (f *FileHandle) deviceOp(ctx context.Context, kind opKind, buf cuda.DeviceP
 		// whose caller must not wait: its tasks allocate for themselves.)
 		// Each GPU in flight has a pool of its own (pools.go), whose
 		// workers hold buffers of this one bounce pool at once.
-		p := planStaging(kind, d, tasks[0].Len, how)
+		p := planner(d).Plan(kind == opWrite, tasks[0].Len, how)
 		need := min(len(tasks), pool.Limit()) * max(1, workers.Active())
 		if err := cuda.WithContext(r.Ctx, func() error { return p.Pool.Reserve(need, p.BufSize) }); err != nil {
 			leave()
@@ -164,7 +164,7 @@ func deviceTasks(off int64, size int, d Defaults) []sched.Task {
 // batchTasks merges runs of up to tune.deviceBatch consecutive tasks of
 // a device read into one task each, but for the last two per worker, when
 // the read's range is cached and leaves at least four batches to each of
-// workers. The worker moves a batch as one pipeline (chunkBatch), where
+// workers. The worker moves a batch as one pipeline (staging.ChunkBatch), where
 // separate tasks each drained their copies before the worker read on:
 // with two GPUs fed from one process, copies slowed by the host's memory
 // traffic made those drains the bound (2x H200, balanced
@@ -194,73 +194,6 @@ func taskAlign() int {
 		return pageSize
 	}
 	return 0
-}
-
-// smallBounceSize is the size of the buffers of pinnedSmall: two chunks of
-// the smallest pipeline chunk (staging.Builtin's MinChunk, 512 KiB).
-const smallBounceSize = 1 << 20
-
-// bounceSize is the size of pinnedBounce's buffers under settings d: one
-// size per setting, so that pooled buffers are reused across tasks.
-func bounceSize(d Defaults) int {
-	return staging.AlignUp(min(d.BounceBufferSize, d.TaskSize), pageSize)
-}
-
-// chunking is how planStaging cuts a task into chunks.
-type chunking int
-
-const (
-	// chunkByWorkers: Tuning.ChunkSize, one chunk per task with many
-	// workers (other workers' tasks keep the link busy), pipelined with
-	// few.
-	chunkByWorkers chunking = iota
-	// chunkPipeline: pipelined whatever the worker count, for an
-	// operation of at most one task per worker.
-	chunkPipeline
-	// chunkBatch: a batch of tasks (batchTasks), moved in chunks of half
-	// a bounce buffer, the read of each overlapping the copy of the last.
-	chunkBatch
-)
-
-// planStaging plans a task of n bytes. A task that needs at most
-// smallBounceSize bytes of buffer (one chunk, or two to overlap) takes a
-// small buffer, so that small operations pin little memory; others take a
-// buffer of bounceSize(d), split in two when two chunks fit.
-func planStaging(kind opKind, d Defaults, n int, how chunking) staging.Plan {
-	bufSize := bounceSize(d)
-	// Writes move each task as one chunk: the device-to-host copy is tens
-	// of times faster than the file write, so splitting only shrinks the
-	// writes (and O_DIRECT writes at small sizes are slow).
-	workers := d.NumThreads
-	if kind == opWrite {
-		workers = staging.SoloWorkers
-	}
-	var chunk int
-	switch how {
-	case chunkPipeline:
-		chunk = tune.staging.PipelineChunk(n, bufSize, pageSize)
-	case chunkBatch:
-		chunk = max(bufSize/2/pageSize*pageSize, pageSize)
-	default:
-		chunk = tune.staging.ChunkSize(n, bufSize, pageSize, workers)
-	}
-	need := chunk
-	if n > chunk {
-		need = 2 * chunk
-	}
-	pool, size := pinnedFor(need, d)
-	return staging.Plan{Chunk: chunk, Pool: pool, BufSize: size}
-}
-
-// pinnedFor picks the pinned pool and buffer size for a task that needs
-// need bytes of buffer under settings d: pinnedSmall's when they fit in
-// it, so that small operations pin little memory, else pinnedBounce's
-// bounceSize(d).
-func pinnedFor(need int, d Defaults) (*staging.Pool, int) {
-	if size := bounceSize(d); need > smallBounceSize || smallBounceSize >= size {
-		return pinnedBounce, size
-	}
-	return pinnedSmall, smallBounceSize
 }
 
 // cufileTask moves one task with cuFile, looping over short transfers.
@@ -297,9 +230,9 @@ func (f *FileHandle) cufileCall(kind opKind, r devmem.Range, size int, fileOffse
 // posixDeviceTask moves one task through pinned bounce buffers. A task of
 // more than one chunk uses two buffers (two halves of one pooled buffer
 // where they fit) so that storage transfers and device copies overlap.
-// how chooses its chunks (planStaging; deviceOp).
-func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r devmem.Range, t sched.Task, how chunking) (n int, err error) {
-	p := planStaging(kind, d, t.Len, how)
+// how chooses its chunks (staging.Planner; deviceOp).
+func (f *FileHandle) posixDeviceTask(kind opKind, d Defaults, r devmem.Range, t sched.Task, how staging.Chunking) (n int, err error) {
+	p := planner(d).Plan(kind == opWrite, t.Len, how)
 	md := d
 	if kind == opRead {
 		chk := f.checkDeviceTask(d, t.Off, t.Len)

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -56,28 +55,6 @@ func WithCompatMode(m CompatMode) Option {
 
 // DefaultPerm is the permission Open gives files it creates when perm is 0.
 const DefaultPerm fs.FileMode = 0o644
-
-// ParseOpenFlags converts KvikIO's open flags to os.O_* flags: "r"
-// (read), "r+" (read and write), "w" (write, create, truncate) and "w+"
-// (read and write, create, truncate). A "b" anywhere after the first
-// character is ignored, as in C's fopen.
-func ParseOpenFlags(flags string) (int, error) {
-	s := flags
-	if len(s) > 1 {
-		s = s[:1] + strings.ReplaceAll(s[1:], "b", "")
-	}
-	switch s {
-	case "r":
-		return os.O_RDONLY, nil
-	case "r+":
-		return os.O_RDWR, nil
-	case "w":
-		return os.O_WRONLY | os.O_CREATE | os.O_TRUNC, nil
-	case "w+":
-		return os.O_RDWR | os.O_CREATE | os.O_TRUNC, nil
-	}
-	return 0, fmt.Errorf("%w: open flags %q (want r, r+, w or w+)", ErrInvalidArgument, flags)
-}
 
 // Open opens the file at path with KvikIO's flags ("r", "r+", "w", "w+";
 // see ParseOpenFlags). perm applies when the file is created; 0 means

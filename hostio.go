@@ -7,20 +7,11 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"math"
 	"syscall"
 	"unsafe"
 
 	"github.com/kvikgo/kvik/internal/posix"
 	"github.com/kvikgo/kvik/internal/sched"
-)
-
-// opKind names an operation in errors and selects its direction.
-type opKind string
-
-const (
-	opRead  opKind = "read"
-	opWrite opKind = "write"
 )
 
 // ReadAt reads len(p) bytes at offset off in parallel tasks. It satisfies
@@ -72,19 +63,6 @@ func (f *FileHandle) PWrite(ctx context.Context, p []byte, off int64) *Future {
 	fut := newFuture()
 	f.hostOp(ctx, opWrite, p, off, fut)
 	return fut
-}
-
-// checkRange validates an operation of size bytes at off.
-func checkRange(off int64, size int) error {
-	switch {
-	case off < 0:
-		return fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, off)
-	case size < 0:
-		return fmt.Errorf("%w: negative size %d", ErrInvalidArgument, size)
-	case off > math.MaxInt64-int64(size):
-		return fmt.Errorf("%w: offset %d + size %d overflows", ErrInvalidArgument, off, size)
-	}
-	return nil
 }
 
 // begin checks an operation and marks it in flight. On success the caller

@@ -133,8 +133,6 @@ func (h *MmapHandle) setRegion(o mmapOptions) error {
 	return nil
 }
 
-func alignDown(x, a int64) int64 { return x / a * a }
-
 // Name returns the path the file was opened with.
 func (h *MmapHandle) Name() string { return h.name }
 
@@ -218,15 +216,4 @@ func (h *MmapHandle) copyOut(p []byte, off int64) (n int, err error) {
 		}
 	}()
 	return copy(p, src), nil
-}
-
-// populateRead asks the kernel to fault in the pages of b (page-aligned)
-// in one call. Kernels before 5.14 lack MADV_POPULATE_READ: the copy then
-// faults the pages in itself.
-func populateRead(b []byte) error {
-	err := unix.Madvise(b, unix.MADV_POPULATE_READ)
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-		return nil
-	}
-	return err
 }

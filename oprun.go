@@ -2,6 +2,7 @@ package kvik
 
 import (
 	"context"
+	"sync"
 
 	"github.com/kvikgo/kvik/internal/sched"
 )
@@ -39,4 +40,56 @@ func failOp(err error, fut *Future) (int, error) {
 		fut.complete(0, err)
 	}
 	return 0, err
+}
+
+// opGate counts a handle's operations in flight so that Close can wait
+// for them, and refuses operations once the handle is closed.
+type opGate struct {
+	mu       sync.Mutex
+	idle     sync.Cond // signalled when inflight drops
+	inflight int
+	closed   bool
+}
+
+func (h *opGate) initGate() { h.idle.L = &h.mu }
+
+// enter marks an operation in flight, or fails with ErrClosed.
+func (h *opGate) enter() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return ErrClosed
+	}
+	h.inflight++
+	return nil
+}
+
+// release marks an operation done.
+func (h *opGate) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.inflight--; h.inflight == 0 {
+		h.idle.Broadcast()
+	}
+}
+
+// closeLocked marks the handle closed and waits for the operations in
+// flight; h.mu is held. It reports false when the handle was closed
+// already.
+func (h *opGate) closeLocked() bool {
+	if h.closed {
+		return false
+	}
+	h.closed = true
+	for h.inflight > 0 {
+		h.idle.Wait()
+	}
+	return true
+}
+
+// Closed reports whether Close has been called.
+func (h *opGate) Closed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
 }

@@ -53,8 +53,6 @@ func isFragment(s sched.Segment) bool {
 // overreadSpan is the widest range an over-read reads: two pages.
 var overreadSpan = 2 * ps64
 
-func alignUp64(n, a int64) int64 { return (n + a - 1) / a * a }
-
 // stagePool holds page-aligned staging buffers of overreadSpan bytes.
 var stagePool = sync.Pool{New: func() any {
 	raw := make([]byte, overreadSpan+ps64)

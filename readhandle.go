@@ -4,64 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/sched"
 )
-
-// opGate counts a handle's operations in flight so that Close can wait
-// for them, and refuses operations once the handle is closed.
-type opGate struct {
-	mu       sync.Mutex
-	idle     sync.Cond // signalled when inflight drops
-	inflight int
-	closed   bool
-}
-
-func (h *opGate) initGate() { h.idle.L = &h.mu }
-
-// enter marks an operation in flight, or fails with ErrClosed.
-func (h *opGate) enter() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return ErrClosed
-	}
-	h.inflight++
-	return nil
-}
-
-// release marks an operation done.
-func (h *opGate) release() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.inflight--; h.inflight == 0 {
-		h.idle.Broadcast()
-	}
-}
-
-// closeLocked marks the handle closed and waits for the operations in
-// flight; h.mu is held. It reports false when the handle was closed
-// already.
-func (h *opGate) closeLocked() bool {
-	if h.closed {
-		return false
-	}
-	h.closed = true
-	for h.inflight > 0 {
-		h.idle.Wait()
-	}
-	return true
-}
-
-// Closed reports whether Close has been called.
-func (h *opGate) Closed() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.closed
-}
 
 // readSource is what a read-only handle (MmapHandle, RemoteHandle)
 // supplies; readMethods builds the reading methods of Reader from it.
@@ -79,15 +26,6 @@ type readSource interface {
 }
 
 type fetchFunc func(ctx context.Context, p []byte, off int64) (int, error)
-
-// clampRead returns the bytes of a read of size at off that lie inside
-// data of total bytes, and whether it had to cut the read short.
-func clampRead(off int64, size int, total int64) (int, bool) {
-	if rest := total - min(off, total); int64(size) > rest {
-		return int(rest), true
-	}
-	return size, false
-}
 
 // zeroCopier is a readSource whose device reads may skip the bounce
 // buffers: zeroCopy returns the task of such a read into r and the

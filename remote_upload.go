@@ -3,7 +3,6 @@ package kvik
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -11,14 +10,13 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/remote"
 	"github.com/kvikgo/kvik/internal/sched"
-	"github.com/kvikgo/kvik/internal/staging"
-	"golang.org/x/sys/unix"
 )
 
 // UploadS3 writes p as the S3 object at url (s3://bucket/key or an S3
@@ -174,26 +172,6 @@ func uploadToEndpoint(ctx context.Context, ep *remote.Endpoint, c *remote.Client
 	return uploadObject(ctx, ep, c, d, piecesSource(d, pieces, devs), nil)
 }
 
-// resolvePieces resolves the device pieces of pieces, by index (nil
-// when there is none).
-func resolvePieces(pieces []Piece) ([]devmem.Range, error) {
-	var devs []devmem.Range
-	for i, p := range pieces {
-		if p.Ptr == 0 || p.Size == 0 {
-			continue
-		}
-		if devs == nil {
-			devs = make([]devmem.Range, len(pieces))
-		}
-		r, err := resolveSynced(p.Ptr, int(p.Size), 0)
-		if err != nil {
-			return nil, err
-		}
-		devs[i] = r
-	}
-	return devs, nil
-}
-
 // uploadObject uploads body as the object of ep with c: one PUT, or a
 // multipart upload aborted on any error. With crc not nil, *crc gets the
 // CRC-32C of the bytes sent (WithUploadCRC32C).
@@ -211,9 +189,9 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 		body = h
 	}
 	nparts := max(int((size+part-1)/part), 1)
-	var sums []sentSum // per part, when crc is wanted
+	var sums []remote.SentSum // per part, when crc is wanted
 	if crc != nil {
-		sums = make([]sentSum, nparts)
+		sums = make([]remote.SentSum, nparts)
 	}
 	src := func(off int64, n int) remote.Body {
 		return func() (io.Reader, error) {
@@ -221,7 +199,7 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 			if sums == nil {
 				return r, nil
 			}
-			return sums[off/part].attempt(r), nil
+			return sums[off/part].Attempt(r), nil
 		}
 	}
 	// sent combines the parts' checksums into *crc once all went up.
@@ -232,11 +210,11 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 		var sum uint32
 		for i := range sums {
 			n := min(part, size-int64(i)*part)
-			c, err := sums[i].result(max(n, 0))
+			c, err := sums[i].Result(max(n, 0))
 			if err != nil {
 				return fmt.Errorf("part %d: %w", i+1, err)
 			}
-			sum = crc32cCombine(sum, c, max(n, 0))
+			sum = remote.CRC32CCombine(sum, c, max(n, 0))
 		}
 		*crc = sum
 		return nil
@@ -338,7 +316,7 @@ func putChecksum(ep *remote.Endpoint, body bodySource) *uint32 {
 	if !body.reread || !checksummed(ep) {
 		return nil
 	}
-	h := crc32.New(castagnoli)
+	h := crc32.New(remote.Castagnoli)
 	r := body.open(0, int(body.size))
 	defer r.Close()
 	if _, err := io.Copy(h, r); err != nil {
@@ -356,207 +334,4 @@ func putChecksum(ep *remote.Endpoint, body bodySource) *uint32 {
 // compare its checksum with this one (kvik cp does).
 func WithUploadCRC32C(sum *uint32) RemoteOption { return func(o *remoteOptions) { o.uploadCRC = sum } }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// sentSum is the checksum of one part's body as it went out: each attempt
-// (a retry sends the body again) starts a fresh crcReader, and the one
-// that the successful request read is the last.
-type sentSum struct {
-	mu   sync.Mutex
-	last *crcReader
-}
-
-func (s *sentSum) attempt(r io.ReadCloser) io.Reader {
-	c := &crcReader{r: r}
-	s.mu.Lock()
-	s.last = c
-	s.mu.Unlock()
-	return c
-}
-
-// result returns the checksum of the last attempt, which must have sent
-// exactly n bytes. The request returns only after the transport closed
-// the body, so no Read runs any more.
-func (s *sentSum) result(n int64) (uint32, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.last
-	if c == nil {
-		if n == 0 {
-			return 0, nil
-		}
-		return 0, fmt.Errorf("%w: no body was sent", io.ErrShortWrite)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n != n {
-		return 0, fmt.Errorf("%w: the body sent %d of %d bytes", io.ErrShortWrite, c.n, n)
-	}
-	return c.sum, nil
-}
-
-// crcReader checksums the bytes read through it.
-type crcReader struct {
-	r   io.ReadCloser
-	mu  sync.Mutex // Close may come from another goroutine than Read
-	sum uint32
-	n   int64
-}
-
-func (c *crcReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.mu.Lock()
-	c.sum = crc32.Update(c.sum, castagnoli, p[:n])
-	c.n += int64(n)
-	c.mu.Unlock()
-	return n, err
-}
-
-func (c *crcReader) Close() error { return c.r.Close() }
-
-// crc32cCombine returns the CRC-32C of A followed by B from a = CRC(A),
-// b = CRC(B) and n = len(B): a times x^(8n) modulo the polynomial, plus b.
-func crc32cCombine(a, b uint32, n int64) uint32 {
-	if n == 0 {
-		return a
-	}
-	return gfMul(a, xPow8n(n)) ^ b
-}
-
-// The CRC's polynomials are kept bit-reversed, as hash/crc32 does: bit 31
-// holds x^0 and bit 0 holds x^31.
-const crc32cPoly = 0x82f63b78 // crc32.Castagnoli, reversed
-
-// gfMul returns a*b modulo the CRC-32C polynomial.
-func gfMul(a, b uint32) uint32 {
-	var p uint32
-	for m := uint32(1) << 31; m != 0 && a != 0; m >>= 1 {
-		if a&m != 0 {
-			p ^= b
-			a ^= m
-		}
-		// b *= x
-		if b&1 != 0 {
-			b = b>>1 ^ crc32cPoly
-		} else {
-			b >>= 1
-		}
-	}
-	return p
-}
-
-// x2k[k] is x^(2^k) modulo the polynomial.
-var x2k = func() (t [64]uint32) {
-	t[0] = 1 << 30 // x^1
-	for k := 1; k < len(t); k++ {
-		t[k] = gfMul(t[k-1], t[k-1])
-	}
-	return t
-}()
-
-// xPow8n returns x^(8n) modulo the polynomial, n >= 0.
-func xPow8n(n int64) uint32 {
-	p := uint32(1) << 31 // x^0
-	for k := 3; n != 0; k, n = k+1, n>>1 {
-		if n&1 != 0 {
-			p = gfMul(p, x2k[k])
-		}
-	}
-	return p
-}
-
-// newDeviceBody returns a reader over n bytes of the device range r from
-// off, for a request body: once read, a goroutine copies the range from
-// the device into pinned bounce buffers, chunk k+1 on a stream of r's
-// context while the transport reads chunk k (staging.Write's pipeline),
-// and hands each chunk to the transport through a pipe, so no copy is
-// one synchronous cuMemcpy per Read. Close, which the transport calls
-// from any goroutine, stops the copies and returns the buffers before
-// it returns, so the device memory is no longer read once the request
-// is done.
-func newDeviceBody(d Defaults, r devmem.Range, off int64, n int) *pipeBody {
-	s := &deviceStager{d: d, r: r, off: off, n: n}
-	return newPipeBody(s.stage)
-}
-
-// newPipeBody returns a body whose bytes stage writes, from a goroutine
-// started by the first Read.
-func newPipeBody(stage func(w io.Writer) error) *pipeBody {
-	return &pipeBody{stage: stage, done: make(chan struct{})}
-}
-
-// pipeBody is the reader of newDeviceBody and newPipeBody.
-type pipeBody struct {
-	stage func(w io.Writer) error
-	once  sync.Once
-	pr    *io.PipeReader // nil until the first Read, and if closed before
-	done  chan struct{}  // closed when the staging goroutine has returned
-}
-
-// deviceStager copies n bytes of r from off through pinned memory.
-type deviceStager struct {
-	d   Defaults
-	r   devmem.Range
-	off int64
-	n   int
-}
-
-func (b *pipeBody) Read(p []byte) (int, error) {
-	b.once.Do(b.start)
-	if b.pr == nil {
-		return 0, ErrClosed
-	}
-	return b.pr.Read(p)
-}
-
-func (b *pipeBody) start() {
-	pr, pw := io.Pipe()
-	b.pr = pr
-	go func() {
-		defer close(b.done)
-		pw.CloseWithError(b.stage(pw)) // nil: readers get io.EOF
-	}()
-}
-
-// Close stops the staging goroutine, if one started, and waits for it.
-func (b *pipeBody) Close() error {
-	b.once.Do(func() {}) // a later Read starts nothing
-	if b.pr != nil {
-		b.pr.CloseWithError(ErrClosed)
-		<-b.done
-	}
-	return nil
-}
-
-// stage copies the range to w chunk by chunk through pinned memory.
-func (b *deviceStager) stage(w io.Writer) error {
-	if b.n == 0 {
-		return nil
-	}
-	p := planStaging(opWrite, b.d, b.n, chunkPipeline)
-	// One pinned buffer per part in flight, holding two chunks: the
-	// transport sends a chunk far slower than the device copies the
-	// next, so chunks smaller than the plan's cost nothing and a part
-	// never pins two buffers.
-	if half := p.BufSize / 2 &^ (pageSize - 1); b.n > p.Chunk && 2*p.Chunk > p.BufSize && half > 0 {
-		p.Chunk = half
-	}
-	t := sched.Task{Off: 0, Len: b.n, BufOff: int(b.off)}
-	_, err := tune.staging.Task(true, b.r, t, p, 0, true, func(c *staging.Copier) staging.Mover {
-		return &pipeMover{Copier: c, w: w}
-	})
-	return err
-}
-
-// pipeMover feeds the chunks that staging.Write copies from the device
-// to a writer (the request body's pipe).
-type pipeMover struct {
-	*staging.Copier
-	w io.Writer
-}
-
-func (m *pipeMover) WriteFile(p []byte, off int64) (int, error) { return m.w.Write(p) }
-
-func (m *pipeMover) ReadFile(p []byte, off int64) (int, error) {
-	return 0, errors.New("kvik: upload bodies only write")
-}
+// crc32.Castagnoli, reversed

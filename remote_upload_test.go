@@ -213,7 +213,7 @@ func noStagingGoroutines(t *testing.T) {
 	t.Helper()
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
-	if bytes.Contains(buf, []byte("kvik.(*pipeBody)")) {
+	if bytes.Contains(buf, []byte("staging.(*PipeBody)")) {
 		t.Fatalf("a staging goroutine outlived its upload:\n%s", buf)
 	}
 }

@@ -1,7 +1,6 @@
 package kvik
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,8 +20,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kvikgo/kvik/cuda"
-	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/posix"
 )
 
@@ -655,22 +652,6 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// Piece is one run of bytes of a file that SaveFile writes: Data in host
-// memory or, when Ptr is not 0, Size bytes of device memory at Ptr.
-type Piece struct {
-	Data []byte
-	Ptr  cuda.DevicePtr
-	Size int64
-}
-
-// Len returns the piece's length in bytes.
-func (p Piece) Len() int64 {
-	if p.Ptr != 0 {
-		return p.Size
-	}
-	return int64(len(p.Data))
-}
-
 // SaveFile writes pieces, one after another, as the whole file or object
 // name, never leaving a torn or partial one behind:
 //
@@ -782,42 +763,4 @@ func savePiecesS3(ctx context.Context, url string, pieces []Piece, opts []Remote
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
 	}
 	return uploadPieces(ctx, url, pieces, devs, opts)
-}
-
-// piecesReader streams [off, off+n) of the concatenated pieces: host
-// pieces from their slices, device pieces through pinned bounce buffers
-// (newDeviceBody), which Close returns.
-func piecesReader(d Defaults, pieces []Piece, devs []devmem.Range, off, n int64) io.ReadCloser {
-	var rs []io.Reader
-	var cs []io.Closer
-	var pos int64
-	for i, p := range pieces {
-		l := p.Len()
-		lo, hi := max(off, pos), min(off+n, pos+l)
-		if lo < hi {
-			a, b := lo-pos, hi-pos
-			if p.Ptr == 0 {
-				rs = append(rs, bytes.NewReader(p.Data[a:b]))
-			} else {
-				db := newDeviceBody(d, devs[i], a, int(b-a))
-				rs, cs = append(rs, db), append(cs, db)
-			}
-		}
-		pos += l
-	}
-	return &multiBody{Reader: io.MultiReader(rs...), closers: cs}
-}
-
-// multiBody is a request body made of several readers, closing those
-// that hold resources when the transport closes it.
-type multiBody struct {
-	io.Reader
-	closers []io.Closer
-}
-
-func (m *multiBody) Close() error {
-	for _, c := range m.closers {
-		c.Close()
-	}
-	return nil
 }

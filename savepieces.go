@@ -366,7 +366,7 @@ func (cudaSave) buffer(c cuda.Context, n int, d Defaults) ([]byte, func(), error
 		}
 		return b.Mem, func() { hostBounce.Put(b) }, nil
 	}
-	pool, size := pinnedFor(n, d) // as planStaging: small tasks take small buffers
+	pool, size := planner(d).Pinned(n) // as Plan: small tasks take small buffers
 	var b *staging.Buffer
 	err := cuda.WithContext(c, func() (err error) { b, err = pool.Get(size); return err }) // pinning needs a context
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // locked OS thread); read runs on the task's goroutine as it is, so a
 // blocking download or a page fault does not hold a locked thread.
 func stagedRead(d Defaults, r devmem.Range, t sched.Task, read func(p []byte, off int64) (int, error)) (int, error) {
-	return tune.staging.Task(false, r, t, planStaging(opRead, d, t.Len, chunkByWorkers), 0, true, func(c *staging.Copier) staging.Mover {
+	return tune.staging.Task(false, r, t, planner(d).Plan(false, t.Len, staging.ChunkByWorkers), 0, true, func(c *staging.Copier) staging.Mover {
 		return &readMover{Copier: c, read: read}
 	})
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/devmem"
+	"github.com/kvikgo/kvik/internal/staging"
 )
 
 // Warmup prepares the process for device I/O through pinned bounce
@@ -35,8 +36,8 @@ func Warmup(dev cuda.Device) error {
 		if err := pinnedBounce.Reserve(d.NumThreads, bounceSize(d)); err != nil {
 			return err
 		}
-		if smallBounceSize < bounceSize(d) {
-			if err := pinnedSmall.Reserve(d.NumThreads, smallBounceSize); err != nil {
+		if staging.SmallBufSize < bounceSize(d) {
+			if err := pinnedSmall.Reserve(d.NumThreads, staging.SmallBufSize); err != nil {
 				return err
 			}
 		}

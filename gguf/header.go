@@ -8,6 +8,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+
+	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 )
 
 // MaxHeaderSize bounds a header (metadata and tensor descriptions): the
@@ -75,11 +77,7 @@ type Header struct {
 
 // Lookup returns the tensor called name.
 func (h *Header) Lookup(name string) (*TensorInfo, bool) {
-	i, ok := h.byName[name]
-	if !ok {
-		return nil, false
-	}
-	return &h.Tensors[i], true
+	return tensorload.Find(h.Tensors, h.byName, name)
 }
 
 // DecodeHeader reads and validates the header of a GGUF file of the given

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 )
 
@@ -44,36 +43,25 @@ type Options struct {
 	AllowUnknownTypes bool
 }
 
+// Placement is where a loaded tensor is: Device and Ptr for a whole
+// tensor on a device (Device is -1 for host memory or a split tensor),
+// Data for a host load, Parts for a split tensor, Replicas for a load
+// with Options.Replicate (every device's copy, in the order of
+// Options.Devices, the first the same as Device and Ptr).
+type Placement = tensorload.Placement
+
 // Part is the piece of a split tensor held by one device: bytes
 // [Offset, Offset+Size) of the tensor at Ptr.
-type Part struct {
-	Device       int
-	Ptr          cuda.DevicePtr
-	Offset, Size int64
-}
-
-// Tensor is a loaded tensor.
-type Tensor struct {
-	TensorInfo
-	// Device is the CUDA ordinal holding the tensor, or -1 for host memory
-	// or a split tensor.
-	Device int
-	// Ptr is the tensor's device address (aligned to Alignment) for a
-	// whole tensor on a device; 0 otherwise.
-	Ptr cuda.DevicePtr
-	// Data is the tensor's bytes for a host load; nil otherwise.
-	Data []byte
-	// Parts lists the pieces of a split tensor, in order.
-	Parts []Part
-	// Replicas lists every device's copy of the tensor for a load with
-	// Options.Replicate, in the order of Options.Devices; nil otherwise.
-	Replicas []Replica
-}
+type Part = tensorload.Part
 
 // Replica is one device's copy of a tensor loaded with Options.Replicate.
-type Replica struct {
-	Device int
-	Ptr    cuda.DevicePtr
+type Replica = tensorload.Replica
+
+// Tensor is a loaded tensor: its description in the header (Name, Type,
+// Shape, Offset) and where it is (Device, Ptr, Data, Parts, Replicas).
+type Tensor struct {
+	TensorInfo
+	Placement
 }
 
 // Model is a set of loaded tensors with the file's metadata. Close frees
@@ -91,11 +79,8 @@ type Model struct {
 
 // Tensor returns the loaded tensor called name, or nil.
 func (m *Model) Tensor(name string) *Tensor {
-	i, ok := m.byName[name]
-	if !ok {
-		return nil
-	}
-	return &m.Tensors[i]
+	t, _ := tensorload.Find(m.Tensors, m.byName, name)
+	return t
 }
 
 // Close frees the model's device memory and releases the contexts it
@@ -188,10 +173,10 @@ func load(ctx context.Context, r kvik.Reader, h *Header, o *Options, host bool) 
 		Name:    func(t *TensorInfo) string { return t.Name },
 		Range:   func(t *TensorInfo) (int64, int64) { return h.DataOffset + t.Offset, t.size },
 		Unit:    func(t *TensorInfo) int64 { return splitUnit(t.Type) },
-		Names:   o.Names, Filter: o.Filter, Devices: o.Devices, Place: o.Place, Split: o.Split,
-		Replicate: o.Replicate,
-		Host:      host,
-		NotFound:  ErrNotFound, InvalidArgument: ErrInvalidArgument,
+		Options: tensorload.Options[TensorInfo]{Names: o.Names, Filter: o.Filter, Devices: o.Devices, Place: o.Place, Split: o.Split,
+			Replicate: o.Replicate},
+		Host:     host,
+		NotFound: ErrNotFound, InvalidArgument: ErrInvalidArgument,
 	})
 	if err != nil {
 		return nil, err
@@ -199,15 +184,8 @@ func load(ctx context.Context, r kvik.Reader, h *Header, o *Options, host bool) 
 	m := &Model{Metadata: h.Metadata, Version: h.Version, Alignment: h.Alignment, mem: res.Mem,
 		byName: make(map[string]int, len(res.Tensors))}
 	for i, t := range res.Tensors {
-		l := &res.Loaded[i]
 		m.byName[t.Name] = i
-		m.Tensors = append(m.Tensors, Tensor{TensorInfo: t, Device: l.Device, Ptr: l.Ptr, Data: l.Data})
-		for _, p := range l.Parts {
-			m.Tensors[i].Parts = append(m.Tensors[i].Parts, Part(p))
-		}
-		for _, r := range l.Replicas {
-			m.Tensors[i].Replicas = append(m.Tensors[i].Replicas, Replica(r))
-		}
+		m.Tensors = append(m.Tensors, Tensor{TensorInfo: t, Placement: res.Placed[i]})
 	}
 	return m, nil
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 )
 
 // MaxHeaderSize bounds the JSON header (as the reference library does), so
@@ -52,11 +54,7 @@ type Header struct {
 
 // Lookup returns the tensor called name.
 func (h *Header) Lookup(name string) (*TensorInfo, bool) {
-	i, ok := h.byName[name]
-	if !ok {
-		return nil, false
-	}
-	return &h.Tensors[i], true
+	return tensorload.Find(h.Tensors, h.byName, name)
 }
 
 // headerProbe is how much DecodeHeader reads at first: the length and the

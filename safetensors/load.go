@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 )
 
@@ -14,65 +13,42 @@ import (
 const Alignment = tensorload.Alignment
 
 // Options selects and places the tensors that Load reads. The zero value
-// loads every tensor onto device 0.
-type Options struct {
-	// Names, if set, are the only tensors loaded; a missing one is an
-	// error matching ErrNotFound.
-	Names []string
-	// Filter, if set, loads only the tensors it returns true for.
-	Filter func(t *TensorInfo) bool
-	// Devices are the CUDA device ordinals to load onto (default [0]).
-	Devices []int
-	// Place maps a tensor to an index into Devices. When nil and there are
-	// several devices, tensors are balanced by size: each device gets a
-	// contiguous share of about the same number of bytes.
-	Place func(t *TensorInfo) int
-	// Split, if set, selects tensors that are cut by byte range into one
-	// part per device (at multiples of Alignment, and of 768 bytes for
-	// 6-bit dtypes, so no element is cut) instead of being placed whole.
-	// Their Parts field lists the pieces.
-	Split func(t *TensorInfo) bool
-	// Replicate loads every selected tensor onto every device in Devices
-	// (data-parallel serving): each byte is read from storage once, by
-	// one device, and copied device to device to the others (over NVLink
-	// where the GPUs have it). Each Tensor's Replicas lists the copies;
-	// Device and Ptr are the first. Place and Split must be nil.
-	Replicate bool
-	// Filter, Place and Split may be called from several goroutines at
-	// once (LoadIndex loads its shards concurrently): they must be safe
-	// for concurrent use, as pure functions of their argument are.
-}
+// loads every tensor onto device 0. Its fields (tensorload.Options has
+// their documentation) are:
+//
+//	Names     []string               only these tensors; a missing one is ErrNotFound
+//	Filter    func(*TensorInfo) bool only the tensors it returns true for
+//	Devices   []int                  the CUDA ordinals to load onto (default [0])
+//	Place     func(*TensorInfo) int  a tensor's index into Devices; nil: balanced by size
+//	Split     func(*TensorInfo) bool tensors cut by byte range into one part per device
+//	Replicate bool                   every tensor onto every device, each byte read once
+//
+// Split cuts at multiples of Alignment, and of 768 bytes for 6-bit
+// dtypes, so no element is cut. Filter, Place and Split may be called
+// from several goroutines at once (LoadIndex loads its shards
+// concurrently): they must be safe for concurrent use, as pure functions
+// of their argument are.
+type Options = tensorload.Options[TensorInfo]
+
+// Placement is where a loaded tensor is: Device and Ptr for a whole
+// tensor on a device (Device is -1 for host memory or a split tensor),
+// Data for a host load, Parts for a split tensor, Replicas for a load
+// with Options.Replicate (every device's copy, in the order of
+// Options.Devices, the first the same as Device and Ptr).
+type Placement = tensorload.Placement
 
 // Part is the piece of a split tensor held by one device: bytes
 // [Offset, Offset+Size) of the tensor at Ptr.
-type Part struct {
-	Device       int
-	Ptr          cuda.DevicePtr
-	Offset, Size int64
-}
-
-// Tensor is a loaded tensor.
-type Tensor struct {
-	TensorInfo
-	// Device is the CUDA ordinal holding the tensor, or -1 for host memory
-	// or a split tensor.
-	Device int
-	// Ptr is the tensor's device address (aligned to Alignment) for a
-	// whole tensor on a device; 0 otherwise.
-	Ptr cuda.DevicePtr
-	// Data is the tensor's bytes for a host load; nil otherwise.
-	Data []byte
-	// Parts lists the pieces of a split tensor, in order.
-	Parts []Part
-	// Replicas lists every device's copy of the tensor for a load with
-	// Options.Replicate, in the order of Options.Devices; nil otherwise.
-	Replicas []Replica
-}
+type Part = tensorload.Part
 
 // Replica is one device's copy of a tensor loaded with Options.Replicate.
-type Replica struct {
-	Device int
-	Ptr    cuda.DevicePtr
+type Replica = tensorload.Replica
+
+// Tensor is a loaded tensor: its description in the header (Name, Dtype,
+// Shape, ...) and where it is (Device, Ptr, Data, Parts, Replicas).
+type Tensor struct {
+	TensorInfo
+	Placement
 }
 
 // Model is a set of loaded tensors. Close frees their memory.
@@ -87,11 +63,8 @@ type Model struct {
 
 // Tensor returns the loaded tensor called name, or nil.
 func (m *Model) Tensor(name string) *Tensor {
-	i, ok := m.byName[name]
-	if !ok {
-		return nil
-	}
-	return &m.Tensors[i]
+	t, _ := tensorload.Find(m.Tensors, m.byName, name)
+	return t
 }
 
 // Close frees the model's device memory and releases the contexts it
@@ -184,14 +157,13 @@ func loadReader(ctx context.Context, r kvik.Reader, o *Options, host bool) (*Mod
 
 func loadFrom(ctx context.Context, f kvik.Reader, h *Header, o *Options, host bool) (*Model, error) {
 	res, err := tensorload.Load(ctx, f, &tensorload.Request[TensorInfo]{
-		Tensors: h.Tensors,
-		Name:    func(t *TensorInfo) string { return t.Name },
-		Range:   func(t *TensorInfo) (int64, int64) { return h.DataOffset + t.Begin, t.Size() },
-		Unit:    splitUnit,
-		Names:   o.Names, Filter: o.Filter, Devices: o.Devices, Place: o.Place, Split: o.Split,
-		Replicate: o.Replicate,
-		Host:      host,
-		NotFound:  ErrNotFound, InvalidArgument: ErrInvalidArgument,
+		Tensors:  h.Tensors,
+		Name:     func(t *TensorInfo) string { return t.Name },
+		Range:    func(t *TensorInfo) (int64, int64) { return h.DataOffset + t.Begin, t.Size() },
+		Unit:     splitUnit,
+		Options:  *o,
+		Host:     host,
+		NotFound: ErrNotFound, InvalidArgument: ErrInvalidArgument,
 	})
 	if err != nil {
 		return nil, err
@@ -201,15 +173,8 @@ func loadFrom(ctx context.Context, f kvik.Reader, h *Header, o *Options, host bo
 		m.mems = append(m.mems, res.Mem)
 	}
 	for i, t := range res.Tensors {
-		l := &res.Loaded[i]
 		m.byName[t.Name] = i
-		m.Tensors = append(m.Tensors, Tensor{TensorInfo: t, Device: l.Device, Ptr: l.Ptr, Data: l.Data})
-		for _, p := range l.Parts {
-			m.Tensors[i].Parts = append(m.Tensors[i].Parts, Part(p))
-		}
-		for _, r := range l.Replicas {
-			m.Tensors[i].Replicas = append(m.Tensors[i].Replicas, Replica(r))
-		}
+		m.Tensors = append(m.Tensors, Tensor{TensorInfo: t, Placement: res.Placed[i]})
 	}
 	return m, nil
 }

@@ -3,8 +3,6 @@ package hostmem
 import (
 	"errors"
 	"testing"
-
-	"github.com/kvikgo/kvik/internal/remote"
 )
 
 // TestCheck: sizes a process can hold pass; a terabyte-scale claim beyond
@@ -20,7 +18,7 @@ func TestCheck(t *testing.T) {
 		}
 	}
 	for _, n := range []int64{-1, mem + 1, 1 << 50} {
-		if err := Check(n, "test"); !errors.Is(err, remote.ErrTooLarge) {
+		if err := Check(n, "test"); !errors.Is(err, ErrTooLarge) {
 			t.Errorf("Check(%d) = %v on a machine of %d bytes, want ErrTooLarge", n, err, mem)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+
+	"github.com/kvikgo/kvik/internal/hostmem"
 )
 
 // Errors of remote transfers; the root package re-exports them.
@@ -39,8 +41,9 @@ var (
 	// ErrTooLarge reports a size from a server, a file or metadata beyond
 	// its bound: a body longer than the caller expects or a configured
 	// cap allows, or an allocation larger than the machine's memory. It
-	// is not retried.
-	ErrTooLarge = errors.New("remote: larger than allowed")
+	// is not retried. It is hostmem's, whose bounds on allocations it
+	// reports too.
+	ErrTooLarge = hostmem.ErrTooLarge
 	// ErrObjectChanged reports an object replaced while it was being
 	// read: a ranged request after the first found another version (HTTP
 	// 412 to its If-Match, or another ETag). It is not retried, so that

@@ -402,6 +402,39 @@ func readRuns(parent context.Context, runs []Run, start func(context.Context, Ru
 	return err
 }
 
+// Options selects and places the tensors that a format's Load reads; T
+// is the format's description of a tensor (its TensorInfo). The zero
+// value loads every tensor onto device 0. safetensors and gguf export it
+// as their Options.
+type Options[T any] struct {
+	// Names, if set, are the only tensors loaded; a missing one is an
+	// error matching the format's ErrNotFound.
+	Names []string
+	// Filter, if set, loads only the tensors it returns true for.
+	Filter func(t *T) bool
+	// Devices are the CUDA device ordinals to load onto (default [0]).
+	Devices []int
+	// Place maps a tensor to an index into Devices. When nil and there are
+	// several devices, tensors are balanced by size: each device gets a
+	// contiguous share of about the same number of bytes.
+	Place func(t *T) int
+	// Split, if set, selects tensors that are cut by byte range into one
+	// part per device (at multiples of Alignment that cut no element of
+	// the tensor's type) instead of being placed whole. Their Parts field
+	// lists the pieces.
+	Split func(t *T) bool
+	// Replicate loads every selected tensor onto every device in Devices
+	// (data-parallel serving): each byte is read from storage once, by
+	// one device, and copied device to device to the others (over NVLink
+	// where the GPUs have it). Each Tensor's Replicas lists the copies;
+	// Device and Ptr are the first. Place and Split must be nil.
+	Replicate bool
+	// Filter, Place and Split may be called from several goroutines at
+	// once (safetensors.LoadIndex loads its shards concurrently): they
+	// must be safe for concurrent use, as pure functions of their
+	// argument are.
+}
+
 // Request is one load of a file's tensors, described by T (a format's
 // tensor description): which to load, where, and how to read them.
 type Request[T any] struct {
@@ -413,42 +446,41 @@ type Request[T any] struct {
 	Name  func(*T) string
 	Range func(*T) (off, size int64)
 	Unit  func(*T) int64
-	// Names, Filter, Devices, Place and Split are the format's Options.
-	Names   []string
-	Filter  func(*T) bool
-	Devices []int
-	Place   func(*T) int
-	Split   func(*T) bool
+	// Options are the format's.
+	Options[T]
 	// Host loads into host memory, ignoring placement.
 	Host bool
-	// Replicate loads every tensor onto every device, reading each byte
-	// once (ReadReplicas); Place and Split must be nil.
-	Replicate bool
 	// NotFound and InvalidArgument are the format's errors for a missing
 	// name and a Place out of range.
 	NotFound, InvalidArgument error
 }
 
-// Part is the piece of a split tensor held by one device.
+// Part is the piece of a split tensor held by one device: bytes
+// [Offset, Offset+Size) of the tensor at Ptr.
 type Part struct {
 	Device       int
 	Ptr          cuda.DevicePtr
 	Offset, Size int64
 }
 
-// Loaded is where one loaded tensor is: Device and Ptr for a whole tensor
-// on a device (Device -1 otherwise), Data for a host load, Parts for a
-// split tensor, Replicas for a replicated load (every device's copy, the
-// first the same as Device and Ptr).
-type Loaded struct {
-	Device   int
-	Ptr      cuda.DevicePtr
-	Data     []byte
-	Parts    []Part
+// Placement is where one loaded tensor is.
+type Placement struct {
+	// Device is the CUDA ordinal holding the tensor, or -1 for host memory
+	// or a split tensor.
+	Device int
+	// Ptr is the tensor's device address (aligned to Alignment) for a
+	// whole tensor on a device; 0 otherwise.
+	Ptr cuda.DevicePtr
+	// Data is the tensor's bytes for a host load; nil otherwise.
+	Data []byte
+	// Parts lists the pieces of a split tensor, in order.
+	Parts []Part
+	// Replicas lists every device's copy of the tensor for a load with
+	// Options.Replicate, in the order of Options.Devices; nil otherwise.
 	Replicas []Replica
 }
 
-// Replica is one device's copy of a replicated tensor.
+// Replica is one device's copy of a tensor loaded with Options.Replicate.
 type Replica struct {
 	Device int
 	Ptr    cuda.DevicePtr
@@ -458,7 +490,7 @@ type Replica struct {
 // and the device memory holding them (nil for a host load).
 type Result[T any] struct {
 	Tensors []T
-	Loaded  []Loaded
+	Placed  []Placement
 	Mem     *Memory
 }
 
@@ -489,9 +521,9 @@ func Load[T any](ctx context.Context, r kvik.Reader, q *Request[T]) (*Result[T],
 		return nil, err
 	}
 	p := New(specs, slots)
-	res := &Result[T]{Tensors: ts, Loaded: make([]Loaded, len(ts))}
-	for i := range res.Loaded {
-		res.Loaded[i].Device = -1
+	res := &Result[T]{Tensors: ts, Placed: make([]Placement, len(ts))}
+	for i := range res.Placed {
+		res.Placed[i].Device = -1
 	}
 	if q.Host {
 		mem, err := p.ReadHost(ctx, r)
@@ -499,7 +531,7 @@ func Load[T any](ctx context.Context, r kvik.Reader, q *Request[T]) (*Result[T],
 			return nil, err
 		}
 		for _, pc := range p.Pieces {
-			res.Loaded[pc.Tensor].Data = mem[pc.MemOff : pc.MemOff+pc.Size : pc.MemOff+pc.Size]
+			res.Placed[pc.Tensor].Data = mem[pc.MemOff : pc.MemOff+pc.Size : pc.MemOff+pc.Size]
 		}
 		return res, nil
 	}
@@ -508,7 +540,7 @@ func Load[T any](ctx context.Context, r kvik.Reader, q *Request[T]) (*Result[T],
 			return nil, err
 		}
 		for _, pc := range p.Pieces {
-			l := &res.Loaded[pc.Tensor]
+			l := &res.Placed[pc.Tensor]
 			for k, base := range res.Mem.Bases {
 				l.Replicas = append(l.Replicas, Replica{Device: devices[k], Ptr: base + cuda.DevicePtr(pc.MemOff)})
 			}
@@ -520,7 +552,7 @@ func Load[T any](ctx context.Context, r kvik.Reader, q *Request[T]) (*Result[T],
 		return nil, err
 	}
 	for _, pc := range p.Pieces {
-		l := &res.Loaded[pc.Tensor]
+		l := &res.Placed[pc.Tensor]
 		ptr := res.Mem.Bases[pc.Slot] + cuda.DevicePtr(pc.MemOff)
 		if pc.Part < 0 {
 			l.Device, l.Ptr = devices[pc.Slot], ptr
@@ -646,4 +678,14 @@ func PathError(r kvik.Reader, err error) error {
 		return err
 	}
 	return &fs.PathError{Op: "read", Path: r.Name(), Err: err}
+}
+
+// Find returns the element of ts at byName[name]: a format's
+// Header.Lookup and Model.Tensor.
+func Find[T any](ts []T, byName map[string]int, name string) (*T, bool) {
+	i, ok := byName[name]
+	if !ok {
+		return nil, false
+	}
+	return &ts[i], true
 }

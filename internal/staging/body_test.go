@@ -1,9 +1,10 @@
-package kvik
+package staging
 
 import (
 	"bytes"
 	"errors"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -41,7 +42,7 @@ func TestPipeBody(t *testing.T) {
 	var started atomic.Bool
 	b = newPipeBody(func(w io.Writer) error { started.Store(true); return chunks(w) })
 	b.Close()
-	if n, err := b.Read(make([]byte, 10)); n != 0 || !errors.Is(err, ErrClosed) || started.Load() {
+	if n, err := b.Read(make([]byte, 10)); n != 0 || !errors.Is(err, fs.ErrClosed) || started.Load() {
 		t.Fatalf("Read after Close: %d, %v; staging started %v", n, err, started.Load())
 	}
 
