@@ -18,7 +18,7 @@ var tiers = [][]string{
 	{"internal/dl"},
 	{"cuda", "cufile"},
 	// The engine: imports nothing of the root package.
-	{"internal/blockdev", "internal/devmem", "internal/hostmem", "internal/posix", "internal/remote", "internal/sched", "internal/staging"},
+	{"internal/blockdev", "internal/devmem", "internal/hostmem", "internal/numa", "internal/posix", "internal/remote", "internal/sched", "internal/staging"},
 	{"."}, // kvik: handles, sources, the settings
 	// Above the root: the formats and what they share.
 	{"internal/formatkit/tensorload", "safetensors", "npy", "gguf", "zarr"},
