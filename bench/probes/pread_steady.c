@@ -69,6 +69,7 @@ static CUdeviceptr dev[8];
 static size_t bound[9]; // GPU g's share of the part: [bound[g], bound[g+1])
 static char *map;       // the registered mapping of the part (PS_MODES=mmap)
 static size_t mapoff;   // the file offset of map[0]: the part's start, down to a page
+static size_t maplen;   // the mapping's length, whole pages
 static pthread_barrier_t start, stop;
 static int poolC;
 typedef struct { char *buf[2]; } pair;
@@ -195,8 +196,9 @@ static void waitUntil(double t) {
 // mapFile maps the file and registers the mapping, printing how long each
 // step took.
 static void mapFile(void) {
-  mapoff = part0 / sysconf(_SC_PAGESIZE) * sysconf(_SC_PAGESIZE);
-  size_t len = part1 - mapoff;
+  size_t page = sysconf(_SC_PAGESIZE);
+  mapoff = part0 / page * page;
+  size_t len = maplen = (part1 - mapoff + page - 1) / page * page; // the last page is mapped whole
   double t0 = now();
   map = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, sharedfd, mapoff);
   if (map == MAP_FAILED) { perror("mmap"); exit(1); }
@@ -212,7 +214,7 @@ static void unmapFile(void) {
   double t0 = now();
   CK(cuCtxSetCurrent(ctx[0]));
   CK(cuMemHostUnregister(map));
-  munmap(map, part1 - mapoff);
+  munmap(map, maplen);
   printf("GPUs=%d cuMemHostUnregister and munmap %.1f ms\n", G, (now() - t0) * 1e3);
   map = NULL;
 }
