@@ -37,14 +37,20 @@ func planner(d Defaults) staging.Planner {
 }
 
 // newBouncePool returns a pool that logs its allocations at LevelDebug.
+// A pinned pool's buffers go on the NUMA node of the GPU they serve
+// (numa.go).
 func newBouncePool(name string, pin staging.PinFunc) *staging.Pool {
-	return &staging.Pool{Pin: pin, OnAlloc: func(k, size int, pinned bool, bytes int64) {
+	p := &staging.Pool{Pin: pin, OnAlloc: func(k, size int, pinned bool, bytes int64) {
 		if l := logAt(LevelDebug); l != nil {
 			l.LogAttrs(context.Background(), LevelDebug, "kvik: bounce buffers allocated", slog.String("pool", name),
 				slog.Int("buffers", k), slog.Int("buffer_size", size), slog.Bool("pinned", pinned),
 				slog.Int64("pool_bytes", bytes))
 		}
 	}}
+	if pin != nil {
+		p.Node, p.Bind = placer.CurrentNode, placer.Bind
+	}
+	return p
 }
 
 // FreeBounceBuffers frees every idle bounce buffer and returns how many

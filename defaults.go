@@ -76,6 +76,10 @@ type Defaults struct {
 	// (KVIKIO_LOG_FILE), truncated when first opened; "" is standard
 	// error.
 	LogFile string
+	// NUMAPlacement puts each GPU's staging buffers and worker threads on
+	// the GPU's NUMA node where the host has several
+	// (KVIK_NUMA_PLACEMENT: auto, the default, or off).
+	NUMAPlacement NUMAPlacement
 }
 
 // HTTPStatusSet is a set of HTTP status codes (100 to 999). It is a value
@@ -164,6 +168,8 @@ func (d Defaults) Validate() error {
 		return fmt.Errorf("%w: HTTPTimeout %v must be positive", ErrInvalidArgument, d.HTTPTimeout)
 	case d.DirectIOReadPolicy < ReadPolicyAuto || d.DirectIOReadPolicy > ReadPolicyDirect:
 		return fmt.Errorf("%w: DirectIOReadPolicy %d", ErrInvalidArgument, int(d.DirectIOReadPolicy))
+	case d.NUMAPlacement != NUMAAuto && d.NUMAPlacement != NUMAOff:
+		return fmt.Errorf("%w: NUMAPlacement %d", ErrInvalidArgument, int(d.NUMAPlacement))
 	case d.RemoteMaxRequests < 0:
 		return fmt.Errorf("%w: RemoteMaxRequests %d must not be negative (0: no cap)", ErrInvalidArgument, d.RemoteMaxRequests)
 	}
@@ -225,6 +231,9 @@ var envVars = []envVar{
 		func(d Defaults) string { return LogLevelName(d.LogLevel) }},
 	{"LogFile", "KVIKIO_LOG_FILE", func(d *Defaults, v string) error { d.LogFile = v; return nil },
 		func(d Defaults) string { return d.LogFile }},
+	{"NUMAPlacement", numaPlacementEnv,
+		func(d *Defaults, v string) (err error) { d.NUMAPlacement, err = ParseNUMAPlacement(v); return },
+		func(d Defaults) string { return d.NUMAPlacement.String() }},
 }
 
 // inertVars are the variables of KvikIO's MULTI_POLL remote backend.
@@ -432,6 +441,7 @@ func loadState() {
 		}
 		state.d, state.settings, state.envErr = d, s, err
 		remote.Requests().SetLimit(d.RemoteMaxRequests)
+		placer.SetEnabled(d.NUMAPlacement == NUMAAuto)
 	})
 }
 
@@ -494,11 +504,12 @@ func SetDefaults(d Defaults) (restore func(), err error) {
 	}, nil
 }
 
-// applyRuntime brings what runs (worker pools, the remote request cap)
-// in line with d.
+// applyRuntime brings what runs (worker pools, the remote request cap,
+// NUMA placement) in line with d.
 func applyRuntime(d Defaults) {
 	workers.Resize(d.NumThreads)
 	remote.Requests().SetLimit(d.RemoteMaxRequests)
+	placer.SetEnabled(d.NUMAPlacement == NUMAAuto)
 }
 
 func settingMap(s []Setting) map[string]string {

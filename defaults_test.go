@@ -39,6 +39,7 @@ func TestDefaultsFromEnv(t *testing.T) {
 		"KVIKIO_WEBHDFS_USERNAME":                  " hdfs-user ",
 		"KVIKIO_LOG_LEVEL":                         "debug",
 		"KVIKIO_LOG_FILE":                          "/tmp/kvik.log",
+		"KVIK_NUMA_PLACEMENT":                      " OFF ",
 		// KvikIO's MULTI_POLL settings: accepted, checked, no field.
 		"KVIKIO_REMOTE_IO_BACKEND":          "MULTI_POLL",
 		"KVIKIO_REMOTE_IO_NUM_REACTORS":     "4",
@@ -49,7 +50,8 @@ func TestDefaultsFromEnv(t *testing.T) {
 		AutoDirectIORead: true, DirectIOReadPolicy: ReadPolicyDirect, AutoDirectIOReadOverread: true,
 		AutoDirectIOWrite: false, ThreadPoolPerBlockDevice: true,
 		HTTPMaxAttempts: 5, HTTPTimeout: 7 * time.Second, HTTPStatusCodes: NewHTTPStatusSet(429, 503),
-		RemoteMaxRequests: 0, RemoteVerbose: true, WebHDFSUsername: "hdfs-user", LogLevel: LevelDebug, LogFile: "/tmp/kvik.log"}
+		RemoteMaxRequests: 0, RemoteVerbose: true, WebHDFSUsername: "hdfs-user", LogLevel: LevelDebug, LogFile: "/tmp/kvik.log",
+		NUMAPlacement: NUMAOff}
 	if err != nil || d != want {
 		t.Fatalf("env: %+v, %v; want %+v", d, err, want)
 	}
@@ -106,6 +108,8 @@ func TestDefaultsFromEnvErrors(t *testing.T) {
 		{"KVIKIO_REMOTE_IO_NUM_REACTORS": "0"},
 		{"KVIKIO_REMOTE_IO_NUM_REACTORS": "two"},
 		{"KVIKIO_REMOTE_IO_REACTOR_DISPATCH": "round_robin"},
+		{"KVIK_NUMA_PLACEMENT": "on"},
+		{"KVIK_NUMA_PLACEMENT": ""},
 	}
 	for _, env := range bad {
 		_, _, err := defaultsFrom(lookupIn(env))

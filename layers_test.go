@@ -25,7 +25,7 @@ var tiers = [][]string{
 	{"internal/dl"},
 	{"cuda", "cufile"},
 	// The engine: imports nothing of the root package.
-	{"internal/blockdev", "internal/devmem", "internal/hostmem", "internal/posix", "internal/realpath", "internal/remote", "internal/sched", "internal/staging"},
+	{"internal/blockdev", "internal/devmem", "internal/hostmem", "internal/numa", "internal/posix", "internal/realpath", "internal/remote", "internal/sched", "internal/staging"},
 	{"."}, // kvik: handles, sources, the settings
 	// Above the root: the formats and what they share.
 	{"internal/formatkit/tensorload", "safetensors", "npy", "gguf", "zarr"},
@@ -107,7 +107,7 @@ var fileLayers = [][]string{
 	// Ground: settings (the cuFile driver's too), errors, the Future, the
 	// op runner, the process's pools and their staging, buffer
 	// registration, ranges, open flags.
-	{"bounce.go", "compat.go", "defaults.go", "devicemem.go", "doc.go", "driver.go", "errors.go", "future.go", "logging.go",
+	{"bounce.go", "compat.go", "defaults.go", "devicemem.go", "doc.go", "driver.go", "errors.go", "future.go", "logging.go", "numa.go",
 		"openflags.go", "oprun.go", "pagecache.go", "pieces.go", "pools.go", "ranges.go", "readpolicy.go", "register.go", "staged.go", "tuning.go", "warmup.go"},
 	// Handles: FileHandle, MmapHandle, RemoteHandle, BatchHandle and
 	// their read and write paths.

@@ -9,8 +9,9 @@ import (
 // workers holds the process's worker pools: one per block device (with
 // ThreadPoolPerBlockDevice, else one shared) for host operations, and
 // one per block device and CUDA context for device operations, each
-// GPU's limit set by how many GPUs are in use (staging.Workers).
-var workers staging.Workers
+// GPU's limit set by how many GPUs are in use (staging.Workers), their
+// threads on the GPU's NUMA node (numa.go).
+var workers = staging.Workers{Place: &placer}
 
 // poolFor returns the pool for host operations on a file on the block
 // device with key devKey ("" for the shared pool).

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"math/rand/v2"
@@ -21,9 +19,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
-	"github.com/kvikgo/kvik/gguf"
 	"github.com/kvikgo/kvik/internal/benchplot"
-	"github.com/kvikgo/kvik/safetensors"
 )
 
 const benchDesc = `
@@ -66,15 +62,17 @@ type benchOptions struct {
 	slot      time.Duration // --slot: timed load k starts at startAt + k*slot
 	register  bool
 	json      bool
-	opSet     bool     // --op was given
-	plot      string   // --plot: draw the results into this file
-	plotFrom  []string // --plot-from: draw these reports instead of running
-	url       string   // --url: benchmark a remote object instead
-	st        string   // --safetensors: benchmark loading this file
-	gguf      string   // --gguf: benchmark loading this file
-	save      bool     // --save: with --safetensors, benchmark saving the model
-	cpuprof   string   // --cpuprofile: write a CPU profile here
-	trace     string   // --trace: write an execution trace here
+	opSet     bool      // --op was given
+	plot      string    // --plot: draw the results into this file
+	plotFrom  []string  // --plot-from: draw these reports instead of running
+	url       string    // --url: benchmark a remote object instead
+	st        string    // --safetensors: benchmark loading this file
+	gguf      string    // --gguf: benchmark loading this file
+	save      bool      // --save: with --safetensors, benchmark saving the model
+	gpus      gpusFlag  // --gpus: the GPUs of a model's curve
+	share     shareFlag // --share: load only this share of a model
+	cpuprof   string    // --cpuprofile: write a CPU profile here
+	trace     string    // --trace: write an execution trace here
 }
 
 // benchFlags returns kvik bench's flag set bound to a new benchOptions.
@@ -121,9 +119,11 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.IntVar(&o.warmup, "warmup", 0, "untimed repetitions (`count`) of each configuration before the timed ones (a fresh process reads small files slowly for its first few dozen operations)")
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
-	fs.StringVar(&o.st, "safetensors", "", "benchmark loading this safetensors `file` (or URL) to GPU 0 (and balanced over GPUs 0 and 1) against reading it whole into GPU memory")
+	fs.StringVar(&o.st, "safetensors", "", "benchmark loading this safetensors `file` (or URL) balanced over 1, 2, ... every GPU (and replicated on all, and against one process per GPU) against reading it whole into GPU memory")
 	fs.BoolVar(&o.save, "save", false, "with --safetensors: benchmark saving the loaded model from GPU memory (and host memory, sharded) as new files in --dir, against kvik.SaveFile of the same bytes from host memory")
-	fs.StringVar(&o.gguf, "gguf", "", "benchmark loading this GGUF `file` (or URL) to GPU 0 (and balanced over GPUs 0 and 1) against reading it whole into GPU memory")
+	fs.StringVar(&o.gguf, "gguf", "", "benchmark loading this GGUF `file` (or URL) as --safetensors does")
+	fs.Var(&o.gpus, "gpus", "with --safetensors or --gguf: the `GPUs` of the curve, a count (3: GPUs 0, 1 and 2) or a comma-separated list of ordinals (2,3; one GPU: 2,); default all")
+	fs.Var(&o.share, "share", "with --safetensors or --gguf: time only loading share `K/N` onto GPU 0, the tensors that the load balanced over N GPUs puts on its K-th (what each process of the process-per-GPU reference loads)")
 	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS) instead of a file; a .safetensors or .gguf URL is benchmarked as --safetensors or --gguf, a Zarr array (a URL or path with a .zarr component) by region reads")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the run to this `file` (go tool pprof)")
 	fs.StringVar(&o.trace, "trace", "", "write an execution trace of the run to this `file` (go tool trace)")
@@ -168,6 +168,10 @@ func (o *benchOptions) validate(nargs int) error {
 		return usagef("--drop-cache and --cache %s disagree", o.cache.String())
 	case len(o.plotFrom) > 0 && o.plot == "":
 		return usagef("--plot-from needs --plot")
+	case (o.gpus.count > 0 || o.gpus.list != nil || o.share.n > 0) && o.st == "" && o.gguf == "" && o.url == "":
+		return usagef("--gpus and --share apply to --safetensors and --gguf")
+	case o.share.n > 0 && (o.gpus.count > 0 || o.gpus.list != nil):
+		return usagef("--share loads onto GPU 0 alone: drop --gpus")
 	}
 	if o.plot != "" {
 		if _, err := benchplot.FormatOf(o.plot); err != nil {
@@ -253,14 +257,10 @@ func runBench(e *env, args []string) error {
 		return benchSave(e, o, o.st)
 	}
 	if o.st != "" {
-		return benchModel(e, o, o.st, "safetensors", func(devs []int, replicate bool) (io.Closer, error) {
-			return closer(safetensors.Load(context.Background(), o.st, &safetensors.Options{Devices: devs, Replicate: replicate}))
-		})
+		return benchModel(e, o, o.st, safetensorsFormat(o.st))
 	}
 	if o.gguf != "" {
-		return benchModel(e, o, o.gguf, "gguf", func(devs []int, replicate bool) (io.Closer, error) {
-			return closer(gguf.Load(context.Background(), o.gguf, &gguf.Options{Devices: devs, Replicate: replicate}))
-		})
+		return benchModel(e, o, o.gguf, ggufFormat(o.gguf))
 	}
 	b := &bench{e: e, o: o}
 	if b.mem, err = chooseMemory(o.memory); err != nil {

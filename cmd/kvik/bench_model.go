@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -8,7 +9,10 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/gguf"
+	"github.com/kvikgo/kvik/internal/benchplot"
 	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
+	"github.com/kvikgo/kvik/safetensors"
 )
 
 // stResult is one configuration of kvik bench --safetensors or --gguf.
@@ -20,19 +24,87 @@ type stResult struct {
 	CloseSeconds []float64 `json:"close_seconds"`
 	Best         float64   `json:"best_seconds"`
 	Median       float64   `json:"median_seconds"`
-	GBps         float64   `json:"gb_per_s"` // at the best time
+	// Bytes are what each timed run moved: the file's size, or a
+	// share's tensors with --share.
+	Bytes int64   `json:"bytes"`
+	GBps  float64 `json:"gb_per_s"` // at the best time
 	// MedianGBps is the throughput at the median time.
 	MedianGBps float64 `json:"median_gb_per_s"`
 }
 
+// modelFormat is what kvik bench needs of a model format.
+type modelFormat struct {
+	kind string // "safetensors" or "gguf"
+	// load loads the file's tensors that keep accepts (every one if keep
+	// is nil) onto devs, balanced or replicated.
+	load func(devs []int, replicate bool, keep func(name string) bool) (io.Closer, error)
+	// tensors lists the file's tensors, names and sizes, in the order of
+	// its header (the order a balanced load places them in).
+	tensors func() ([]string, []int64, error)
+}
+
+// safetensorsFormat is kvik bench's view of the safetensors file at name.
+func safetensorsFormat(name string) modelFormat {
+	ctx := context.Background()
+	return modelFormat{kind: "safetensors",
+		load: func(devs []int, replicate bool, keep func(string) bool) (io.Closer, error) {
+			o := &safetensors.Options{Devices: devs, Replicate: replicate}
+			if keep != nil {
+				o.Filter = func(t *safetensors.TensorInfo) bool { return keep(t.Name) }
+			}
+			return closer(safetensors.Load(ctx, name, o))
+		},
+		tensors: func() ([]string, []int64, error) {
+			h, err := safetensors.ReadHeader(ctx, name, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			names, sizes := namesSizes(h.Tensors, func(t *safetensors.TensorInfo) (string, int64) { return t.Name, t.Size() })
+			return names, sizes, nil
+		}}
+}
+
+// ggufFormat is kvik bench's view of the GGUF file at name.
+func ggufFormat(name string) modelFormat {
+	ctx := context.Background()
+	return modelFormat{kind: "gguf",
+		load: func(devs []int, replicate bool, keep func(string) bool) (io.Closer, error) {
+			o := &gguf.Options{Devices: devs, Replicate: replicate}
+			if keep != nil {
+				o.Filter = func(t *gguf.TensorInfo) bool { return keep(t.Name) }
+			}
+			return closer(gguf.Load(ctx, name, o))
+		},
+		tensors: func() ([]string, []int64, error) {
+			h, err := gguf.ReadHeader(ctx, name, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			names, sizes := namesSizes(h.Tensors, func(t *gguf.TensorInfo) (string, int64) { return t.Name, t.Size() })
+			return names, sizes, nil
+		}}
+}
+
+// namesSizes lists the names and sizes of a header's tensors.
+func namesSizes[T any](ts []T, of func(*T) (string, int64)) ([]string, []int64) {
+	names, sizes := make([]string, len(ts)), make([]int64, len(ts))
+	for i := range ts {
+		names[i], sizes[i] = of(&ts[i])
+	}
+	return names, sizes
+}
+
 // benchModel times the whole model file at name read into device memory
 // (kvik.ReadFileToDevice, or for a URL a RemoteHandle.ReadDevice into a
-// new allocation), its load (of format kind) onto GPU 0 and, with two
-// GPUs, the balanced load onto GPUs 0 and 1 and the replicated load (the
-// whole model on both), each --repeats times (the
-// page cache dropped first with --drop-cache), and prints the best and
-// median times and their ratios.
-func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int, replicate bool) (io.Closer, error)) error {
+// new allocation) and its load (of format f) balanced over the first 1,
+// 2, ... N GPUs of --gpus (every visible GPU by default) and, with
+// several, the replicated load (the whole model on each) and the loads'
+// allocations alone, each --repeats times (the page cache dropped first
+// with --drop-cache), and prints the best and median times and their
+// ratios, then the curve over the GPU counts beside N processes each
+// loading its share onto its own GPU in step (procRef). With --share
+// K/N it times only that share's load onto GPU 0, for procRef.
+func benchModel(e *env, o *benchOptions, name string, f modelFormat) error {
 	remote := isURL(name)
 	if remote && o.dropCache {
 		return usagef("--drop-cache applies to local files, not %s", redact(name))
@@ -44,9 +116,9 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 	r.Close()
 	g, err := openGPU() // holds GPU 0's context for every run
 	if err != nil {
-		what := "--" + kind
+		what := "--" + f.kind
 		if o.url != "" {
-			what = "--url of a " + kind + " file" // the user typed --url, not --safetensors
+			what = "--url of a " + f.kind + " file" // the user typed --url, not --safetensors
 		}
 		return fmt.Errorf("%s needs a GPU (it times loads onto GPU 0): %w", what, err)
 	}
@@ -55,86 +127,180 @@ func benchModel(e *env, o *benchOptions, name, kind string, load func(devs []int
 	if err != nil {
 		return err
 	}
-	type config struct {
-		name string
-		run  func() (io.Closer, error) // timed; its Close is timed apart
+	set, err := o.gpus.resolve(ngpu)
+	if err != nil {
+		return err
 	}
-	base := config{"kvik.ReadFileToDevice", func() (io.Closer, error) { return kvik.ReadFileToDevice(name) }}
+	m := &modelRun{o: o, g: g, f: f, name: name, size: size, remote: remote}
+	configs := curveConfigs(f.kind, "kvik.ReadFileToDevice", set)
 	if remote {
-		base = config{"RemoteHandle.ReadDevice", func() (io.Closer, error) { return readObjectToDevice(g, name) }}
+		configs[0].name = "RemoteHandle.ReadDevice"
 	}
-	configs := []config{base, {kind + ".Load gpu0", func() (io.Closer, error) { return load([]int{0}, false) }}}
-	if ngpu >= 2 {
-		configs = append(configs,
-			config{kind + ".Load gpu0+1 balanced", func() (io.Closer, error) { return load([]int{0, 1}, false) }},
-			config{kind + ".Load gpu0+1 replicated", func() (io.Closer, error) { return load([]int{0, 1}, true) }},
-			// The fixed cost beside the reads: a load allocates its
-			// shares (one GPU after the other); Close frees them.
-			config{"alloc only, gpu0", func() (io.Closer, error) { return alloc([]int{0}, size) }},
-			config{"alloc only, gpu0+1", func() (io.Closer, error) { return alloc([]int{0, 1}, size) }})
+	if o.share.n > 0 {
+		if configs, err = m.shareConfig(); err != nil {
+			return err
+		}
 	}
-	// The configurations take turns, repetition by repetition, each round
-	// starting with the next one: a disk drifts by more within a run than
-	// the differences looked for.
+	results, err := m.time(configs)
+	if err != nil {
+		return err
+	}
+	var procs *stResult
+	var procErr error
+	if len(set) > 1 && o.share.n == 0 && o.slot == 0 && !o.noBase && !o.dropCache {
+		procs, procErr = processPerGPU(f.kind, name, set, o, results[1])
+	}
+	if err := m.report(e, configs, results, procs); err != nil {
+		return err
+	}
+	return procErr
+}
+
+// processPerGPU measures the process-per-GPU reference (procRef) of a
+// load onto set, one GPU's load taking one.
+func processPerGPU(kind, name string, set []int, o *benchOptions, one stResult) (*stResult, error) {
+	ref, err := newProcRef(kind, name, set, o.repeats, one, o.settle)
+	if err == nil {
+		kvik.FreeBounceBuffers() // the processes pin their own
+		var r *stResult
+		if r, err = ref.measure(context.Background()); err == nil {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("the process-per-GPU reference (the rows above stand): %w", err)
+}
+
+// modelRun is one run of kvik bench --safetensors or --gguf.
+type modelRun struct {
+	o      *benchOptions
+	g      *gpuDevice
+	f      modelFormat
+	name   string
+	size   int64 // bytes that each timed run moves: the file's, or the share's
+	remote bool
+	keep   func(name string) bool // --share: the share's tensors
+}
+
+// shareConfig sets up --share K/N: the one configuration, the share's
+// load onto GPU 0, and its bytes.
+func (m *modelRun) shareConfig() ([]modelConfig, error) {
+	names, sizes, err := m.f.tensors()
+	if err != nil {
+		return nil, err
+	}
+	in, n := shareOf(sizes, m.o.share)
+	if n == 0 {
+		return nil, fmt.Errorf("--share %s: no tensor bytes in that share", m.o.share.String())
+	}
+	keep := make(map[string]bool)
+	for i, ok := range in {
+		if ok {
+			keep[names[i]] = true
+		}
+	}
+	m.keep, m.size = func(name string) bool { return keep[name] }, n
+	return []modelConfig{{name: fmt.Sprintf("%s.Load share %s gpu0", m.f.kind, m.o.share.String()), devs: []int{0}}}, nil
+}
+
+// run runs one configuration; its Close is timed apart.
+func (m *modelRun) run(c modelConfig) (io.Closer, error) {
+	switch {
+	case c.devs == nil && m.remote:
+		return readObjectToDevice(m.g, m.name)
+	case c.devs == nil:
+		return kvik.ReadFileToDevice(m.name)
+	case c.alloc:
+		return alloc(c.devs, m.size)
+	}
+	return m.f.load(c.devs, c.replicate, m.keep)
+}
+
+// time runs --warmup untimed repetitions of every configuration, then
+// --repeats timed ones. The configurations take turns, repetition by
+// repetition, each round starting with the next one: a disk drifts by
+// more within a run than the differences looked for.
+func (m *modelRun) time(configs []modelConfig) ([]stResult, error) {
+	o := m.o
 	results := make([]stResult, len(configs))
 	for i, c := range configs {
 		results[i].Name = c.name
 	}
-	for rep := range o.repeats {
+	for rep := -o.warmup; rep < o.repeats; rep++ {
 		for k := range configs {
-			i := (k + rep) % len(configs)
-			if err := o.waitSlot(rep*len(configs) + k); err != nil {
-				return err
-			}
-			if o.dropCache {
-				if err := kvik.DropFilePageCache(name, 0, 0); err != nil {
-					return err
+			i := (k + max(rep, 0)) % len(configs)
+			if rep >= 0 {
+				if err := o.waitSlot(rep*len(configs) + k); err != nil {
+					return nil, err
 				}
 			}
-			t0 := time.Now()
-			c, err := configs[i].run()
-			t1 := time.Now()
-			if err == nil {
-				err = c.Close()
-			}
+			load, free, err := m.timeOne(configs[i])
 			if err != nil {
-				return fmt.Errorf("%s: %w", configs[i].name, err)
+				return nil, fmt.Errorf("%s: %w", configs[i].name, err)
 			}
-			results[i].Seconds = append(results[i].Seconds, t1.Sub(t0).Seconds())
-			results[i].CloseSeconds = append(results[i].CloseSeconds, time.Since(t1).Seconds())
-			if o.slot == 0 {
+			if rep >= 0 {
+				results[i].Seconds = append(results[i].Seconds, load)
+				results[i].CloseSeconds = append(results[i].CloseSeconds, free)
+			}
+			if o.slot == 0 || rep < 0 {
 				// Each run's allocation starts clear of the last one's free.
 				time.Sleep(o.settle)
 			}
 		}
 	}
 	for i := range results {
-		results[i].finish(size)
+		results[i].finish(m.size)
+	}
+	return results, nil
+}
+
+// timeOne runs c and closes what it made, and returns the seconds of each.
+func (m *modelRun) timeOne(c modelConfig) (load, free float64, err error) {
+	if m.o.dropCache {
+		if err := kvik.DropFilePageCache(m.name, 0, 0); err != nil {
+			return 0, 0, err
+		}
+	}
+	t0 := time.Now()
+	x, err := m.run(c)
+	t1 := time.Now()
+	if err == nil {
+		err = x.Close()
+	}
+	return t1.Sub(t0).Seconds(), time.Since(t1).Seconds(), err
+}
+
+// report prints the rows (or --json), the summary and --plot.
+func (m *modelRun) report(e *env, configs []modelConfig, results []stResult, procs *stResult) error {
+	o := m.o
+	sum := summarize(configs, results, procs)
+	if o.plot != "" {
+		p, ok := sum.panel(m.f.kind, redact(m.name), m.size, results[0])
+		if !ok {
+			return fmt.Errorf("--plot %s: %w", o.plot, benchplot.ErrEmpty)
+		}
+		if err := benchplot.Save(o.plot, []benchplot.Panel{p}); err != nil {
+			return err
+		}
+	}
+	if procs != nil {
+		results = append(results, *procs)
 	}
 	if o.json {
 		return writeJSON(e.stdout, results)
 	}
 	cache := "warm"
 	switch {
-	case remote:
+	case m.remote:
 		cache = "remote"
 	case o.dropCache:
 		cache = "cold (page cache dropped)"
 	}
-	fmt.Fprintf(e.stdout, "%s %s: %.2f GB, %s, %s taking turns; best (median)\n", kind, redact(name), float64(size)/1e9, cache, count(o.repeats, "repetition"))
+	fmt.Fprintf(e.stdout, "%s %s: %.2f GB, %s, %s taking turns; best (median)\n", m.f.kind, redact(m.name), float64(m.size)/1e9, cache, count(o.repeats, "repetition"))
 	for _, r := range results {
-		fmt.Fprintf(e.stdout, "  %-34s %8.3f s  %7.2f GB/s (%.2f)  %.2fx (%.2fx) %s; Close %.1f ms\n",
+		fmt.Fprintf(e.stdout, "  %-40s %8.3f s  %7.2f GB/s (%.2f)  %.2fx (%.2fx) %s; Close %.1f ms\n",
 			r.Name, r.Best, r.GBps, r.MedianGBps, results[0].Best/r.Best, results[0].Median/r.Median, results[0].Name, 1e3*median(r.CloseSeconds))
 	}
-	if len(results) >= 4 {
-		fmt.Fprintf(e.stdout, "  two GPUs / one GPU: %.2fx (%.2fx)\n", results[1].Best/results[2].Best, results[1].Median/results[2].Median)
-		fmt.Fprintf(e.stdout, "  replicated on two GPUs, time / one GPU's: %.2fx (%.2fx)\n", results[3].Best/results[1].Best, results[3].Median/results[1].Median)
-	}
-	if len(results) == 6 {
-		one, two := results[1].Median-results[4].Median, results[2].Median-results[5].Median
-		fmt.Fprintf(e.stdout, "  two GPUs / one GPU, medians less their allocation: %.2fx (alloc %.1f ms on one GPU, %.1f ms on two)\n",
-			one/two, 1e3*results[4].Median, 1e3*results[5].Median)
-	}
+	sum.print(e.stdout, m.f.kind)
 	return nil
 }
 
@@ -168,6 +334,7 @@ func alloc(devs []int, size int64) (io.Closer, error) {
 // finish fills r's best and median times and rates from its timed runs
 // of size bytes.
 func (r *stResult) finish(size int64) {
+	r.Bytes = size
 	r.Best, r.Median = slices.Min(r.Seconds), median(r.Seconds)
 	r.GBps = float64(size) / r.Best / 1e9
 	r.MedianGBps = float64(size) / r.Median / 1e9

@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/cufile"
 	"github.com/kvikgo/kvik/internal/blockdev"
+	"github.com/kvikgo/kvik/internal/numa"
 )
 
 const infoDesc = `
@@ -115,6 +117,9 @@ type gpuInfo struct {
 	Name     string `json:"name"`
 	TotalMem int64  `json:"total_mem_bytes"`
 	PCIBusID string `json:"pci_bus_id,omitempty"`
+	// NUMANode is the GPU's node from sysfs, -1 where it is unknown:
+	// where kvik places the GPU's staging (docs/multi-gpu.md).
+	NUMANode int `json:"numa_node"`
 }
 
 type cufileInfo struct {
@@ -225,6 +230,7 @@ func probeCUDA() cudaInfo {
 		g.Name, _ = d.Name()
 		g.TotalMem, _ = d.TotalMem()
 		g.PCIBusID, _ = d.PCIBusID()
+		g.NUMANode, _ = numa.Sysfs("/sys").DeviceNode(g.PCIBusID)
 		c.Devices = append(c.Devices, g)
 	}
 	return c
@@ -417,7 +423,11 @@ func (c cudaInfo) print(w io.Writer) {
 	fmt.Fprintf(w, "  library\t%s (CUDA %s)\n", c.Library, c.DriverVersion)
 	fmt.Fprintf(w, "  devices\t%d\n", len(c.Devices))
 	for _, d := range c.Devices {
-		fmt.Fprintf(w, "  GPU %d\t%s, %s, PCI %s\n", d.Index, d.Name, formatSize(d.TotalMem), d.PCIBusID)
+		node := "unknown"
+		if d.NUMANode >= 0 {
+			node = strconv.Itoa(d.NUMANode)
+		}
+		fmt.Fprintf(w, "  GPU %d\t%s, %s, PCI %s, NUMA node %s\n", d.Index, d.Name, formatSize(d.TotalMem), d.PCIBusID, node)
 	}
 }
 

@@ -56,6 +56,7 @@ type Axis int
 const (
 	Workers Axis = iota // worker (thread) count
 	Bytes               // file size in bytes
+	GPUs                // GPU count, on a linear axis
 )
 
 // Panel is one chart.
@@ -163,16 +164,22 @@ func (p Panel) plot() (*plot.Plot, error) {
 	pl.Legend.Top, pl.Legend.Left = true, true
 	pl.Legend.TextStyle.Font.Size = vg.Points(8)
 	pl.Legend.Padding = vg.Points(1.5)
-	pl.X.Label.Text = "workers"
-	if p.X == Bytes {
-		pl.X.Label.Text = "file size"
-	}
 	lo, hi := xs[0], xs[len(xs)-1]
-	if lo == hi {
-		lo, hi = lo/2, hi*2
+	switch p.X {
+	case GPUs:
+		pl.X.Label.Text = "GPUs"
+		lo, hi = lo-0.5, hi+0.5
+	default:
+		pl.X.Label.Text = "workers"
+		if p.X == Bytes {
+			pl.X.Label.Text = "file size"
+		}
+		if lo == hi {
+			lo, hi = lo/2, hi*2
+		}
+		pl.X.Scale = plot.LogScale{}
 	}
 	pl.X.Min, pl.X.Max = lo, hi
-	pl.X.Scale = plot.LogScale{}
 	pl.X.Tick.Marker = p.ticks(xs)
 	pl.Add(plotter.NewGrid())
 	ymax := 0.0

@@ -7,6 +7,13 @@ import "sync"
 // holds no goroutines. The limit can change at any time; queued work is
 // never dropped. The zero value runs one function at a time.
 type Pool struct {
+	// Thread, if set, is called by each worker goroutine as it starts,
+	// before its first function, and the function it returns (if not
+	// nil) as the worker stops: workers that belong on some CPUs bind
+	// their threads there (internal/staging's NUMA placement). Set it
+	// before the first Submit.
+	Thread func() (release func())
+
 	mu      sync.Mutex
 	limit   int
 	running int
@@ -79,6 +86,11 @@ func (p *Pool) popLocked() func() {
 }
 
 func (p *Pool) work(f func()) {
+	if p.Thread != nil {
+		if release := p.Thread(); release != nil {
+			defer release()
+		}
+	}
 	for f != nil {
 		f()
 		p.mu.Lock()

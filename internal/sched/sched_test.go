@@ -6,10 +6,13 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func checkSplit(t testing.TB, off int64, size, taskSize int) {
@@ -219,6 +222,58 @@ func TestZeroPoolRunsOneAtATime(t *testing.T) {
 			running.Add(-1)
 		})
 	}
+	wg.Wait()
+}
+
+// TestPoolThread checks the Thread hook: each worker calls it once as it
+// starts and its release once as it stops, every function runs on a
+// thread its worker's hook prepared (here: locked, its id recorded), and
+// no worker is left once the work is done.
+func TestPoolThread(t *testing.T) {
+	p := NewPool(3)
+	var mu sync.Mutex
+	prepared := map[int]bool{}
+	var starts, releases atomic.Int32
+	p.Thread = func() func() {
+		starts.Add(1)
+		runtime.LockOSThread()
+		tid := unix.Gettid()
+		mu.Lock()
+		prepared[tid] = true
+		mu.Unlock()
+		return func() {
+			mu.Lock()
+			delete(prepared, tid)
+			mu.Unlock()
+			runtime.UnlockOSThread()
+			releases.Add(1)
+		}
+	}
+	var wg sync.WaitGroup
+	for round := range 3 {
+		for range 20 {
+			wg.Add(1)
+			p.Submit(func() {
+				defer wg.Done()
+				mu.Lock()
+				ok := prepared[unix.Gettid()]
+				mu.Unlock()
+				if !ok {
+					t.Error("a function ran on a thread its worker's hook did not prepare")
+				}
+				time.Sleep(100 * time.Microsecond)
+			})
+		}
+		wg.Wait()
+		waitFor(t, func() bool { return starts.Load() == releases.Load() })
+		if n := starts.Load(); n < int32(round+1) || n > int32(3*(round+1)) {
+			t.Errorf("round %d: %d workers started for 3 at a time", round, n)
+		}
+	}
+	q := NewPool(2)
+	q.Thread = func() func() { return nil } // nothing to undo
+	wg.Add(1)
+	q.Submit(wg.Done)
 	wg.Wait()
 }
 

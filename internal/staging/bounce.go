@@ -37,6 +37,7 @@ type slab struct {
 	mem   []byte
 	unpin func() error // nil unless pinned
 	refs  int          // buffers carved from it and not yet released
+	pool  *Pool        // the pool that carved it
 }
 
 // PinFunc registers memory with CUDA and returns how to undo it
@@ -53,8 +54,17 @@ type Pool struct {
 	// OnAlloc, if set, is told of each slab mapped: how many buffers of
 	// what size, and the bytes the pool then holds (for log records).
 	OnAlloc func(buffers, size int, pinned bool, poolBytes int64)
+	// Node, if set, returns the NUMA node that the calling goroutine's
+	// buffers belong on (Placer.CurrentNode), or -1 for none. The pool
+	// then keeps each node's buffers in a pool of their own, whose slabs
+	// Bind places on the node before their pages are first touched.
+	Node func() int
+	Bind func(mem []byte, node int)
 
 	grow sync.Mutex // serialises Reserve's allocations
+	// place puts a new slab on a node's memory: set on a node's pool.
+	place func(mem []byte)
+	nodes map[int]*Pool // by node, under mu
 
 	mu    sync.Mutex
 	size  int
@@ -74,8 +84,48 @@ func (p *Pool) setSizeLocked(size int) {
 	}
 }
 
+// forNode returns the pool for the calling goroutine's node: p, or the
+// pool of p's buffers on that node.
+func (p *Pool) forNode() *Pool {
+	if p.Node == nil {
+		return p
+	}
+	n := p.Node()
+	if n < 0 {
+		return p
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.nodes[n]
+	if q == nil {
+		q = &Pool{Pin: p.Pin, OnAlloc: p.OnAlloc}
+		if bind := p.Bind; bind != nil {
+			q.place = func(mem []byte) { bind(mem, n) }
+		}
+		if p.nodes == nil {
+			p.nodes = map[int]*Pool{}
+		}
+		p.nodes[n] = q
+	}
+	return q
+}
+
+// nodePools returns the pools of p's buffers on each node.
+func (p *Pool) nodePools() []*Pool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	qs := make([]*Pool, 0, len(p.nodes))
+	for _, q := range p.nodes {
+		qs = append(qs, q)
+	}
+	return qs
+}
+
 // Get returns a buffer of at least size bytes rounded up to whole pages.
 func (p *Pool) Get(size int) (*Buffer, error) {
+	if q := p.forNode(); q != p {
+		return q.Get(size)
+	}
 	size = AlignUp(max(size, 1), PageSize)
 	p.mu.Lock()
 	p.setSizeLocked(size)
@@ -107,6 +157,9 @@ func (p *Pool) Get(size int) (*Buffer, error) {
 // and one registration instead of one per buffer, which is what makes the
 // first device operation of a process slow.
 func (p *Pool) Reserve(n, size int) error {
+	if q := p.forNode(); q != p {
+		return q.Reserve(n, size)
+	}
 	size = AlignUp(max(size, 1), PageSize)
 	p.grow.Lock()
 	defer p.grow.Unlock()
@@ -140,11 +193,11 @@ func (p *Pool) Reserve(n, size int) error {
 // and carves it.
 func (p *Pool) alloc(size, k, gen int) ([]*Buffer, error) {
 	total := size * k
-	mem, err := mapSlab(total, p.Pin != nil)
+	mem, err := mapSlab(total, p.Pin != nil, p.place)
 	if err != nil {
 		return nil, fmt.Errorf("kvik: allocating %d bytes of bounce buffers: %w", total, err)
 	}
-	s := &slab{mem: mem, refs: k}
+	s := &slab{mem: mem, refs: k, pool: p}
 	if p.Pin != nil {
 		if s.unpin, err = p.Pin(mem); err != nil {
 			Munmap(mem)
@@ -161,13 +214,18 @@ func (p *Pool) alloc(size, k, gen int) ([]*Buffer, error) {
 	return bufs, nil
 }
 
-// mapSlab maps n bytes of anonymous memory. For memory that will be
-// pinned, it asks for huge pages and faults the pages in from several
-// goroutines: registration would otherwise fault (and zero) them one
-// thread at a time.
-func mapSlab(n int, pinned bool) ([]byte, error) {
+// mapSlab maps n bytes of anonymous memory, placed by place (if not nil)
+// before any page is touched. For memory that will be pinned, it asks for
+// huge pages and faults the pages in from several goroutines:
+// registration would otherwise fault (and zero) them one thread at a
+// time.
+func mapSlab(n int, pinned bool, place func([]byte)) ([]byte, error) {
 	if !pinned || n < hugePage {
-		return MmapAnon(n)
+		mem, err := MmapAnon(n)
+		if err == nil && place != nil {
+			place(mem)
+		}
+		return mem, err
 	}
 	// Map a huge page more and trim, so that the slab starts on a huge
 	// page boundary.
@@ -184,6 +242,9 @@ func mapSlab(n int, pinned bool) ([]byte, error) {
 	}
 	mem := raw[head : head+n : head+n]
 	unix.Madvise(mem, unix.MADV_HUGEPAGE) // a hint: without THP, small pages do
+	if place != nil {
+		place(mem)
+	}
 	prefault(mem)
 	return mem, nil
 }
@@ -220,8 +281,13 @@ func prefault(mem []byte) {
 	wg.Wait()
 }
 
-// Put returns b to the pool, or frees it if the size setting changed.
+// Put returns b to the pool that made it (p, or p's pool of b's node),
+// or frees it if the size setting changed.
 func (p *Pool) Put(b *Buffer) {
+	if o := b.slab.pool; o != p && o != nil {
+		o.Put(b)
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.putLocked(b)
@@ -262,18 +328,28 @@ func (p *Pool) dropLocked() int64 {
 	return n
 }
 
-// Drop frees every idle buffer and returns the bytes freed.
+// Drop frees every idle buffer, on every node, and returns the bytes
+// freed.
 func (p *Pool) Drop() int64 {
+	var n int64
+	for _, q := range p.nodePools() {
+		n += q.Drop()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.dropLocked()
+	return n + p.dropLocked()
 }
 
-// Mapped returns the bytes the pool has mapped, idle or in use.
+// Mapped returns the bytes the pool has mapped, idle or in use, on every
+// node.
 func (p *Pool) Mapped() int64 {
+	var n int64
+	for _, q := range p.nodePools() {
+		n += q.Mapped()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.bytes
+	return n + p.bytes
 }
 
 // AddrOf returns the address of b's first byte.

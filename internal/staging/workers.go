@@ -29,6 +29,10 @@ type workerKey struct {
 // counts the contexts with device operations in flight, which sets the
 // limit of each GPU's pools (DeviceLimit). The zero value is ready.
 type Workers struct {
+	// Place, if set, binds the threads of each GPU's pools to the GPU's
+	// NUMA node (Placer.Thread).
+	Place *Placer
+
 	mu      sync.Mutex
 	pools   map[workerKey]*sched.Pool
 	threads int                  // the last thread count asked for
@@ -57,6 +61,9 @@ func (w *Workers) pool(k workerKey, threads int) *sched.Pool {
 			w.pools = map[workerKey]*sched.Pool{}
 		}
 		p = sched.NewPool(w.limitLocked(k))
+		if k.gpu != 0 && w.Place != nil {
+			p.Thread = w.Place.Thread(k.gpu)
+		}
 		w.pools[k] = p
 	}
 	return p

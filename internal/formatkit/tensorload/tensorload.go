@@ -94,11 +94,7 @@ func New(ts []Tensor, nslot int) *Plan {
 		default:
 			slot := t.Slot
 			if slot == Balanced {
-				slot = 0
-				if nslot > 1 && total > 0 {
-					// Contiguous balanced shares keep each device's reads long.
-					slot = int(min((cum+t.Size/2)*int64(nslot)/total, int64(nslot-1)))
-				}
+				slot = balancedSlot(cum, t.Size, total, nslot)
 			}
 			p.Pieces = append(p.Pieces, Piece{Tensor: i, Part: -1, Slot: slot, Off: t.Off, Size: t.Size})
 		}
@@ -106,6 +102,34 @@ func New(ts []Tensor, nslot int) *Plan {
 	}
 	p.layout(nslot)
 	return p
+}
+
+// balancedSlot is the slot of a Balanced tensor of size bytes with cum
+// bytes of tensors before it, of total, in nslot slots: contiguous
+// balanced shares keep each device's reads long.
+func balancedSlot(cum, size, total int64, nslot int) int {
+	if nslot <= 1 || total <= 0 {
+		return 0
+	}
+	return int(min((cum+size/2)*int64(nslot)/total, int64(nslot-1)))
+}
+
+// BalancedSlots returns the slot that New gives each of a file's tensors,
+// of the sizes given in order, when every one is Balanced and none is
+// split: what a process loading onto one of nslot devices alone would
+// load to match one process loading onto all of them (kvik bench's
+// process-per-GPU reference).
+func BalancedSlots(sizes []int64, nslot int) []int {
+	var total, cum int64
+	for _, n := range sizes {
+		total += n
+	}
+	slots := make([]int, len(sizes))
+	for i, n := range sizes {
+		slots[i] = balancedSlot(cum, n, total, nslot)
+		cum += n
+	}
+	return slots
 }
 
 // layout gives each piece an aligned offset in its slot, and extends the

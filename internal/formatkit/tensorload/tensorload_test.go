@@ -353,3 +353,31 @@ func TestStartFailureStopsRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestBalancedSlots checks that BalancedSlots gives each tensor the slot
+// New puts it in when all are Balanced: a process loading only the
+// tensors of one slot loads what the balanced load puts on that device.
+func TestBalancedSlots(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 8))
+	for range 300 {
+		ts, _ := randomTensors(rng, int64(rng.IntN(1000)))
+		nslot := 1 + rng.IntN(8)
+		sizes := make([]int64, len(ts))
+		for i := range ts {
+			sizes[i] = ts[i].Size
+		}
+		got := BalancedSlots(sizes, nslot)
+		p := New(ts, nslot)
+		for _, pc := range p.Pieces {
+			if got[pc.Tensor] != pc.Slot {
+				t.Fatalf("%d slots, tensor %d of %d (%d bytes): BalancedSlots says slot %d, New placed it in %d",
+					nslot, pc.Tensor, len(ts), ts[pc.Tensor].Size, got[pc.Tensor], pc.Slot)
+			}
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i] < got[i-1] || got[i] >= nslot {
+				t.Fatalf("slots %v: not contiguous shares in %d slots", got, nslot)
+			}
+		}
+	}
+}
