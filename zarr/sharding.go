@@ -1,12 +1,15 @@
 package zarr
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"runtime"
+	"unsafe"
 )
 
 // Limits on sizes taken from metadata, checked when an array is opened,
@@ -277,38 +280,58 @@ func (s *shardingCodec) decode(b []byte, shape []int) (chunkArray, error) {
 	return chunkArray{shape: shape, data: out}, nil
 }
 
+// encode encodes a shard's inner chunks on up to GOMAXPROCS goroutines:
+// a device write holds only a few shards at once (their pinned buffers),
+// so one shard's inner chunks must keep every core encoding.
 func (s *shardingCodec) encode(a chunkArray) ([]byte, error) {
 	n := s.nInner()
 	es := s.dt.Size
-	idx := make([]byte, 16*n)
-	var body []byte
-	is := s.indexSize()
+	workers := min(n, runtime.GOMAXPROCS(0))
+	enc := make([][]byte, n) // nil: all fill value, not stored
+	scratch := make([][]byte, workers)
+	src := view{buf: a.data, shape: a.shape, es: es}
+	err := parallel(context.Background(), n, workers, func(_ context.Context, w, i int) error {
+		if scratch[w] == nil {
+			scratch[w] = make([]byte, numElements(s.inner)*es)
+		}
+		buf := scratch[w]
+		start := make([]int, len(s.inner))
+		unflatten(i, s.perShard, start)
+		for d := range start {
+			start[d] *= s.inner[d]
+		}
+		copyBox(view{buf: buf, shape: s.inner, es: es, start: make([]int, len(start))}, src.sub(start), s.inner)
+		if isFill(buf, s.fill) {
+			return nil
+		}
+		e, err := s.codecs.encode(chunkArray{shape: s.inner, data: buf})
+		if overlaps(e, buf) { // a codec may return (or append to) its input
+			e = bytes.Clone(e)
+		}
+		enc[i] = e
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
 	base := int64(0)
 	if s.indexStart {
-		base = is
+		base = s.indexSize()
 	}
-	src := view{buf: a.data, shape: a.shape, es: es}
-	innerBuf := make([]byte, numElements(s.inner)*es)
-	coords := make([]int, len(s.inner))
-	for i := 0; i < n; i++ {
-		unflatten(i, s.perShard, coords)
-		start := make([]int, len(coords))
-		for d := range coords {
-			start[d] = coords[d] * s.inner[d]
+	idx := make([]byte, 16*n)
+	total := 0
+	for _, e := range enc {
+		total += len(e)
+	}
+	body := make([]byte, 0, total)
+	for i, e := range enc {
+		off, size := uint64(missingEntry), uint64(missingEntry)
+		if e != nil {
+			off, size = uint64(base+int64(len(body))), uint64(len(e))
+			body = append(body, e...)
 		}
-		copyBox(view{buf: innerBuf, shape: s.inner, es: es, start: make([]int, len(coords))}, src.sub(start), s.inner)
-		if isFill(innerBuf, s.fill) {
-			binary.LittleEndian.PutUint64(idx[16*i:], missingEntry)
-			binary.LittleEndian.PutUint64(idx[16*i+8:], missingEntry)
-			continue
-		}
-		enc, err := s.codecs.encode(chunkArray{shape: s.inner, data: innerBuf})
-		if err != nil {
-			return nil, err
-		}
-		binary.LittleEndian.PutUint64(idx[16*i:], uint64(base+int64(len(body))))
-		binary.LittleEndian.PutUint64(idx[16*i+8:], uint64(len(enc)))
-		body = append(body, enc...)
+		binary.LittleEndian.PutUint64(idx[16*i:], off)
+		binary.LittleEndian.PutUint64(idx[16*i+8:], size)
 	}
 	if s.indexCRC {
 		idx, _ = crc32cCodec{}.encode(idx)
@@ -317,6 +340,15 @@ func (s *shardingCodec) encode(a chunkArray) ([]byte, error) {
 		return append(idx, body...), nil
 	}
 	return append(body, idx...), nil
+}
+
+// overlaps reports whether a and b share memory.
+func overlaps(a, b []byte) bool {
+	if cap(a) == 0 || cap(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+uintptr(cap(b)) && b0 < a0+uintptr(cap(a))
 }
 
 // readRegion decodes the part sel of the chunk stored in r into dst.
