@@ -28,7 +28,7 @@ var tiers = [][]string{
 	{"internal/blockdev", "internal/devmem", "internal/hostmem", "internal/numa", "internal/posix", "internal/realpath", "internal/remote", "internal/sched", "internal/staging"},
 	{"."}, // kvik: handles, sources, the settings
 	// Above the root: the formats and what they share.
-	{"internal/formatkit/tensorload", "safetensors", "npy", "gguf", "zarr"},
+	{"internal/formatkit/tensorload", "internal/formatkit/zarrtune", "safetensors", "npy", "gguf", "zarr"},
 	// Tools and test kits.
 	{"internal/benchplot", "internal/testkit/gputest", "internal/testkit/httpfault", "internal/testkit/s3test", "internal/testkit/tmpfstest", "internal/testkit/redacttest", "internal/testkit/changetest", "internal/testkit/fskinds", "internal/testkit/fielddata",
 		"cmd/kvik", "bench/kvikio/compare", "bench/zarrbench", "bench/zarrremotebench", "bench/loadbench"},

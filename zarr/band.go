@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"context"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -35,8 +36,13 @@ var bandTarget = 32 << 20
 // cells are at most bandTarget, so that kvik's pool keeps them.
 func bandBuffers(cellBytes, bands int) (size, n int) {
 	size = max(bandTarget, cellBytes)
-	return size, min(bands, max(2, min(4, 4*bandTarget/size)))
+	return size, min(bands, max(2, min(bandsInFlight, bandsInFlight*bandTarget/size)))
 }
+
+// bandsInFlight is how many band buffers of bandTarget a read or write
+// keeps: enough that workers never wait for a buffer while a slow chunk
+// holds back its band and the copies of others are queued.
+const bandsInFlight = 8
 
 // bandGrid splits a region into bands of at most a limit of bytes: a band takes
 // the region whole along the dimensions after its split dimension k, a
@@ -199,6 +205,12 @@ type band struct {
 	tasks  []chunkTask // a write's
 	n      int         // items: spans or tasks
 	direct bool        // every span goes straight to the destination: no buffer
+	// slots, in the cells layout, is where each piece of each span
+	// starts in buf: the piece's selection lies there whole, C order,
+	// the pieces of a span back to back. Nil: buf is the band's box in
+	// the region's layout.
+	slots  [][]int
+	copies []copy2D // the copies of buf to the region
 	buf    []byte
 	slot   int           // the sink's buffer
 	ready  chan struct{} // closed when buf is set
@@ -212,6 +224,17 @@ func (b *band) view(es int) view {
 		start[d] = -b.box.start[d]
 	}
 	return view{buf: b.buf, shape: b.box.count, es: es, start: start}
+}
+
+// pieceView returns the memory of piece j of span i as a view in region
+// coordinates: the band's, or in the cells layout the piece's slot.
+func (b *band) pieceView(es, i, j int) view {
+	if b.slots == nil {
+		return b.view(es)
+	}
+	pc := b.spans[i].pieces[j]
+	off, n := b.slots[i][j], numElements(pc.sel.count)*es
+	return view{buf: b.buf[off : off+n : off+n], shape: pc.sel.count, es: es, start: negate(pc.dstStart)}
 }
 
 // bandSink is where the bands of a read go: host memory (the destination
@@ -270,37 +293,69 @@ func negate(x []int) []int {
 	return out
 }
 
-// readBands reads bands, in order, on a.concurrency() goroutines: each
-// span into its band's memory from sink (or, for a direct band, with
-// direct), and each band, once all its spans are in, to sink.filled.
+// readBands reads bands, in order: each span into its band's memory from
+// sink (or, for a direct band, with direct), and each band, once all its
+// spans are in, to sink.filled. A store with MaxRequests (a remote one)
+// is read in two stages: MaxRequests goroutines fetch stored bytes, ahead,
+// and SetWorkers goroutines decode them, so that requests stay in flight
+// while every core decodes. A local store's reads are cheap next to a
+// decode: its workers fetch and decode each span in turn.
 func (a *Array) readBands(ctx context.Context, bands []*band, sink bandSink, direct func(ctx context.Context, worker int, sp span) error) error {
-	es := a.meta.DataType.Size
 	for _, b := range bands {
 		b.n = len(b.spans)
 	}
-	return runBands(ctx, bands, sink, a.concurrency(), func(ctx context.Context, w int, b *band, i int) error {
-		if b.direct {
-			return direct(ctx, w, b.spans[i])
-		}
-		return a.readSpan(ctx, b.spans[i], b.view(es))
-	})
+	w := bandWork{
+		fetch: func(ctx context.Context, worker int, b *band, i int) (fetched, error) {
+			if b.direct {
+				return fetched{done: true}, direct(ctx, worker, b.spans[i])
+			}
+			return a.fetchSpan(ctx, b, i)
+		},
+		finish: func(ctx context.Context, _ int, b *band, i int, f fetched) error { return a.decodeSpan(ctx, b, i, f) },
+	}
+	workers := a.workers
+	if r, ok := a.store.(interface{ MaxRequests() int }); ok {
+		w.fetchers = max(r.MaxRequests(), 1)
+	}
+	return runBands(ctx, bands, sink, workers, w)
 }
 
-// runBands calls work for items [0, b.n) of each band, in order, on up to
-// workers goroutines, once the band's memory from sink is ready, and
-// hands each band to sink.filled once its items are done. A goroutine
-// takes the bands' memory ahead, in order, as it frees up. The first
-// error stops the rest; sink is closed either way.
-func runBands(parent context.Context, bands []*band, sink bandSink, workers int, work func(ctx context.Context, worker int, b *band, i int) error) error {
+// fetched is what a read's fetch stage hands to its decode stage: a
+// span's stored bytes (in a pooled buffer when p is set), or done when
+// the fetch left nothing to decode.
+type fetched struct {
+	p    *[]byte
+	b    []byte
+	done bool
+}
+
+// bandWork is what runBands does with item i of band b: fetch (optional),
+// then finish. With fetchers > 0, fetches run on fetchers goroutines of
+// their own, ahead of the workers' finishes; else a worker does both.
+type bandWork struct {
+	fetchers int
+	fetch    func(ctx context.Context, worker int, b *band, i int) (fetched, error)
+	finish   func(ctx context.Context, worker int, b *band, i int, f fetched) error
+}
+
+// runBands does w for items [0, b.n) of each band on up to workers
+// goroutines (and w.fetchers more), each item once the band's memory
+// from sink is ready, and hands each band to sink.filled once its items
+// are finished. Items are taken in order across bands with no barrier
+// between bands: a band is handed over as soon as its own items are done,
+// and a goroutine takes the bands' memory ahead, in order, as the sink
+// frees it. The first error stops the rest; sink is closed either way.
+func runBands(parent context.Context, bands []*band, sink bandSink, workers int, w bandWork) error {
 	type item struct {
 		b *band
 		i int
+		f fetched
 	}
 	var items []item
 	for _, b := range bands {
 		b.left.Store(int64(b.n))
 		for i := range b.n {
-			items = append(items, item{b, i})
+			items = append(items, item{b: b, i: i})
 		}
 	}
 	g, ctx := errgroup.WithContext(parent)
@@ -318,28 +373,88 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 		return nil
 	})
 	var next atomic.Int64
-	for w := range max(1, min(workers, len(items))) {
-		g.Go(func() error {
-			for {
-				k := int(next.Add(1) - 1)
-				if k >= len(items) || ctx.Err() != nil {
-					return nil
+	claim := func() (item, bool) { // the next item, once its band is ready
+		k := int(next.Add(1) - 1)
+		if k >= len(items) || ctx.Err() != nil {
+			return item{}, false
+		}
+		select {
+		case <-items[k].b.ready:
+			return items[k], true
+		case <-ctx.Done():
+			return item{}, false
+		}
+	}
+	finish := func(worker int, it item) error {
+		err := w.finish(ctx, worker, it.b, it.i, it.f)
+		if err == nil && it.b.left.Add(-1) == 0 && !it.b.direct {
+			err = sink.filled(it.b)
+		}
+		return err
+	}
+	nw := max(1, min(workers, len(items)))
+	if w.fetch == nil || w.fetchers == 0 {
+		for worker := range nw {
+			g.Go(func() error {
+				for {
+					it, ok := claim()
+					if !ok {
+						return nil
+					}
+					if w.fetch != nil {
+						var err error
+						if it.f, err = w.fetch(ctx, worker, it.b, it.i); err != nil {
+							return err
+						}
+					}
+					if err := finish(worker, it); err != nil {
+						return err
+					}
 				}
-				it := items[k]
-				select {
-				case <-it.b.ready:
-				case <-ctx.Done():
-					return nil
+			})
+		}
+	} else {
+		queue := make(chan item, nw)
+		var fetching sync.WaitGroup
+		for fetcher := range max(1, min(w.fetchers, len(items))) {
+			fetching.Add(1)
+			g.Go(func() error {
+				defer fetching.Done()
+				for {
+					it, ok := claim()
+					if !ok {
+						return nil
+					}
+					var err error
+					if it.f, err = w.fetch(ctx, fetcher, it.b, it.i); err != nil {
+						return err
+					}
+					select {
+					case queue <- it:
+					case <-ctx.Done():
+						return nil
+					}
 				}
-				err := work(ctx, w, it.b, it.i)
-				if err == nil && it.b.left.Add(-1) == 0 && !it.b.direct {
-					err = sink.filled(it.b)
+			})
+		}
+		g.Go(func() error { fetching.Wait(); close(queue); return nil })
+		for worker := range nw {
+			g.Go(func() error {
+				for {
+					select {
+					case it, ok := <-queue:
+						if !ok {
+							return nil
+						}
+						if err := finish(worker, it); err != nil {
+							return err
+						}
+					case <-ctx.Done():
+						return nil
+					}
 				}
-				if err != nil {
-					return err
-				}
-			}
-		})
+			})
+		}
 	}
 	err := g.Wait()
 	if e := sink.close(); err == nil {
@@ -412,20 +527,27 @@ func bandCopies(region []int, b box, es int) []copy2D {
 	}
 }
 
-// bufPool holds buffers for stored and decoded chunks, reused across
-// chunks and reads instead of a new one for each chunk.
-var bufPool sync.Pool // *[]byte
+// bufPools hold buffers for stored and decoded chunks, reused across
+// chunks and reads instead of a new one for each chunk: pool k holds
+// buffers of at least 1<<k bytes, so that a buffer taken is never too
+// small (one pool of every size handed out small buffers for large
+// chunks, each then dropped and a new one made: garbage at every chunk).
+var bufPools [64]sync.Pool // *[]byte
 
 // getBuf returns a pooled buffer of n bytes.
 func getBuf(n int) *[]byte {
-	p, _ := bufPool.Get().(*[]byte)
-	if p == nil || cap(*p) < n {
-		b := make([]byte, n)
-		return &b
+	k := bits.Len(uint(max(n, 1) - 1)) // 1<<k >= n
+	if p, _ := bufPools[k].Get().(*[]byte); p != nil {
+		*p = (*p)[:n]
+		return p
 	}
-	*p = (*p)[:n]
-	return p
+	b := make([]byte, n, 1<<k)
+	return &b
 }
 
 // putBuf gives p back to the pool.
-func putBuf(p *[]byte) { bufPool.Put(p) }
+func putBuf(p *[]byte) {
+	if c := cap(*p); c > 0 {
+		bufPools[bits.Len(uint(c))-1].Put(p) // 1<<k <= c
+	}
+}

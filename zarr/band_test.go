@@ -223,7 +223,7 @@ func (s *fakeSink) filled(b *band) error {
 		defer s.wg.Done()
 		time.Sleep(delay)
 		s.mu.Lock()
-		for _, c := range bandCopies(s.region, b.box, s.es) {
+		for _, c := range b.copies {
 			for y := range c.height {
 				src, dst := c.src+y*c.srcPitch, c.dst+y*c.dstPitch
 				copy(s.dev[dst:dst+c.width], b.buf[src:src+c.width])
@@ -262,13 +262,15 @@ func readFake(t *testing.T, a *Array, start, stop []int, limit, n int, seed uint
 	if err != nil {
 		t.Fatal(err)
 	}
+	layout := int32(seed % 3) // a zarrtune layout
+	layoutBands(bands, r.count, a.meta.DataType.Size, layout)
 	s := newFakeSink(r.count, a.meta.DataType.Size, limit, n, seed)
 	if err := a.readBands(bg, bands, s, nil); err != nil {
-		t.Fatalf("%v-%v in bands of %d: %v", start, stop, limit, err)
+		t.Fatalf("%v-%v in bands of %d, layout %d: %v", start, stop, limit, layout, err)
 	}
 	for k, w := range s.writes {
 		if w != 1 {
-			t.Fatalf("%v-%v in bands of %d: byte %d copied %d times", start, stop, limit, k, w)
+			t.Fatalf("%v-%v in bands of %d, layout %d: byte %d copied %d times", start, stop, limit, layout, k, w)
 		}
 	}
 	return s.dev
@@ -349,13 +351,30 @@ func TestReadBands(t *testing.T) {
 				}
 				cell := numElements(a.cellShape()) * m.DataType.Size
 				limit := []int{cell, cell + rng.IntN(4*cell), len(want)}[rng.IntN(3)]
-				if got := readFake(t, a, start, stop, limit, 1+rng.IntN(3), rng.Uint64()); !bytes.Equal(got, want) {
+				rd := a
+				if r%2 == 1 { // fetches and decodes in two stages, as from a remote store
+					if rd, err = Open(bg, requestStore{s, 1 + rng.IntN(4)}, "a"); err != nil {
+						t.Fatal(err)
+					}
+					rd.SetWorkers(1 + rng.IntN(4))
+				}
+				if got := readFake(t, rd, start, stop, limit, 1+rng.IntN(3), rng.Uint64()); !bytes.Equal(got, want) {
 					t.Fatalf("%v-%v in bands of %d bytes differs from the values written", start, stop, limit)
 				}
 			}
 		})
 	}
 }
+
+// requestStore is a local store with a limit on requests in flight, as
+// a remote store has, so that reads through it fetch and decode in two
+// stages.
+type requestStore struct {
+	Store
+	n int
+}
+
+func (s requestStore) MaxRequests() int { return s.n }
 
 // failStore fails ReadRange and Get of one key.
 type failStore struct {
@@ -374,7 +393,7 @@ func (s failStore) Get(ctx context.Context, key string, buf []byte) ([]byte, err
 
 // TestReadBandsError checks that a chunk that cannot be read fails a
 // banded read of one-chunk bands through one buffer with its error,
-// without waiting for the bands after it.
+// without waiting for the bands after it, in one stage and in two.
 func TestReadBandsError(t *testing.T) {
 	s, err := NewDirStore(t.TempDir())
 	if err != nil {
@@ -389,19 +408,22 @@ func TestReadBandsError(t *testing.T) {
 	if err := a.WriteRegion(bg, []int{0, 0}, m.Shape, vals); err != nil {
 		t.Fatal(err)
 	}
-	b, err := Open(bg, failStore{s, a.ChunkKey([]int{3, 1})}, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _, _ := b.region([]int{0, 0}, m.Shape)
-	cell := numElements(m.ChunkShape) * m.DataType.Size
-	bands, err := b.bandPlan(bg, r, cell)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := newFakeSink(r.count, m.DataType.Size, cell, 1, 1)
-	if err := b.readBands(bg, bands, sink, nil); !errors.Is(err, errInjected) {
-		t.Fatalf("read with a failing chunk: %v", err)
+	fail := failStore{s, a.ChunkKey([]int{3, 1})}
+	for _, st := range []Store{fail, requestStore{fail, 2}} {
+		b, err := Open(bg, st, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _, _ := b.region([]int{0, 0}, m.Shape)
+		cell := numElements(m.ChunkShape) * m.DataType.Size
+		bands, err := b.bandPlan(bg, r, cell)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink := newFakeSink(r.count, m.DataType.Size, cell, 1, 1)
+		if err := b.readBands(bg, bands, sink, nil); !errors.Is(err, errInjected) {
+			t.Fatalf("read from %T with a failing chunk: %v", st, err)
+		}
 	}
 }
 

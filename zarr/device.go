@@ -8,6 +8,7 @@ import (
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/devmem"
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
 	"github.com/kvikgo/kvik/internal/staging"
 )
 
@@ -133,8 +134,9 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 			banded++
 		}
 	}
+	layoutBands(bands, r.count, es, zarrtune.DeviceLayout.Load())
 	_, n := bandBuffers(bufSize, banded)
-	sink, err := newDeviceSink(target, dst, r.count, es, bufSize, n)
+	sink, err := newDeviceSink(target, dst, es, bufSize, n)
 	if err != nil {
 		return err
 	}
@@ -189,6 +191,65 @@ func (a *Array) directBand(b *band, out view) {
 		}
 	}
 	b.spans, b.direct = spans, true
+}
+
+// Cells layout limits (see zarrtune.Cells): in Auto, a band is laid out
+// in cells only where each piece's copies have rows of at least
+// cellRowMin bytes and move cellCopyMin bytes each on average, so that
+// neither the DMA engine's rows nor the calls per byte cost more than the
+// reads and decodes in place save.
+const (
+	cellRowMin  = 1 << 10
+	cellCopyMin = 256 << 10
+)
+
+// layoutBands lays out the buffers of the bands of a device read of a
+// region of shape region, in layout (a zarrtune layout), and plans their
+// copies to the device.
+func layoutBands(bands []*band, region []int, es int, layout int32) {
+	for _, b := range bands {
+		if b.direct || layout != zarrtune.Region && b.layCells(region, es, layout == zarrtune.Cells) {
+			continue
+		}
+		b.slots, b.copies = nil, bandCopies(region, b.box, es)
+	}
+}
+
+// layCells gives each piece of b a slot in b's buffer, in order, the
+// pieces of a span back to back, and plans each piece's copies from its
+// slot to the region. Unless forced it does so, and reports true, only
+// where the copies are wide and few (cellRowMin, cellCopyMin) and some
+// piece is not contiguous in the region already (then the region's
+// layout reads it in place too, and copies the band in one call).
+func (b *band) layCells(region []int, es int, force bool) bool {
+	var copies []copy2D
+	slots := make([][]int, len(b.spans))
+	off, scattered := 0, false
+	for i, sp := range b.spans {
+		slots[i] = make([]int, len(sp.pieces))
+		for j, pc := range sp.pieces {
+			slots[i][j] = off
+			n := numElements(pc.sel.count) * es
+			cs := bandCopies(region, box{start: pc.dstStart, count: pc.sel.count}, es)
+			if !force && len(cs) > 1 && n/len(cs) < cellCopyMin {
+				return false
+			}
+			scattered = scattered || len(cs) > 1 || cs[0].height > 1
+			for _, c := range cs {
+				if !force && c.height > 1 && c.width < cellRowMin {
+					return false
+				}
+				c.src += off
+				copies = append(copies, c)
+			}
+			off += n
+		}
+	}
+	if off != numElements(b.box.count)*es || !force && !scattered {
+		return false
+	}
+	b.slots, b.copies = slots, copies
+	return true
 }
 
 // readPieceDevice reads pc, an uncompressed chunk of ds, run by run from
@@ -297,18 +358,17 @@ func (s *pinnedSlots) close() {
 // run while later bands decode.
 type deviceSink struct {
 	pinnedSlots
-	dst    cuda.DevicePtr
-	region []int
-	bands  chan *band    // filled bands, for the copying goroutine
-	done   chan struct{} // closed when the copying goroutine returns
+	dst   cuda.DevicePtr
+	bands chan *band    // filled bands, for the copying goroutine
+	done  chan struct{} // closed when the copying goroutine returns
 }
 
-func newDeviceSink(target devmem.Range, dst cuda.DevicePtr, region []int, es, size, n int) (*deviceSink, error) {
+func newDeviceSink(target devmem.Range, dst cuda.DevicePtr, es, size, n int) (*deviceSink, error) {
 	p, err := newPinnedSlots(target, es, size, n)
 	if err != nil {
 		return nil, err
 	}
-	s := &deviceSink{pinnedSlots: p, dst: dst, region: region, bands: make(chan *band, p.max), done: make(chan struct{})}
+	s := &deviceSink{pinnedSlots: p, dst: dst, bands: make(chan *band, p.max), done: make(chan struct{})}
 	go s.copyBands()
 	return s, nil
 }
@@ -369,7 +429,7 @@ func (s *deviceSink) copyBands() {
 // queue queues the copies of b and marks their end with b's buffer.
 func (s *deviceSink) queue(b *band) error {
 	err := s.c.In(func() error {
-		for _, c := range bandCopies(s.region, b.box, s.es) {
+		for _, c := range b.copies {
 			if err := copyHtoD(s.dst+cuda.DevicePtr(c.dst), b.buf[c.src:], c, s.c.Stream()); err != nil {
 				return err
 			}
@@ -547,7 +607,7 @@ func writePlan(r box, chunks []int, es, limit int, tasks []chunkTask) []*band {
 // each band.
 func (a *Array) writeBandsFrom(ctx context.Context, bands []*band, sink bandSink) error {
 	es := a.meta.DataType.Size
-	return runBands(ctx, bands, sink, a.concurrency(), func(ctx context.Context, _ int, b *band, i int) error {
+	return runBands(ctx, bands, sink, a.concurrency(), bandWork{finish: func(ctx context.Context, _ int, b *band, i int, _ fetched) error {
 		return a.writeChunk(ctx, b.tasks[i], b.view(es))
-	})
+	}})
 }

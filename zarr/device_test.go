@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
@@ -78,7 +79,8 @@ func TestDeviceRegionReads(t *testing.T) {
 // one to a few chunks (bandTarget lowered), so that small arrays make
 // many bands through few pinned buffers, bands that are not contiguous
 // in the region (cuMemcpy2DAsync) and edge bands of partial chunks; for
-// the arrays of the band tests too (three dimensions, every codec).
+// the arrays of the band tests too (three dimensions, every codec); in
+// each layout of the bands' buffers (zarrtune).
 func TestDeviceBands(t *testing.T) {
 	ctx := needGPU(t)
 	old := bandTarget
@@ -88,16 +90,20 @@ func TestDeviceBands(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
+	t.Cleanup(func() { zarrtune.DeviceLayout.Store(zarrtune.Auto) })
 	for _, cases := range []map[string]Metadata{deviceCases, bandCases} {
 		for name, m := range cases {
-			t.Run(name, func(t *testing.T) {
-				bandTarget = (1 + rng.IntN(3)) * numElements(m.ChunkShape) * m.DataType.Size
-				s, err := NewDirStore(fmt.Sprintf("%s/bands-%s", dir, name))
-				if err != nil {
-					t.Fatal(err)
-				}
-				checkDeviceRegions(t, ctx, rng, s, m)
-			})
+			for layout, lname := range []string{"auto", "region", "cells"} {
+				t.Run(name+"/"+lname, func(t *testing.T) {
+					zarrtune.DeviceLayout.Store(int32(layout))
+					bandTarget = (1 + rng.IntN(3)) * numElements(m.ChunkShape) * m.DataType.Size
+					s, err := NewDirStore(fmt.Sprintf("%s/bands-%s-%s", dir, name, lname))
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkDeviceRegions(t, ctx, rng, s, m)
+				})
+			}
 		}
 	}
 }

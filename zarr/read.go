@@ -169,38 +169,47 @@ func (a *Array) decodeInto(pc piece, b []byte, d view, place []byte) error {
 	return nil
 }
 
-// decodePiece fetches pc and writes its selection at hv's position;
-// place, when not nil, is the memory of the whole decoded piece there.
-// Stored bytes land in place when they are the decoded piece, else in a
-// pooled buffer.
-func (a *Array) decodePiece(ctx context.Context, pc piece, hv view, place []byte) error {
+// fetchPiece fetches pc, one piece of a span, whose region (or slot)
+// memory is bv: uncompressed bytes straight into place where they are
+// the decoded piece (or, from a local store, run by run into bv), a
+// missing piece as its fill value (done), else into a pooled buffer.
+func (a *Array) fetchPiece(ctx context.Context, pc piece, bv view) (fetched, error) {
+	hv := bv.sub(pc.dstStart)
 	if pc.missing {
 		hv.fill(pc.sel.count, pc.pipe.fill)
-		return nil
+		return fetched{done: true}, nil
+	}
+	place := hostPlace(pc, bv) // the destination of the whole decoded piece
+	if ds, ok := a.store.(*DirStore); ok && place == nil && pc.pipe.raw() && pc.n < 0 {
+		done, err := a.readRawRuns(ctx, ds, pc, bv)
+		if done || err != nil {
+			return fetched{done: true}, err
+		}
 	}
 	var p *[]byte
 	into := place
 	if !pc.pipe.raw() || place == nil {
-		p = getBuf(0)
+		hint := pc.n // an inner chunk's exact size, or a chunk's decoded size
+		if hint < 0 {
+			hint = pc.storedSize()
+		}
+		p = getBuf(int(hint))
 		into = (*p)[:0]
 	}
 	b, ok, err := a.fetch(ctx, pc, into)
-	if p != nil {
-		defer func() {
-			if cap(b) > cap(*p) { // keep the larger buffer the store made
-				*p = b[:0]
-			}
+	if p != nil && cap(b) > cap(*p) { // keep the larger buffer the store made
+		*p = b[:0]
+	}
+	if err != nil || !ok {
+		if p != nil {
 			putBuf(p)
-		}()
+		}
+		if err == nil {
+			hv.fill(pc.sel.count, pc.pipe.fill)
+		}
+		return fetched{done: true}, err
 	}
-	if err != nil {
-		return err
-	}
-	if !ok {
-		hv.fill(pc.sel.count, pc.pipe.fill)
-		return nil
-	}
-	return a.decodeStored(pc, b, hv, place)
+	return fetched{p: p, b: b}, nil
 }
 
 // checkRaw checks the size of an uncompressed piece.
@@ -249,19 +258,6 @@ func (a *Array) cellShape() []int {
 // always fetch whole chunks: a request per run costs more than the bytes
 // it saves.
 const hostRunMin = 64 << 10
-
-// readPiece reads pc into bv, the host memory of the region or of a band
-// (region coordinates).
-func (a *Array) readPiece(ctx context.Context, pc piece, bv view) error {
-	place := hostPlace(pc, bv) // the destination of the whole decoded piece
-	if ds, ok := a.store.(*DirStore); ok && place == nil && pc.pipe.raw() && pc.n < 0 && !pc.missing {
-		done, err := a.readRawRuns(ctx, ds, pc, bv)
-		if done || err != nil {
-			return err
-		}
-	}
-	return a.decodePiece(ctx, pc, bv.sub(pc.dstStart), place)
-}
 
 // readRawRuns reads the selection of pc, an uncompressed chunk of ds,
 // from its file straight into bv: run by run through kvik where runs are

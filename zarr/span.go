@@ -143,36 +143,60 @@ func hostPlace(pc piece, out view) []byte {
 	return out.buf[off : off+n : off+n]
 }
 
-// readSpan reads sp into bv, the host memory of the region or of a band
-// (region coordinates): with one ranged read, straight into place for a
-// direct span, else into a pooled buffer whose inner chunks are then
-// decoded (concurrently, when compressed).
-func (a *Array) readSpan(ctx context.Context, sp span, bv view) error {
+// fetchSpan does the I/O of span i of band b (see bandWork): one ranged
+// read, straight into place for a direct span, else into a pooled buffer
+// whose inner chunks decodeSpan decodes.
+func (a *Array) fetchSpan(ctx context.Context, b *band, i int) (fetched, error) {
+	sp := &b.spans[i]
+	es := a.meta.DataType.Size
 	if sp.single() {
-		return a.readPiece(ctx, sp.pieces[0], bv)
+		return a.fetchPiece(ctx, sp.pieces[0], b.pieceView(es, i, 0))
 	}
 	if sp.direct {
-		_, err := a.store.ReadRange(ctx, sp.key, sp.off, bv.buf[sp.dstOff:sp.dstOff+int(sp.n)])
-		return err
+		off := sp.dstOff
+		if b.slots != nil {
+			off = b.slots[i][0] // the pieces' slots are back to back
+		}
+		_, err := a.store.ReadRange(ctx, sp.key, sp.off, b.buf[off:off+int(sp.n)])
+		return fetched{done: true}, err
 	}
 	p := getBuf(int(sp.n))
-	defer putBuf(p)
-	buf := *p
-	if _, err := a.store.ReadRange(ctx, sp.key, sp.off, buf); err != nil {
-		return err
+	if _, err := a.store.ReadRange(ctx, sp.key, sp.off, *p); err != nil {
+		putBuf(p)
+		return fetched{}, err
 	}
-	one := func(pc piece) error {
-		return a.decodeStored(pc, sp.bytes(buf, pc), bv.sub(pc.dstStart), hostPlace(pc, bv))
+	return fetched{p: p, b: *p}, nil
+}
+
+// decodeSpan decodes what fetchSpan fetched of span i of band b into
+// its place, the pieces of a span concurrently when compressed.
+func (a *Array) decodeSpan(ctx context.Context, b *band, i int, f fetched) error {
+	if f.p != nil {
+		defer putBuf(f.p)
+	}
+	if f.done {
+		return nil
+	}
+	sp := &b.spans[i]
+	es := a.meta.DataType.Size
+	one := func(j int, stored []byte) error {
+		pc, bv := sp.pieces[j], b.pieceView(es, i, j)
+		return a.decodeStored(pc, stored, bv.sub(pc.dstStart), hostPlace(pc, bv))
+	}
+	if sp.single() {
+		return one(0, f.b)
 	}
 	if sp.pieces[0].pipe.raw() {
-		for _, pc := range sp.pieces {
-			if err := one(pc); err != nil {
+		for j := range sp.pieces {
+			if err := one(j, sp.bytes(f.b, sp.pieces[j])); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return parallel(ctx, len(sp.pieces), a.workers, func(_ context.Context, _, i int) error { return one(sp.pieces[i]) })
+	return parallel(ctx, len(sp.pieces), a.workers, func(_ context.Context, _, j int) error {
+		return one(j, sp.bytes(f.b, sp.pieces[j]))
+	})
 }
 
 // bytes returns pc's stored bytes in buf, the bytes of sp.

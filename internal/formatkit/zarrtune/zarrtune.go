@@ -1,0 +1,25 @@
+// Package zarrtune holds settings of package zarr that benchmarks switch
+// to compare designs in one run (bench/zarrbench): internal, not API.
+package zarrtune
+
+import "sync/atomic"
+
+// Layouts of a device read's pinned band buffers.
+const (
+	// Auto picks per band: Cells where each chunk's copy to the device is
+	// a few wide rows, else Region.
+	Auto int32 = iota
+	// Region assembles each band in the region's layout: the band goes
+	// to the device in one copy, but an uncompressed chunk is read into
+	// it row by row (one preadv of many iovecs) and a compressed one is
+	// decoded into scratch, then copied into place row by row.
+	Region
+	// Cells gives each chunk (inner chunk) of a band its own slot, its
+	// bytes whole as decoded: an uncompressed chunk is one read, a
+	// compressed one decodes in place, and each chunk goes to the device
+	// in one 2D copy (rows of the chunk's width).
+	Cells
+)
+
+// DeviceLayout is the layout of device reads' bands (Auto when unset).
+var DeviceLayout atomic.Int32
