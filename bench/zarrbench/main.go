@@ -7,7 +7,9 @@
 // encode-only ceilings (every chunk decoded or encoded in memory on all
 // cores, decoded GB/s), the write of the whole array (WriteRegion, and
 // WriteRegionDevice with a GPU), whole-array region reads into host and
-// device memory (best of -reps), and kvik.ReadFileToDevice of a file of
+// device memory (best of -reps; device reads with zarr's default layout of
+// the pinned band buffers, then each layout forced: "gpu-reg", "gpu-cel"),
+// and kvik.ReadFileToDevice of a file of
 // the same bytes as the raw ceiling. Lines "RESULT key value" are for
 // bench/zarr_local_gpu.sh's summary; -keep leaves the arrays for
 // bench/zarr_tensorstore.py.
@@ -29,6 +31,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 	"github.com/kvikgo/kvik/zarr"
 )
@@ -77,7 +80,7 @@ func main() {
 		fmt.Println("no GPU: host rows only")
 	}
 	host := make([]byte, size)
-	fmt.Printf("%-13s %6s %8s %8s %8s %8s %8s %8s\n", "codec", "ratio", "decode", "encode", "write", "devwrite", "host", "gpu")
+	fmt.Printf("%-13s %6s %8s %8s %8s %8s %8s %8s %8s %8s\n", "codec", "ratio", "decode", "encode", "write", "devwrite", "host", "gpu", "gpu-reg", "gpu-cel")
 	for _, name := range strings.Split(*codecs, ",") {
 		m := zarr.Metadata{Shape: shape, ChunkShape: []int{*chunk, *chunk}, DataType: zarr.DataType{Kind: zarr.Float, Size: 4}, Codecs: codecsOf(name, *chunk)}
 		if strings.HasPrefix(name, "sharded") {
@@ -105,10 +108,14 @@ func main() {
 			log.Fatalf("%s: the host read differs from the data", name)
 		}
 		if g != nil {
-			row["gpu"] = gbs(size, best(*reps, func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) }))
-			if g.sum() != sum {
-				log.Fatalf("%s: the device read differs from the data", name)
+			for _, l := range layouts {
+				zarrtune.DeviceLayout.Store(l.layout)
+				row[l.key] = gbs(size, best(*reps, func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) }))
+				if g.sum() != sum {
+					log.Fatalf("%s: the device read (%s) differs from the data", name, l.key)
+				}
 			}
+			zarrtune.DeviceLayout.Store(zarrtune.Auto)
 			t := time.Now()
 			check(a.WriteRegionDevice(bg, []int{0, 0}, shape, g.src.Ptr()))
 			row["devwrite"] = gbs(size, time.Since(t))
@@ -117,8 +124,8 @@ func main() {
 				log.Fatalf("%s: the array differs from the data after WriteRegionDevice", name)
 			}
 		}
-		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"])
-		for _, k := range []string{"ratio", "decode", "encode", "write", "devwrite", "host", "gpu"} {
+		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"], row["gpu_region"], row["gpu_cells"])
+		for _, k := range []string{"ratio", "decode", "encode", "write", "devwrite", "host", "gpu", "gpu_region", "gpu_cells"} {
 			if v, ok := row[k]; ok {
 				result(name+"_"+k, v)
 			}
@@ -126,6 +133,13 @@ func main() {
 	}
 	fmt.Println("ZARRBENCH OK")
 }
+
+// layouts are the device reads of each array: zarr's default (Auto), and
+// each layout of the bands' pinned buffers forced (internal/formatkit/zarrtune).
+var layouts = []struct {
+	key    string
+	layout int32
+}{{"gpu", zarrtune.Auto}, {"gpu_region", zarrtune.Region}, {"gpu_cells", zarrtune.Cells}}
 
 // codecsOf returns the v3 codec chain of a benchmark codec name, the
 // chains TensorStore writes and reads too.
