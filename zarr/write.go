@@ -48,7 +48,18 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 	defer unlock()
 	shape := a.meta.ChunkShape
 	es := a.meta.DataType.Size
-	buf := chunkFill(a.pipe.fill, shape)
+	var buf []byte
+	var pooled *[]byte
+	if a.covers(t) && a.insideArray(t) {
+		// Every byte is the region's: a pooled buffer, not a new one
+		// filled first (garbage of a chunk at every chunk). It goes back
+		// only if the stored value does not share it, since a Store may
+		// keep the value it is given.
+		pooled = getBuf(numElements(shape) * es)
+		buf = *pooled
+	} else {
+		buf = chunkFill(a.pipe.fill, shape)
+	}
 	if !a.covers(t) {
 		b, ok, err := a.fetch(ctx, piece{key: key, n: -1}, nil)
 		if err != nil {
@@ -64,6 +75,9 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 	}
 	copyBox(view{buf: buf, shape: shape, es: es, start: t.sel.start}, in.sub(t.dstStart), t.sel.count)
 	enc, err := a.pipe.encode(chunkArray{shape: shape, data: buf})
+	if pooled != nil && !overlaps(enc, buf) {
+		defer putBuf(pooled)
+	}
 	if err != nil {
 		return fmt.Errorf("chunk %s: %w", key, err)
 	}
