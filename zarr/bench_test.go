@@ -2,11 +2,14 @@ package zarr
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
+	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
@@ -120,5 +123,66 @@ func BenchmarkDecodeSmallChunk(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// rotateSink is a device sink without a device: band buffers in
+// rotation, each free again as soon as it is filled, so that
+// BenchmarkReadBands measures the host side of device reads alone.
+type rotateSink struct{ free chan []byte }
+
+func (s rotateSink) take(_ context.Context, b *band) ([]byte, error) {
+	buf := <-s.free
+	return buf[:numElements(b.box.count)*4], nil
+}
+func (s rotateSink) filled(b *band) error { s.free <- b.buf[:cap(b.buf)]; return nil }
+func (rotateSink) close() error           { return nil }
+
+// BenchmarkReadBands reads a 64 MiB float32 array of 1 MiB chunks (512 x
+// 512, a smooth field plus noise) the way ReadRegionDevice does, with
+// the band buffers in each layout (region: chunks read and decoded into
+// the band's rows; cells: each chunk whole in its slot), minus the copies
+// to the device; uncompressed and zstd.
+func BenchmarkReadBands(b *testing.B) {
+	shape := []int{4096, 4096}
+	data := fielddata.Float32(shape[0], shape[1], 1)
+	for _, codec := range []string{"raw", "zstd"} {
+		s, err := NewDirStore(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := Metadata{Shape: shape, ChunkShape: []int{512, 512}, DataType: DataType{Float, 4}}
+		if codec == "zstd" {
+			m.Codecs = []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}}
+		}
+		a, err := Create(bg, s, "a", m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := a.WriteRegion(bg, []int{0, 0}, shape, data); err != nil {
+			b.Fatal(err)
+		}
+		r, _, _ := a.region([]int{0, 0}, shape)
+		size, n := bandBuffers(1<<20, 8)
+		for layout, name := range map[int32]string{zarrtune.Region: "region", zarrtune.Cells: "cells"} {
+			b.Run(codec+"/"+name, func(b *testing.B) {
+				sink := rotateSink{free: make(chan []byte, n)}
+				for range n {
+					sink.free <- make([]byte, size)
+				}
+				b.SetBytes(int64(len(data)))
+				b.ReportAllocs()
+				for b.Loop() {
+					bands, err := a.bandPlan(bg, r, size)
+					if err != nil {
+						b.Fatal(err)
+					}
+					layoutBands(bands, r.count, 4, layout)
+					if err := a.readBands(bg, bands, sink, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
