@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -193,6 +194,11 @@ func TestFileLayers(t *testing.T) {
 func exportImporter(t *testing.T, fset *token.FileSet, files []*ast.File) types.Importer {
 	gocmd, err := exec.LookPath("go")
 	if err != nil {
+		// The source importer needs the standard library's sources, which
+		// a machine without Go (the GPU machines) does not have.
+		if _, serr := os.Stat(filepath.Join(runtime.GOROOT(), "src", "io")); serr != nil {
+			t.Skipf("no go command (%v) and no Go sources (%v): the layers are checked where Go is installed (CI)", err, serr)
+		}
 		t.Logf("no go command (%v): importing from source", err)
 		return importer.ForCompiler(fset, "source", nil)
 	}

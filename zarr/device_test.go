@@ -91,13 +91,20 @@ func TestDeviceBands(t *testing.T) {
 		dir = t.TempDir()
 	}
 	t.Cleanup(func() { zarrtune.DeviceLayout.Store(zarrtune.Auto) })
-	for _, cases := range []map[string]Metadata{deviceCases, bandCases} {
+	for ci, cases := range []map[string]Metadata{deviceCases, bandCases} {
 		for name, m := range cases {
 			for layout, lname := range []string{"auto", "region", "cells"} {
 				t.Run(name+"/"+lname, func(t *testing.T) {
 					zarrtune.DeviceLayout.Store(int32(layout))
 					bandTarget = (1 + rng.IntN(3)) * numElements(m.ChunkShape) * m.DataType.Size
-					s, err := NewDirStore(fmt.Sprintf("%s/bands-%s-%s", dir, name, lname))
+					// A store of its own: both case lists name a "sharded"
+					// array, and a shard the other left behind is corrupt
+					// for this one's layout.
+					root := fmt.Sprintf("%s/bands-%d-%s-%s", dir, ci, name, lname)
+					if err := os.RemoveAll(root); err != nil {
+						t.Fatal(err)
+					}
+					s, err := NewDirStore(root)
 					if err != nil {
 						t.Fatal(err)
 					}
