@@ -62,7 +62,11 @@ func TestTensorStoreInterop(t *testing.T) {
 	// The last chunk row holds the fill value: a missing chunk (an
 	// inner chunk missing from its shard).
 	clear(data[4*90*96:])
-	type entry struct{ Kvik, TS, Data string }
+	type entry struct {
+		Kvik string `json:"kvik"`
+		TS   string `json:"ts"`
+		Data string `json:"data"`
+	}
 	var manifest []entry
 	for name, codecs := range cases {
 		chunks := []int{32, 48}
