@@ -88,44 +88,40 @@ func ReadvFull(fd int, bufs [][]byte, off int64) (int, error) {
 		call = unix.Preadv
 	}
 	bufs = append([][]byte(nil), bufs...) // the caller's stay whole
-	done, eintr := 0, 0
-	for len(bufs) > 0 {
-		if len(bufs[0]) == 0 {
+	more := func(int) bool {
+		for len(bufs) > 0 && len(bufs[0]) == 0 {
 			bufs = bufs[1:]
-			continue
 		}
+		return len(bufs) > 0
+	}
+	return loop(more, func(done int) (int, error) {
 		n, err := call(fd, bufs[:min(len(bufs), iovMax)], off+int64(done))
-		if n > 0 {
-			done += n
-		}
-		switch {
-		case errors.Is(err, syscall.EINTR) && eintr < maxRetries:
-			eintr++
-			continue
-		case err != nil:
-			return done, err
-		case n <= 0:
-			return done, io.EOF
-		}
-		eintr = 0
-		for n > 0 { // drop what was filled
-			m := min(n, len(bufs[0]))
-			bufs[0] = bufs[0][m:]
-			n -= m
+		for m := n; m > 0; { // drop what was filled
+			k := min(m, len(bufs[0]))
+			bufs[0] = bufs[0][k:]
+			m -= k
 			if len(bufs[0]) == 0 {
 				bufs = bufs[1:]
 			}
 		}
-	}
-	return done, nil
+		return n, err
+	}, io.EOF)
 }
 
 // full repeats call until p is done, retrying EINTR (a bounded number of
 // times in a row); a call that moves nothing ends it with noProgress.
 func full(call func(int, []byte, int64) (int, error), fd int, p []byte, off int64, noProgress error) (int, error) {
+	more := func(done int) bool { return done < len(p) }
+	return loop(more, func(done int) (int, error) { return call(fd, p[done:], off+int64(done)) }, noProgress)
+}
+
+// loop calls step while more reports work left (each given the bytes
+// done so far), retrying EINTR a bounded number of times in a row; a step that
+// moves nothing ends it with noProgress.
+func loop(more func(done int) bool, step func(done int) (int, error), noProgress error) (int, error) {
 	done, eintr := 0, 0
-	for done < len(p) {
-		n, err := call(fd, p[done:], off+int64(done))
+	for more(done) {
+		n, err := step(done)
 		if n > 0 {
 			done += n
 		}
