@@ -3,6 +3,7 @@ package zarr
 import (
 	"context"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -155,7 +156,7 @@ func (g bandGrid) split(pc piece, f func(band int, p piece)) {
 		lo[d] = g.coord(d, pc.dstStart[d])
 		hi[d] = g.coord(d, pc.dstStart[d]+pc.sel.count[d]-1)
 	}
-	if slicesEqual(lo, hi) {
+	if slices.Equal(lo, hi) {
 		f(flatIndex(lo, g.shape), pc)
 		return
 	}
@@ -185,15 +186,6 @@ func (g bandGrid) split(pc piece, f func(band int, p piece)) {
 			return
 		}
 	}
-}
-
-func slicesEqual(a, b []int) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return len(a) == len(b)
 }
 
 // band is one band of a read or a write: its box in the region, the

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -94,7 +95,7 @@ func TestBandGrid(t *testing.T) {
 		cover := 0
 		g.split(piece{sel: box{start: make([]int, len(unit)), count: r.count}, dstStart: make([]int, len(unit))}, func(b int, p piece) {
 			bb := g.box(b)
-			if !slicesEqual(p.dstStart, bb.start) || !slicesEqual(p.sel.count, bb.count) || !slicesEqual(p.sel.start, bb.start) {
+			if !slices.Equal(p.dstStart, bb.start) || !slices.Equal(p.sel.count, bb.count) || !slices.Equal(p.sel.start, bb.start) {
 				t.Fatalf("%s: a region-wide piece's part %v+%v in band %d, %v+%v", name, p.dstStart, p.sel.count, b, bb.start, bb.count)
 			}
 			cover++
@@ -301,15 +302,7 @@ func TestReadBands(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 26))
 	for name, m := range bandCases {
 		t.Run(name, func(t *testing.T) {
-			s, err := NewDirStore(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, err := Create(bg, s, "a", m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref := model{shape: m.Shape, es: m.DataType.Size, buf: chunkFill(a.pipe.fill, m.Shape)}
+			a, ref := newFilledArray(t, m)
 			// All but the last rows: a chunk row stays missing.
 			stop := append([]int(nil), m.Shape...)
 			stop[0] = max(stop[0]-m.ChunkShape[0], 1)
@@ -353,7 +346,8 @@ func TestReadBands(t *testing.T) {
 				limit := []int{cell, cell + rng.IntN(4*cell), len(want)}[rng.IntN(3)]
 				rd := a
 				if r%2 == 1 { // fetches and decodes in two stages, as from a remote store
-					if rd, err = Open(bg, requestStore{s, 1 + rng.IntN(4)}, "a"); err != nil {
+					var err error
+					if rd, err = Open(bg, requestStore{a.store, 1 + rng.IntN(4)}, "a"); err != nil {
 						t.Fatal(err)
 					}
 					rd.SetWorkers(1 + rng.IntN(4))
@@ -457,15 +451,7 @@ func TestWriteBands(t *testing.T) {
 	rng := rand.New(rand.NewPCG(27, 28))
 	for name, m := range bandCases {
 		t.Run(name, func(t *testing.T) {
-			s, err := NewDirStore(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, err := Create(bg, s, "a", m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref := model{shape: m.Shape, es: m.DataType.Size, buf: chunkFill(a.pipe.fill, m.Shape)}
+			a, ref := newFilledArray(t, m)
 			for range 6 {
 				start, stop := randRegion(rng, m.Shape)
 				r, size, err := a.region(start, stop)
@@ -491,4 +477,19 @@ func TestWriteBands(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newFilledArray creates array m in a new DirStore and returns it with a
+// model of its elements, every one the fill value.
+func newFilledArray(t *testing.T, m Metadata) (*Array, model) {
+	t.Helper()
+	s, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Create(bg, s, "a", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, model{shape: m.Shape, es: m.DataType.Size, buf: chunkFill(a.pipe.fill, m.Shape)}
 }
