@@ -581,8 +581,10 @@ func TestEvents(t *testing.T) {
 }
 
 // TestMemcpy2D copies a box of rows from pinned memory to device memory
-// with other row pitches on each side, then back into other rows, and
-// compares every byte, the gaps between rows included (left alone).
+// with other row pitches on each side, then within device memory to a
+// third pitch and back over rows overwritten meanwhile, then back into
+// other host rows, and compares every byte, the gaps between rows
+// included (left alone).
 func TestMemcpy2D(t *testing.T) {
 	ctx := needGPU(t)
 	r := rand.New(rand.NewSource(9))
@@ -627,6 +629,25 @@ func TestMemcpy2D(t *testing.T) {
 			if !bytes.Equal(row, host.Bytes()[y*hostPitch:y*hostPitch+width]) || bytes.Count(gap, []byte{0xA5}) != len(gap) {
 				t.Fatalf("row %d differs after MemcpyHtoD2DAsync", y)
 			}
+		}
+		// Within device memory: into rows of a third pitch, then back.
+		const devPitch2 = 2560
+		d2, err := cuda.MemAlloc(devPitch2 * height)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d2.Close()
+		if err := cuda.MemcpyDtoD2DAsync(d2.Ptr(), devPitch2, d.Ptr(), devPitch, width, height, s); err != nil {
+			t.Fatal("MemcpyDtoD2DAsync:", err)
+		}
+		if err := cuda.MemsetD8(d.Ptr(), 0x5A, devPitch*height); err != nil {
+			t.Fatal(err)
+		}
+		if err := cuda.CtxSynchronize(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cuda.MemcpyDtoD2DAsync(d.Ptr(), devPitch, d2.Ptr(), devPitch2, width, height, s); err != nil {
+			t.Fatal("MemcpyDtoD2DAsync:", err)
 		}
 		back, err := cuda.MemHostAlloc(width*height, 0)
 		if err != nil {

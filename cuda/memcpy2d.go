@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"math"
 	"runtime"
 	"unsafe"
 )
@@ -98,5 +99,28 @@ func MemcpyDtoH2DAsync(dst []byte, dstPitch int, src DevicePtr, srcPitch, width,
 	err := check(procMemcpy2DAsync.Call(uintptr(unsafe.Pointer(p)), uintptr(s)))
 	runtime.KeepAlive(p)
 	runtime.KeepAlive(dst)
+	return err
+}
+
+// MemcpyDtoD2DAsync queues on stream s a copy of height rows of width
+// bytes from device memory at src, rows srcPitch bytes apart, to device
+// memory at dst, rows dstPitch bytes apart (cuMemcpy2DAsync_v2): boxes
+// moved within device memory, where rows of a few KiB cost far less than
+// across PCIe. An empty copy does nothing.
+func MemcpyDtoD2DAsync(dst DevicePtr, dstPitch int, src DevicePtr, srcPitch, width, height int, s Stream) error {
+	// No host buffer bounds the rows: only shapes and pitches are checked.
+	if err := check2D("MemcpyDtoD2DAsync", math.MaxInt, srcPitch, dstPitch, width, height); err != nil {
+		return err
+	}
+	if width == 0 || height == 0 {
+		return nil
+	}
+	p := &memcpy2D{
+		srcMemoryType: memoryTypeDevice, srcDevice: src, srcPitch: uintptr(srcPitch),
+		dstMemoryType: memoryTypeDevice, dstDevice: dst, dstPitch: uintptr(dstPitch),
+		widthInBytes: uintptr(width), height: uintptr(height),
+	}
+	err := check(procMemcpy2DAsync.Call(uintptr(unsafe.Pointer(p)), uintptr(s)))
+	runtime.KeepAlive(p)
 	return err
 }

@@ -50,6 +50,12 @@ func TestMemcpy2DArguments(t *testing.T) {
 		if !errors.Is(err, ErrorInvalidValue) {
 			t.Errorf("DtoH %+v: %v, want ErrorInvalidValue", c, err)
 		}
+		if c.height*c.hostPitch > len(buf) && c.hostPitch >= c.width && c.hostPitch <= MaxPitch {
+			continue // only a host buffer bounds the rows
+		}
+		if err := MemcpyDtoD2DAsync(0, c.devPitch, 0, c.hostPitch, c.width, c.height, 0); !errors.Is(err, ErrorInvalidValue) {
+			t.Errorf("DtoD %+v: %v, want ErrorInvalidValue", c, err)
+		}
 	}
 	if err := MemcpyHtoD2DAsync(0, 10, buf, 10, 0, 5, 0); err != nil {
 		t.Errorf("empty copy: %v", err)
