@@ -25,6 +25,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,6 +50,7 @@ func main() {
 	codecs := flag.String("codecs", "raw,zstd,blosc-lz4,blosc-zstd,gzip,sharded-zstd", "codecs, comma-separated")
 	keep := flag.Bool("keep", false, "leave the arrays in -dir")
 	workers := flag.Int("workers", 0, "decode workers (0: GOMAXPROCS)")
+	profile := flag.String("profile", "", "with a GPU: a directory for a CPU profile (5 reads) and an execution trace (1 read) of each codec's device reads in the default layout")
 	flag.Parse()
 	check(os.RemoveAll(*dir))
 	check(os.MkdirAll(*dir, 0o755))
@@ -117,6 +120,9 @@ func main() {
 				}
 			}
 			zarrtune.DeviceLayout.Store(zarrtune.Auto)
+			if *profile != "" {
+				profileReads(filepath.Join(*profile, name), func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) })
+			}
 			t := time.Now()
 			check(a.WriteRegionDevice(bg, []int{0, 0}, shape, g.src.Ptr()))
 			row["devwrite"] = gbs(size, time.Since(t))
@@ -277,6 +283,26 @@ func (g *gpu) sum() uint32 {
 func (g *gpu) close() {
 	g.buf.Close()
 	g.src.Close()
+}
+
+// profileReads writes a CPU profile of five calls of read to prefix.prof
+// and an execution trace of one more to prefix.trace.
+func profileReads(prefix string, read func()) {
+	check(os.MkdirAll(filepath.Dir(prefix), 0o755))
+	f, err := os.Create(prefix + ".prof")
+	check(err)
+	check(pprof.StartCPUProfile(f))
+	for range 5 {
+		read()
+	}
+	pprof.StopCPUProfile()
+	check(f.Close())
+	f, err = os.Create(prefix + ".trace")
+	check(err)
+	check(trace.Start(f))
+	read()
+	trace.Stop()
+	check(f.Close())
 }
 
 func best(n int, f func()) time.Duration {
