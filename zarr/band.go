@@ -203,13 +203,10 @@ type band struct {
 	// the region's layout.
 	slots  [][]int
 	copies []copy2D // the copies of buf to the region
-	// onDevice, in the cells layout, has buf cross to the device whole
-	// and its pieces put in place there (zarrtune.CellsOnDevice).
-	onDevice bool
-	buf      []byte
-	slot     int           // the sink's buffer
-	ready    chan struct{} // closed when buf is set
-	left     atomic.Int64  // spans not yet done
+	buf    []byte
+	slot   int           // the sink's buffer
+	ready  chan struct{} // closed when buf is set
+	left   atomic.Int64  // spans not yet done
 }
 
 // view returns the band's memory as a view in region coordinates.

@@ -208,11 +208,7 @@ const (
 // copies to the device.
 func layoutBands(bands []*band, region []int, es int, layout int32) {
 	for _, b := range bands {
-		if b.direct {
-			continue
-		}
-		if layout != zarrtune.Region && b.layCells(region, es, layout != zarrtune.Auto) {
-			b.onDevice = layout == zarrtune.CellsOnDevice
+		if b.direct || layout != zarrtune.Region && b.layCells(region, es, layout == zarrtune.Cells) {
 			continue
 		}
 		b.slots, b.copies = nil, bandCopies(region, b.box, es)
@@ -303,7 +299,9 @@ type pinnedSlots struct {
 }
 
 func newPinnedSlots(target devmem.Range, es, size, n int) (pinnedSlots, error) {
-	c, err := staging.NewCopier(target, 0, true, staging.WaitPoll)
+	// The copies of one goroutine: it sleeps while they run (WaitBlock)
+	// rather than poll on a core the workers reading and decoding use.
+	c, err := staging.NewCopier(target, 0, true, staging.WaitBlock)
 	n = max(n, 1)
 	return pinnedSlots{c: c, es: es, size: size, max: n, free: make(chan int, n), failed: make(chan struct{})}, err
 }
@@ -362,16 +360,9 @@ func (s *pinnedSlots) close() {
 // run while later bands decode.
 type deviceSink struct {
 	pinnedSlots
-	dst cuda.DevicePtr
-	// scratch receives bands laid out onDevice, whole, before their
-	// pieces are put in place: one buffer serves every band, the stream
-	// ordering each band's copy in after the last one's placing copies.
-	// Nil until such a band comes, or if it could not be allocated (then
-	// those bands are copied as cells are).
-	scratch   *cuda.DeviceBuffer
-	noScratch bool
-	bands     chan *band    // filled bands, for the copying goroutine
-	done      chan struct{} // closed when the copying goroutine returns
+	dst   cuda.DevicePtr
+	bands chan *band    // filled bands, for the copying goroutine
+	done  chan struct{} // closed when the copying goroutine returns
 }
 
 func newDeviceSink(target devmem.Range, dst cuda.DevicePtr, es, size, n int) (*deviceSink, error) {
@@ -440,9 +431,6 @@ func (s *deviceSink) copyBands() {
 // queue queues the copies of b and marks their end with b's buffer.
 func (s *deviceSink) queue(b *band) error {
 	err := s.c.In(func() error {
-		if b.onDevice && s.deviceScratch() {
-			return s.placeOnDevice(b)
-		}
 		for _, c := range b.copies {
 			if err := copyHtoD(s.dst+cuda.DevicePtr(c.dst), b.buf[c.src:], c, s.c.Stream()); err != nil {
 				return err
@@ -454,49 +442,6 @@ func (s *deviceSink) queue(b *band) error {
 		return err
 	}
 	return s.c.Mark(b.slot)
-}
-
-// deviceScratch reports whether the scratch buffer is there, allocating
-// it (in the copier's context) the first time.
-func (s *deviceSink) deviceScratch() bool {
-	if s.scratch == nil && !s.noScratch {
-		var err error
-		if s.scratch, err = cuda.MemAlloc(s.size); err != nil {
-			s.noScratch = true // out of device memory: copy as cells
-		}
-	}
-	return s.scratch != nil
-}
-
-// placeOnDevice queues b's copy to the scratch buffer in one call, then
-// its pieces' copies from there into the region.
-func (s *deviceSink) placeOnDevice(b *band) error {
-	st, from := s.c.Stream(), s.scratch.Ptr()
-	if err := cuda.MemcpyHtoDAsync(from, b.buf, st); err != nil {
-		return err
-	}
-	for _, c := range b.copies {
-		if err := copyDtoD(s.dst+cuda.DevicePtr(c.dst), from+cuda.DevicePtr(c.src), c, st); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// copyDtoD queues c from device memory at src (c's first row) to dst.
-func copyDtoD(dst, src cuda.DevicePtr, c copy2D, st cuda.Stream) error {
-	if c.height == 1 {
-		return cuda.MemcpyDtoD2DAsync(dst, c.width, src, c.width, c.width, 1, st)
-	}
-	if c.srcPitch <= cuda.MaxPitch && c.dstPitch <= cuda.MaxPitch {
-		return cuda.MemcpyDtoD2DAsync(dst, c.dstPitch, src, c.srcPitch, c.width, c.height, st)
-	}
-	for y := range c.height {
-		if err := cuda.MemcpyDtoD2DAsync(dst+cuda.DevicePtr(y*c.dstPitch), c.width, src+cuda.DevicePtr(y*c.srcPitch), c.width, c.width, 1, st); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // copyHtoD queues c from src (whose start is c's first row) to dst: one
@@ -521,9 +466,6 @@ func copyHtoD(dst cuda.DevicePtr, src []byte, c copy2D, st cuda.Stream) error {
 func (s *deviceSink) close() error {
 	close(s.bands)
 	<-s.done
-	if s.scratch != nil {
-		s.c.In(s.scratch.Close) // the copies are done: done waited for them
-	}
 	s.pinnedSlots.close()
 	return s.err
 }

@@ -93,7 +93,7 @@ func TestDeviceBands(t *testing.T) {
 	t.Cleanup(func() { zarrtune.DeviceLayout.Store(zarrtune.Auto) })
 	for ci, cases := range []map[string]Metadata{deviceCases, bandCases} {
 		for name, m := range cases {
-			for layout, lname := range []string{"auto", "region", "cells", "cells-on-device"} {
+			for layout, lname := range []string{"auto", "region", "cells"} {
 				t.Run(name+"/"+lname, func(t *testing.T) {
 					zarrtune.DeviceLayout.Store(int32(layout))
 					bandTarget = (1 + rng.IntN(3)) * numElements(m.ChunkShape) * m.DataType.Size

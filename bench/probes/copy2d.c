@@ -8,7 +8,7 @@
 //   d2d:  flat, then one device-to-device cuMemcpy2DAsync per chunk from
 //         there into place (the placing moved into device memory).
 // S streams take the chunks in turn. 1 GiB moved per repetition, best of 5.
-//   C2_W=512,2048,8192   row widths; H = 1 MiB / W rows per chunk
+//   C2_W=64,128,256,512,2048,8192   row widths; H = 1 MiB / W rows per chunk
 //   C2_STREAMS=1,2,4
 // Build: gcc -O2 copy2d.c -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcuda -o copy2d
 #include <cuda.h>
@@ -29,7 +29,7 @@ static double now(void) {
 enum { CHUNK = 1 << 20, TOTAL = 1 << 30, HOSTBUF = 64 << 20 };
 
 int main(void) {
-  const char *ws = getenv("C2_W") ? getenv("C2_W") : "512,2048,8192";
+  const char *ws = getenv("C2_W") ? getenv("C2_W") : "64,128,256,512,2048,8192";
   const char *ss = getenv("C2_STREAMS") ? getenv("C2_STREAMS") : "1,2,4";
   CUdevice d;
   CUcontext ctx;

@@ -19,11 +19,6 @@ const (
 	// compressed one decodes in place, and each chunk goes to the device
 	// in one 2D copy (rows of the chunk's width).
 	Cells
-	// CellsOnDevice lays bands out as Cells, but each band crosses PCIe
-	// in one contiguous copy, into a device scratch buffer, and its
-	// chunks are put in place by 2D copies within device memory, where
-	// narrow rows cost little.
-	CellsOnDevice
 )
 
 // DeviceLayout is the layout of device reads' bands (Auto when unset).
