@@ -30,75 +30,89 @@ func deviceTarget(dst cuda.DevicePtr, size int) (devmem.Range, error) {
 }
 
 // deviceWorker holds what one goroutine needs to copy decoded chunks to
-// the device: two pinned staging buffers from kvik's pool (mapped with
-// huge pages and registered, as kvik's bounce buffers), each with a
-// copier of the staging engine (its own stream), used in turn, so that
-// the copy of one chunk runs while the next is fetched and decoded into
-// the other buffer. The goroutine is not locked to a thread: the copiers
-// make the context current for their CUDA calls only, so a worker
-// waiting on the network holds no thread.
+// the device: pinned staging buffers, used in turn, and a copier of the
+// staging engine (its own stream) with a mark per buffer, so that the
+// copies of one chunk run while the next is fetched and decoded into
+// another buffer. The buffers are two from kvik's pool (mapped with huge
+// pages and registered, as kvik's bounce buffers), taken on first use, or
+// cells carved for the worker by readCellsDevice. The goroutine is not
+// locked to a thread: the copier makes the context current for its CUDA
+// calls only, so a worker waiting on the network holds no thread.
 type deviceWorker struct {
-	r       devmem.Range
-	size    int // bytes of each staging buffer
-	copiers [2]*staging.Copier
-	pinned  [2]*kvik.PinnedBuffer
-	cells   [2][]byte // when set, the buffers, carved from a read's own (readCellsDevice)
-	pending [2]bool   // copies from buffer k are queued on copiers[k]
-	next    int
+	r      devmem.Range
+	size   int // bytes of each buffer from the pool
+	c      *staging.Copier
+	bufs   [][]byte
+	pinned []*kvik.PinnedBuffer // the pool's buffers behind bufs, if any
+	marked []bool               // copies from buffer k are queued and marked
+	last   int                  // the buffer staging handed out last, or -1
+	next   int
 }
 
-// staging returns n bytes of the next pinned buffer, once its earlier
-// copies are done, and the copier to copy it with.
+// newDeviceWorker returns a worker with two buffers of size bytes from
+// kvik's pool, or with cells as its buffers.
+func newDeviceWorker(r devmem.Range, size int, cells [][]byte) *deviceWorker {
+	w := &deviceWorker{r: r, size: size, bufs: cells, last: -1}
+	if cells == nil {
+		w.bufs, w.pinned = make([][]byte, 2), make([]*kvik.PinnedBuffer, 2)
+	}
+	w.marked = make([]bool, len(w.bufs))
+	return w
+}
+
+// staging returns n bytes of the next buffer, once its earlier copies are
+// done, and the copier to copy it with; the copies the caller queues from
+// it are marked at the next call (or waited for by close).
 func (w *deviceWorker) staging(n int) ([]byte, *staging.Copier, error) {
-	k := w.next
-	w.next ^= 1
-	if w.copiers[k] == nil {
+	if w.c == nil {
 		c, err := staging.NewCopier(w.r, 0, true, staging.WaitPoll)
 		if err != nil {
 			return nil, nil, err
 		}
-		w.copiers[k] = c
+		w.c = c
 	}
-	c := w.copiers[k]
-	if w.pending[k] {
-		if err := c.Sync(); err != nil {
+	if k := w.last; k >= 0 {
+		w.last = -1
+		if err := w.c.Mark(k); err != nil {
 			return nil, nil, err
 		}
-		w.pending[k] = false
+		w.marked[k] = true
 	}
-	w.pending[k] = true // the caller queues copies next
-	if w.cells[k] != nil {
-		return w.cells[k][:n:n], c, nil
+	k := w.next
+	w.next = (k + 1) % len(w.bufs)
+	if w.marked[k] {
+		if err := w.c.WaitMark(k); err != nil {
+			return nil, nil, err
+		}
+		w.marked[k] = false
 	}
-	if w.pinned[k] == nil {
-		err := c.In(func() (err error) { w.pinned[k], err = kvik.GetPinnedBuffer(max(w.size, 1)); return err })
+	if w.bufs[k] == nil {
+		err := w.c.In(func() (err error) { w.pinned[k], err = kvik.GetPinnedBuffer(max(w.size, 1)); return err })
 		if err != nil {
-			w.pending[k] = false
 			return nil, nil, err
 		}
+		w.bufs[k] = w.pinned[k].Bytes()
 	}
-	return w.pinned[k].Bytes()[:n:n], c, nil
+	w.last = k
+	return w.bufs[k][:n:n], w.c, nil
 }
 
-// close waits for the queued copies, gives the streams back and
-// returns the buffers.
+// close waits for the queued copies, gives the stream back and returns
+// the pool's buffers.
 func (w *deviceWorker) close() error {
-	var err error
-	for k, c := range w.copiers {
-		if c == nil {
-			continue
-		}
-		if e := c.Sync(); e != nil && err == nil {
-			err = e
-		}
-		c.In(func() error {
-			c.Close()
-			if w.pinned[k] != nil {
-				w.pinned[k].Release() // may unpin: in the context
-			}
-			return nil
-		})
+	if w.c == nil {
+		return nil
 	}
+	err := w.c.Sync()
+	w.c.In(func() error {
+		w.c.Close()
+		for _, p := range w.pinned {
+			if p != nil {
+				p.Release() // may unpin: in the context
+			}
+		}
+		return nil
+	})
 	return err
 }
 
@@ -158,7 +172,7 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 			return err
 		}
 		if workers[k] == nil {
-			workers[k] = &deviceWorker{r: target, size: bufSize}
+			workers[k] = newDeviceWorker(target, bufSize, nil)
 		}
 		return a.readPieceDevice(ctx, workers[k], ds, sp.pieces[0], out, dst)
 	})
@@ -174,8 +188,13 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 }
 
 // workerCellMax is the largest cell (chunk or inner chunk) that a device
-// read of a DirStore stages in its workers' own pinned buffers.
-const workerCellMax = 4 << 20
+// read of a DirStore stages in its workers' own pinned buffers, and
+// workerCells how many each worker has: enough that a copy held back
+// behind other workers' on PCIe seldom makes the worker wait.
+const (
+	workerCellMax = 4 << 20
+	workerCells   = 4
+)
 
 // workerStaged reports whether the bands of a device read (es-byte
 // elements) go through the workers' own pinned buffers rather than band
@@ -230,15 +249,15 @@ func (a *Array) readCellsDevice(ctx context.Context, ds *DirStore, bands []*band
 	// pool, so that reads and writes of any layout share its one size.
 	bufSize, _ := bandBuffers(size, 0)
 	perBuf := bufSize / size
-	slots, err := newPinnedSlots(target, es, bufSize, (2*len(workers)+perBuf-1)/perBuf)
+	slots, err := newPinnedSlots(target, es, bufSize, (workerCells*len(workers)+perBuf-1)/perBuf)
 	if err != nil {
 		return err
 	}
 	defer slots.close()
 	for k := range workers {
-		w := &deviceWorker{r: target, size: size}
-		for j := range w.cells {
-			c := 2*k + j
+		cells := make([][]byte, workerCells)
+		for j := range cells {
+			c := workerCells*k + j
 			if c/perBuf == len(slots.pinned) {
 				var p *kvik.PinnedBuffer
 				if err := slots.c.In(func() (err error) { p, err = kvik.GetPinnedBuffer(bufSize); return err }); err != nil {
@@ -247,9 +266,9 @@ func (a *Array) readCellsDevice(ctx context.Context, ds *DirStore, bands []*band
 				slots.pinned = append(slots.pinned, p)
 			}
 			off := c % perBuf * size
-			w.cells[j] = slots.pinned[c/perBuf].Bytes()[off : off+size : off+size]
+			cells[j] = slots.pinned[c/perBuf].Bytes()[off : off+size : off+size]
 		}
-		workers[k] = w
+		workers[k] = newDeviceWorker(target, size, cells)
 	}
 	err = a.run(ctx, len(items), func(ctx context.Context, k, i int) error {
 		b, sp := items[i].b, &items[i].b.spans[items[i].i]
