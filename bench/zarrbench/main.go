@@ -8,8 +8,7 @@
 // cores, decoded GB/s), the write of the whole array (WriteRegion, and
 // WriteRegionDevice with a GPU), whole-array region reads into host and
 // device memory (best of -reps; device reads with zarr's default layout of
-// the pinned band buffers, then each layout forced: "gpu-reg", "gpu-cel",
-// "gpu-dev": cells placed on the device),
+// the pinned band buffers, then each layout forced: "gpu-reg", "gpu-cel"),
 // and kvik.ReadFileToDevice of a file of
 // the same bytes as the raw ceiling. Lines "RESULT key value" are for
 // bench/zarr_local_gpu.sh's summary; -keep leaves the arrays for
@@ -84,7 +83,7 @@ func main() {
 		fmt.Println("no GPU: host rows only")
 	}
 	host := make([]byte, size)
-	fmt.Printf("%-13s %6s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "codec", "ratio", "decode", "encode", "write", "devwrite", "host", "gpu", "gpu-reg", "gpu-cel", "gpu-dev")
+	fmt.Printf("%-13s %6s %8s %8s %8s %8s %8s %8s %8s %8s\n", "codec", "ratio", "decode", "encode", "write", "devwrite", "host", "gpu", "gpu-reg", "gpu-cel")
 	for _, name := range strings.Split(*codecs, ",") {
 		m := zarr.Metadata{Shape: shape, ChunkShape: []int{*chunk, *chunk}, DataType: zarr.DataType{Kind: zarr.Float, Size: 4}, Codecs: codecsOf(name, *chunk)}
 		if strings.HasPrefix(name, "sharded") {
@@ -131,8 +130,8 @@ func main() {
 				log.Fatalf("%s: the array differs from the data after WriteRegionDevice", name)
 			}
 		}
-		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"], row["gpu_region"], row["gpu_cells"], row["gpu_dev"])
-		for _, k := range []string{"ratio", "decode", "encode", "write", "devwrite", "host", "gpu", "gpu_region", "gpu_cells", "gpu_dev"} {
+		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"], row["gpu_region"], row["gpu_cells"])
+		for _, k := range []string{"ratio", "decode", "encode", "write", "devwrite", "host", "gpu", "gpu_region", "gpu_cells"} {
 			if v, ok := row[k]; ok {
 				result(name+"_"+k, v)
 			}
@@ -146,7 +145,7 @@ func main() {
 var layouts = []struct {
 	key    string
 	layout int32
-}{{"gpu", zarrtune.Auto}, {"gpu_region", zarrtune.Region}, {"gpu_cells", zarrtune.Cells}, {"gpu_dev", zarrtune.CellsOnDevice}}
+}{{"gpu", zarrtune.Auto}, {"gpu_region", zarrtune.Region}, {"gpu_cells", zarrtune.Cells}}
 
 // codecsOf returns the v3 codec chain of a benchmark codec name, the
 // chains TensorStore writes and reads too.
