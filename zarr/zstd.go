@@ -2,17 +2,110 @@ package zarr
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/libzstd"
 )
+
+// ZstdEnv names the environment variable that picks the implementation
+// of zstd chunks and of Blosc's zstd blocks: "auto" (the default) is the
+// system's libzstd.so.1 where it loads and is 1.4.0 or newer, else
+// klauspost/compress; "native" is libzstd, an error where it cannot be
+// used; "go" is klauspost/compress. It is read once, at the first use.
+const ZstdEnv = "KVIK_ZSTD"
+
+// zstdImpl codes zstd frames: goZstd (klauspost/compress) or nativeZstd
+// (libzstd). zstdDecode checks the first frame's header before either
+// decodes, so that both accept the same chunks.
+type zstdImpl interface {
+	// decodeAll decodes every frame of src into dst[:0:cap(dst)]; output
+	// that would pass cap(dst) is an error.
+	decodeAll(src, dst []byte) ([]byte, error)
+	// decodeUnsized decodes src, whose first frame does not declare its
+	// content size, producing at most limit bytes.
+	decodeUnsized(src, dst []byte, limit int) ([]byte, error)
+	// encode writes src as one frame that declares its content size.
+	encode(src []byte, level int, checksum bool) ([]byte, error)
+}
+
+// zstdNow returns the implementation ZstdEnv picks.
+var zstdNow = sync.OnceValues(func() (zstdImpl, error) {
+	v, set := os.LookupEnv(ZstdEnv)
+	return pickZstd(v, set, libzstd.Load)
+})
+
+// pickZstd returns the implementation the value v of ZstdEnv (set or
+// not) picks; load opens libzstd. A value it does not know, or native
+// where load fails, is an error wrapping kvik.ErrBadEnv, never a silent
+// fallback.
+func pickZstd(v string, set bool, load func() error) (zstdImpl, error) {
+	v = strings.ToLower(strings.TrimSpace(v))
+	switch {
+	case !set:
+		v = "auto"
+	case v == "":
+		return nil, fmt.Errorf("%w: %s is set but empty", kvik.ErrBadEnv, ZstdEnv)
+	}
+	switch v {
+	case "auto":
+		if load() == nil {
+			return nativeZstd{}, nil
+		}
+		return goZstd{}, nil
+	case "native":
+		if err := load(); err != nil {
+			return nil, fmt.Errorf("%w: %s=native: %w", kvik.ErrBadEnv, ZstdEnv, err)
+		}
+		return nativeZstd{}, nil
+	case "go":
+		return goZstd{}, nil
+	}
+	return nil, fmt.Errorf("%w: %s=%q: want auto, native or go", kvik.ErrBadEnv, ZstdEnv, v)
+}
+
+// ZstdImplementation says which implementation codes zstd chunks and
+// Blosc's zstd blocks, as ZstdEnv picks it: "native (libzstd 1.5.4,
+// PATH)", or "go (klauspost/compress)" followed by why libzstd is not
+// used. The error is ZstdEnv's when its value is bad or asks for a
+// library that cannot be used; every zstd chunk fails with it then.
+func ZstdImplementation() (string, error) {
+	z, err := zstdNow()
+	if err != nil {
+		return "", err
+	}
+	if _, ok := z.(nativeZstd); ok {
+		return fmt.Sprintf("native (libzstd %s, %s)", libzstd.Version(), libzstd.LibraryPath()), nil
+	}
+	why := ZstdEnv + "=go"
+	if v, set := os.LookupEnv(ZstdEnv); !set || strings.EqualFold(strings.TrimSpace(v), "auto") {
+		why = libzstd.Load().Error()
+	}
+	return "go (klauspost/compress; " + why + ")", nil
+}
 
 // zstdCodec is v3 "zstd" and v2 "zstd".
 type zstdCodec struct {
 	level    int
 	checksum bool
+	impl     zstdImpl // nil: the one ZstdEnv picks
 }
+
+// zstdOr returns z, or where it is nil the implementation ZstdEnv picks.
+func zstdOr(z zstdImpl) (zstdImpl, error) {
+	if z != nil {
+		return z, nil
+	}
+	return zstdNow()
+}
+
+// goZstd is klauspost/compress's zstd.
+type goZstd struct{}
 
 // zstdDec decodes frames that declare their size. DecodeAll decodes every
 // frame of its input: with the cap limit it stops at cap(dst), so that
@@ -43,11 +136,14 @@ var zstdStreams = sync.Pool{New: func() any {
 	return d
 }}
 
-// zstdStream decodes a frame without a content size, at most limit
-// bytes of it, with a window of at most max(limit, zstdStreamWindow): a
-// frame declaring more fails (a 13-byte frame declaring 512 MiB made the
-// decoder allocate them).
-func zstdStream(src, dst []byte, limit int) ([]byte, error) {
+func (goZstd) decodeAll(src, dst []byte) ([]byte, error) {
+	return zstdDec().DecodeAll(src, dst[:0])
+}
+
+// decodeUnsized streams the frame with a window of at most max(limit,
+// zstdStreamWindow): a frame declaring more fails (a 13-byte frame
+// declaring 512 MiB made the decoder allocate them).
+func (goZstd) decodeUnsized(src, dst []byte, limit int) ([]byte, error) {
 	if limit > zstdStreamWindow {
 		d, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(uint64(limit)))
 		if err != nil {
@@ -67,11 +163,11 @@ func zstdStream(src, dst []byte, limit int) ([]byte, error) {
 	return readLimited(d, dst, limit, "zstd")
 }
 
-// zstdEnc holds a freeList of encoders per configuration: an encoder
+// goEnc holds a freeList of encoders per configuration: an encoder
 // runs one EncodeAll at a time, so that chunks encoded on every core need
 // an encoder each (one shared encoder made the writes of zstd chunks run
 // on one core).
-var zstdEnc sync.Map // key -> *freeList[*zstd.Encoder]
+var goEnc sync.Map // key -> *freeList[*zstd.Encoder]
 
 // zstdSmall is the largest input encoded as a single segment: klauspost's
 // encoder leaves the frame content size out of frames under 256 bytes
@@ -80,31 +176,31 @@ var zstdEnc sync.Map // key -> *freeList[*zstd.Encoder]
 // segment's window is the whole content, which streaming decoders limit).
 const zstdSmall = 1 << 10
 
-// encoders returns the encoders for c, for inputs of at most zstdSmall
-// bytes when small is set.
-func (c zstdCodec) encoders(small bool) *freeList[*zstd.Encoder] {
-	lvl := zstd.EncoderLevelFromZstd(c.level)
+// encoders returns the encoders for a zstd level (mapped to the nearest
+// of klauspost's four) with or without a checksum, for inputs of at most
+// zstdSmall bytes when small is set.
+func (goZstd) encoders(level int, checksum, small bool) *freeList[*zstd.Encoder] {
+	lvl := zstd.EncoderLevelFromZstd(level)
 	key := int(lvl) << 2
 	if small {
 		key |= 2
 	}
-	if c.checksum {
+	if checksum {
 		key |= 1
 	}
-	if l, ok := zstdEnc.Load(key); ok {
+	if l, ok := goEnc.Load(key); ok {
 		return l.(*freeList[*zstd.Encoder])
 	}
-	opts := []zstd.EOption{zstd.WithEncoderLevel(lvl), zstd.WithEncoderCRC(c.checksum), zstd.WithEncoderConcurrency(1)}
+	opts := []zstd.EOption{zstd.WithEncoderLevel(lvl), zstd.WithEncoderCRC(checksum), zstd.WithEncoderConcurrency(1)}
 	if small {
 		opts = append(opts, zstd.WithSingleSegment(true), zstd.WithZeroFrames(true))
 	}
-	l, _ := zstdEnc.LoadOrStore(key, newFreeList(func() (*zstd.Encoder, error) { return zstd.NewWriter(nil, opts...) }))
+	l, _ := goEnc.LoadOrStore(key, newFreeList(func() (*zstd.Encoder, error) { return zstd.NewWriter(nil, opts...) }))
 	return l.(*freeList[*zstd.Encoder])
 }
 
-// encode writes one frame that declares its content size.
-func (c zstdCodec) encode(src []byte) ([]byte, error) {
-	l := c.encoders(len(src) <= zstdSmall)
+func (g goZstd) encode(src []byte, level int, checksum bool) ([]byte, error) {
+	l := g.encoders(level, checksum, len(src) <= zstdSmall)
 	e, err := l.get()
 	if err != nil {
 		return nil, err
@@ -113,27 +209,82 @@ func (c zstdCodec) encode(src []byte) ([]byte, error) {
 	return e.EncodeAll(src, make([]byte, 0, len(src)/2+64)), nil
 }
 
+// nativeZstd is the system's libzstd. Its one-shot decoder keeps no
+// window of its own (it refers back into dst), so it allocates nothing
+// that a frame's header could make large; its levels are zstd's own, so
+// numcodecs' levels (negative ones too) mean what they mean there.
+type nativeZstd struct{}
+
+func (nativeZstd) decodeAll(src, dst []byte) ([]byte, error) {
+	return libzstd.Decompress(dst[:0], src)
+}
+
+// decodeUnsized decodes into a buffer of limit bytes: the one-shot
+// decoder needs the room up front, as the output it may fill.
+func (n nativeZstd) decodeUnsized(src, dst []byte, limit int) ([]byte, error) {
+	if cap(dst) < limit {
+		dst = make([]byte, 0, limit)
+	}
+	return n.decodeAll(src, dst[:0:limit])
+}
+
+func (nativeZstd) encode(src []byte, level int, checksum bool) ([]byte, error) {
+	return libzstd.Compress(nil, src, level, checksum)
+}
+
+// encode writes one frame that declares its content size.
+func (c zstdCodec) encode(src []byte) ([]byte, error) {
+	z, err := zstdOr(c.impl)
+	if err != nil {
+		return nil, err
+	}
+	return z.encode(src, c.level, c.checksum)
+}
+
 func (c zstdCodec) decode(src, dst []byte, limit int) ([]byte, error) {
+	z, err := zstdOr(c.impl)
+	if err != nil {
+		return nil, err
+	}
+	return zstdDecode(z, src, dst, limit)
+}
+
+// zstdDecode decodes the zstd chunk src with z, producing at most limit
+// bytes, into dst when it has the room. The first frame's header decides
+// the output's bound: its content size where it declares one (more than
+// limit fails at once), else limit, with a window of at most
+// max(limit, zstdStreamWindow). Frames after the first share the bound.
+func zstdDecode(z zstdImpl, src, dst []byte, limit int) ([]byte, error) {
 	var h zstd.Header
 	if err := h.Decode(src); err != nil {
 		return nil, fmt.Errorf("%w: zstd: %v", ErrCorruptChunk, err)
 	}
-	if !h.HasFCS || h.FrameContentSize > uint64(limit) {
-		if h.HasFCS {
-			return nil, fmt.Errorf("%w: zstd frame of %d bytes exceeds %d", ErrCorruptChunk, h.FrameContentSize, limit)
+	var out []byte
+	var err error
+	bound := limit
+	switch {
+	case h.HasFCS && h.FrameContentSize > uint64(limit):
+		return nil, fmt.Errorf("%w: zstd frame of %d bytes exceeds %d", ErrCorruptChunk, h.FrameContentSize, limit)
+	case h.HasFCS:
+		bound = int(h.FrameContentSize)
+		if cap(dst) < bound {
+			dst = make([]byte, 0, bound)
 		}
-		return zstdStream(src, dst, limit)
+		out, err = z.decodeAll(src, dst[:0:bound])
+	case h.WindowSize > uint64(max(limit, zstdStreamWindow)):
+		return nil, fmt.Errorf("%w: zstd frame's window of %d bytes exceeds %d", ErrCorruptChunk, h.WindowSize, max(limit, zstdStreamWindow))
+	default:
+		out, err = z.decodeUnsized(src, dst, limit)
 	}
-	want := int(h.FrameContentSize)
-	if cap(dst) < want {
-		dst = make([]byte, 0, want)
-	}
-	out, err := zstdDec().DecodeAll(src, dst[:0:want])
-	if err != nil {
+	switch {
+	case errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, libzstd.DstSizeTooSmall):
+		return nil, fmt.Errorf("%w: zstd output exceeds %d bytes", ErrCorruptChunk, bound)
+	case errors.Is(err, ErrCorruptChunk):
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("%w: zstd: %v", ErrCorruptChunk, err)
-	}
-	if len(out) > limit {
-		return nil, fmt.Errorf("%w: zstd output exceeds %d bytes", ErrCorruptChunk, limit)
+	case len(out) > bound:
+		return nil, fmt.Errorf("%w: zstd output exceeds %d bytes", ErrCorruptChunk, bound)
 	}
 	return out, nil
 }
