@@ -228,8 +228,24 @@ func (n nativeZstd) decodeUnsized(src, dst []byte, limit int) ([]byte, error) {
 	return n.decodeAll(src, dst[:0:limit])
 }
 
+// zstdScratch holds buffers of a frame's bound that nativeZstd encodes
+// into: the frame is then copied out at its size, so that the encoded
+// chunks a shard holds until it is written take their size, not the
+// bound (2.6 times the size of field data).
+var zstdScratch sync.Pool
+
 func (nativeZstd) encode(src []byte, level int, checksum bool) ([]byte, error) {
-	return libzstd.Compress(nil, src, level, checksum)
+	p, _ := zstdScratch.Get().(*[]byte)
+	if p == nil {
+		p = new([]byte)
+	}
+	defer zstdScratch.Put(p)
+	out, err := libzstd.Compress((*p)[:0], src, level, checksum)
+	if err != nil {
+		return nil, err
+	}
+	*p = out
+	return bytes.Clone(out), nil
 }
 
 // encode writes one frame that declares its content size.
