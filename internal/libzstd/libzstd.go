@@ -172,19 +172,7 @@ func check(name string, r uintptr) error {
 	}
 	code, _ := procGetErrorCode.Call(r)
 	text, _ := procGetErrorName.Call(r)
-	return &Error{Func: name, Code: Code(int32(uint32(code))), Text: goString(*(**byte)(unsafe.Pointer(&text)))}
-}
-
-// goString copies the NUL-terminated C string at p.
-func goString(p *byte) string {
-	if p == nil {
-		return ""
-	}
-	n := 0
-	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
-		n++
-	}
-	return string(unsafe.Slice(p, n))
+	return &Error{Func: name, Code: Code(int32(uint32(code))), Text: dl.GoString(*(**byte)(unsafe.Pointer(&text)))}
 }
 
 // CompressBound returns the largest frame Compress may write for n bytes
