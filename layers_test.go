@@ -23,7 +23,7 @@ import (
 // standard library and third-party modules).
 var tiers = [][]string{
 	{"internal/dl"},
-	{"cuda", "cufile"},
+	{"cuda", "cufile", "internal/libzstd"},
 	// The engine: imports nothing of the root package.
 	{"internal/blockdev", "internal/devmem", "internal/hostmem", "internal/numa", "internal/posix", "internal/realpath", "internal/remote", "internal/sched", "internal/staging"},
 	{"."}, // kvik: handles, sources, the settings

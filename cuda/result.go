@@ -145,19 +145,7 @@ func driverString(f *dl.Func, r Result) string {
 	if ret, err := f.Call(uintptr(r), uintptr(unsafe.Pointer(&p))); err != nil || int32(uint32(ret)) != 0 || p == nil {
 		return ""
 	}
-	return goString(p)
-}
-
-// goString copies the NUL-terminated C string at p.
-func goString(p *byte) string {
-	if p == nil {
-		return ""
-	}
-	n := 0
-	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
-		n++
-	}
-	return string(unsafe.Slice(p, n))
+	return dl.GoString(p)
 }
 
 // check turns the return of a driver call into an error: a call error (the

@@ -37,6 +37,7 @@ type bloscCodec struct {
 	shuffle   int // 0 none, 1 byte, 2 bit
 	typesize  int
 	blocksize int
+	zstd      zstdImpl // nil: the one ZstdEnv picks
 }
 
 func newBlosc(cfg map[string]any, es int, v3 bool) (bloscCodec, error) {
@@ -47,6 +48,11 @@ func newBlosc(cfg map[string]any, es int, v3 bool) (bloscCodec, error) {
 	}
 	if _, ok := bloscCompressors[c.cname]; !ok {
 		return c, fmt.Errorf("%w: blosc compressor %q", ErrUnsupportedCodec, c.cname)
+	}
+	if c.cname == "zstd" {
+		if _, err := zstdNow(); err != nil {
+			return c, err
+		}
 	}
 	if c.clevel, err = cfgNumber(cfg, "clevel", 5); err != nil {
 		return c, err
@@ -88,16 +94,12 @@ func newBlosc(cfg map[string]any, es int, v3 bool) (bloscCodec, error) {
 	return c, nil
 }
 
-func (c bloscCodec) decode(src, dst []byte, limit int) ([]byte, error) {
-	return bloscDecode(src, dst, limit)
-}
-
 func bloscErr(format string, a ...any) error {
 	return fmt.Errorf("%w: blosc: %s", ErrCorruptChunk, fmt.Sprintf(format, a...))
 }
 
-// bloscDecode decompresses one Blosc 1 chunk.
-func bloscDecode(src, dst []byte, limit int) ([]byte, error) {
+// decode decompresses one Blosc 1 chunk.
+func (c bloscCodec) decode(src, dst []byte, limit int) ([]byte, error) {
 	if len(src) < bloscHeader {
 		return nil, bloscErr("%d bytes is shorter than the header", len(src))
 	}
@@ -137,12 +139,18 @@ func bloscDecode(src, dst []byte, limit int) ([]byte, error) {
 		name := map[int]string{2: "snappy"}[format]
 		return nil, fmt.Errorf("%w: blosc compressor %q (format %d)", ErrUnsupportedCodec, name, format)
 	}
+	var sd splitDecoder
+	if format == 4 {
+		var err error
+		if sd.zstd, err = zstdOr(c.zstd); err != nil {
+			return nil, err
+		}
+	}
 	nblocks := (nbytes + blocksize - 1) / blocksize
 	if bloscHeader+4*nblocks > cbytes {
 		return nil, bloscErr("%d blocks do not fit in %d bytes", nblocks, cbytes)
 	}
 	tmp := make([]byte, blocksize)
-	var sd splitDecoder
 	for j := 0; j < nblocks; j++ {
 		bsize := blocksize
 		leftover := j == nblocks-1 && nbytes%blocksize != 0
@@ -163,7 +171,8 @@ func bloscDecode(src, dst []byte, limit int) ([]byte, error) {
 // as 4-byte offsets fit in it, all pointing at one split, and a new zlib
 // reader per split made a 262 KB chunk cost 2.3 GB of allocations.
 type splitDecoder struct {
-	zr io.ReadCloser // the zlib reader, reset for each split
+	zr   io.ReadCloser // the zlib reader, reset for each split
+	zstd zstdImpl      // the zstd implementation, for zstd chunks
 }
 
 // block decodes the block at src[start:] into out.
@@ -221,7 +230,7 @@ func (sd *splitDecoder) decompress(format int, in, out []byte) error {
 	case 3:
 		n, err = sd.zlib(in, out)
 	case 4:
-		n, err = zstdSplit(in, out)
+		n, err = zstdSplit(sd.zstd, in, out)
 	case 2:
 		return fmt.Errorf("%w: blosc compressor snappy", ErrUnsupportedCodec)
 	default:
@@ -252,7 +261,7 @@ func (sd *splitDecoder) zlib(in, out []byte) (int, error) {
 // without one is refused: streaming it needs a decoder per split, and a
 // chunk of many blocks all pointing at one such split made a 262 KB
 // chunk take a minute.
-func zstdSplit(in, out []byte) (int, error) {
+func zstdSplit(z zstdImpl, in, out []byte) (int, error) {
 	var h zstd.Header
 	if err := h.Decode(in); err != nil {
 		return 0, err
@@ -260,7 +269,7 @@ func zstdSplit(in, out []byte) (int, error) {
 	if !h.HasFCS || h.FrameContentSize != uint64(len(out)) {
 		return 0, fmt.Errorf("zstd split of %d bytes declares %d (content size given: %v)", len(out), h.FrameContentSize, h.HasFCS)
 	}
-	b, err := zstdDec().DecodeAll(in, out[:0:len(out)])
+	b, err := z.decodeAll(in, out[:0:len(out)])
 	if err != nil {
 		return 0, err
 	}
@@ -500,7 +509,7 @@ func (c bloscCodec) compress(format int, in, buf []byte) ([]byte, error) {
 	case 3:
 		return zlibCodec{level: min(max(c.clevel, 0), 9)}.encode(in)
 	case 4:
-		return zstdCodec{level: max(c.clevel, 1)}.encode(in)
+		return zstdCodec{level: max(c.clevel, 1), impl: c.zstd}.encode(in)
 	}
 	return nil, fmt.Errorf("%w: blosc compressor %q", ErrUnsupportedCodec, c.cname)
 }

@@ -3,7 +3,9 @@ package zarr
 import (
 	"context"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 )
@@ -118,4 +120,79 @@ func BenchmarkCodecs(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkZstdImpls compares the zstd implementations on one core:
+// decode and encode of 1 MiB chunks of float32 field data (a smooth
+// field plus noise, 512 x 512) at level 3, as zstd chunks and as
+// Blosc-zstd chunks with byte shuffle (decoded bytes per second, and per
+// second of the process's CPU time, cpu-MB/s, which other load on a
+// shared machine does not change). The ratio of native to go is what
+// KVIK_ZSTD=auto gains where libzstd loads; BenchmarkCodecs, run with
+// KVIK_ZSTD=go and without, shows it on every core and through reads and
+// writes.
+func BenchmarkZstdImpls(b *testing.B) {
+	impls := bothZstd(b)
+	const n = 8
+	chunks := make([][]byte, n)
+	for i := range chunks {
+		chunks[i] = fielddata.Float32(512, 512, uint64(i+1))
+	}
+	for _, im := range impls {
+		for _, c := range []struct {
+			name  string
+			codec bytesCodec
+		}{
+			{"zstd", zstdCodec{level: 3, impl: im.z}},
+			{"blosc-zstd", bloscCodec{cname: "zstd", clevel: 3, shuffle: 1, typesize: 4, zstd: im.z}},
+		} {
+			stored := make([][]byte, n)
+			var total int
+			for i, src := range chunks {
+				var err error
+				if stored[i], err = c.codec.encode(src); err != nil {
+					b.Fatal(err)
+				}
+				total += len(stored[i])
+			}
+			b.Run(c.name+"/"+im.name+"/decode", func(b *testing.B) {
+				b.SetBytes(int64(len(chunks[0])))
+				dst := make([]byte, len(chunks[0]))
+				i := 0
+				defer cpuRate(b, len(dst))()
+				for b.Loop() {
+					out, err := c.codec.decode(stored[i%n], dst, len(dst))
+					if err != nil || len(out) != len(dst) {
+						b.Fatal(len(out), err)
+					}
+					i++
+				}
+				b.ReportMetric(float64(n*len(chunks[0]))/float64(total), "ratio")
+			})
+			b.Run(c.name+"/"+im.name+"/encode", func(b *testing.B) {
+				b.SetBytes(int64(len(chunks[0])))
+				i := 0
+				defer cpuRate(b, len(chunks[0]))()
+				for b.Loop() {
+					if _, err := c.codec.encode(chunks[i%n]); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		}
+	}
+}
+
+// cpuRate returns a function that reports, once b's loop is done, the
+// bytes per op it processed per second of the process's CPU time since
+// cpuRate was called ("cpu-MB/s").
+func cpuRate(b *testing.B, bytes int) func() {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	c0 := cpu()
+	return func() { b.ReportMetric(float64(b.N)*float64(bytes)/1e6/(cpu()-c0).Seconds(), "cpu-MB/s") }
 }

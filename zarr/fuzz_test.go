@@ -60,7 +60,7 @@ func FuzzBloscDecode(f *testing.F) {
 	}
 	f.Add([]byte{0x1f, 'a', 'b', 0x40, 0x01, 0x02})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		bloscDecode(b, nil, 1<<16)
+		bloscCodec{}.decode(b, nil, 1<<16)
 		blosclzDecompress(b, make([]byte, 256))
 	})
 }

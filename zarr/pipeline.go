@@ -214,6 +214,9 @@ func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
 			return nil, err
 		}
 		ck, _ := cfg["checksum"].(bool)
+		if _, err := zstdNow(); err != nil {
+			return nil, err
+		}
 		return zstdCodec{level: lvl, checksum: ck}, nil
 	case "blosc":
 		return newBlosc(cfg, dt.Size, v3)

@@ -339,7 +339,7 @@ func TestBadInput(t *testing.T) {
 	// A blosc chunk claiming snappy is refused by name.
 	enc, _ := bloscCodec{cname: "lz4", clevel: 5, typesize: 4}.encode(bytes.Repeat([]byte("abcdefgh"), 100))
 	enc[2] = enc[2]&^0xe0 | 2<<5
-	if _, err := bloscDecode(enc, nil, 1<<20); !errors.Is(err, ErrUnsupportedCodec) || !strings.Contains(err.Error(), "snappy") {
+	if _, err := (bloscCodec{}).decode(enc, nil, 1<<20); !errors.Is(err, ErrUnsupportedCodec) || !strings.Contains(err.Error(), "snappy") {
 		t.Errorf("snappy blosc: %v", err)
 	}
 }
@@ -562,7 +562,7 @@ func TestBloscManySplitsBounded(t *testing.T) {
 		src := manySplits(c.format, c.split, n)
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
-		out, err := bloscDecode(src, nil, 16*n)
+		out, err := bloscCodec{}.decode(src, nil, 16*n)
 		runtime.ReadMemStats(&m1)
 		switch {
 		case c.ok && (err != nil || !bytes.Equal(out, bytes.Repeat(block, n))):

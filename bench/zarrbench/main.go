@@ -64,6 +64,9 @@ func main() {
 	fmt.Printf("CRC32 %08x\n", sum)
 	fmt.Printf("float32 %v in chunks of %d x %d (%d KiB), %d MiB, %d cores; data made in %.1f s\n",
 		shape, *chunk, *chunk, *chunk**chunk*4>>10, size>>20, runtime.GOMAXPROCS(0), time.Since(t0).Seconds())
+	zstdImpl, err := zarr.ZstdImplementation()
+	check(err)
+	fmt.Printf("zstd: %s\n", zstdImpl)
 
 	g := openGPU(size)
 	if g != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/kvikgo/kvik/cufile"
 	"github.com/kvikgo/kvik/internal/blockdev"
 	"github.com/kvikgo/kvik/internal/numa"
+	"github.com/kvikgo/kvik/zarr"
 )
 
 const infoDesc = `
@@ -66,7 +67,7 @@ func runInfo(e *env, args []string) error {
 	if _, err := os.Stat(path); err != nil {
 		return err
 	}
-	r := infoReport{System: systemInfoNow(), CUDA: probeCUDA(), CuFile: probeCuFileInfo(), Defaults: defaultsNow()}
+	r := infoReport{System: systemInfoNow(), CUDA: probeCUDA(), CuFile: probeCuFileInfo(), Defaults: defaultsNow(), Zstd: zstdNow()}
 	// With a bad KVIKIO_* variable kvik opens no file: the report says so
 	// once, in its Defaults section, rather than once per open of the path.
 	r.Path = probePath(path, r.Defaults.Error == "")
@@ -77,7 +78,7 @@ func runInfo(e *env, args []string) error {
 	} else {
 		r.print(e.stdout)
 	}
-	if r.Defaults.Error != "" || len(r.Path.Errors) > 0 {
+	if r.Defaults.Error != "" || r.Zstd.Error != "" || len(r.Path.Errors) > 0 {
 		return reportedError{errors.New("kvik info reported errors")}
 	}
 	return nil
@@ -90,7 +91,31 @@ type infoReport struct {
 	CUDA     cudaInfo     `json:"cuda"`
 	CuFile   cufileInfo   `json:"cufile"`
 	Defaults defaultsInfo `json:"defaults"`
+	Zstd     zstdInfo     `json:"zarr_zstd"`
 	Path     pathInfo     `json:"path"`
+}
+
+// zstdInfo says which implementation zarr's zstd chunks use
+// (zarr.ZstdImplementation), or why none can be used.
+type zstdInfo struct {
+	Implementation string `json:"implementation,omitempty"`
+	Error          string `json:"error,omitempty"`
+}
+
+func zstdNow() zstdInfo {
+	impl, err := zarr.ZstdImplementation()
+	if err != nil {
+		return zstdInfo{Error: err.Error()}
+	}
+	return zstdInfo{Implementation: impl}
+}
+
+// String is the implementation, or the error.
+func (z zstdInfo) String() string {
+	if z.Error != "" {
+		return "error: " + z.Error
+	}
+	return z.Implementation
 }
 
 type systemInfo struct {
@@ -406,6 +431,7 @@ func (r infoReport) print(w io.Writer) {
 	r.CUDA.print(tw)
 	r.CuFile.print(tw)
 	r.Defaults.print(tw)
+	fmt.Fprintf(tw, "\nZarr\n  zstd\t%s\n", r.Zstd)
 	r.Path.print(tw)
 	tw.Flush()
 }

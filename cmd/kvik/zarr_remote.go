@@ -71,6 +71,7 @@ type zarrStoreInfo struct {
 	Endpoint     string          `json:"endpoint"`
 	Consolidated bool            `json:"consolidated"`
 	MaxRequests  int             `json:"max_requests,omitempty"`
+	Zstd         zstdInfo        `json:"zstd"`
 	Arrays       []zarrArrayInfo `json:"arrays"`
 }
 
@@ -82,7 +83,7 @@ func zarrInfo(e *env, name string, asJSON bool, opts []zarr.StoreOption) error {
 		return err
 	}
 	defer closeStore(s)
-	r := zarrStoreInfo{Store: name, Endpoint: "local directory"}
+	r := zarrStoreInfo{Store: name, Endpoint: "local directory", Zstd: zstdNow()}
 	if rs, ok := s.(*zarr.RemoteStore); ok {
 		r.Endpoint, r.Consolidated, r.MaxRequests = rs.EndpointType().String(), rs.Consolidated(), rs.MaxRequests()
 	}
@@ -101,6 +102,7 @@ func zarrInfo(e *env, name string, asJSON bool, opts []zarr.StoreOption) error {
 	if r.MaxRequests > 0 {
 		fmt.Fprintf(tw, "Consolidated\t%v\nRequests\tup to %d in flight\n", r.Consolidated, r.MaxRequests)
 	}
+	fmt.Fprintf(tw, "zstd\t%s\n", r.Zstd)
 	fmt.Fprintf(tw, "Arrays\t%d\n\narray\tformat\tdtype\tshape\tchunks\tcodecs\tsize\n", len(r.Arrays))
 	for _, a := range r.Arrays {
 		if a.Error != "" {

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 )
@@ -232,4 +233,17 @@ func (f *Func) Call(args ...uintptr) (uintptr, error) {
 	}
 	r, _, _ := purego.SyscallN(a, args...)
 	return r, nil
+}
+
+// GoString copies the NUL-terminated C string at p ("" for nil), such as
+// the static texts C libraries return for their error codes.
+func GoString(p *byte) string {
+	if p == nil {
+		return ""
+	}
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice(p, n))
 }

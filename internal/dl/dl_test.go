@@ -138,3 +138,16 @@ func TestLoadErrorShort(t *testing.T) {
 		t.Errorf("%%+v = %q", detail)
 	}
 }
+
+func TestGoString(t *testing.T) {
+	b := []byte("ZSTD error\x00after")
+	if s := GoString(&b[0]); s != "ZSTD error" {
+		t.Errorf("GoString = %q", s)
+	}
+	if s := GoString(&b[len(b)-6]); s != "" {
+		t.Errorf("GoString of an empty string = %q", s)
+	}
+	if s := GoString(nil); s != "" {
+		t.Errorf("GoString(nil) = %q", s)
+	}
+}
