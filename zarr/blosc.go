@@ -279,6 +279,27 @@ func zstdSplit(z zstdImpl, in, out []byte) (int, error) {
 	return len(b), nil
 }
 
+const lo32 = 1<<32 - 1
+
+// transpose4 transposes two 4x4 byte matrices at once: the low and the
+// high four bytes of x0..x3 are the rows of each (byte j of row k, j
+// counted from the least significant). It returns their columns: the
+// result k holds column k of each, low and high. Undone by itself.
+func transpose4(x0, x1, x2, x3 uint64) (y0, y1, y2, y3 uint64) {
+	const m8, m16 = 0x00FF00FF00FF00FF, 0x0000FFFF0000FFFF
+	// Swap the off-diagonal bytes of each 2x2 block of rows 0-1 and 2-3,
+	t := (x0>>8 ^ x1) & m8
+	x0, x1 = x0^t<<8, x1^t
+	t = (x2>>8 ^ x3) & m8
+	x2, x3 = x2^t<<8, x3^t
+	// then the off-diagonal 2x2 blocks of the two row pairs.
+	t = (x0>>16 ^ x2) & m16
+	x0, x2 = x0^t<<16, x2^t
+	t = (x1>>16 ^ x3) & m16
+	x1, x3 = x1^t<<16, x3^t
+	return x0, x1, x2, x3
+}
+
 // unshuffle undoes a byte shuffle: src holds byte k of every element, then
 // byte k+1; trailing bytes that do not fill an element are unshuffled.
 func unshuffle(dst, src []byte, ts int) {
@@ -291,7 +312,17 @@ func unshuffle(dst, src []byte, ts int) {
 		}
 	case 4:
 		r0, r1, r2, r3, d := src[:n], src[n:2*n], src[2*n:3*n], src[3*n:4*n], dst[:4*n]
-		for i := range r0 {
+		i := 0
+		for ; i+8 <= n; i += 8 { // eight elements at once: two 4x4 byte transposes
+			le := binary.LittleEndian
+			e0, e1, e2, e3 := transpose4(le.Uint64(r0[i:]), le.Uint64(r1[i:]), le.Uint64(r2[i:]), le.Uint64(r3[i:]))
+			o := d[4*i : 4*i+32]
+			le.PutUint64(o, e0&lo32|e1<<32)
+			le.PutUint64(o[8:], e2&lo32|e3<<32)
+			le.PutUint64(o[16:], e0>>32|e1&^lo32)
+			le.PutUint64(o[24:], e2>>32|e3&^lo32)
+		}
+		for ; i < n; i++ {
 			binary.LittleEndian.PutUint32(d[4*i:], uint32(r0[i])|uint32(r1[i])<<8|uint32(r2[i])<<16|uint32(r3[i])<<24)
 		}
 	case 8:
@@ -324,7 +355,19 @@ func shuffle(dst, src []byte, ts int) {
 		}
 	case 4:
 		r0, r1, r2, r3, s := dst[:n], dst[n:2*n], dst[2*n:3*n], dst[3*n:4*n], src[:4*n]
-		for i := range r0 {
+		i := 0
+		for ; i+8 <= n; i += 8 { // the transposes of unshuffle, the other way
+			le := binary.LittleEndian
+			in := s[4*i : 4*i+32]
+			a, b, c, d := le.Uint64(in), le.Uint64(in[8:]), le.Uint64(in[16:]), le.Uint64(in[24:])
+			// Elements 0-3 in the low halves, 4-7 in the high ones.
+			b0, b1, b2, b3 := transpose4(a&lo32|c<<32, a>>32|c&^lo32, b&lo32|d<<32, b>>32|d&^lo32)
+			le.PutUint64(r0[i:], b0)
+			le.PutUint64(r1[i:], b1)
+			le.PutUint64(r2[i:], b2)
+			le.PutUint64(r3[i:], b3)
+		}
+		for ; i < n; i++ {
 			v := binary.LittleEndian.Uint32(s[4*i:])
 			r0[i], r1[i], r2[i], r3[i] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 		}
