@@ -20,7 +20,7 @@
 #     quarter of the cores, 12-15 of 16) and the bench to the others: a
 #     real S3 server runs elsewhere and spends none of the client's CPU,
 #     while versitygw on loopback takes the cores that decode. versitygw
-#     keeps connections alive (KEEPALIVE=0: not, as before 2026-11-29).
+#     keeps connections alive (KEEPALIVE=0: not, as in zarr-h200-2026-11-28).
 # The summary of the ratios is printed last and kept in
 # $OUT/summary.txt; logs under $OUT.
 #

@@ -18,7 +18,8 @@
 # the others with GOMAXPROCS their count: a real S3 server runs on other
 # machines and spends none of the client's CPU, while versitygw on
 # loopback takes the cores that decode. versitygw keeps connections
-# alive (KEEPALIVE=0: not, as before 2026-11-29: a TCP connection per GET).
+# alive (KEEPALIVE=0: not, a TCP connection per GET, as in the results
+# up to zarr-h200-2026-11-28).
 #
 # Build here (no Go there), into the git-ignored folder G (gzip: the
 # carry takes 64 MiB; the script unpacks what is gzipped):

@@ -33,7 +33,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,7 +149,7 @@ func main() {
 	if *cpu {
 		printUsage(runs, times, use, len(data))
 	}
-	printRatios(variants, gbs)
+	printRatios(variants, gbs, times)
 	for _, run := range runs {
 		fmt.Printf("RESULT %s %.3f\n", run.key, gbs[run.name])
 	}
@@ -187,8 +187,8 @@ func pick(runs []run, times map[string][]time.Duration, n int, best bool) map[st
 	}
 	gbs := map[string]float64{}
 	for _, run := range runs {
-		ts := times[run.name]
-		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+		ts := slices.Clone(times[run.name])
+		slices.Sort(ts)
 		d := ts[len(ts)/2]
 		if best {
 			d = ts[0]
@@ -201,7 +201,7 @@ func pick(runs []run, times map[string][]time.Duration, n int, best bool) map[st
 
 // printUsage prints where each run's time went, per read of n bytes.
 func printUsage(runs []run, times map[string][]time.Duration, use map[string]usage, n int) {
-	fmt.Println("per read, mean of the rounds: wall, CPU time of the process, time its threads waited for a core (summed: threads wait at once), the rest (idle; below 0 when they did)")
+	fmt.Println("per read, mean of the rounds: wall, CPU time of the process (in the kernel), time its threads waited for a core (summed: threads wait at once), the rest (idle; below 0 when they did)")
 	for _, run := range runs {
 		var wall time.Duration
 		for _, d := range times[run.name] {
@@ -209,14 +209,17 @@ func printUsage(runs []run, times map[string][]time.Duration, use map[string]usa
 		}
 		k := time.Duration(len(times[run.name]))
 		u := use[run.name]
-		fmt.Printf("%-24s wall %8v cpu %8v waiting %8v idle %8v; CPU %.2f ns/byte\n", run.name, (wall / k).Round(time.Millisecond),
-			(u.cpu / k).Round(time.Millisecond), (u.wait / k).Round(time.Millisecond), ((wall - u.cpu - u.wait) / k).Round(time.Millisecond),
-			float64(u.cpu)/float64(k)/float64(n))
+		fmt.Printf("%-24s wall %8v cpu %8v (sys %8v) waiting %8v idle %8v; CPU %.2f ns/byte\n", run.name, (wall / k).Round(time.Millisecond),
+			(u.cpu / k).Round(time.Millisecond), (u.sys / k).Round(time.Millisecond), (u.wait / k).Round(time.Millisecond),
+			((wall - u.cpu - u.wait) / k).Round(time.Millisecond), float64(u.cpu)/float64(k)/float64(n))
 	}
 }
 
-// printRatios prints the targets' ratios of the rates gbs.
-func printRatios(variants []variant, gbs map[string]float64) {
+// printRatios prints the targets' ratios of the rates gbs and, for each
+// compressed variant, the median over rounds of its decode ceiling's
+// time over its read's in that round (paired: steadier than either's
+// median where other work comes and goes).
+func printRatios(variants []variant, gbs map[string]float64, times map[string][]time.Duration) {
 	ratio := func(a, b string) string {
 		x, okA := gbs[a]
 		y, okB := gbs[b]
@@ -231,10 +234,21 @@ func printRatios(variants []variant, gbs map[string]float64) {
 	for _, v := range variants[1:] {
 		line := fmt.Sprintf("RATIO zarr %s / zarr raw %s", v.name, ratio("zarr "+v.name+" region", "zarr raw region"))
 		if compressed(v) {
-			line += fmt.Sprintf(", / its decode ceiling %s (decode %.2f GB/s)", ratio("zarr "+v.name+" region", "decode "+v.name), gbs["decode "+v.name])
+			line += fmt.Sprintf(", / its decode ceiling %s (decode %.2f GB/s; paired %.2fx)", ratio("zarr "+v.name+" region", "decode "+v.name), gbs["decode "+v.name],
+				paired(times["decode "+v.name], times["zarr "+v.name+" region"]))
 		}
 		fmt.Println(line + " (issue 40: >= 0.8 raw, or >= 0.9 decode where lower; gzip >= 0.9 decode)")
 	}
+}
+
+// paired returns the median over rounds of a[i]/b[i].
+func paired(a, b []time.Duration) float64 {
+	r := make([]float64, min(len(a), len(b)))
+	for i := range r {
+		r[i] = a[i].Seconds() / b[i].Seconds()
+	}
+	slices.Sort(r)
+	return r[len(r)/2]
 }
 
 // run is one timed configuration; key names its RESULT line.
@@ -481,11 +495,12 @@ func (t *deviceTarget) close() {
 	t.dev.PrimaryCtxRelease()
 }
 
-// usage is CPU time and run-queue wait, summed over the process's threads.
-type usage struct{ cpu, wait time.Duration }
+// usage is CPU time (of it in the kernel: sys) and run-queue wait,
+// summed over the process's threads.
+type usage struct{ cpu, sys, wait time.Duration }
 
-func (u usage) add(v usage) usage { return usage{u.cpu + v.cpu, u.wait + v.wait} }
-func (u usage) sub(v usage) usage { return usage{u.cpu - v.cpu, u.wait - v.wait} }
+func (u usage) add(v usage) usage { return usage{u.cpu + v.cpu, u.sys + v.sys, u.wait + v.wait} }
+func (u usage) sub(v usage) usage { return usage{u.cpu - v.cpu, u.sys - v.sys, u.wait - v.wait} }
 
 // usageNow returns the process's CPU time (getrusage) and the time its
 // threads have waited on a run queue (the second field of each thread's
@@ -495,6 +510,7 @@ func usageNow() usage {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		u.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		u.sys = time.Duration(ru.Stime.Nano())
 	}
 	tasks, _ := os.ReadDir("/proc/self/task")
 	for _, t := range tasks {
