@@ -1,6 +1,6 @@
 #!/bin/bash
 # Zarr at the speed of raw reads (issue 40), in one GPU-machine call
-# (about 4 minutes on 16 cores):
+# (about 7 minutes on 16 cores; the S3 part alone: bench/zarr_remote_gpu.sh):
 #  1. bench/zarrbench: a 1 GiB float32 v3 array (16384 x 16384, 512 x 512
 #     chunks of 1 MiB, a smooth field plus noise) stored by kvik on
 #     /dev/shm in each codec (raw, zstd, blosc-lz4, blosc-zstd, gzip,

@@ -340,8 +340,11 @@ func storedCells(a *zarr.Array, v variant, rows, rowsPerChunk int) []cell {
 			continue
 		}
 		index := b[len(b)-16*per-4:]
-		for j := range per {
+		for j := 0; j < per && (i*per+j)*rowsPerChunk < rows; j++ { // the last shard may hang past the array
 			o, n := binary.LittleEndian.Uint64(index[16*j:]), binary.LittleEndian.Uint64(index[16*j+8:])
+			if o > uint64(len(b)) || n > uint64(len(b))-o {
+				log.Fatalf("%s: shard %d: inner chunk %d at %d+%d of %d bytes", v.name, i, j, o, n, len(b))
+			}
 			cells = append(cells, cell{stored: b[o : o+n], dec: dec, off: (i*per + j) * chunkBytes, n: chunkBytes})
 		}
 	}
