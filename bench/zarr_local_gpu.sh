@@ -1,6 +1,6 @@
 #!/bin/bash
 # Zarr at the speed of raw reads (issue 40), in one GPU-machine call
-# (about 4 minutes on 16 cores):
+# (about 7 minutes on 16 cores; the S3 part alone: bench/zarr_remote_gpu.sh):
 #  1. bench/zarrbench: a 1 GiB float32 v3 array (16384 x 16384, 512 x 512
 #     chunks of 1 MiB, a smooth field plus noise) stored by kvik on
 #     /dev/shm in each codec (raw, zstd, blosc-lz4, blosc-zstd, gzip,
@@ -13,19 +13,29 @@
 #     into host memory, then torch copies to the GPU (skipped, saying so,
 #     where tensorstore or torch does not import);
 #  3. bench/zarrremotebench: the same codecs from versitygw on loopback
-#     (1 GiB, 1 MiB chunks of 256 x 1024).
+#     (1 GiB, 1 MiB chunks of 256 x 1024), each with its decode ceiling
+#     (the same stored chunks decoded in memory on the same cores), in two
+#     modes (bench/zarr_s3.sh): "shared", versitygw and the bench on every
+#     core, and "split", versitygw pinned to SERVER_CPUS (default the last
+#     quarter of the cores, 12-15 of 16) and the bench to the others: a
+#     real S3 server runs elsewhere and spends none of the client's CPU,
+#     while versitygw on loopback takes the cores that decode. versitygw
+#     keeps connections alive (KEEPALIVE=0: not, as in zarr-h200-2026-11-28).
 # The summary of the issue's ratios is printed last and kept in
 # $OUT/summary.txt; logs under $OUT.
 #
-# Build here (no Go there), into the git-ignored folder G:
+# Build here (no Go there), into the git-ignored folder G (gzip: the
+# carry takes 64 MiB; the script unpacks what is gzipped):
 #   CGO_ENABLED=0 go build -ldflags='-s -w' -o G/zarrbench ./bench/zarrbench
 #   CGO_ENABLED=0 go build -ldflags='-s -w' -o G/zarrremotebench ./bench/zarrremotebench
-#   cp "$KVIK_TEST_VERSITYGW" G/versitygw
+#   cp "$KVIK_TEST_VERSITYGW" G/versitygw && gzip -f G/*
 # then there: bash bench/zarr_local_gpu.sh G
-# REPS (default 3); SIDE (16384) and CHUNK (512) for zarrbench.
+# REPS (default 3); SIDE (16384) and CHUNK (512) for zarrbench; MODES
+# ("shared split"), SERVER_CPUS, KEEPALIVE for S3 (bench/zarr_s3.sh).
 set -u
-G=$(cd "$1" && pwd)
 R=$(cd "$(dirname "$0")/.." && pwd)
+source "$R/bench/zarr_s3.sh"
+G=$(s3_unpack "$1")
 OUT=${OUT:-/tmp/out}
 REPS=${REPS:-3} SIDE=${SIDE:-16384} CHUNK=${CHUNK:-512}
 D=/dev/shm/kvik-zarr-local
@@ -45,19 +55,11 @@ else
 fi
 rm -rf "$D"
 
-echo "=== s3 (versitygw)" | tee "$OUT/s3.txt"
-S=/dev/shm/kvik-zarr-s3
-rm -rf "$S" && mkdir -p "$S/bkt"
-PORT=7072
-ROOT_ACCESS_KEY=k ROOT_SECRET_KEY=s "$G/versitygw" --port 127.0.0.1:$PORT posix "$S" >"$OUT/versitygw.log" 2>&1 &
-GW=$!
-trap 'kill $GW 2>/dev/null; rm -rf "$S" "$D"' EXIT
-for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
-AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s AWS_DEFAULT_REGION=us-east-1 AWS_ENDPOINT_URL=http://127.0.0.1:$PORT \
-  timeout ${T3:-200} "$G/zarrremotebench" -dir "$S/bkt" -reps "$REPS" 2>&1 | tee -a "$OUT/s3.txt"
+echo "=== s3 (versitygw), modes: $MODES"
+s3_modes "$G" "$OUT" -reps "$REPS"
 
 # The summary: every RESULT line, and the ratios the issue names.
-cat "$OUT"/zarrbench.txt "$OUT"/tensorstore.txt "$OUT"/s3.txt | awk '$1 == "RESULT" { v[$2] = $3 }
+cat "$OUT"/zarrbench.txt "$OUT"/tensorstore.txt | awk '$1 == "RESULT" { v[$2] = $3 }
 function r(a, b) { return (a in v) && (b in v) && v[b] > 0 ? sprintf("%.2f", v[a] / v[b]) : "-" }
 function g(k) { return (k in v) ? sprintf("%.2f", v[k]) : "-" }
 END {
@@ -70,8 +72,5 @@ END {
   printf "ReadFileToDevice of the same bytes: %s GB/s; raw region to GPU / ReadFileToDevice: %s (goal >= 0.9; region layout %s, cells layout %s)\n", g("file_gpu"), r("raw_gpu", "file_gpu"), r("raw_gpu_region", "file_gpu"), r("raw_gpu_cells", "file_gpu")
   print "gpu: zarr default layout of the band buffers (Auto); gpu-reg, gpu-cel: the region and cells layouts forced (zarrtune)"
   print "goals: zstd, blosc >= 0.8 gpu/raw or >= 0.9 gpu/dec; gzip >= 0.9 gpu/dec; gpu/ts >= 2 (zstd, blosc, sharded-zstd); wr/enc >= 0.9"
-  printf "S3 GB/s: raw object %s, zarr raw %s", g("s3_raw_object"), g("s3_raw")
-  m = split("zstd blosc-lz4 blosc-zstd gzip sharded sharded-zstd", s, " ")
-  for (i = 1; i <= m; i++) printf ", %s %s (%sx raw)", s[i], g("s3_" s[i]), r("s3_" s[i], "s3_raw")
-  printf "\n"
 }' | tee "$OUT/summary.txt"
+s3_summary "$OUT" | tee -a "$OUT/summary.txt"

@@ -86,7 +86,9 @@ func start(t testing.TB, scheme string, args []string) *Server {
 	addr := l.Addr().String()
 	l.Close()
 	var log bytes.Buffer
-	cmd := exec.Command(bin, append(append([]string{"--port", addr}, args...), "posix", dir)...)
+	// --keep-alive: as S3 servers do (versitygw's default closes each
+	// connection after one answer, so that no test reused one).
+	cmd := exec.Command(bin, append(append([]string{"--port", addr, "--keep-alive"}, args...), "posix", dir)...)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+Key, "ROOT_SECRET_KEY="+Secret)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout, cmd.Stderr = &log, &log
