@@ -52,7 +52,7 @@ mkdir -p "$S3/bkt"
 (cd "$R/safetensors" && KVIK_ST_BENCH_FILE=$S3/bkt/model.safetensors KVIK_BENCH_SIZE=$SIZE \
   timeout 120 "$G/safetensors.test" -test.run '^TestWriteBenchCheckpoint$' 2>&1 | tail -1 | tee -a "$L")
 PORT=$((20000 + RANDOM % 20000))
-ROOT_ACCESS_KEY=k ROOT_SECRET_KEY=s "$G/versitygw" --port 127.0.0.1:$PORT posix "$S3" > "$OUT/versitygw.txt" 2>&1 &
+ROOT_ACCESS_KEY=k ROOT_SECRET_KEY=s "$G/versitygw" --port 127.0.0.1:$PORT --keep-alive posix "$S3" > "$OUT/versitygw.txt" 2>&1 &
 VGW=$!
 trap 'kill $VGW 2>/dev/null; rm -rf "$S3" "$G" /dev/shm/kvik-copy.safetensors' EXIT
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done

@@ -55,7 +55,7 @@ if has s3; then
   chmod +x "$G/versitygw"
   head -c $((GB << 30)) /dev/urandom > /dev/shm/raw.bin
   PORT=$((20000 + RANDOM % 20000))
-  ROOT_ACCESS_KEY=testkey ROOT_SECRET_KEY=testsecret "$G/versitygw" --port "127.0.0.1:$PORT" posix /dev/shm/s3 > "$OUT/versitygw.txt" 2>&1 &
+  ROOT_ACCESS_KEY=testkey ROOT_SECRET_KEY=testsecret "$G/versitygw" --port "127.0.0.1:$PORT" --keep-alive posix /dev/shm/s3 > "$OUT/versitygw.txt" 2>&1 &
   VPID=$!
   trap 'kill $VPID 2>/dev/null' EXIT
   for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done

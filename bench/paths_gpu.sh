@@ -63,7 +63,7 @@ timeout 150 python3 "$R/bench/safetensors_peers.py" "$ST" --make --gb "$GB" 2>&1
 timeout 120 python3 "$R/bench/npy_peers.py" "$NP" --make --gb "$GB" 2>&1 | tail -1 | tee -a "$L"
 
 PORT=$((20000 + RANDOM % 20000))
-ROOT_ACCESS_KEY=k ROOT_SECRET_KEY=s "$B/versitygw" --port "127.0.0.1:$PORT" posix "$W/s3" > "$OUT/versitygw.txt" 2>&1 &
+ROOT_ACCESS_KEY=k ROOT_SECRET_KEY=s "$B/versitygw" --port "127.0.0.1:$PORT" --keep-alive posix "$W/s3" > "$OUT/versitygw.txt" 2>&1 &
 VGW=$!
 trap 'kill $VGW 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done

@@ -61,7 +61,7 @@ echo "rc=$?" >> "$OUT/sdk.txt"
 echo "== (c) kvik bench --url"
 head -c "$SIZE" /dev/urandom > "$W/s3/bkt/obj.bin"
 PORT=$((20000 + RANDOM % 20000))
-ROOT_ACCESS_KEY=testkey ROOT_SECRET_KEY=testsecret "$B/versitygw" --port "127.0.0.1:$PORT" posix "$W/s3" > "$OUT/versitygw.txt" 2>&1 &
+ROOT_ACCESS_KEY=testkey ROOT_SECRET_KEY=testsecret "$B/versitygw" --port "127.0.0.1:$PORT" --keep-alive posix "$W/s3" > "$OUT/versitygw.txt" 2>&1 &
 VPID=$!
 trap 'kill $VPID 2>/dev/null' EXIT
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done

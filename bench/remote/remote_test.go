@@ -71,7 +71,7 @@ func startServer(b *testing.B) (url, dir string) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "--port", addr, "posix", dir)
+	cmd := exec.Command(bin, "--port", addr, "--keep-alive", "posix", dir) // as S3 servers do: versitygw closes each connection by default
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+key, "ROOT_SECRET_KEY="+secret)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
