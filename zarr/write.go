@@ -60,13 +60,13 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 		}
 	}
 	defer func() { release(pooled); release(out) }()
-	if a.covers(t) && a.insideArray(t) {
-		// Every byte is the region's: a pooled buffer, not a new one
-		// filled first (garbage of a chunk at every chunk).
-		pooled = getBuf(n)
-		buf = *pooled
-	} else {
-		buf = chunkFill(a.pipe.fill, shape)
+	// The chunk is assembled in a pooled buffer (a new one per chunk
+	// was garbage of a chunk at every chunk), filled first unless every
+	// byte is the region's.
+	pooled = getBuf(n)
+	buf = *pooled
+	if !a.covers(t) || !a.insideArray(t) {
+		fillRepeat(buf, a.pipe.fill)
 	}
 	if !a.covers(t) {
 		b, ok, err := a.fetch(ctx, piece{key: key, n: -1}, nil)

@@ -84,10 +84,10 @@ func (s *keepStore) Set(_ context.Context, key string, value []byte) error {
 // writeCodecs, twice with other data, to a DirStore (whose writes reuse
 // their buffers) and to a store that keeps what it is given (whose must
 // not), with arrays of other chains written between, and reads each
-// back.
+// back; the chunks at the edge hold the fill value past it.
 func TestWriteBuffersReused(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 2))
-	shape := []int{64, 48}
+	shape := []int{64, 50}
 	dir, err := NewDirStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestWriteBuffersReused(t *testing.T) {
 	for round := range 2 {
 		for name, codecs := range writeCodecs {
 			for _, s := range []Store{dir, &keepStore{memStore{m: map[string][]byte{}}}} {
-				a, err := Create(bg, s, fmt.Sprintf("%s-%T-%d", name, s, round), Metadata{Shape: shape, ChunkShape: []int{16, 16}, DataType: DataType{Float, 4}, Codecs: codecs})
+				a, err := Create(bg, s, fmt.Sprintf("%s-%T-%d", name, s, round), Metadata{Shape: shape, ChunkShape: []int{16, 16}, DataType: DataType{Float, 4}, Codecs: codecs, FillValue: 1.5})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -120,6 +120,19 @@ func TestWriteBuffersReused(t *testing.T) {
 		}
 		if !bytes.Equal(got, w.data) {
 			t.Fatalf("%s: read back differs from what was written", w.a.path)
+		}
+		stored, err := w.a.store.Get(bg, w.a.ChunkKey([]int{3, 3}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edge := make([]byte, 16*16*4)
+		if err := w.a.DecodeChunk(stored, edge); err != nil {
+			t.Fatal(err)
+		}
+		for r := range 16 {
+			if row := edge[(r*16+2)*4 : (r+1)*16*4]; !isFill(row, w.a.pipe.fill) {
+				t.Fatalf("%s: the edge chunk's row %d holds % x past the array, not the fill value", w.a.path, r, row)
+			}
 		}
 	}
 }
