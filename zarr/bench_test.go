@@ -106,11 +106,11 @@ func BenchmarkDecodeSmallChunk(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		c    interface {
-			encode([]byte) ([]byte, error)
+			encode(src, dst []byte) ([]byte, error)
 			decode(src, dst []byte, limit int) ([]byte, error)
 		}
 	}{{"gzip", gzipCodec{level: 5}}, {"zlib", zlibCodec{level: 5}}, {"zstd", zstdCodec{level: 3}}} {
-		enc, err := c.c.encode(data)
+		enc, err := c.c.encode(data, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

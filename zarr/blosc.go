@@ -466,7 +466,7 @@ func (c bloscCodec) writable() error {
 }
 
 // encode writes a Blosc 1 chunk with unsplit blocks.
-func (c bloscCodec) encode(src []byte) ([]byte, error) {
+func (c bloscCodec) encode(src, dst []byte) ([]byte, error) {
 	format := bloscCompressors[c.cname]
 	if err := c.writable(); err != nil {
 		return nil, err
@@ -484,7 +484,7 @@ func (c bloscCodec) encode(src []byte) ([]byte, error) {
 	if bs > ts {
 		bs -= bs % ts
 	}
-	out := make([]byte, bloscHeader, bloscHeader+nbytes/2)
+	out := outBuf(dst, bloscHeader+nbytes/2)[:bloscHeader] // every byte set below
 	out[0], out[1], out[3] = 2, 1, byte(ts)
 	flags := byte(bloscDontSplit | format<<5)
 	if c.shuffle == 1 && ts > 1 {
@@ -502,8 +502,12 @@ func (c bloscCodec) encode(src []byte) ([]byte, error) {
 	}
 	nblocks := (nbytes + bs - 1) / bs
 	out = append(out, make([]byte, 4*nblocks)...)
-	tmp := make([]byte, bs)
-	comp := make([]byte, lz4.CompressBlockBound(bs)+64)
+	// The shuffled block and its compressed form are scratch, pooled
+	// (new ones were half a megabyte of zeroed garbage per chunk).
+	pt, pc := getBuf(bs), getBuf(lz4.CompressBlockBound(bs)+64)
+	defer putBuf(pt)
+	defer putBuf(pc)
+	tmp, comp := *pt, *pc
 	for j := 0; j < nblocks; j++ {
 		block := src[j*bs : min((j+1)*bs, nbytes)]
 		in := block
@@ -535,6 +539,8 @@ func (c bloscCodec) encode(src []byte) ([]byte, error) {
 	return out, nil
 }
 
+// compress compresses one block in format, into buf's memory where it
+// fits.
 func (c bloscCodec) compress(format int, in, buf []byte) ([]byte, error) {
 	switch format {
 	case 1:
@@ -550,9 +556,9 @@ func (c bloscCodec) compress(format int, in, buf []byte) ([]byte, error) {
 		}
 		return buf[:n], nil
 	case 3:
-		return zlibCodec{level: min(max(c.clevel, 0), 9)}.encode(in)
+		return zlibCodec{level: min(max(c.clevel, 0), 9)}.encode(in, buf)
 	case 4:
-		return zstdCodec{level: max(c.clevel, 1), impl: c.zstd}.encode(in)
+		return zstdCodec{level: max(c.clevel, 1), impl: c.zstd}.encode(in, buf)
 	}
 	return nil, fmt.Errorf("%w: blosc compressor %q", ErrUnsupportedCodec, c.cname)
 }

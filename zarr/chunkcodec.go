@@ -24,5 +24,5 @@ func (a *Array) EncodeChunk(chunk []byte) ([]byte, error) {
 	if n := numElements(a.meta.ChunkShape) * a.meta.DataType.Size; len(chunk) != n {
 		return nil, fmt.Errorf("%w: buffer of %d bytes for a %d-byte chunk", ErrInvalidRegion, len(chunk), n)
 	}
-	return a.pipe.encode(chunkArray{shape: a.meta.ChunkShape, data: chunk})
+	return a.pipe.encode(chunkArray{shape: a.meta.ChunkShape, data: chunk}, nil)
 }

@@ -22,16 +22,17 @@ type arrayCodec interface {
 }
 
 // bytesCodec transforms bytes into bytes (compressors, checksums).
-// decode may use dst's capacity for its output; limit bounds the size of
-// what it may produce.
+// encode and decode may use dst's capacity for their output (dst does
+// not overlap src); limit bounds the size of what decode may produce.
 type bytesCodec interface {
-	encode(src []byte) ([]byte, error)
+	encode(src, dst []byte) ([]byte, error)
 	decode(src, dst []byte, limit int) ([]byte, error)
 }
 
-// arrayBytesCodec serializes an array (bytes, sharding_indexed).
+// arrayBytesCodec serializes an array (bytes, sharding_indexed); encode
+// may use dst's capacity as bytesCodec's does.
 type arrayBytesCodec interface {
-	encode(a chunkArray) ([]byte, error)
+	encode(a chunkArray, dst []byte) ([]byte, error)
 	decode(b []byte, shape []int) (chunkArray, error)
 }
 
@@ -137,11 +138,11 @@ type bytesCodecAB struct {
 	big bool
 }
 
-func (c bytesCodecAB) encode(a chunkArray) ([]byte, error) {
+func (c bytesCodecAB) encode(a chunkArray, dst []byte) ([]byte, error) {
 	if !c.big || c.es == 1 {
 		return a.data, nil
 	}
-	out := make([]byte, len(a.data))
+	out := outBuf(dst, len(a.data))[:len(a.data)]
 	swapInto(out, a.data, c.es)
 	return out, nil
 }
@@ -294,8 +295,18 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // crc32cCodec appends a little-endian CRC32C of the bytes.
 type crc32cCodec struct{}
 
-func (crc32cCodec) encode(src []byte) ([]byte, error) {
-	return binary.LittleEndian.AppendUint32(append([]byte(nil), src...), crc32.Checksum(src, castagnoli)), nil
+func (crc32cCodec) encode(src, dst []byte) ([]byte, error) {
+	dst = outBuf(dst, len(src)+4)
+	return binary.LittleEndian.AppendUint32(append(dst, src...), crc32.Checksum(src, castagnoli)), nil
+}
+
+// outBuf returns dst emptied, to encode into, or where it holds fewer
+// than n bytes (the expected output) a new buffer of n.
+func outBuf(dst []byte, n int) []byte {
+	if cap(dst) < n {
+		return make([]byte, 0, n)
+	}
+	return dst[:0]
 }
 
 func (crc32cCodec) decode(src, _ []byte, _ int) ([]byte, error) {

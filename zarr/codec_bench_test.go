@@ -2,6 +2,8 @@ package zarr
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -150,7 +152,7 @@ func BenchmarkZstdImpls(b *testing.B) {
 			var total int
 			for i, src := range chunks {
 				var err error
-				if stored[i], err = c.codec.encode(src); err != nil {
+				if stored[i], err = c.codec.encode(src, nil); err != nil {
 					b.Fatal(err)
 				}
 				total += len(stored[i])
@@ -174,7 +176,7 @@ func BenchmarkZstdImpls(b *testing.B) {
 				i := 0
 				defer cpuRate(b, len(chunks[0]))()
 				for b.Loop() {
-					if _, err := c.codec.encode(chunks[i%n]); err != nil {
+					if _, err := c.codec.encode(chunks[i%n], nil); err != nil {
 						b.Fatal(err)
 					}
 					i++
@@ -195,4 +197,81 @@ func cpuRate(b *testing.B, bytes int) func() {
 	}
 	c0 := cpu()
 	return func() { b.ReportMetric(float64(b.N)*float64(bytes)/1e6/(cpu()-c0).Seconds(), "cpu-MB/s") }
+}
+
+// BenchmarkWriteOverEncode measures what a write costs beyond its codec:
+// for the array of BenchmarkCodecs in each compressed codec, each
+// iteration encodes every chunk in memory (EncodeChunk on the write's
+// workers: the encode ceiling), then writes the whole array into a new
+// DirStore (WriteRegion). The two alternate, so that both see the same
+// load; write/encode is the write's rate over the ceiling's, and
+// cpu-write/encode the same in the process's CPU time (user and system),
+// which other processes on a shared machine change less.
+func BenchmarkWriteOverEncode(b *testing.B) {
+	const side = 4096
+	shape := []int{side, side}
+	src := fielddata.Float32(side, side, 1)
+	for _, c := range benchCodecs[1:] {
+		b.Run(c.name, func(b *testing.B) {
+			m := Metadata{Shape: shape, ChunkShape: []int{512, 512}, DataType: DataType{Float, 4}, Codecs: c.codecs}
+			if c.name == "sharded-zstd" {
+				m.ChunkShape = []int{2048, 2048}
+			}
+			root := b.TempDir()
+			newArray := func(name string) *Array {
+				dir := filepath.Join(root, name)
+				if err := os.RemoveAll(dir); err != nil {
+					b.Fatal(err)
+				}
+				s, err := NewDirStore(dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				a, err := Create(bg, s, "a", m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return a
+			}
+			a := newArray("ceiling")
+			var chunks [][]byte
+			forChunks(m.ChunkShape, a.grid, box{start: []int{0, 0}, count: shape}, func(t chunkTask) error {
+				ch := make([]byte, numElements(m.ChunkShape)*4)
+				copyBox(view{buf: ch, shape: m.ChunkShape, es: 4, start: t.sel.start}, view{buf: src, shape: shape, es: 4, start: t.dstStart}, t.sel.count)
+				chunks = append(chunks, ch)
+				return nil
+			})
+			var enc, write, encCPU, writeCPU time.Duration
+			for b.Loop() {
+				t, c := time.Now(), cpuTime(b)
+				if err := a.run(bg, len(chunks), func(_ context.Context, _, i int) error {
+					_, err := a.EncodeChunk(chunks[i])
+					return err
+				}); err != nil {
+					b.Fatal(err)
+				}
+				enc, encCPU = enc+time.Since(t), encCPU+cpuTime(b)-c
+				w := newArray("write")
+				t, c = time.Now(), cpuTime(b)
+				if err := w.WriteRegion(bg, []int{0, 0}, shape, src); err != nil {
+					b.Fatal(err)
+				}
+				write, writeCPU = write+time.Since(t), writeCPU+cpuTime(b)-c
+			}
+			n := float64(len(src)) * float64(b.N)
+			b.ReportMetric(n/enc.Seconds()/1e6, "encode-MB/s")
+			b.ReportMetric(n/write.Seconds()/1e6, "write-MB/s")
+			b.ReportMetric(enc.Seconds()/write.Seconds(), "write/encode")
+			b.ReportMetric(encCPU.Seconds()/writeCPU.Seconds(), "cpu-write/encode")
+		})
+	}
+}
+
+// cpuTime returns the CPU time (user and system) the process has used.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -46,8 +46,8 @@ func readLimited(r io.Reader, dst []byte, limit int, name string) ([]byte, error
 // gzipCodec is v3 "gzip" and v2 "gzip" (gzip members).
 type gzipCodec struct{ level int }
 
-func (c gzipCodec) encode(src []byte) ([]byte, error) {
-	return deflateEncode("gzip", c.level, src, func(w io.Writer) (deflateWriter, error) {
+func (c gzipCodec) encode(src, dst []byte) ([]byte, error) {
+	return deflateEncode("gzip", c.level, src, dst, func(w io.Writer) (deflateWriter, error) {
 		return gzip.NewWriterLevel(w, c.level)
 	})
 }
@@ -91,8 +91,8 @@ func (f *freeList[T]) put(v T) {
 var deflateWriters sync.Map // "gzip" or "zlib" and the level -> *freeList[deflateWriter]
 
 // deflateEncode compresses src with a pooled writer of the format name
-// (made by newW) into a new buffer.
-func deflateEncode(name string, level int, src []byte, newW func(io.Writer) (deflateWriter, error)) ([]byte, error) {
+// (made by newW) into dst's memory or a new buffer.
+func deflateEncode(name string, level int, src, dst []byte, newW func(io.Writer) (deflateWriter, error)) ([]byte, error) {
 	key := fmt.Sprint(name, level)
 	l, ok := deflateWriters.Load(key)
 	if !ok {
@@ -103,7 +103,7 @@ func deflateEncode(name string, level int, src []byte, newW func(io.Writer) (def
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s level %d", ErrInvalidMetadata, name, level)
 	}
-	b := bytes.NewBuffer(make([]byte, 0, len(src)/2+64))
+	b := bytes.NewBuffer(outBuf(dst, len(src)/2+64))
 	w.Reset(b)
 	w.Write(src)
 	err = w.Close()
@@ -140,8 +140,8 @@ func (c gzipCodec) decode(src, dst []byte, limit int) ([]byte, error) {
 // zlibCodec is v2 "zlib" (RFC 1950 streams).
 type zlibCodec struct{ level int }
 
-func (c zlibCodec) encode(src []byte) ([]byte, error) {
-	return deflateEncode("zlib", c.level, src, func(w io.Writer) (deflateWriter, error) {
+func (c zlibCodec) encode(src, dst []byte) ([]byte, error) {
+	return deflateEncode("zlib", c.level, src, dst, func(w io.Writer) (deflateWriter, error) {
 		return zlib.NewWriterLevel(w, c.level)
 	})
 }

@@ -31,7 +31,7 @@ func FuzzShardIndex(f *testing.F) {
 	idx = binary.LittleEndian.AppendUint64(idx, 8)
 	idx = binary.LittleEndian.AppendUint64(idx, ^uint64(0))
 	idx = binary.LittleEndian.AppendUint64(idx, ^uint64(0))
-	seed, _ := crc32cCodec{}.encode(idx)
+	seed, _ := crc32cCodec{}.encode(idx, nil)
 	f.Add(append(make([]byte, 8), seed...), false)
 	f.Add(append(seed, make([]byte, 8)...), true)
 	f.Fuzz(func(t *testing.T, b []byte, start bool) {
@@ -55,7 +55,7 @@ func FuzzShardIndex(f *testing.F) {
 // streams.
 func FuzzBloscDecode(f *testing.F) {
 	for _, c := range []bloscCodec{{cname: "lz4", shuffle: 1, typesize: 4}, {cname: "zstd", shuffle: 2, typesize: 2, blocksize: 32}} {
-		enc, _ := c.encode([]byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"))
+		enc, _ := c.encode([]byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"), nil)
 		f.Add(enc)
 	}
 	f.Add([]byte{0x1f, 'a', 'b', 0x40, 0x01, 0x02})
@@ -73,11 +73,13 @@ func FuzzBloscDecode(f *testing.F) {
 //	go test -run '^$' -fuzz FuzzChunkDecode -fuzztime 10m ./zarr
 func FuzzChunkDecode(f *testing.F) {
 	data := []byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
-	for _, c := range []interface{ encode([]byte) ([]byte, error) }{
+	for _, c := range []interface {
+		encode(src, dst []byte) ([]byte, error)
+	}{
 		gzipCodec{level: 5}, zlibCodec{level: 5}, zstdCodec{level: 3},
 		bloscCodec{cname: "zstd", shuffle: 1, typesize: 4, clevel: 5},
 	} {
-		enc, err := c.encode(data)
+		enc, err := c.encode(data, nil)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -643,7 +643,7 @@ func TestDeltaNumcodecs(t *testing.T) {
 		if err != nil || !bytes.Equal(got, dec) {
 			t.Errorf("%s: decode %x, %v, numcodecs %x", name, got, err, dec)
 		}
-		ours, _ := d.encode(data)
+		ours, _ := d.encode(data, nil)
 		as, _, _ := parseV2Type(c.astype)
 		if as.Size <= dt.Size {
 			if !bytes.Equal(ours, enc) {
@@ -658,7 +658,7 @@ func TestDeltaNumcodecs(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(27, uint64(dt.Size)))
 		data = interopValues(rng, dt, 5000, false) // 1 to 1000 in magnitude
-		ours, _ = d.encode(data)
+		ours, _ = d.encode(data, nil)
 		if back, err := d.decode(ours, nil, 1<<20); err != nil || !bytes.Equal(back, data) {
 			t.Errorf("%s: own encoding of values 1 to 1000 does not read back: %v", name, err)
 		}
@@ -674,7 +674,7 @@ func TestDeltaNumcodecs(t *testing.T) {
 			t.Fatal(err)
 		}
 		data := interopValues(rng, dt, 200, false)
-		enc, _ := d.encode(data)
+		enc, _ := d.encode(data, nil)
 		dc := d.(deltaCodec)
 		for i := 1; i < 200; i++ {
 			x := signExtendIf(loadUint(data[i*dt.Size:][:dt.Size], dc.dtBig), dt)
@@ -711,7 +711,7 @@ func TestZstdContentSize(t *testing.T) {
 			src[i] = byte(rng.IntN(1 + i%7)) // compressible, not constant
 		}
 		for _, c := range []zstdCodec{{level: 1}, {level: 5, checksum: true}, {level: -3}} {
-			enc, err := c.encode(src)
+			enc, err := c.encode(src, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -75,16 +75,27 @@ func (p *pipeline) decode(b []byte, shape []int, dst []byte) (chunkArray, error)
 	return a, nil
 }
 
-func (p *pipeline) encode(a chunkArray) ([]byte, error) {
+// encode turns a chunk into its stored bytes. The last codec may use
+// dst's capacity for them (see bytesCodec); the result may also be
+// a.data itself (plain little-endian bytes).
+func (p *pipeline) encode(a chunkArray, dst []byte) ([]byte, error) {
 	for _, c := range p.aa {
 		a = c.encode(a, p.dt.Size)
 	}
-	b, err := p.ab.encode(a)
+	var abDst []byte
+	if len(p.bb) == 0 {
+		abDst = dst
+	}
+	b, err := p.ab.encode(a, abDst)
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range p.bb {
-		if b, err = c.encode(b); err != nil {
+	for i, c := range p.bb {
+		var out []byte
+		if i == len(p.bb)-1 {
+			out = dst
+		}
+		if b, err = c.encode(b, out); err != nil {
 			return nil, err
 		}
 	}
@@ -367,7 +378,7 @@ func roundFloat(f float64, size int) float64 {
 	return f
 }
 
-func (d deltaCodec) encode(src []byte) ([]byte, error) {
+func (d deltaCodec) encode(src, _ []byte) ([]byte, error) {
 	n := len(src) / d.dt.Size
 	out := make([]byte, n*d.as.Size)
 	var prevU uint64

@@ -337,7 +337,7 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("corrupt chunk: %v", err)
 	}
 	// A blosc chunk claiming snappy is refused by name.
-	enc, _ := bloscCodec{cname: "lz4", clevel: 5, typesize: 4}.encode(bytes.Repeat([]byte("abcdefgh"), 100))
+	enc, _ := bloscCodec{cname: "lz4", clevel: 5, typesize: 4}.encode(bytes.Repeat([]byte("abcdefgh"), 100), nil)
 	enc[2] = enc[2]&^0xe0 | 2<<5
 	if _, err := (bloscCodec{}).decode(enc, nil, 1<<20); !errors.Is(err, ErrUnsupportedCodec) || !strings.Contains(err.Error(), "snappy") {
 		t.Errorf("snappy blosc: %v", err)
@@ -399,11 +399,11 @@ func TestZstdStreamFrames(t *testing.T) {
 // fails with ErrCorruptChunk without allocating the second frame's size.
 func TestZstdFramesBounded(t *testing.T) {
 	c := zstdCodec{level: 3}
-	small, err := c.encode([]byte("hello world"))
+	small, err := c.encode([]byte("hello world"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	big, err := c.encode(make([]byte, 256<<20))
+	big, err := c.encode(make([]byte, 256<<20), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +481,7 @@ func TestZstdStreamsReused(t *testing.T) {
 func TestDeflateReadersReused(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 29))
 	for _, c := range []interface {
-		encode([]byte) ([]byte, error)
+		encode(src, dst []byte) ([]byte, error)
 		decode(src, dst []byte, limit int) ([]byte, error)
 	}{gzipCodec{level: 5}, zlibCodec{level: 5}} {
 		for i := range 200 {
@@ -489,7 +489,7 @@ func TestDeflateReadersReused(t *testing.T) {
 			for j := range data {
 				data[j] = byte(rng.IntN(7)) // compressible, never all zero
 			}
-			enc, err := c.encode(data)
+			enc, err := c.encode(data, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

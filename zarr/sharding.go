@@ -283,18 +283,25 @@ func (s *shardingCodec) decode(b []byte, shape []int) (chunkArray, error) {
 // encode encodes a shard's inner chunks on up to GOMAXPROCS goroutines:
 // a device write holds only a few shards at once (their pinned buffers),
 // so one shard's inner chunks must keep every core encoding.
-func (s *shardingCodec) encode(a chunkArray) ([]byte, error) {
+func (s *shardingCodec) encode(a chunkArray, dst []byte) ([]byte, error) {
 	n := s.nInner()
 	es := s.dt.Size
 	workers := min(n, runtime.GOMAXPROCS(0))
 	enc := make([][]byte, n) // nil: all fill value, not stored
-	scratch := make([][]byte, workers)
+	scratch := make([]*[]byte, workers)
+	defer func() {
+		for _, p := range scratch {
+			if p != nil {
+				putBuf(p)
+			}
+		}
+	}()
 	src := view{buf: a.data, shape: a.shape, es: es}
 	err := parallel(context.Background(), n, workers, func(_ context.Context, w, i int) error {
 		if scratch[w] == nil {
-			scratch[w] = make([]byte, numElements(s.inner)*es)
+			scratch[w] = getBuf(numElements(s.inner) * es)
 		}
-		buf := scratch[w]
+		buf := *scratch[w]
 		start := make([]int, len(s.inner))
 		unflatten(i, s.perShard, start)
 		for d := range start {
@@ -304,7 +311,7 @@ func (s *shardingCodec) encode(a chunkArray) ([]byte, error) {
 		if isFill(buf, s.fill) {
 			return nil
 		}
-		e, err := s.codecs.encode(chunkArray{shape: s.inner, data: buf})
+		e, err := s.codecs.encode(chunkArray{shape: s.inner, data: buf}, nil)
 		if overlaps(e, buf) { // a codec may return (or append to) its input
 			e = bytes.Clone(e)
 		}
@@ -314,32 +321,37 @@ func (s *shardingCodec) encode(a chunkArray) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The index first, from the sizes, then the shard in one buffer:
+	// the index and the inner chunks each copied once.
 	base := int64(0)
 	if s.indexStart {
 		base = s.indexSize()
 	}
 	idx := make([]byte, 16*n)
-	total := 0
-	for _, e := range enc {
-		total += len(e)
-	}
-	body := make([]byte, 0, total)
+	off := base
 	for i, e := range enc {
-		off, size := uint64(missingEntry), uint64(missingEntry)
+		o, size := uint64(missingEntry), uint64(missingEntry)
 		if e != nil {
-			off, size = uint64(base+int64(len(body))), uint64(len(e))
-			body = append(body, e...)
+			o, size = uint64(off), uint64(len(e))
+			off += int64(len(e))
 		}
-		binary.LittleEndian.PutUint64(idx[16*i:], off)
+		binary.LittleEndian.PutUint64(idx[16*i:], o)
 		binary.LittleEndian.PutUint64(idx[16*i+8:], size)
 	}
 	if s.indexCRC {
-		idx, _ = crc32cCodec{}.encode(idx)
+		idx, _ = crc32cCodec{}.encode(idx, nil)
 	}
+	out := outBuf(dst, int(off-base)+len(idx))
 	if s.indexStart {
-		return append(idx, body...), nil
+		out = append(out, idx...)
 	}
-	return append(body, idx...), nil
+	for _, e := range enc {
+		out = append(out, e...)
+	}
+	if !s.indexStart {
+		out = append(out, idx...)
+	}
+	return out, nil
 }
 
 // overlaps reports whether a and b share memory.

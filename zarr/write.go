@@ -48,17 +48,25 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 	defer unlock()
 	shape := a.meta.ChunkShape
 	es := a.meta.DataType.Size
+	n := numElements(shape) * es
 	var buf []byte
-	var pooled *[]byte
-	if a.covers(t) && a.insideArray(t) {
-		// Every byte is the region's: a pooled buffer, not a new one
-		// filled first (garbage of a chunk at every chunk). It goes back
-		// only if the stored value does not share it, since a Store may
-		// keep the value it is given.
-		pooled = getBuf(numElements(shape) * es)
-		buf = *pooled
-	} else {
-		buf = chunkFill(a.pipe.fill, shape)
+	var pooled, out *[]byte
+	var enc []byte
+	// Pooled buffers go back once the chunk is stored, unless the stored
+	// value is in them and the store may keep it.
+	release := func(p *[]byte) {
+		if p != nil && (!a.keepsValues() || !overlaps(enc, *p)) {
+			putBuf(p)
+		}
+	}
+	defer func() { release(pooled); release(out) }()
+	// The chunk is assembled in a pooled buffer (a new one per chunk
+	// was garbage of a chunk at every chunk), filled first unless every
+	// byte is the region's.
+	pooled = getBuf(n)
+	buf = *pooled
+	if !a.covers(t) || !a.insideArray(t) {
+		fillRepeat(buf, a.pipe.fill)
 	}
 	if !a.covers(t) {
 		b, ok, err := a.fetch(ctx, piece{key: key, n: -1}, nil)
@@ -74,14 +82,33 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 		}
 	}
 	copyBox(view{buf: buf, shape: shape, es: es, start: t.sel.start}, in.sub(t.dstStart), t.sel.count)
-	enc, err := a.pipe.encode(chunkArray{shape: shape, data: buf})
-	if pooled != nil && !overlaps(enc, buf) {
-		defer putBuf(pooled)
+	var dst []byte
+	if n <= maxPooledOutput && !a.pipe.raw() {
+		// Encoded into a pooled buffer of the chunk's size too, not a
+		// new one per chunk (zeroed, then garbage for the collector).
+		out = getBuf(n)
+		dst = *out
 	}
+	enc, err = a.pipe.encode(chunkArray{shape: shape, data: buf}, dst)
 	if err != nil {
 		return fmt.Errorf("chunk %s: %w", key, err)
 	}
 	return a.store.Set(ctx, key, enc)
+}
+
+// maxPooledOutput bounds the chunks whose encoded bytes a write puts in
+// a pooled buffer of the chunk's size. Larger ones (shards) get a new
+// buffer of their encoded size: a pooled one per worker of a shard's
+// size would hold memory for little gain.
+const maxPooledOutput = 16 << 20
+
+// keepsValues reports whether a's store may keep (or still read) a value
+// after its Set returns. A DirStore has written it to its file; other
+// stores may hold it, and an HTTP transport may read a request's body
+// after the response.
+func (a *Array) keepsValues() bool {
+	_, dir := a.store.(*DirStore)
+	return !dir
 }
 
 // insideArray reports whether t's chunk lies wholly inside the array (an

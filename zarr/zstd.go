@@ -31,7 +31,7 @@ type zstdImpl interface {
 	// content size, producing at most limit bytes.
 	decodeUnsized(src, dst []byte, limit int) ([]byte, error)
 	// encode writes src as one frame that declares its content size.
-	encode(src []byte, level int, checksum bool) ([]byte, error)
+	encode(src, dst []byte, level int, checksum bool) ([]byte, error)
 }
 
 // zstdNow returns the implementation ZstdEnv picks.
@@ -199,14 +199,14 @@ func (goZstd) encoders(level int, checksum, small bool) *freeList[*zstd.Encoder]
 	return l.(*freeList[*zstd.Encoder])
 }
 
-func (g goZstd) encode(src []byte, level int, checksum bool) ([]byte, error) {
+func (g goZstd) encode(src, dst []byte, level int, checksum bool) ([]byte, error) {
 	l := g.encoders(level, checksum, len(src) <= zstdSmall)
 	e, err := l.get()
 	if err != nil {
 		return nil, err
 	}
 	defer l.put(e)
-	return e.EncodeAll(src, make([]byte, 0, len(src)/2+64)), nil
+	return e.EncodeAll(src, outBuf(dst, len(src)/2+64)), nil
 }
 
 // nativeZstd is the system's libzstd. Its one-shot decoder keeps no
@@ -234,7 +234,7 @@ func (n nativeZstd) decodeUnsized(src, dst []byte, limit int) ([]byte, error) {
 // bound (2.6 times the size of field data).
 var zstdScratch sync.Pool
 
-func (nativeZstd) encode(src []byte, level int, checksum bool) ([]byte, error) {
+func (nativeZstd) encode(src, dst []byte, level int, checksum bool) ([]byte, error) {
 	p, _ := zstdScratch.Get().(*[]byte)
 	if p == nil {
 		p = new([]byte)
@@ -245,16 +245,16 @@ func (nativeZstd) encode(src []byte, level int, checksum bool) ([]byte, error) {
 		return nil, err
 	}
 	*p = out
-	return bytes.Clone(out), nil
+	return append(outBuf(dst, len(out)), out...), nil
 }
 
 // encode writes one frame that declares its content size.
-func (c zstdCodec) encode(src []byte) ([]byte, error) {
+func (c zstdCodec) encode(src, dst []byte) ([]byte, error) {
 	z, err := zstdOr(c.impl)
 	if err != nil {
 		return nil, err
 	}
-	return z.encode(src, c.level, c.checksum)
+	return z.encode(src, dst, c.level, c.checksum)
 }
 
 func (c zstdCodec) decode(src, dst []byte, limit int) ([]byte, error) {

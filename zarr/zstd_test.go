@@ -80,7 +80,7 @@ func TestZstdImplsRoundTrip(t *testing.T) {
 		level := []int{-5, -1, 1, 3, 6, 12}[rng.IntN(6)]
 		ck := rng.IntN(2) == 0
 		for _, enc := range impls {
-			frame, err := enc.z.encode(src, level, ck)
+			frame, err := enc.z.encode(src, nil, level, ck)
 			if err != nil {
 				t.Fatalf("%s encode of %d bytes at level %d: %v", enc.name, n, level, err)
 			}
@@ -88,7 +88,7 @@ func TestZstdImplsRoundTrip(t *testing.T) {
 			if err := h.Decode(frame); err != nil || !h.HasFCS || h.FrameContentSize != uint64(n) || h.HasCheckSum != ck {
 				t.Errorf("%s, %d bytes, level %d, checksum %v: header %+v, %v", enc.name, n, level, ck, h, err)
 			}
-			blosc, err := bloscCodec{cname: "zstd", clevel: 1 + i%9, shuffle: i % 3, typesize: 4, blocksize: rng.IntN(2) << 16, zstd: enc.z}.encode(src)
+			blosc, err := bloscCodec{cname: "zstd", clevel: 1 + i%9, shuffle: i % 3, typesize: 4, blocksize: rng.IntN(2) << 16, zstd: enc.z}.encode(src, nil)
 			if err != nil {
 				t.Fatalf("%s: blosc encode: %v", enc.name, err)
 			}
@@ -175,7 +175,7 @@ func zstdHostile(t testing.TB, impls []namedZstd) []zstdCase {
 		for _, n := range []int{0, 1, 100, 5000, 60001} {
 			for _, ck := range []bool{false, true} {
 				src := zstdSample(rng, field, n%3, n)
-				f, err := im.z.encode(src, 3, ck)
+				f, err := im.z.encode(src, nil, 3, ck)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -324,7 +324,7 @@ func TestZstdNativeLevels(t *testing.T) {
 	src := fielddata.Float32(256, 256, 9)
 	var sizes []int
 	for _, level := range []int{-5, 3, 19} {
-		f, err := nativeZstd{}.encode(src, level, false)
+		f, err := nativeZstd{}.encode(src, nil, level, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -431,7 +431,7 @@ func zstdEnvChildTest(t *testing.T, mode string) {
 		if !errors.Is(err, kvik.ErrBadEnv) {
 			t.Errorf("ZstdImplementation: %q, %v", impl, err)
 		}
-		f, _ := goZstd{}.encode([]byte("abc"), 3, false)
+		f, _ := goZstd{}.encode([]byte("abc"), nil, 3, false)
 		if _, err := (zstdCodec{}).decode(f, nil, 3); !errors.Is(err, kvik.ErrBadEnv) {
 			t.Errorf("decode: %v", err)
 		}

@@ -1,0 +1,138 @@
+package zarr
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+)
+
+// writeCodecs are chains whose last codec encodes into the buffer it is
+// given: each compressor, a checksum, big-endian bytes, shards with the
+// index at either end.
+var writeCodecs = map[string][]Codec{
+	"zstd":         {{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3, "checksum": true}}},
+	"gzip":         {{Name: "bytes"}, {Name: "gzip", Configuration: map[string]any{"level": 5}}},
+	"blosc-lz4":    {{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4}}},
+	"blosc-zstd":   {{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 3, "shuffle": "bitshuffle", "typesize": 4, "blocksize": 1000}}},
+	"blosc-zlib":   {{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "zlib", "clevel": 1, "shuffle": "noshuffle", "typesize": 4}}},
+	"crc32c":       {{Name: "bytes"}, {Name: "crc32c"}},
+	"big-endian":   {{Name: "bytes", Configuration: map[string]any{"endian": "big"}}},
+	"shard-end":    shardCodecs([]int{8, 8}, false, roundTripCodecs["zstd+crc"]),
+	"shard-start":  shardCodecs([]int{8, 8}, true, []Codec{{Name: "bytes"}, {Name: "gzip", Configuration: map[string]any{"level": 1}}}),
+	"gzip+crc32c":  {{Name: "bytes"}, {Name: "gzip", Configuration: map[string]any{"level": 1}}, {Name: "crc32c"}},
+	"transpose+lz": {{Name: "transpose", Configuration: map[string]any{"order": []int{1, 0}}}, {Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "lz4"}}},
+}
+
+// TestEncodeIntoDst encodes chunks of each chain into buffers of several
+// sizes, full of other bytes, and compares them with the chunk encoded
+// into a new buffer: the same bytes, never in the chunk's memory.
+func TestEncodeIntoDst(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 1))
+	for name, codecs := range writeCodecs {
+		t.Run(name, func(t *testing.T) {
+			shape := []int{16 + rng.IntN(40), 16 + rng.IntN(40)}
+			if strings.HasPrefix(name, "shard") {
+				shape = []int{8 * (2 + rng.IntN(5)), 8 * (2 + rng.IntN(5))}
+			}
+			p, err := newPipelineV3(codecs, DataType{Float, 4}, make([]byte, 4), shape)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chunk := fielddata.Float32(shape[0], shape[1], rng.Uint64())
+			want, err := p.encode(chunkArray{shape: shape, data: bytes.Clone(chunk)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []int{1, len(want) / 3, len(want), len(chunk), 2*len(chunk) + 4096} {
+				dst := make([]byte, c)
+				for i := range dst {
+					dst[i] = byte(rng.Uint32())
+				}
+				src := bytes.Clone(chunk)
+				got, err := p.encode(chunkArray{shape: shape, data: src}, dst[:rng.IntN(c+1)])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("into a buffer of %d: %d bytes differ from the %d encoded into a new one", c, len(got), len(want))
+				}
+				if overlaps(got, src) || !bytes.Equal(src, chunk) {
+					t.Fatalf("into a buffer of %d: the chunk's memory was used", c)
+				}
+			}
+		})
+	}
+}
+
+// keepStore keeps the values it is given, as a Store may: a write that
+// reused one of them for the next chunk would change what it stored.
+type keepStore struct{ memStore }
+
+func (s *keepStore) Set(_ context.Context, key string, value []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[key] = value
+	return nil
+}
+
+// TestWriteBuffersReused writes arrays of many chunks in each chain of
+// writeCodecs, twice with other data, to a DirStore (whose writes reuse
+// their buffers) and to a store that keeps what it is given (whose must
+// not), with arrays of other chains written between, and reads each
+// back; the chunks at the edge hold the fill value past it.
+func TestWriteBuffersReused(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 2))
+	shape := []int{64, 50}
+	dir, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type written struct {
+		a    *Array
+		data []byte
+	}
+	var all []written
+	for round := range 2 {
+		for name, codecs := range writeCodecs {
+			for _, s := range []Store{dir, &keepStore{memStore{m: map[string][]byte{}}}} {
+				a, err := Create(bg, s, fmt.Sprintf("%s-%T-%d", name, s, round), Metadata{Shape: shape, ChunkShape: []int{16, 16}, DataType: DataType{Float, 4}, Codecs: codecs, FillValue: 1.5})
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.SetWorkers(1 + rng.IntN(4))
+				data := fielddata.Float32(shape[0], shape[1], rng.Uint64())
+				if err := a.WriteRegion(bg, []int{0, 0}, shape, data); err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, written{a, data})
+			}
+		}
+	}
+	for _, w := range all {
+		got := make([]byte, len(w.data))
+		if err := w.a.ReadRegion(bg, []int{0, 0}, shape, got); err != nil {
+			t.Fatalf("%s: %v", w.a.path, err)
+		}
+		if !bytes.Equal(got, w.data) {
+			t.Fatalf("%s: read back differs from what was written", w.a.path)
+		}
+		stored, err := w.a.store.Get(bg, w.a.ChunkKey([]int{3, 3}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edge := make([]byte, 16*16*4)
+		if err := w.a.DecodeChunk(stored, edge); err != nil {
+			t.Fatal(err)
+		}
+		for r := range 16 {
+			if row := edge[(r*16+2)*4 : (r+1)*16*4]; !isFill(row, w.a.pipe.fill) {
+				t.Fatalf("%s: the edge chunk's row %d holds % x past the array, not the fill value", w.a.path, r, row)
+			}
+		}
+	}
+}
