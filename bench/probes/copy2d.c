@@ -16,15 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "probe.h"
 
-#define CK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char *s_; \
-  cuGetErrorName(r_, &s_); fprintf(stderr, "%s: %s\n", #x, s_); exit(1); } } while (0)
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 enum { CHUNK = 1 << 20, TOTAL = 1 << 30, HOSTBUF = 64 << 20 };
 

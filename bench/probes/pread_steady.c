@@ -50,16 +50,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "probe.h"
 
 static size_t TASK = (size_t)4 << 20; // PS_TASK_KIB
-#define CK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char *s_; \
-  cuGetErrorName(r_, &s_); fprintf(stderr, "%s: %s\n", #x, s_); exit(1); } } while (0)
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 static const char *path;
 static size_t n, part0, part1; // the file's size; the part moved (PS_PART)

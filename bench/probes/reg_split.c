@@ -23,15 +23,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "probe.h"
 
-#define CK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char *s_; \
-  cuGetErrorName(r_, &s_); fprintf(stderr, "%s: %s\n", #x, s_); exit(1); } } while (0)
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 static int fd, G, populate = 1, copy = 1;
 static size_t n, S, nslices;
