@@ -229,9 +229,9 @@ func workerStaged(bands []*band, es int) (cell int, ok bool) {
 
 // readCellsDevice reads the spans of bands (see workerStaged) on the
 // array's workers: those of a direct band from their files to the device
-// (readPieceDevice), any other fetched and decoded whole into one of the worker's two pinned buffers
-// of size bytes and copied from there to its place in the region at dst while the
-// worker goes on with the next.
+// (readPieceDevice), any other fetched and decoded whole into one of the
+// worker's workerCells pinned buffers of size bytes and copied from there
+// to its place in the region at dst while the worker goes on.
 func (a *Array) readCellsDevice(ctx context.Context, ds *DirStore, bands []*band, target devmem.Range, dst cuda.DevicePtr, out view, size int) error {
 	type item struct {
 		b *band
