@@ -281,11 +281,11 @@ func zstdSplit(z zstdImpl, in, out []byte) (int, error) {
 
 const lo32 = 1<<32 - 1
 
-// transpose4 transposes two 4x4 byte matrices at once: the low and the
+// byteTranspose4 transposes two 4x4 byte matrices at once: the low and the
 // high four bytes of x0..x3 are the rows of each (byte j of row k, j
 // counted from the least significant). It returns their columns: the
 // result k holds column k of each, low and high. Undone by itself.
-func transpose4(x0, x1, x2, x3 uint64) (y0, y1, y2, y3 uint64) {
+func byteTranspose4(x0, x1, x2, x3 uint64) (y0, y1, y2, y3 uint64) {
 	const m8, m16 = 0x00FF00FF00FF00FF, 0x0000FFFF0000FFFF
 	// Swap the off-diagonal bytes of each 2x2 block of rows 0-1 and 2-3,
 	t := (x0>>8 ^ x1) & m8
@@ -298,6 +298,25 @@ func transpose4(x0, x1, x2, x3 uint64) (y0, y1, y2, y3 uint64) {
 	t = (x1>>16 ^ x3) & m16
 	x1, x3 = x1^t<<16, x3^t
 	return x0, x1, x2, x3
+}
+
+// byteTranspose8 transposes an 8x8 byte matrix whose rows are x0..x7
+// (byte j of row k counted from the least significant): it returns its
+// columns. Undone by itself.
+func byteTranspose8(x0, x1, x2, x3, x4, x5, x6, x7 uint64) (y0, y1, y2, y3, y4, y5, y6, y7 uint64) {
+	// Two byteTranspose4 of the 4x4 blocks of bytes, then the
+	// off-diagonal 4-byte blocks swapped between rows k and k+4.
+	x0, x1, x2, x3 = byteTranspose4(x0, x1, x2, x3)
+	x4, x5, x6, x7 = byteTranspose4(x4, x5, x6, x7)
+	t := (x0>>32 ^ x4) & lo32
+	x0, x4 = x0^t<<32, x4^t
+	t = (x1>>32 ^ x5) & lo32
+	x1, x5 = x1^t<<32, x5^t
+	t = (x2>>32 ^ x6) & lo32
+	x2, x6 = x2^t<<32, x6^t
+	t = (x3>>32 ^ x7) & lo32
+	x3, x7 = x3^t<<32, x7^t
+	return x0, x1, x2, x3, x4, x5, x6, x7
 }
 
 // unshuffle undoes a byte shuffle: src holds byte k of every element, then
@@ -315,7 +334,7 @@ func unshuffle(dst, src []byte, ts int) {
 		i := 0
 		for ; i+8 <= n; i += 8 { // eight elements at once: two 4x4 byte transposes
 			le := binary.LittleEndian
-			e0, e1, e2, e3 := transpose4(le.Uint64(r0[i:]), le.Uint64(r1[i:]), le.Uint64(r2[i:]), le.Uint64(r3[i:]))
+			e0, e1, e2, e3 := byteTranspose4(le.Uint64(r0[i:]), le.Uint64(r1[i:]), le.Uint64(r2[i:]), le.Uint64(r3[i:]))
 			o := d[4*i : 4*i+32]
 			le.PutUint64(o, e0&lo32|e1<<32)
 			le.PutUint64(o[8:], e2&lo32|e3<<32)
@@ -328,7 +347,22 @@ func unshuffle(dst, src []byte, ts int) {
 	case 8:
 		r0, r1, r2, r3 := src[:n], src[n:2*n], src[2*n:3*n], src[3*n:4*n]
 		r4, r5, r6, r7, d := src[4*n:5*n], src[5*n:6*n], src[6*n:7*n], src[7*n:8*n], dst[:8*n]
-		for i := range r0 {
+		i := 0
+		for ; i+8 <= n; i += 8 { // eight elements at once: an 8x8 byte transpose
+			le := binary.LittleEndian
+			y0, y1, y2, y3, y4, y5, y6, y7 := byteTranspose8(le.Uint64(r0[i:]), le.Uint64(r1[i:]), le.Uint64(r2[i:]), le.Uint64(r3[i:]),
+				le.Uint64(r4[i:]), le.Uint64(r5[i:]), le.Uint64(r6[i:]), le.Uint64(r7[i:]))
+			o := d[8*i : 8*i+64]
+			le.PutUint64(o, y0)
+			le.PutUint64(o[8:], y1)
+			le.PutUint64(o[16:], y2)
+			le.PutUint64(o[24:], y3)
+			le.PutUint64(o[32:], y4)
+			le.PutUint64(o[40:], y5)
+			le.PutUint64(o[48:], y6)
+			le.PutUint64(o[56:], y7)
+		}
+		for ; i < n; i++ {
 			lo := uint64(r0[i]) | uint64(r1[i])<<8 | uint64(r2[i])<<16 | uint64(r3[i])<<24
 			hi := uint64(r4[i]) | uint64(r5[i])<<8 | uint64(r6[i])<<16 | uint64(r7[i])<<24
 			binary.LittleEndian.PutUint64(d[8*i:], lo|hi<<32)
@@ -361,7 +395,7 @@ func shuffle(dst, src []byte, ts int) {
 			in := s[4*i : 4*i+32]
 			a, b, c, d := le.Uint64(in), le.Uint64(in[8:]), le.Uint64(in[16:]), le.Uint64(in[24:])
 			// Elements 0-3 in the low halves, 4-7 in the high ones.
-			b0, b1, b2, b3 := transpose4(a&lo32|c<<32, a>>32|c&^lo32, b&lo32|d<<32, b>>32|d&^lo32)
+			b0, b1, b2, b3 := byteTranspose4(a&lo32|c<<32, a>>32|c&^lo32, b&lo32|d<<32, b>>32|d&^lo32)
 			le.PutUint64(r0[i:], b0)
 			le.PutUint64(r1[i:], b1)
 			le.PutUint64(r2[i:], b2)
@@ -374,7 +408,22 @@ func shuffle(dst, src []byte, ts int) {
 	case 8:
 		r0, r1, r2, r3 := dst[:n], dst[n:2*n], dst[2*n:3*n], dst[3*n:4*n]
 		r4, r5, r6, r7, s := dst[4*n:5*n], dst[5*n:6*n], dst[6*n:7*n], dst[7*n:8*n], src[:8*n]
-		for i := range r0 {
+		i := 0
+		for ; i+8 <= n; i += 8 { // the transpose of unshuffle, the other way
+			le := binary.LittleEndian
+			in := s[8*i : 8*i+64]
+			y0, y1, y2, y3, y4, y5, y6, y7 := byteTranspose8(le.Uint64(in), le.Uint64(in[8:]), le.Uint64(in[16:]), le.Uint64(in[24:]),
+				le.Uint64(in[32:]), le.Uint64(in[40:]), le.Uint64(in[48:]), le.Uint64(in[56:]))
+			le.PutUint64(r0[i:], y0)
+			le.PutUint64(r1[i:], y1)
+			le.PutUint64(r2[i:], y2)
+			le.PutUint64(r3[i:], y3)
+			le.PutUint64(r4[i:], y4)
+			le.PutUint64(r5[i:], y5)
+			le.PutUint64(r6[i:], y6)
+			le.PutUint64(r7[i:], y7)
+		}
+		for ; i < n; i++ {
 			v := binary.LittleEndian.Uint64(s[8*i:])
 			r0[i], r1[i], r2[i], r3[i] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 			r4[i], r5[i], r6[i], r7[i] = byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56)
