@@ -167,15 +167,28 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 	}
 	workers := make([]*deviceWorker, a.concurrency())
 	err = a.readBands(ctx, bands, sink, func(ctx context.Context, k int, sp span) error {
-		if sp.direct {
-			_, err := ds.ReadRangeDevice(ctx, sp.key, sp.off, dst, int(sp.n), int64(sp.dstOff))
-			return err
-		}
 		if workers[k] == nil {
 			workers[k] = newDeviceWorker(target, bufSize, nil)
 		}
-		return a.readPieceDevice(ctx, workers[k], ds, sp.pieces[0], out, dst)
+		return a.readDirectSpan(ctx, workers[k], ds, sp, out, dst)
 	})
+	return closeWorkers(workers, err)
+}
+
+// readDirectSpan reads sp, a span of a direct band (region coordinates),
+// from its file to the region at dst: a run of chunks in one device read,
+// a chunk run by run (readPieceDevice).
+func (a *Array) readDirectSpan(ctx context.Context, w *deviceWorker, ds *DirStore, sp span, out view, dst cuda.DevicePtr) error {
+	if sp.direct {
+		_, err := ds.ReadRangeDevice(ctx, sp.key, sp.off, dst, int(sp.n), int64(sp.dstOff))
+		return err
+	}
+	return a.readPieceDevice(ctx, w, ds, sp.pieces[0], out, dst)
+}
+
+// closeWorkers closes the workers that were made and returns err, or the
+// first error of a close.
+func closeWorkers(workers []*deviceWorker, err error) error {
 	for _, w := range workers {
 		if w == nil {
 			continue
@@ -229,7 +242,7 @@ func workerStaged(bands []*band, es int) (cell int, ok bool) {
 
 // readCellsDevice reads the spans of bands (see workerStaged) on the
 // array's workers: those of a direct band from their files to the device
-// (readPieceDevice), any other fetched and decoded whole into one of the
+// (readDirectSpan), any other fetched and decoded whole into one of the
 // worker's workerCells pinned buffers of size bytes and copied from there
 // to its place in the region at dst while the worker goes on.
 func (a *Array) readCellsDevice(ctx context.Context, ds *DirStore, bands []*band, target devmem.Range, dst cuda.DevicePtr, out view, size int) error {
@@ -243,41 +256,19 @@ func (a *Array) readCellsDevice(ctx context.Context, ds *DirStore, bands []*band
 			items = append(items, item{b, i})
 		}
 	}
-	es, size := out.es, max(size, 1)
+	es := out.es
 	workers := make([]*deviceWorker, max(1, min(a.concurrency(), len(items))))
-	// The workers' buffers are carved from band-sized buffers of kvik's
-	// pool, so that reads and writes of any layout share its one size.
-	bufSize, _ := bandBuffers(size, 0)
-	perBuf := bufSize / size
-	slots, err := newPinnedSlots(target, es, bufSize, (workerCells*len(workers)+perBuf-1)/perBuf)
+	slots, err := cellWorkers(target, workers, es, max(size, 1))
+	if slots != nil {
+		defer slots.close()
+	}
 	if err != nil {
 		return err
 	}
-	defer slots.close()
-	for k := range workers {
-		cells := make([][]byte, workerCells)
-		for j := range cells {
-			c := workerCells*k + j
-			if c/perBuf == len(slots.pinned) {
-				var p *kvik.PinnedBuffer
-				if err := slots.c.In(func() (err error) { p, err = kvik.GetPinnedBuffer(bufSize); return err }); err != nil {
-					return err
-				}
-				slots.pinned = append(slots.pinned, p)
-			}
-			off := c % perBuf * size
-			cells[j] = slots.pinned[c/perBuf].Bytes()[off : off+size : off+size]
-		}
-		workers[k] = newDeviceWorker(target, size, cells)
-	}
 	err = a.run(ctx, len(items), func(ctx context.Context, k, i int) error {
 		b, sp := items[i].b, &items[i].b.spans[items[i].i]
-		if b.direct { // spans in region coordinates
-			if sp.direct {
-				_, err := ds.ReadRangeDevice(ctx, sp.key, sp.off, dst, int(sp.n), int64(sp.dstOff))
-				return err
-			}
-			return a.readPieceDevice(ctx, workers[k], ds, sp.pieces[0], out, dst)
+		if b.direct {
+			return a.readDirectSpan(ctx, workers[k], ds, *sp, out, dst)
 		}
 		pc := sp.pieces[0]
 		pinned, c, err := workers[k].staging(numElements(pc.sel.count) * es)
@@ -295,21 +286,40 @@ func (a *Array) readCellsDevice(ctx context.Context, ds *DirStore, bands []*band
 		if err != nil {
 			return err
 		}
-		return c.In(func() error {
-			for _, cp := range bandCopies(out.shape, box{start: pc.dstStart, count: pc.sel.count}, es) {
-				if err := copyHtoD(dst+cuda.DevicePtr(cp.dst), pinned[cp.src:], cp, c.Stream()); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		return copyOut(c, pinned, pc, out, dst)
 	})
-	for _, w := range workers {
-		if e := w.close(); e != nil && err == nil {
-			err = e
-		}
+	return closeWorkers(workers, err)
+}
+
+// cellWorkers makes workers, each with workerCells pinned buffers of size
+// bytes, carved from band-sized buffers of kvik's pool (so that reads and
+// writes of any layout share its one size), which the returned slots
+// hold (nil if none were made): close them once the workers are closed,
+// on error too.
+func cellWorkers(target devmem.Range, workers []*deviceWorker, es, size int) (*pinnedSlots, error) {
+	bufSize, _ := bandBuffers(size, 0)
+	perBuf := bufSize / size
+	slots, err := newPinnedSlots(target, es, bufSize, (workerCells*len(workers)+perBuf-1)/perBuf)
+	if err != nil {
+		return nil, err
 	}
-	return err
+	for k := range workers {
+		cells := make([][]byte, workerCells)
+		for j := range cells {
+			c := workerCells*k + j
+			if c/perBuf == len(slots.pinned) {
+				var p *kvik.PinnedBuffer
+				if err := slots.c.In(func() (err error) { p, err = kvik.GetPinnedBuffer(bufSize); return err }); err != nil {
+					return &slots, err
+				}
+				slots.pinned = append(slots.pinned, p)
+			}
+			off := c % perBuf * size
+			cells[j] = slots.pinned[c/perBuf].Bytes()[off : off+size : off+size]
+		}
+		workers[k] = newDeviceWorker(target, size, cells)
+	}
+	return &slots, nil
 }
 
 // directBand makes b a direct band, its spans in region coordinates
@@ -422,15 +432,15 @@ func (a *Array) readPieceDevice(ctx context.Context, w *deviceWorker, ds *DirSto
 }
 
 // copyOut queues on c the copies of pc's selection, in C order in
-// pinned, to its place in the region at dst.
+// pinned, to its place in the region at dst: 2D copies, as a band's.
 func copyOut(c *staging.Copier, pinned []byte, pc piece, out view, dst cuda.DevicePtr) error {
-	pos := 0
 	return c.In(func() error {
-		return out.sub(pc.dstStart).runs(pc.sel.count, func(off, n int) error {
-			e := cuda.MemcpyHtoDAsync(dst+cuda.DevicePtr(off), pinned[pos:pos+n], c.Stream())
-			pos += n
-			return e
-		})
+		for _, cp := range bandCopies(out.shape, box{start: pc.dstStart, count: pc.sel.count}, out.es) {
+			if err := copyHtoD(dst+cuda.DevicePtr(cp.dst), pinned[cp.src:], cp, c.Stream()); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
