@@ -288,15 +288,11 @@ const lo32 = 1<<32 - 1
 func byteTranspose4(x0, x1, x2, x3 uint64) (y0, y1, y2, y3 uint64) {
 	const m8, m16 = 0x00FF00FF00FF00FF, 0x0000FFFF0000FFFF
 	// Swap the off-diagonal bytes of each 2x2 block of rows 0-1 and 2-3,
-	t := (x0>>8 ^ x1) & m8
-	x0, x1 = x0^t<<8, x1^t
-	t = (x2>>8 ^ x3) & m8
-	x2, x3 = x2^t<<8, x3^t
+	x0, x1 = swapBlocks(x0, x1, 8, m8)
+	x2, x3 = swapBlocks(x2, x3, 8, m8)
 	// then the off-diagonal 2x2 blocks of the two row pairs.
-	t = (x0>>16 ^ x2) & m16
-	x0, x2 = x0^t<<16, x2^t
-	t = (x1>>16 ^ x3) & m16
-	x1, x3 = x1^t<<16, x3^t
+	x0, x2 = swapBlocks(x0, x2, 16, m16)
+	x1, x3 = swapBlocks(x1, x3, 16, m16)
 	return x0, x1, x2, x3
 }
 
@@ -308,15 +304,18 @@ func byteTranspose8(x0, x1, x2, x3, x4, x5, x6, x7 uint64) (y0, y1, y2, y3, y4, 
 	// off-diagonal 4-byte blocks swapped between rows k and k+4.
 	x0, x1, x2, x3 = byteTranspose4(x0, x1, x2, x3)
 	x4, x5, x6, x7 = byteTranspose4(x4, x5, x6, x7)
-	t := (x0>>32 ^ x4) & lo32
-	x0, x4 = x0^t<<32, x4^t
-	t = (x1>>32 ^ x5) & lo32
-	x1, x5 = x1^t<<32, x5^t
-	t = (x2>>32 ^ x6) & lo32
-	x2, x6 = x2^t<<32, x6^t
-	t = (x3>>32 ^ x7) & lo32
-	x3, x7 = x3^t<<32, x7^t
+	x0, x4 = swapBlocks(x0, x4, 32, lo32)
+	x1, x5 = swapBlocks(x1, x5, 32, lo32)
+	x2, x6 = swapBlocks(x2, x6, 32, lo32)
+	x3, x7 = swapBlocks(x3, x7, 32, lo32)
 	return x0, x1, x2, x3, x4, x5, x6, x7
+}
+
+// swapBlocks exchanges the blocks of shift bits that mask selects in b
+// with those shift bits above them in a: one step of a transpose.
+func swapBlocks(a, b uint64, shift uint, mask uint64) (uint64, uint64) {
+	t := (a>>shift ^ b) & mask
+	return a ^ t<<shift, b ^ t
 }
 
 // unshuffle undoes a byte shuffle: src holds byte k of every element, then
