@@ -51,22 +51,51 @@ func noPending(t *testing.T, dir string) {
 	}
 }
 
-func TestSaveFileLocal(t *testing.T) {
-	rng := rand.New(rand.NewPCG(relTestSeed(t), 1))
-	smallTasks(t, 64<<10)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "f.bin")
-	for round := range 4 { // the first creates, the others replace
-		ps, want := randomPieces(rng, 1+rng.IntN(20), 300<<10)
-		if err := kvik.SaveFile(context.Background(), path, ps); err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
-		got, err := os.ReadFile(path)
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("round %d: read back %d bytes (%v), want %d", round, len(got), err, len(want))
-		}
+// saveWays runs f twice: with a task size smaller than the saves, which
+// go through a FileHandle and the engine, and with one larger, which
+// the calling goroutine writes through the temporary file's descriptor
+// (a save of host pieces of at most one task).
+func saveWays(t *testing.T, small int, f func(t *testing.T)) {
+	for _, w := range []struct {
+		name string
+		task int
+	}{{"engine", small}, {"plain", 64 << 20}} {
+		t.Run(w.name, func(t *testing.T) {
+			smallTasks(t, w.task)
+			f(t)
+		})
 	}
-	noPending(t, dir)
+}
+
+func TestSaveFileLocal(t *testing.T) {
+	saveWays(t, 64<<10, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(relTestSeed(t), 1))
+		dir := t.TempDir()
+		path := filepath.Join(dir, "f.bin")
+		for round := range 4 { // the first creates, the others replace
+			ps, want := randomPieces(rng, 1+rng.IntN(20), 300<<10)
+			if err := kvik.SaveFile(context.Background(), path, ps); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			got, err := os.ReadFile(path)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("round %d: read back %d bytes (%v), want %d", round, len(got), err, len(want))
+			}
+		}
+		// A cancelled save leaves the file as it was.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		old, _ := os.ReadFile(path)
+		ps, _ := randomPieces(rng, 1+rng.IntN(4), 100<<10)
+		ps = append(ps, kvik.Piece{Data: []byte{1}})
+		if err := kvik.SaveFile(ctx, path, ps); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled save: %v, want context.Canceled", err)
+		}
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, old) {
+			t.Fatalf("a cancelled save changed the file")
+		}
+		noPending(t, dir)
+	})
 }
 
 func TestPendingFileAbortAndCommit(t *testing.T) {
@@ -127,41 +156,42 @@ func umask() os.FileMode {
 // over an existing file, at a random point: the save must fail with EIO,
 // the old file must be intact and no temporary file left.
 func TestSaveFileWriteErrorKeepsOld(t *testing.T) {
-	rng := rand.New(rand.NewPCG(relTestSeed(t), 2))
-	smallTasks(t, 32<<10)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "model.bin")
-	oldPs, old := randomPieces(rng, 3, 100<<10)
-	if err := kvik.SaveFile(context.Background(), path, oldPs); err != nil {
-		t.Fatal(err)
-	}
-	for round := range 10 {
-		ps, want := randomPieces(rng, 2+rng.IntN(10), 200<<10)
-		budget := int64(rng.IntN(len(want) + 1)) // bytes written before the failure
-		var written atomic.Int64
-		saved := posix.CurrentSyscalls()
-		fail := func(real func(int, []byte, int64) (int, error)) func(int, []byte, int64) (int, error) {
-			return func(fd int, p []byte, off int64) (int, error) {
-				if written.Add(int64(len(p))) > budget {
-					return 0, syscall.EIO
+	saveWays(t, 32<<10, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(relTestSeed(t), 2))
+		dir := t.TempDir()
+		path := filepath.Join(dir, "model.bin")
+		oldPs, old := randomPieces(rng, 3, 100<<10)
+		if err := kvik.SaveFile(context.Background(), path, oldPs); err != nil {
+			t.Fatal(err)
+		}
+		for round := range 10 {
+			ps, want := randomPieces(rng, 2+rng.IntN(10), 200<<10)
+			budget := int64(rng.IntN(len(want) + 1)) // bytes written before the failure
+			var written atomic.Int64
+			saved := posix.CurrentSyscalls()
+			fail := func(real func(int, []byte, int64) (int, error)) func(int, []byte, int64) (int, error) {
+				return func(fd int, p []byte, off int64) (int, error) {
+					if written.Add(int64(len(p))) > budget {
+						return 0, syscall.EIO
+					}
+					return real(fd, p, off)
 				}
-				return real(fd, p, off)
 			}
+			restore := posix.SetSyscalls(posix.Syscalls{Pread: saved.Pread, Pwrite: fail(saved.Pwrite)})
+			err := kvik.SaveFile(context.Background(), path, ps)
+			restore()
+			if len(want) == 0 || budget >= int64(len(want)) {
+				continue // nothing to fail
+			}
+			if !errors.Is(err, syscall.EIO) {
+				t.Fatalf("round %d: save of %d bytes failing after %d: %v, want EIO", round, len(want), budget, err)
+			}
+			if got, _ := os.ReadFile(path); !bytes.Equal(got, old) {
+				t.Fatalf("round %d: the old file changed (%d bytes, want %d)", round, len(got), len(old))
+			}
+			noPending(t, dir)
 		}
-		restore := posix.SetSyscalls(posix.Syscalls{Pread: saved.Pread, Pwrite: fail(saved.Pwrite)})
-		err := kvik.SaveFile(context.Background(), path, ps)
-		restore()
-		if len(want) == 0 || budget >= int64(len(want)) {
-			continue // nothing to fail
-		}
-		if !errors.Is(err, syscall.EIO) {
-			t.Fatalf("round %d: save of %d bytes failing after %d: %v, want EIO", round, len(want), budget, err)
-		}
-		if got, _ := os.ReadFile(path); !bytes.Equal(got, old) {
-			t.Fatalf("round %d: the old file changed (%d bytes, want %d)", round, len(got), len(old))
-		}
-		noPending(t, dir)
-	}
+	})
 }
 
 // TestSaveFileReserves checks that a save reserves the file's size before

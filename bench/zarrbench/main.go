@@ -11,10 +11,11 @@
 // new array, and WriteRegionDevice over it with a GPU), whole-array
 // region reads into host and device memory (device reads with zarr's
 // default layout of the pinned band buffers, then each layout forced:
-// "gpu-reg", "gpu-cel"), each the best of -reps as the ceilings are (the
-// first write, which also makes the process's encoders, is reported
-// apart), and kvik.ReadFileToDevice of a file of the same bytes as the
-// raw ceiling. Lines "RESULT key value" are for
+// "gpu-reg", "gpu-cel"), in -reps rounds, each of which runs every
+// ceiling beside the reads and writes read against it, the best round of
+// each reported (the first write, which also makes the process's
+// encoders, is reported apart), and kvik.ReadFileToDevice of a file of
+// the same bytes as the raw ceiling. Lines "RESULT key value" are for
 // bench/zarr_local_gpu.sh's summary; -keep leaves the arrays for
 // bench/zarr_tensorstore.py.
 package main
@@ -53,7 +54,7 @@ func main() {
 	codecs := flag.String("codecs", "raw,zstd,blosc-lz4,blosc-zstd,gzip,sharded-zstd", "codecs, comma-separated")
 	keep := flag.Bool("keep", false, "leave the arrays in -dir")
 	workers := flag.Int("workers", 0, "decode workers (0: GOMAXPROCS)")
-	profile := flag.String("profile", "", "a directory for a CPU profile of one more write of each codec (NAME-write.prof) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
+	profile := flag.String("profile", "", "a directory for a CPU profile of one more write of each codec (NAME-write.prof), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
 	flag.Parse()
 	check(os.RemoveAll(*dir))
 	check(os.MkdirAll(*dir, 0o755))
@@ -96,60 +97,64 @@ func main() {
 		if strings.HasPrefix(name, "sharded") {
 			m.ChunkShape = []int{*shard, *shard}
 		}
-		// Each write is into a new array, as the first is: best of reps,
-		// as the ceilings are (the first write of a process also makes
-		// its encoders and grows its heap; RESULT NAME_write_first).
-		var s *zarr.DirStore
-		var a *zarr.Array
-		var write, first float64
+		// Rounds: in each, every write and read runs once, next to the
+		// ceiling it is read against, so that a machine whose speed
+		// drifts (clocks, neighbours) moves both; each figure is the best
+		// of its -reps rounds. Each write is into a new array, as the
+		// first is (which also makes the process's encoders and grows its
+		// heap: RESULT NAME_write_first).
+		row := map[string]float64{}
+		keep := func(k string, d time.Duration) { row[k] = max(row[k], gbs(size, d)) }
+		s, a := create(filepath.Join(*dir, name+".zarr"), m, *workers)
+		keep("write", timed(func() { check(a.WriteRegion(bg, []int{0, 0}, shape, data)) }))
+		row["write_first"] = row["write"]
+		c := newCeilings(a, storedChunks(s))
+		row["ratio"] = float64(size) / float64(c.storedBytes)
 		for i := range max(*reps, 1) {
-			s, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
-			t := time.Now()
-			check(a.WriteRegion(bg, []int{0, 0}, shape, data))
-			w := gbs(size, time.Since(t))
-			if write = max(write, w); i == 0 {
-				first = w
+			if i > 0 {
+				s, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
+				keep("write", timed(func() { check(a.WriteRegion(bg, []int{0, 0}, shape, data)) }))
 			}
-		}
-		if *profile != "" { // one more write, into a new array
-			check(os.MkdirAll(*profile, 0o755))
-			f, err := os.Create(filepath.Join(*profile, name+"-write.prof"))
-			check(err)
-			s, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
-			check(pprof.StartCPUProfile(f))
-			check(a.WriteRegion(bg, []int{0, 0}, shape, data))
-			pprof.StopCPUProfile()
-			check(f.Close())
-		}
-		stored := storedChunks(s)
-		var storedBytes int
-		for _, b := range stored {
-			storedBytes += len(b)
-		}
-		dec, hot, enc := ceilings(a, stored, size, *reps)
-		row := map[string]float64{"ratio": float64(size) / float64(storedBytes), "decode": dec, "decode_hot": hot, "encode": enc, "write": write, "write_first": first}
-		row["host"] = gbs(size, best(*reps, func() { check(a.ReadRegion(bg, []int{0, 0}, shape, host)) }))
-		if crc32.ChecksumIEEE(host) != sum {
-			log.Fatalf("%s: the host read differs from the data", name)
-		}
-		if g != nil {
+			keep("encode", timed(c.encode))
+			keep("decode", timed(c.decode))
+			keep("decode_hot", timed(c.decodeHot))
+			keep("host", timed(func() { check(a.ReadRegion(bg, []int{0, 0}, shape, host)) }))
+			if crc32.ChecksumIEEE(host) != sum {
+				log.Fatalf("%s: the host read differs from the data", name)
+			}
+			if g == nil {
+				continue
+			}
 			for _, l := range layouts {
 				zarrtune.DeviceLayout.Store(l.layout)
-				row[l.key] = gbs(size, best(*reps, func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) }))
+				keep(l.key, timed(func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) }))
 				if g.sum() != sum {
 					log.Fatalf("%s: the device read (%s) differs from the data", name, l.key)
 				}
 			}
 			zarrtune.DeviceLayout.Store(zarrtune.Auto)
-			if *profile != "" {
-				profileReads(filepath.Join(*profile, name), func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) })
-			}
-			row["devwrite"] = gbs(size, best(*reps, func() { check(a.WriteRegionDevice(bg, []int{0, 0}, shape, g.src.Ptr())) }))
+			keep("devwrite", timed(func() { check(a.WriteRegionDevice(bg, []int{0, 0}, shape, g.src.Ptr())) }))
 			check(a.ReadRegion(bg, []int{0, 0}, shape, host))
 			if crc32.ChecksumIEEE(host) != sum {
 				log.Fatalf("%s: the array differs from the data after WriteRegionDevice", name)
 			}
 		}
+		if *profile != "" {
+			check(os.MkdirAll(*profile, 0o755))
+			profileReads(filepath.Join(*profile, name+"-host"), func() { check(a.ReadRegion(bg, []int{0, 0}, shape, host)) })
+			if g != nil {
+				profileReads(filepath.Join(*profile, name), func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) })
+			}
+			// One more write, into a new array.
+			f, err := os.Create(filepath.Join(*profile, name+"-write.prof"))
+			check(err)
+			_, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
+			check(pprof.StartCPUProfile(f))
+			check(a.WriteRegion(bg, []int{0, 0}, shape, data))
+			pprof.StopCPUProfile()
+			check(f.Close())
+		}
+		dec, enc, write := row["decode"], row["encode"], row["write"]
 		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"], row["gpu_region"], row["gpu_cells"])
 		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "devwrite", "host", "gpu", "gpu_region", "gpu_cells"} {
 			if v, ok := row[k]; ok {
@@ -222,46 +227,54 @@ func storedChunks(s *zarr.DirStore) [][]byte {
 	return out
 }
 
-// ceilings returns the decode-only and encode-only rates (best of reps):
-// every stored chunk decoded (into its own memory; hot: into a buffer
-// per goroutine), then every decoded chunk encoded, in
-// memory, by GOMAXPROCS goroutines, in GB/s of the array's size bytes,
-// as the reads and the write count them (chunks at the array's edge are
-// coded whole by both, padding included).
-func ceilings(a *zarr.Array, stored [][]byte, size, reps int) (dec, hot, enc float64) {
+// ceilings measures the decode-only and encode-only rates of an array's
+// stored chunks: every stored chunk decoded (decode: into memory of its
+// own, as a read's chunks are; decodeHot: into one cache-resident buffer
+// per goroutine, which no read writes that little, an upper bound kept
+// as RESULT NAME_decode_hot), then every decoded chunk encoded, in
+// memory, by GOMAXPROCS goroutines. The reads and the write count them
+// in the array's size bytes, as the ceilings do (chunks at the array's
+// edge are coded whole by both, padding included).
+type ceilings struct {
+	a           *zarr.Array
+	stored      [][]byte
+	decoded     [][]byte
+	storedBytes int
+}
+
+func newCeilings(a *zarr.Array, stored [][]byte) *ceilings {
 	n := 4
 	for _, c := range a.Metadata().ChunkShape {
 		n *= c
 	}
-	decoded := make([][]byte, len(stored))
-	for i := range decoded {
-		decoded[i] = make([]byte, n)
-		check(a.DecodeChunk(stored[i], decoded[i]))
+	c := &ceilings{a: a, stored: stored, decoded: make([][]byte, len(stored))}
+	for i, b := range stored {
+		c.storedBytes += len(b)
+		c.decoded[i] = make([]byte, n)
+		check(a.DecodeChunk(b, c.decoded[i]))
 	}
-	// Each chunk decodes into memory of its own, as a read's chunks do:
-	// decoding every chunk into one scratch buffer per core, which stays
-	// in the core's cache, never writes the array out and made the
-	// ceiling 1.1-1.3x what any read of it can reach (RESULT
-	// NAME_decode_hot keeps it).
-	dec = gbs(size, best(reps, func() {
-		onAllCores(len(stored), func(i int, _ *[]byte) { check(a.DecodeChunk(stored[i], decoded[i])) })
-	}))
-	hot = gbs(size, best(reps, func() {
-		onAllCores(len(stored), func(i int, scratch *[]byte) {
-			if len(*scratch) != n {
-				*scratch = make([]byte, n)
-			}
-			check(a.DecodeChunk(stored[i], *scratch))
-		})
-	}))
+	return c
+}
 
-	enc = gbs(size, best(reps, func() {
-		onAllCores(len(decoded), func(i int, _ *[]byte) {
-			_, err := a.EncodeChunk(decoded[i])
-			check(err)
-		})
-	}))
-	return dec, hot, enc
+func (c *ceilings) decode() {
+	onAllCores(len(c.stored), func(i int, _ *[]byte) { check(c.a.DecodeChunk(c.stored[i], c.decoded[i])) })
+}
+
+func (c *ceilings) decodeHot() {
+	n := len(c.decoded[0])
+	onAllCores(len(c.stored), func(i int, scratch *[]byte) {
+		if len(*scratch) != n {
+			*scratch = make([]byte, n)
+		}
+		check(c.a.DecodeChunk(c.stored[i], *scratch))
+	})
+}
+
+func (c *ceilings) encode() {
+	onAllCores(len(c.decoded), func(i int, _ *[]byte) {
+		_, err := c.a.EncodeChunk(c.decoded[i])
+		check(err)
+	})
 }
 
 // onAllCores calls f(i) for i in [0, n) on GOMAXPROCS goroutines, each
@@ -347,6 +360,12 @@ func profileReads(prefix string, read func()) {
 	read()
 	trace.Stop()
 	check(f.Close())
+}
+
+func timed(f func()) time.Duration {
+	t := time.Now()
+	f()
+	return time.Since(t)
 }
 
 func best(n int, f func()) time.Duration {
