@@ -186,3 +186,28 @@ func BenchmarkReadBands(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDevicePlan plans a device read of a whole 1 GiB array of
+// 1 MiB Blosc chunks, as ReadRegionDevice does before its workers start
+// (1.2 ms of one core on an H200 host was 1.5% of such a read).
+func BenchmarkDevicePlan(b *testing.B) {
+	s, _ := NewDirStore(b.TempDir())
+	m := Metadata{Shape: []int{16384, 16384}, ChunkShape: []int{512, 512}, DataType: DataType{Kind: Float, Size: 4},
+		Codecs: []Codec{{Name: "bytes", Configuration: map[string]any{"endian": "little"}}, {Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 0}}}}
+	a, err := Create(bg, s, "", m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, _, _ := a.region([]int{0, 0}, []int{16384, 16384})
+	es := 4
+	for b.Loop() {
+		bufSize, _ := bandBuffers(numElements(a.cellShape())*es, 0)
+		bands, _ := a.bandPlan(bg, r, bufSize)
+		out := view{shape: r.count, es: es}
+		for _, bd := range bands {
+			a.directBand(bd, out)
+		}
+		layoutBands(bands, r.count, es, zarrtune.DeviceLayout.Load())
+		workerStaged(bands, es)
+	}
+}

@@ -126,6 +126,30 @@ func (v view) fill(count []int, e []byte) {
 	})
 }
 
+// chunkRange returns the first and the last chunk indices that region r
+// (not empty) touches in each dimension.
+func chunkRange(chunks, gridShape []int, r box) (lo, hi []int) {
+	lo, hi = make([]int, len(chunks)), make([]int, len(chunks))
+	for d := range chunks {
+		lo[d] = r.start[d] / chunks[d]
+		hi[d] = min((r.start[d]+r.count[d]-1)/chunks[d], gridShape[d]-1)
+	}
+	return lo, hi
+}
+
+// chunksIn returns how many chunks forChunks visits for region r.
+func chunksIn(chunks, gridShape []int, r box) int {
+	if numElements(r.count) == 0 {
+		return 0
+	}
+	lo, hi := chunkRange(chunks, gridShape, r)
+	n := 1
+	for d := range lo {
+		n *= hi[d] - lo[d] + 1
+	}
+	return n
+}
+
 // chunkTask is the part of one chunk that a region needs.
 type chunkTask struct {
 	coords   []int // chunk indices
@@ -140,15 +164,14 @@ func forChunks(chunks, gridShape []int, r box, f func(chunkTask) error) error {
 	if numElements(r.count) == 0 {
 		return nil
 	}
-	lo := make([]int, nd)
-	hi := make([]int, nd)
-	for d := 0; d < nd; d++ {
-		lo[d] = r.start[d] / chunks[d]
-		hi[d] = min((r.start[d]+r.count[d]-1)/chunks[d], gridShape[d]-1)
-	}
+	lo, hi := chunkRange(chunks, gridShape, r)
 	c := append([]int(nil), lo...)
 	for {
-		t := chunkTask{coords: append([]int(nil), c...), sel: box{make([]int, nd), make([]int, nd)}, dstStart: make([]int, nd)}
+		// One allocation for the task's four vectors: a region's plan
+		// makes one task per chunk.
+		v := make([]int, 4*nd)
+		copy(v, c)
+		t := chunkTask{coords: v[:nd:nd], sel: box{v[nd : 2*nd : 2*nd], v[2*nd : 3*nd : 3*nd]}, dstStart: v[3*nd:]}
 		for d := 0; d < nd; d++ {
 			origin := c[d] * chunks[d]
 			s := max(r.start[d], origin)

@@ -330,6 +330,11 @@ func cellWorkers(target devmem.Range, workers []*deviceWorker, es, size int) (*p
 func (a *Array) directBand(b *band, out view) {
 	var pieces []piece
 	for _, sp := range b.spans {
+		for _, pc := range sp.pieces {
+			if !pc.pipe.raw() {
+				return // decoded: never read straight to the device
+			}
+		}
 		pieces = append(pieces, sp.pieces...)
 	}
 	spans := a.spans(pieces, out, true)

@@ -53,7 +53,7 @@ func (a *Array) concurrency() int {
 // plan lists the pieces of region r: one per chunk, or for a sharded
 // array the inner chunks it needs, after reading the shard indexes.
 func (a *Array) plan(ctx context.Context, r box) ([]piece, error) {
-	var pieces []piece
+	pieces := make([]piece, 0, chunksIn(a.meta.ChunkShape, a.grid, r))
 	forChunks(a.meta.ChunkShape, a.grid, r, func(t chunkTask) error {
 		pieces = append(pieces, piece{key: a.ChunkKey(t.coords), n: -1, pipe: a.pipe, shape: a.meta.ChunkShape, sel: t.sel, dstStart: t.dstStart})
 		return nil
