@@ -54,7 +54,7 @@ func main() {
 	codecs := flag.String("codecs", "raw,zstd,blosc-lz4,blosc-zstd,gzip,sharded-zstd", "codecs, comma-separated")
 	keep := flag.Bool("keep", false, "leave the arrays in -dir")
 	workers := flag.Int("workers", 0, "decode workers (0: GOMAXPROCS)")
-	profile := flag.String("profile", "", "a directory for a CPU profile of one more write of each codec (NAME-write.prof), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
+	profile := flag.String("profile", "", "a directory for a CPU profile of 5 more writes of each codec (each into a new array) and a trace of one more (NAME-write.prof, .trace), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
 	flag.Parse()
 	check(os.RemoveAll(*dir))
 	check(os.MkdirAll(*dir, 0o755))
@@ -145,14 +145,20 @@ func main() {
 			if g != nil {
 				profileReads(filepath.Join(*profile, name), func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) })
 			}
-			// One more write, into a new array.
-			f, err := os.Create(filepath.Join(*profile, name+"-write.prof"))
-			check(err)
-			_, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
-			check(pprof.StartCPUProfile(f))
-			check(a.WriteRegion(bg, []int{0, 0}, shape, data))
-			pprof.StopCPUProfile()
-			check(f.Close())
+			// Writes as the reads are profiled, each into a new array
+			// made beforehand.
+			var news []*zarr.Array
+			for i := range 6 {
+				_, w := create(filepath.Join(*dir, fmt.Sprintf("%s-%d.zarr", name, i)), m, *workers)
+				news = append(news, w)
+			}
+			profileReads(filepath.Join(*profile, name+"-write"), func() {
+				check(news[0].WriteRegion(bg, []int{0, 0}, shape, data))
+				news = news[1:]
+			})
+			for i := range 6 {
+				check(os.RemoveAll(filepath.Join(*dir, fmt.Sprintf("%s-%d.zarr", name, i))))
+			}
 		}
 		dec, enc, write := row["decode"], row["encode"], row["write"]
 		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"], row["gpu_region"], row["gpu_cells"])

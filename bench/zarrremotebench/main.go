@@ -23,6 +23,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"flag"
@@ -67,6 +68,8 @@ func main() {
 	chunk := flag.Int("chunk", 1<<20, "chunk size in bytes (a multiple of 4 KiB)")
 	reps := flag.Int("reps", 3, "rounds; each configuration runs once per round")
 	requests := flag.Int("requests", 0, "requests in flight per store (0: zarr.DefaultMaxRequests)")
+	workers := flag.Int("workers", 0, "decode workers per array (0: zarr's default, kvik's NumThreads)")
+	altWorkers := flag.Int("alt-workers", 0, "also read each compressed array with this many decode workers (runs named \"... wN\"), in the same rounds")
 	host := flag.Bool("host", false, "read into host memory (no GPU needed)")
 	codecs := flag.String("codecs", "zstd,blosc-lz4,blosc-zstd,gzip,sharded,sharded-zstd", "variants besides raw, comma-separated")
 	only := flag.Bool("only", false, "the variants' reads and ceilings only (no raw array, chunk loop, raw object)")
@@ -101,6 +104,9 @@ func main() {
 		defer s.Close()
 		arrays[v.name], err = zarr.Open(bg, s, "")
 		check(err)
+		if *workers > 0 {
+			arrays[v.name].SetWorkers(*workers)
+		}
 	}
 	obj, err := kvik.OpenRemote(bg, "s3://bkt/raw.bin")
 	check(err)
@@ -126,6 +132,13 @@ func main() {
 	for _, v := range variants[1:] {
 		a := arrays[v.name]
 		runs = append(runs, run{"zarr " + v.name + " region", "s3_" + v.name, func() error { return t.region(a, shape) }})
+		if *altWorkers > 0 && compressed(v) {
+			alt, err := zarr.Open(bg, a.Store(), "")
+			check(err)
+			alt.SetWorkers(*altWorkers)
+			name := fmt.Sprintf("%s w%d", v.name, *altWorkers)
+			runs = append(runs, run{"zarr " + name + " region", "s3_" + strings.ReplaceAll(name, " ", "_"), func() error { return t.region(alt, shape) }})
+		}
 		if compressed(v) {
 			cells := storedCells(a, v, rows, rowsPerChunk)
 			check(decodeAll(cells, ceilDst)) // untimed check of the ceiling's bytes
@@ -137,7 +150,7 @@ func main() {
 	}
 	d, _ := kvik.GetDefaults()
 	fmt.Printf("array %d MiB, %d chunks of %d KiB, float32 %v; into %s; GOMAXPROCS %d, %d workers, %d requests in flight per store; %d rounds\n",
-		len(data)>>20, rows/rowsPerChunk, *chunk>>10, shape, t.name(), runtime.GOMAXPROCS(0), d.NumThreads, raw.Store().(*zarr.RemoteStore).MaxRequests(), *reps)
+		len(data)>>20, rows/rowsPerChunk, *chunk>>10, shape, t.name(), runtime.GOMAXPROCS(0), cmp.Or(*workers, d.NumThreads), raw.Store().(*zarr.RemoteStore).MaxRequests(), *reps)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		check(err)
@@ -149,7 +162,7 @@ func main() {
 	if *cpu {
 		printUsage(runs, times, use, len(data))
 	}
-	printRatios(variants, gbs, times)
+	printRatios(variants, gbs, times, *altWorkers)
 	for _, run := range runs {
 		fmt.Printf("RESULT %s %.3f\n", run.key, gbs[run.name])
 	}
@@ -219,7 +232,7 @@ func printUsage(runs []run, times map[string][]time.Duration, use map[string]usa
 // compressed variant, the median over rounds of its decode ceiling's
 // time over its read's in that round (paired: steadier than either's
 // median where other work comes and goes).
-func printRatios(variants []variant, gbs map[string]float64, times map[string][]time.Duration) {
+func printRatios(variants []variant, gbs map[string]float64, times map[string][]time.Duration, alt int) {
 	ratio := func(a, b string) string {
 		x, okA := gbs[a]
 		y, okB := gbs[b]
@@ -238,6 +251,10 @@ func printRatios(variants []variant, gbs map[string]float64, times map[string][]
 				paired(times["decode "+v.name], times["zarr "+v.name+" region"]))
 		}
 		fmt.Println(line + " (issue 40: >= 0.8 raw, or >= 0.9 decode where lower; gzip >= 0.9 decode)")
+		if alt := fmt.Sprintf("zarr %s w%d region", v.name, alt); gbs[alt] > 0 {
+			fmt.Printf("RATIO %s / its decode ceiling %s (paired %.2fx; default workers: %s)\n", alt, ratio(alt, "decode "+v.name),
+				paired(times["decode "+v.name], times[alt]), ratio("zarr "+v.name+" region", "decode "+v.name))
+		}
 	}
 }
 
