@@ -150,7 +150,13 @@ func (c bloscCodec) decode(src, dst []byte, limit int) ([]byte, error) {
 	if bloscHeader+4*nblocks > cbytes {
 		return nil, bloscErr("%d blocks do not fit in %d bytes", nblocks, cbytes)
 	}
-	tmp := make([]byte, blocksize)
+	// A block is decoded into pooled scratch, then unshuffled: a new one
+	// per chunk (the whole chunk, for Blosc's default block size) was a
+	// zeroed, page-faulted megabyte of garbage per chunk, and a read of
+	// 1 GiB ran a garbage collection with mark assists.
+	pt := getBuf(blocksize)
+	defer putBuf(pt)
+	tmp := *pt
 	for j := 0; j < nblocks; j++ {
 		bsize := blocksize
 		leftover := j == nblocks-1 && nbytes%blocksize != 0
@@ -188,6 +194,10 @@ func (sd *splitDecoder) block(src []byte, start int, flags byte, format, typesiz
 		nsplits = typesize
 	}
 	neblock := bsize / nsplits
+	// Splits that do not cover the block (a header whose block size is
+	// not a multiple of the type size) leave the rest zero, not what
+	// pooled scratch held before.
+	clear(target[nsplits*neblock:])
 	off := start
 	for s := 0; s < nsplits; s++ {
 		if off < 0 || off+4 > len(src) {

@@ -633,3 +633,41 @@ func TestBlosclzFarMatch(t *testing.T) {
 		t.Fatalf("decoded %d of %d bytes, %v; equal %v", got, len(want), err, bytes.Equal(out, want))
 	}
 }
+
+// TestBloscScratchReset decodes a hostile shuffled Blosc chunk whose
+// block size is not a multiple of its type size, so that its four splits
+// leave the last bytes of the block unset, after pooled scratch of that
+// size was filled with two different patterns: the output must not
+// depend on what the pool held (the unset bytes read as zero).
+func TestBloscScratchReset(t *testing.T) {
+	const ts, neblock = 4, 2 * bloscMinBuffer
+	bs := ts*neblock + 3
+	src := make([]byte, bloscHeader+4)
+	src[0], src[1], src[2], src[3] = 2, 1, bloscShuffle|1<<5, ts
+	binary.LittleEndian.PutUint32(src[4:], uint32(bs))
+	binary.LittleEndian.PutUint32(src[8:], uint32(bs))
+	binary.LittleEndian.PutUint32(src[bloscHeader:], uint32(len(src)))
+	for s := range ts { // each split stored raw (its size equals neblock)
+		src = binary.LittleEndian.AppendUint32(src, neblock)
+		for i := range neblock {
+			src = append(src, byte(s*neblock+i)|1)
+		}
+	}
+	binary.LittleEndian.PutUint32(src[12:], uint32(len(src)))
+	var outs [][]byte
+	for _, fill := range []byte{0xaa, 0x55} {
+		p := getBuf(bs)
+		for i := range *p {
+			(*p)[i] = fill
+		}
+		putBuf(p)
+		out, err := bloscCodec{}.decode(src, nil, bs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, out)
+	}
+	if !bytes.Equal(outs[0], outs[1]) {
+		t.Fatal("the decoded block depends on the pooled scratch's old bytes")
+	}
+}
