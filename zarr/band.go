@@ -265,13 +265,20 @@ func (a *Array) planBands(g bandGrid, pieces []piece, chain bool) []*band {
 	for _, pc := range pieces {
 		g.split(pc, func(i int, p piece) { per[i] = append(per[i], p) })
 	}
+	together := 0 // bands whose requests may be in flight at once
+	for _, ps := range per {
+		if len(ps) > 0 {
+			together++
+		}
+	}
+	together = min(together, bandsInFlight)
 	bands := make([]*band, 0, len(per))
 	for i, ps := range per {
 		if len(ps) == 0 {
 			continue
 		}
 		b := &band{box: g.box(i), ready: make(chan struct{})}
-		b.spans = a.spans(ps, view{shape: b.box.count, es: a.meta.DataType.Size, start: negate(b.box.start)}, chain)
+		b.spans = a.spans(ps, view{shape: b.box.count, es: a.meta.DataType.Size, start: negate(b.box.start)}, chain, together)
 		bands = append(bands, b)
 	}
 	return bands

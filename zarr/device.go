@@ -337,7 +337,7 @@ func (a *Array) directBand(b *band, out view) {
 		}
 		pieces = append(pieces, sp.pieces...)
 	}
-	spans := a.spans(pieces, out, true)
+	spans := a.spans(pieces, out, true, 1)
 	for _, sp := range spans {
 		pc := sp.pieces[0]
 		switch {

@@ -285,7 +285,7 @@ func TestShardSpans(t *testing.T) {
 		pc(12*k+2*spanGap+1, 4*k, 12*k), // after a larger gap: a new span
 		{key: "k", n: -1, missing: true, pipe: raw, shape: []int{1}, sel: box{start: []int{0}, count: []int{1}}, dstStart: []int{16 * k}},
 	}
-	sp := a.spans(pieces, out, true)
+	sp := a.spans(pieces, out, true, 1)
 	if len(sp) != 3 {
 		t.Fatalf("%d spans, want 3: %+v", len(sp), sp)
 	}
@@ -300,13 +300,13 @@ func TestShardSpans(t *testing.T) {
 	partial := pc(0, spanGap, 0)
 	partial.sel.count[0]--
 	for _, ps := range [][]piece{{partial, pc(spanGap, spanGap, spanGap)}, {pc(0, spanGap, 0), pc(spanGap, spanGap, 2*spanGap)}} {
-		if sp := a.spans(ps, out, true); len(sp) != 2 || !sp[0].single() || !sp[1].single() {
+		if sp := a.spans(ps, out, true, 1); len(sp) != 2 || !sp[0].single() || !sp[1].single() {
 			t.Errorf("a direct piece and another: %d spans, want 2", len(sp))
 		}
 	}
 	small := pc(0, 4*k, 0)
 	small.sel.count[0]--
-	if sp := a.spans([]piece{small, pc(4*k, 4*k, 4*k)}, out, true); len(sp) != 1 || sp[0].direct {
+	if sp := a.spans([]piece{small, pc(4*k, 4*k, 4*k)}, out, true, 1); len(sp) != 1 || sp[0].direct {
 		t.Errorf("two small pieces, one partial: %d spans, want one buffered", len(sp))
 	}
 	// Back to back pieces chain up to the direct size, others to the
@@ -315,14 +315,14 @@ func TestShardSpans(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		many = append(many, pc(int64(i)<<20, 1<<20, i<<20))
 	}
-	direct, buffered := a.spanSizes(many)
+	direct, buffered := a.spanSizes(many, 1)
 	for _, chain := range []bool{true, false} {
 		limit := buffered
 		if chain {
 			limit = direct
 		}
 		n := int64(0)
-		for _, s := range a.spans(many, out, chain) {
+		for _, s := range a.spans(many, out, chain, 1) {
 			if s.n > limit || s.direct != (chain && !s.single()) {
 				t.Errorf("chain=%v: span of %d bytes (limit %d), direct %v", chain, s.n, limit, s.direct)
 			}
@@ -332,7 +332,25 @@ func TestShardSpans(t *testing.T) {
 			t.Errorf("spans cover %d bytes, want %d", n, 200<<20)
 		}
 	}
+	// A remote store's slots are shared by the bands in flight: their
+	// spans are sized for all of them; a local store's are not.
+	local1, _ := a.spanSizes(many[:32], 1)
+	local8, _ := a.spanSizes(many[:32], 8)
+	r := &Array{workers: 4, store: &slotStore{n: 12}}
+	remote1, _ := r.spanSizes(many[:32], 1)
+	remote8, _ := r.spanSizes(many[:32], 8)
+	if local8 != local1 || remote1 != 32<<20/24 || remote8 != 8*32<<20/24 {
+		t.Errorf("direct spans of a 32 MiB band: local %d, %d with 8 bands; remote %d, %d; want equal, then %d and %d", local1, local8, remote1, remote8, 32<<20/24, 8*32<<20/24)
+	}
 }
+
+// slotStore is a store with n request slots (as RemoteStore).
+type slotStore struct {
+	countingStore
+	n int
+}
+
+func (s *slotStore) MaxRequests() int { return s.n }
 
 // allocDuring returns the bytes allocated while f runs.
 func allocDuring(f func()) uint64 {

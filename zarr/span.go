@@ -38,8 +38,14 @@ const (
 	spanMax = 64 << 20
 )
 
-// spanSizes returns the largest direct and buffered spans for pieces.
-func (a *Array) spanSizes(pieces []piece) (direct, buffered int64) {
+// spanSizes returns the largest direct and buffered spans for pieces,
+// the pieces of one band of a read that has up to together bands in
+// flight at once. A remote store's request slots are shared by those
+// bands: sized for one band of 32 MiB, the spans of a device read were
+// single 1 MiB inner chunks, and versitygw served such range requests
+// at 0.3x the rate of whole 1 MiB objects (a sharded array read at 0.3x
+// the same array unsharded).
+func (a *Array) spanSizes(pieces []piece, together int) (direct, buffered int64) {
 	var total int64
 	for _, p := range pieces {
 		if p.n > 0 && !p.missing {
@@ -49,6 +55,7 @@ func (a *Array) spanSizes(pieces []piece) (direct, buffered int64) {
 	req := a.workers
 	if r, ok := a.store.(interface{ MaxRequests() int }); ok {
 		req = r.MaxRequests()
+		total *= int64(max(together, 1))
 	}
 	per := total / int64(2*max(req, 1))
 	d, _ := kvik.GetDefaults()
@@ -61,9 +68,9 @@ func (a *Array) spanSizes(pieces []piece) (direct, buffered int64) {
 // shard whose byte ranges lie within spanGap of each other are read
 // together, up to the sizes of spanSizes. chain allows direct spans
 // (see span.direct); a device read allows them only where the store can
-// read into device memory.
-func (a *Array) spans(pieces []piece, out view, chain bool) []span {
-	bigMax, smallMax := a.spanSizes(pieces)
+// read into device memory. together is as for spanSizes.
+func (a *Array) spans(pieces []piece, out view, chain bool, together int) []span {
+	bigMax, smallMax := a.spanSizes(pieces, together)
 	var spans []span
 	var ranged []piece
 	flush := func() {

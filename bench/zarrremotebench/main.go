@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,6 +75,7 @@ func main() {
 	codecs := flag.String("codecs", "zstd,blosc-lz4,blosc-zstd,gzip,sharded,sharded-zstd", "variants besides raw, comma-separated")
 	only := flag.Bool("only", false, "the variants' reads and ceilings only (no raw array, chunk loop, raw object)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed rounds to this file")
+	traceFile := flag.String("trace", "", "write an execution trace of one more round, after the timed ones, to this file")
 	best := flag.Bool("best", false, "report the best round, not the median (on a machine shared with other work)")
 	cpu := flag.Bool("cpu", false, "also print each configuration's CPU time, time waiting for a core and idle time per read (Linux)")
 	flag.Parse()
@@ -158,6 +160,14 @@ func main() {
 	}
 	times, use := measure(runs, *reps, t, want)
 	pprof.StopCPUProfile()
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		check(err)
+		check(trace.Start(f))
+		measure(runs, 1, t, want)
+		trace.Stop()
+		check(f.Close())
+	}
 	gbs := pick(runs, times, len(data), *best)
 	if *cpu {
 		printUsage(runs, times, use, len(data))
