@@ -300,9 +300,17 @@ func negate(x []int) []int {
 // while every core decodes. A local store's reads are cheap next to a
 // decode: its workers fetch and decode each span in turn.
 func (a *Array) readBands(ctx context.Context, bands []*band, sink bandSink, direct func(ctx context.Context, worker int, sp span) error) error {
+	spans := 0
 	for _, b := range bands {
 		b.n = len(b.spans)
+		spans += b.n
 	}
+	// The pieces of a span are decoded concurrently only where spans are
+	// too few to keep every worker busy, on a share of the workers each:
+	// all on every span, they put many times GOMAXPROCS decodes on the
+	// cores (each a thread, for libzstd), and a sharded zstd array from
+	// S3 had threads waiting for a core 13x as long as the read took.
+	inner := (a.workers + spans - 1) / max(spans, 1)
 	w := bandWork{
 		fetch: func(ctx context.Context, worker int, b *band, i int) (fetched, error) {
 			if b.direct {
@@ -310,7 +318,7 @@ func (a *Array) readBands(ctx context.Context, bands []*band, sink bandSink, dir
 			}
 			return a.fetchSpan(ctx, b, i)
 		},
-		finish: func(ctx context.Context, _ int, b *band, i int, f fetched) error { return a.decodeSpan(ctx, b, i, f) },
+		finish: func(ctx context.Context, _ int, b *band, i int, f fetched) error { return a.decodeSpan(ctx, b, i, f, inner) },
 	}
 	workers := a.workers
 	if r, ok := a.store.(interface{ MaxRequests() int }); ok {

@@ -176,8 +176,9 @@ func (a *Array) fetchSpan(ctx context.Context, b *band, i int) (fetched, error) 
 }
 
 // decodeSpan decodes what fetchSpan fetched of span i of band b into
-// its place, the pieces of a span concurrently when compressed.
-func (a *Array) decodeSpan(ctx context.Context, b *band, i int, f fetched) error {
+// its place, the pieces of a span on up to inner goroutines when
+// compressed.
+func (a *Array) decodeSpan(ctx context.Context, b *band, i int, f fetched, inner int) error {
 	if f.p != nil {
 		defer putBuf(f.p)
 	}
@@ -193,7 +194,7 @@ func (a *Array) decodeSpan(ctx context.Context, b *band, i int, f fetched) error
 	if sp.single() {
 		return one(0, f.b)
 	}
-	if sp.pieces[0].pipe.raw() {
+	if sp.pieces[0].pipe.raw() || inner <= 1 {
 		for j := range sp.pieces {
 			if err := one(j, sp.bytes(f.b, sp.pieces[j])); err != nil {
 				return err
@@ -201,7 +202,7 @@ func (a *Array) decodeSpan(ctx context.Context, b *band, i int, f fetched) error
 		}
 		return nil
 	}
-	return parallel(ctx, len(sp.pieces), a.workers, func(_ context.Context, _, j int) error {
+	return parallel(ctx, len(sp.pieces), inner, func(_ context.Context, _, j int) error {
 		return one(j, sp.bytes(f.b, sp.pieces[j]))
 	})
 }
