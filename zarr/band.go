@@ -318,7 +318,9 @@ func (a *Array) readBands(ctx context.Context, bands []*band, sink bandSink, dir
 			}
 			return a.fetchSpan(ctx, b, i)
 		},
-		finish: func(ctx context.Context, _ int, b *band, i int, f fetched) error { return a.decodeSpan(ctx, b, i, f, inner) },
+		finish: func(ctx context.Context, _ int, b *band, i int, f fetched) error {
+			return a.decodeSpan(ctx, b, i, f, inner)
+		},
 	}
 	workers := a.workers
 	if r, ok := a.store.(interface{ MaxRequests() int }); ok {
