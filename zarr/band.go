@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
 )
 
 // A region read is assembled in bands: boxes of the region made of whole
@@ -323,7 +325,7 @@ func (a *Array) readBands(ctx context.Context, bands []*band, sink bandSink, dir
 		},
 	}
 	workers := a.workers
-	if r, ok := a.store.(interface{ MaxRequests() int }); ok {
+	if r, ok := a.store.(interface{ MaxRequests() int }); ok && !zarrtune.InlineFetch.Load() {
 		w.fetchers = max(r.MaxRequests(), 1)
 	}
 	return runBands(ctx, bands, sink, workers, w)

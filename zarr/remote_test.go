@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
@@ -197,8 +198,20 @@ func TestRemoteStoreContract(t *testing.T) {
 // TestRemoteRoundTrip writes v2 and v3 arrays (gzip, zstd, blosc,
 // sharded) to S3 through a RemoteStore, reads them back against a model,
 // and reads the objects versitygw stored through a local DirStore.
+// With zarrtune.InlineFetch the workers fetch the chunks they decode,
+// with no fetch stage (a design the benchmarks compare).
 func TestRemoteRoundTrip(t *testing.T) {
-	srv, s := openS3(t, "rt.zarr", WithMaxRequests(3))
+	for _, inline := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inline=%v", inline), func(t *testing.T) {
+			zarrtune.InlineFetch.Store(inline)
+			defer zarrtune.InlineFetch.Store(false)
+			remoteRoundTrip(t, fmt.Sprintf("rt-%v.zarr", inline))
+		})
+	}
+}
+
+func remoteRoundTrip(t *testing.T, prefix string) {
+	srv, s := openS3(t, prefix, WithMaxRequests(3))
 	rng := rand.New(rand.NewPCG(5, 6))
 	gzip := Codec{Name: "gzip", Configuration: map[string]any{"level": 1}}
 	zstd := Codec{Name: "zstd", Configuration: map[string]any{"level": 1}}
@@ -229,7 +242,7 @@ func TestRemoteRoundTrip(t *testing.T) {
 			defer sub.Close()
 			roundTripIn(t, rng, sub, m)
 			// The objects are a store zarr readers find locally.
-			local, err := NewDirStore(filepath.Join(srv.Dir, s3test.Bucket, "rt.zarr", name))
+			local, err := NewDirStore(filepath.Join(srv.Dir, s3test.Bucket, prefix, name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,8 +250,6 @@ func TestRemoteRoundTrip(t *testing.T) {
 		})
 	}
 }
-
-var _ = fmt.Sprint
 
 // TestArrayPaths lists the arrays of a fixture store locally, on S3 and,
 // with consolidated metadata only, over plain HTTP. As zarr-python's

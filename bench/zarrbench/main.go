@@ -112,7 +112,7 @@ func main() {
 		row["ratio"] = float64(size) / float64(c.storedBytes)
 		for i := range max(*reps, 1) {
 			if i > 0 {
-				s, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
+				_, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
 				keep("write", timed(func() { check(a.WriteRegion(bg, []int{0, 0}, shape, data)) }))
 			}
 			keep("encode", timed(c.encode))

@@ -45,6 +45,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 	"github.com/kvikgo/kvik/zarr"
 )
@@ -71,6 +72,7 @@ func main() {
 	requests := flag.Int("requests", 0, "requests in flight per store (0: zarr.DefaultMaxRequests)")
 	workers := flag.Int("workers", 0, "decode workers per array (0: zarr's default, kvik's NumThreads)")
 	altWorkers := flag.Int("alt-workers", 0, "also read each compressed array with this many decode workers (runs named \"... wN\"), in the same rounds")
+	altInline := flag.Bool("alt-inline", false, "the -alt-workers reads fetch on their workers, no fetch stage (zarrtune.InlineFetch)")
 	host := flag.Bool("host", false, "read into host memory (no GPU needed)")
 	codecs := flag.String("codecs", "zstd,blosc-lz4,blosc-zstd,gzip,sharded,sharded-zstd", "variants besides raw, comma-separated")
 	only := flag.Bool("only", false, "the variants' reads and ceilings only (no raw array, chunk loop, raw object)")
@@ -139,7 +141,12 @@ func main() {
 			check(err)
 			alt.SetWorkers(*altWorkers)
 			name := fmt.Sprintf("%s w%d", v.name, *altWorkers)
-			runs = append(runs, run{"zarr " + name + " region", "s3_" + strings.ReplaceAll(name, " ", "_"), func() error { return t.region(alt, shape) }})
+			inline := *altInline
+			runs = append(runs, run{"zarr " + name + " region", "s3_" + strings.ReplaceAll(name, " ", "_"), func() error {
+				zarrtune.InlineFetch.Store(inline)
+				defer zarrtune.InlineFetch.Store(false)
+				return t.region(alt, shape)
+			}})
 		}
 		if compressed(v) {
 			cells := storedCells(a, v, rows, rowsPerChunk)

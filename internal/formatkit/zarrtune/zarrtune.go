@@ -23,3 +23,9 @@ const (
 
 // DeviceLayout is the layout of device reads' bands (Auto when unset).
 var DeviceLayout atomic.Int32
+
+// InlineFetch makes the workers of a read from a remote store fetch the
+// chunks they decode themselves, requests still bounded by the store's
+// MaxRequests, instead of handing them over from a fetch stage of their
+// own (unset: the fetch stage, zarr's design).
+var InlineFetch atomic.Bool
