@@ -73,7 +73,8 @@ func CreatePending(path string, perm fs.FileMode, opts ...Option) (*PendingFile,
 }
 
 // createPending is CreatePending; without handle the PendingFile has no
-// FileHandle (see savePlain).
+// FileHandle, and only writePlain, Commit and Abort may be used (see
+// plainSave).
 func createPending(path string, perm fs.FileMode, handle bool, opts []Option) (*PendingFile, error) {
 	final, old, err := pendingTarget(path)
 	if err != nil {
@@ -675,10 +676,9 @@ func syncDir(dir string) error {
 //   - a local path is written through CreatePending in page-aligned
 //     tasks in parallel, across piece boundaries, device pieces (of one
 //     or several GPUs) staged through pinned buffers (see
-//     docs/loaders.md, "Saving from GPU memory"); host pieces of at most
-//     one task (Defaults.TaskSize) in all are written by the calling
-//     goroutine, with no FileHandle (a chunk store's files); then
-//     committed: on any
+//     docs/loaders.md, "Saving from GPU memory"), or, host pieces of at
+//     most one task (Defaults.TaskSize) in all, by the calling goroutine
+//     with no FileHandle (a chunk store's files); then committed: on any
 //     error the old file, if any, is left as it was and the temporary
 //     file removed. The new file keeps the replaced file's mode and
 //     owner, a symbolic link is written through, and other hard links of
