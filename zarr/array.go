@@ -143,7 +143,10 @@ func newArray(s Store, prefix string, m *Metadata) (*Array, error) {
 // zarr.json. Existing group documents are kept. A parent that holds an
 // array fails with ErrInvalidMetadata before anything is written, and so
 // does a codec chain that can be read but not written (blosc with
-// blosclz or snappy) with ErrUnsupportedCodec.
+// blosclz or snappy) with ErrUnsupportedCodec. A path that already holds
+// an array or a group fails with ErrExists (and fs.ErrExist), as
+// zarr-python's create does without overwrite: the old array's chunks
+// would read as the new one's. Delete removes a node to replace it.
 func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, error) {
 	if m.ZarrFormat == 0 {
 		m.ZarrFormat = 3
@@ -207,6 +210,9 @@ func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, erro
 	docs, err := m.marshal()
 	if err != nil {
 		return nil, err
+	}
+	if err := nodeAbsent(ctx, s, prefix); err != nil {
+		return nil, fmt.Errorf("create %q: %w", path, err)
 	}
 	if err := createParents(ctx, s, m.ZarrFormat, prefix); err != nil {
 		return nil, fmt.Errorf("create %q: %w", path, err)

@@ -51,3 +51,16 @@ func (noStoreError) Error() string {
 }
 
 func (noStoreError) Is(target error) bool { return target == fs.ErrNotExist }
+
+// ErrExists reports a Create at a path that already holds an array or a
+// group (a zarr.json, .zarray or .zgroup document): the new array's
+// metadata over an old array would read its old chunks as the new
+// array's. Delete the node first to replace it. It also matches
+// fs.ErrExist.
+var ErrExists error = existsError{}
+
+type existsError struct{}
+
+func (existsError) Error() string { return "zarr: an array or group exists at the path" }
+
+func (existsError) Is(target error) bool { return target == fs.ErrExist }

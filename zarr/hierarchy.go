@@ -269,3 +269,59 @@ func storeWorkers(s Store) int {
 	}
 	return runtime.GOMAXPROCS(0)
 }
+
+// nodeAbsent fails with ErrExists where prefix holds an array or a group
+// document. The documents decide, not the store's consolidated metadata,
+// which may be stale.
+func nodeAbsent(ctx context.Context, s Store, prefix string) error {
+	names := []string{"zarr.json", ".zarray", ".zgroup"}
+	found := make([]bool, len(names))
+	err := parallel(ctx, len(names), storeWorkers(s), func(ctx context.Context, _, i int) error {
+		_, err := s.Get(ctx, prefix+names[i], nil)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		found[i] = err == nil
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for i, f := range found {
+		if f {
+			return fmt.Errorf("%w: %s", ErrExists, prefix+names[i])
+		}
+	}
+	return nil
+}
+
+// Delete removes the array or group at path and everything below it:
+// every key of the store under path (the whole store for ""), metadata
+// documents last, so that a Delete cut short leaves nodes that still
+// exist (Create fails there with ErrExists), never chunks without
+// metadata that a new array would read as its own. Deleting a path with
+// nothing under it is not an error. Consolidated metadata above path
+// (.zmetadata) is not rewritten: consolidate again. Stores that cannot
+// list (plain HTTP) fail with errors.ErrUnsupported.
+func Delete(ctx context.Context, s Store, path string) error {
+	prefix := keyPrefix(path)
+	keys, err := s.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	var docs, rest []string
+	for _, k := range keys {
+		if isMetadataKey(k) {
+			docs = append(docs, k)
+		} else {
+			rest = append(rest, k)
+		}
+	}
+	for _, ks := range [][]string{rest, docs} {
+		err := parallel(ctx, len(ks), storeWorkers(s), func(ctx context.Context, _, i int) error { return s.Delete(ctx, ks[i]) })
+		if err != nil {
+			return fmt.Errorf("delete %q: %w", path, err)
+		}
+	}
+	return nil
+}

@@ -281,8 +281,9 @@ func checkParentRequests(t *testing.T, newStore func(string) Store, reqs *reques
 			puts++
 		}
 	}
-	if wantPuts := 3 + map[int]int{2: 2, 3: 1}[f]; gets != 3*lookups || puts != wantPuts {
-		t.Fatalf("Create in an empty store: %d GETs, %d PUTs, want %d, %d", gets, puts, 3*lookups, wantPuts)
+	// Three lookups more: the new node's own documents (ErrExists).
+	if wantPuts := 3 + map[int]int{2: 2, 3: 1}[f]; gets != 3*lookups+3 || puts != wantPuts {
+		t.Fatalf("Create in an empty store: %d GETs, %d PUTs, want %d, %d", gets, puts, 3*lookups+3, wantPuts)
 	}
 	if err := Consolidate(bg, s); err != nil {
 		t.Fatal(err)
@@ -307,7 +308,12 @@ func checkParentRequests(t *testing.T, newStore func(string) Store, reqs *reques
 			got = append(got, key)
 		}
 	}
-	if want := []string{"a/b/late/" + gkey}; !slices.Equal(got, want) {
+	// The new node's own documents are looked up too (ErrExists): the
+	// consolidated copy may be stale.
+	want := []string{"a/b/late/" + gkey, "a/b/late/d/.zarray", "a/b/late/d/.zgroup", "a/b/late/d/zarr.json"}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
 		t.Fatalf("Create under consolidated groups fetched %q, want %q", got, want)
 	}
 	if b, _ := cs.Get(bg, "a/b/late/"+gkey, nil); !bytes.Equal(b, fresh) {
