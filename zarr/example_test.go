@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"maps"
@@ -15,6 +16,43 @@ import (
 
 	"github.com/kvikgo/kvik/zarr"
 )
+
+// ExampleDelete replaces an array: Create refuses a path that holds one
+// (its chunks would read as the new array's), Delete frees it.
+func ExampleDelete() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "zarr-example")
+	defer os.RemoveAll(dir)
+	s, err := zarr.NewDirStore(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	m := zarr.Metadata{Shape: []int{4}, ChunkShape: []int{2}, DataType: zarr.DataType{Kind: zarr.Uint, Size: 1}}
+	a, err := zarr.Create(ctx, s, "counts", m)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := a.WriteRegion(ctx, []int{0}, []int{4}, []byte{1, 2, 3, 4}); err != nil {
+		log.Fatal(err)
+	}
+	m.FillValue = 9
+	_, err = zarr.Create(ctx, s, "counts", m)
+	fmt.Println("over the old array:", errors.Is(err, zarr.ErrExists))
+	if err := zarr.Delete(ctx, s, "counts"); err != nil {
+		log.Fatal(err)
+	}
+	if a, err = zarr.Create(ctx, s, "counts", m); err != nil {
+		log.Fatal(err)
+	}
+	got := make([]byte, 4)
+	if err := a.ReadRegion(ctx, []int{0}, []int{4}, got); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after Delete:", got)
+	// Output:
+	// over the old array: true
+	// after Delete: [9 9 9 9]
+}
 
 // ExampleCreate creates a zstd-compressed v3 array, writes it from host
 // memory and reads a region back.
