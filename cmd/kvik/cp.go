@@ -207,7 +207,9 @@ func (j *copyJob) open() error {
 		return fmt.Errorf("%s: not a regular file", j.src)
 	}
 	j.size = fi.Size()
-	j.dst = destPath(j.src, j.dst)
+	if j.dst, err = destPath(j.src, j.dst); err != nil {
+		return err
+	}
 	perm := fi.Mode().Perm()
 	if di, err := os.Stat(j.dst); err == nil && os.SameFile(fi, di) {
 		return fmt.Errorf("%s and %s are the same file", j.src, j.dst)

@@ -101,7 +101,10 @@ func (f tensorFile) via(mem memoryChoice, verify bool) string {
 // a directory, or ends in a slash, receives the source's base name;
 // shards go beside the index at both ends.
 func tensorFiles(src, dst string) ([]tensorFile, error) {
-	dst = destPath(src, dst)
+	dst, err := destPath(src, dst)
+	if err != nil {
+		return nil, err
+	}
 	format := tensorFormat(src)
 	if format != formatIndex {
 		return []tensorFile{{format, src, dst}}, nil
@@ -129,22 +132,55 @@ func tensorFiles(src, dst string) ([]tensorFile, error) {
 // src's base name, when dst is a local directory or ends in "/" (an S3
 // prefix or a directory to be made); dst itself otherwise. A local
 // file's name goes into a URL escaped, so that it becomes the key as it
-// is: a URL's path is decoded once, and '#' or '?' would end it.
-func destPath(src, dst string) string {
+// is: a URL's path is decoded once, and '#' or '?' would end it. A URL's
+// base name is its key's (or decoded path's) last segment, the name the
+// object has: s3://b/p/x%2541.bin is the key p/x%41.bin, saved as
+// x%41.bin.
+func destPath(src, dst string) (string, error) {
 	base := path.Base(src)
 	switch {
 	case isURL(src):
-		base = path.Base(strings.SplitN(src, "?", 2)[0])
+		var err error
+		if base, err = urlBase(src); err != nil {
+			return "", err
+		}
 	case isURL(dst):
 		base = url.PathEscape(base)
 	}
 	if strings.HasSuffix(dst, "/") {
-		return dst + base
+		return dst + base, nil
 	}
 	if st, err := os.Stat(dst); err == nil && st.IsDir() && !isURL(dst) {
-		return filepath.Join(dst, base)
+		return filepath.Join(dst, base), nil
 	}
-	return dst
+	return dst, nil
+}
+
+// urlBase returns the last segment of the object name a URL gives: of an
+// s3:// URL's key (the text after the bucket, decoded once, '?' and '#'
+// included, as kvik reads it), of an http(s) URL's decoded path (no
+// query). A name that is no file name ("", "." or "..", which would
+// leave the directory, or one with a NUL) fails, asking for one.
+func urlBase(src string) (string, error) {
+	var name string
+	if len(src) >= 5 && strings.EqualFold(src[:5], "s3://") {
+		_, key, _ := strings.Cut(src[5:], "/")
+		k, err := url.PathUnescape(key)
+		if err != nil {
+			return "", fmt.Errorf("%s: %v", kvik.RedactURL(src), err)
+		}
+		name = k[strings.LastIndexByte(k, '/')+1:]
+	} else {
+		u, err := url.Parse(src)
+		if err != nil {
+			return "", fmt.Errorf("%s: %v", kvik.RedactURL(src), err)
+		}
+		name = u.Path[strings.LastIndexByte(u.Path, '/')+1:]
+	}
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, 0) {
+		return "", fmt.Errorf("%s: %q is no file name; name the destination file", kvik.RedactURL(src), name)
+	}
+	return name, nil
 }
 
 // downloadTensors copies the tensor file at the URL f.src to the local

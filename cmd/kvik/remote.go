@@ -35,8 +35,10 @@ func remoteCopy(e *env, o *cpOptions, src, dst string) error {
 	start := time.Now()
 	var size int64
 	var sum uint32
-	var err error
-	dst = destPath(src, dst)
+	dst, err := destPath(src, dst)
+	if err != nil {
+		return err
+	}
 	if !isURL(src) {
 		u, err := uploadFile(ctx, src, dst, o.verify)
 		if err != nil {
