@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -142,5 +144,27 @@ func TestDeleteCutShort(t *testing.T) {
 		if err := Delete(bg, dir, "a"); err != nil { // the rest
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestDeleteInvalidPath deletes paths no key may lie under: each fails
+// with ErrInvalidKey, and the file beside the store's root stays.
+func TestDeleteInvalidPath(t *testing.T) {
+	root := t.TempDir()
+	beside := filepath.Join(root, "beside.txt")
+	if err := os.WriteFile(beside, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewDirStore(filepath.Join(root, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"..", "../", "a/../..", "a//b", "./a", "a\\b", "a\x00b"} {
+		if err := Delete(bg, s, p); !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("Delete(%q): %v, want ErrInvalidKey", p, err)
+		}
+	}
+	if _, err := os.Stat(beside); err != nil {
+		t.Fatalf("the file beside the store: %v", err)
 	}
 }

@@ -300,11 +300,15 @@ func nodeAbsent(ctx context.Context, s Store, prefix string) error {
 // documents last, so that a Delete cut short leaves nodes that still
 // exist (Create fails there with ErrExists), never chunks without
 // metadata that a new array would read as its own. Deleting a path with
-// nothing under it is not an error. Consolidated metadata above path
-// (.zmetadata) is not rewritten: consolidate again. Stores that cannot
-// list (plain HTTP) fail with errors.ErrUnsupported.
+// nothing under it is not an error; a path no key may lie under ("..",
+// an empty segment) fails with ErrInvalidKey. Consolidated metadata
+// above path (.zmetadata) is not rewritten: consolidate again. Stores
+// that cannot list (plain HTTP) fail with errors.ErrUnsupported.
 func Delete(ctx context.Context, s Store, path string) error {
 	prefix := keyPrefix(path)
+	if err := checkPrefix(prefix); err != nil {
+		return err
+	}
 	keys, err := s.List(ctx, prefix)
 	if err != nil {
 		return err
@@ -321,6 +325,23 @@ func Delete(ctx context.Context, s Store, path string) error {
 		err := parallel(ctx, len(ks), storeWorkers(s), func(ctx context.Context, _, i int) error { return s.Delete(ctx, ks[i]) })
 		if err != nil {
 			return fmt.Errorf("delete %q: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// checkPrefix fails with ErrInvalidKey where prefix (of keyPrefix) holds
+// a segment that no key may: empty, "." or "..", a NUL or a backslash.
+// Listing such a prefix finds nothing, and a Delete of it would seem to
+// succeed.
+func checkPrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	p := strings.TrimSuffix(prefix, "/")
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." || strings.ContainsAny(seg, "\\\x00") {
+			return fmt.Errorf("%w: path %q", ErrInvalidKey, p)
 		}
 	}
 	return nil
