@@ -66,7 +66,13 @@ func TestDeviceRegionReads(t *testing.T) {
 	}
 	for name, m := range deviceCases {
 		t.Run(name, func(t *testing.T) {
-			s, err := NewDirStore(fmt.Sprintf("%s/%s", dir, name))
+			// A store of its own, new: Create refuses an array a run
+			// before left at the path (ErrExists).
+			root := fmt.Sprintf("%s/%s", dir, name)
+			if err := os.RemoveAll(root); err != nil {
+				t.Fatal(err)
+			}
+			s, err := NewDirStore(root)
 			if err != nil {
 				t.Fatal(err)
 			}
