@@ -326,9 +326,22 @@ func (a *Array) readBands(ctx context.Context, bands []*band, sink bandSink, dir
 	}
 	workers := a.workers
 	if r, ok := a.store.(interface{ MaxRequests() int }); ok && !zarrtune.InlineFetch.Load() {
-		w.fetchers = max(r.MaxRequests(), 1)
+		w.fetchers = a.fetchers(r.MaxRequests())
 	}
 	return runBands(ctx, bands, sink, workers, w)
+}
+
+// fetchAhead bounds the bytes a read from a remote store has in flight,
+// counted in cells (chunks or inner chunks, decoded): requests beyond
+// the workers' own are kept only while their cells fit in it.
+const fetchAhead = 256 << 20
+
+// fetchers returns how many requests a read from a store of maxRequests
+// request slots keeps in flight: all the slots, as long as their cells
+// fit in fetchAhead, and never fewer than the workers (nor than one).
+func (a *Array) fetchers(maxRequests int) int {
+	cell := max(numElements(a.cellShape())*a.meta.DataType.Size, 1)
+	return max(1, min(maxRequests, max(a.workers, fetchAhead/cell)))
 }
 
 // fetched is what a read's fetch stage hands to its decode stage: a

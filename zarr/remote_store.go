@@ -45,20 +45,29 @@ var _ Store = (*RemoteStore)(nil)
 
 // DefaultMaxRequests is how many requests a RemoteStore keeps in flight
 // when WithMaxRequests does not say: kvik's worker count
-// (Defaults.NumThreads, KVIKIO_NTHREADS), at most the process-wide cap
-// on remote requests (Defaults.RemoteMaxRequests,
-// KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS), which every request also
-// waits for.
+// (Defaults.NumThreads, KVIKIO_NTHREADS), at least MinRemoteRequests, at
+// most the process-wide cap on remote requests
+// (Defaults.RemoteMaxRequests, KVIKIO_REMOTE_IO_MAX_CONCURRENT_REQUESTS),
+// which every request also waits for. A read keeps fewer in flight where
+// its chunks are large (see Array.ReadRegion).
 func DefaultMaxRequests() int {
 	d, err := kvik.GetDefaults()
 	if err != nil {
-		return kvik.DefaultNumThreads()
+		return max(kvik.DefaultNumThreads(), MinRemoteRequests)
 	}
+	n := max(d.NumThreads, MinRemoteRequests)
 	if d.RemoteMaxRequests > 0 {
-		return min(d.NumThreads, d.RemoteMaxRequests)
+		n = min(n, d.RemoteMaxRequests)
 	}
-	return d.NumThreads
+	return n
 }
+
+// MinRemoteRequests is the fewest requests DefaultMaxRequests keeps in
+// flight, whatever the worker count: a distant S3 answers each GET after
+// 10-30 ms, during which a request moves nothing. With 10 ms added to
+// every request, a store of one request per core (two) read 1 MiB chunks
+// at 0.16 GB/s, of 32 at 0.88 (bench/zarrremotebench -latency).
+const MinRemoteRequests = 32
 
 // WithMaxRequests bounds the requests a RemoteStore has in flight at once
 // (default DefaultMaxRequests). Region reads fetch that many chunks

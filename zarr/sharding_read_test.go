@@ -336,7 +336,7 @@ func TestShardSpans(t *testing.T) {
 	// spans are sized for all of them; a local store's are not.
 	local1, _ := a.spanSizes(many[:32], 1)
 	local8, _ := a.spanSizes(many[:32], 8)
-	r := &Array{workers: 4, store: &slotStore{n: 12}}
+	r := &Array{workers: 12, store: &slotStore{n: 32}} // spans for the workers' requests, not every slot
 	remote1, _ := r.spanSizes(many[:32], 1)
 	remote8, _ := r.spanSizes(many[:32], 8)
 	if local8 != local1 || remote1 != 32<<20/24 || remote8 != 8*32<<20/24 {

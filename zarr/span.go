@@ -54,7 +54,11 @@ func (a *Array) spanSizes(pieces []piece, together int) (direct, buffered int64)
 	}
 	req := a.workers
 	if r, ok := a.store.(interface{ MaxRequests() int }); ok {
-		req = r.MaxRequests()
+		// Spans for the workers' requests, not for every slot: more,
+		// smaller range requests cost a server more per byte (versitygw
+		// served 1 MiB ranges at half the rate of 4 MiB ones), and the
+		// bands in flight give the other slots spans of their own.
+		req = min(r.MaxRequests(), a.workers)
 		total *= int64(max(together, 1))
 	}
 	per := total / int64(2*max(req, 1))

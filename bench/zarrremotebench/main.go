@@ -30,6 +30,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -80,9 +84,13 @@ func main() {
 	traceFile := flag.String("trace", "", "write an execution trace of one more round, after the timed ones, to this file")
 	best := flag.Bool("best", false, "report the best round, not the median (on a machine shared with other work)")
 	cpu := flag.Bool("cpu", false, "also print each configuration's CPU time, time waiting for a core and idle time per read (Linux)")
+	latency := flag.Duration("latency", 0, "hold every request this long before it goes to the server (a proxy in this process), as a distant S3's time to first byte; the proxy's copies count in -cpu")
 	flag.Parse()
 	if *dir == "" || os.Getenv("AWS_ENDPOINT_URL") == "" {
 		log.Fatal("need -dir and the AWS_* variables of the S3 server")
+	}
+	if *latency > 0 {
+		defer delayRequests(*latency)()
 	}
 	rowsPerChunk := *chunk / (4 * cols)
 	rows := *size / (4 * cols)
@@ -564,4 +572,20 @@ func check(err error) {
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// delayRequests puts a proxy in front of the server of AWS_ENDPOINT_URL
+// that holds each request for d, points AWS_ENDPOINT_URL at it, and
+// returns its stop. The requests keep the Host they were signed for.
+func delayRequests(d time.Duration) (stop func()) {
+	target, err := url.Parse(os.Getenv("AWS_ENDPOINT_URL"))
+	check(err)
+	p := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(d)
+		p.ServeHTTP(w, r)
+	}))
+	check(os.Setenv("AWS_ENDPOINT_URL", srv.URL))
+	fmt.Printf("requests held %v each by a proxy at %s\n", d, srv.URL)
+	return srv.Close
 }
