@@ -528,7 +528,8 @@ func replaceRegular(tmp, final string) error {
 // lock one at a time, and a disk too full for the file fails here, with
 // syscall.ENOSPC, rather than midway. Memory file systems (tmpfs), where
 // fallocate would zero every page first, and file systems without
-// fallocate are left as they are. SaveFile reserves its files' sizes.
+// fallocate are left as they are. SaveFile reserves the sizes of the files
+// it writes through the engine (more than one task).
 //
 // On ENOSPC the temporary files of the same target that dead processes
 // left (a save killed after its Reserve) are removed and the allocation
