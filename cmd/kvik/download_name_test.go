@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,17 +21,7 @@ import (
 func TestCpDownloadNameIsKey(t *testing.T) {
 	v := s3test.Start(t)
 	env := s3Env(v)
-	names := []string{"x%41.bin", "50%off.bin", "h#frag.bin", "q?x=1.bin", "a%2Fb.bin", "%zz.bin", "sp ace+plus.bin", "é漢%20.bin"}
-	rng := rand.New(rand.NewPCG(39, 10))
-	chars := []rune("ab%#?& =+;~!'()@,$é漢🙂%2F5")
-	for range 8 {
-		n := make([]rune, 1+rng.IntN(12))
-		for i := range n {
-			n[i] = chars[rng.IntN(len(chars))]
-		}
-		names = append(names, string(n)+".bin")
-	}
-	t.Logf("names: %q", names)
+	names := oddNames(t, 10)
 	web := t.TempDir()
 	webURL := strings.TrimSuffix(fileServer(t, filepath.Join(web, "x")), "/x")
 	for i, name := range names {

@@ -39,17 +39,7 @@ func TestCpUploadHTTPURL(t *testing.T) {
 func TestCpUploadNameIsKey(t *testing.T) {
 	v := s3test.Start(t)
 	env := s3Env(v)
-	names := []string{"x%41.bin", "50%off.bin", "h#frag.bin", "q?x=1.bin", "a%2Fb.bin", "%zz.bin", "sp ace+plus.bin", "é漢%20.bin"}
-	rng := rand.New(rand.NewPCG(39, 9))
-	chars := []rune("ab%#?& =+;~!'()@,$é漢🙂%2F5")
-	for range 8 {
-		n := make([]rune, 1+rng.IntN(12))
-		for i := range n {
-			n[i] = chars[rng.IntN(len(chars))]
-		}
-		names = append(names, string(n)+".bin")
-	}
-	t.Logf("names: %q", names)
+	names := oddNames(t, 9)
 	dir := t.TempDir()
 	for i, name := range names {
 		src := filepath.Join(dir, name)
@@ -115,4 +105,22 @@ func TestCpS3ErrorLine(t *testing.T) {
 			t.Errorf("the error line quotes %q: %s", s, r.stderr)
 		}
 	}
+}
+
+// oddNames returns file names that a URL must escape ('%', '#', '?',
+// spaces, '+', unicode, a literal "%2F"), eight of them fixed and eight
+// random (seeded by seed), and logs them.
+func oddNames(t *testing.T, seed uint64) []string {
+	names := []string{"x%41.bin", "50%off.bin", "h#frag.bin", "q?x=1.bin", "a%2Fb.bin", "%zz.bin", "sp ace+plus.bin", "é漢%20.bin"}
+	rng := rand.New(rand.NewPCG(39, seed))
+	chars := []rune("ab%#?& =+;~!'()@,$é漢🙂%2F5")
+	for range 8 {
+		n := make([]rune, 1+rng.IntN(12))
+		for i := range n {
+			n[i] = chars[rng.IntN(len(chars))]
+		}
+		names = append(names, string(n)+".bin")
+	}
+	t.Logf("names: %q", names)
+	return names
 }
