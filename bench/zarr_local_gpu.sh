@@ -73,5 +73,19 @@ END {
   print "gpu: zarr default layout of the band buffers (Auto); gpu-reg, gpu-cel: the region and cells layouts forced (zarrtune)"
   print "decode: every chunk decoded into memory of its own on all cores; dec-hot: into one cache-resident buffer per core (no read writes that little)"
   print "goals: zstd, blosc >= 0.8 gpu/raw or >= 0.9 gpu/dec; gzip >= 0.9 gpu/dec; gpu/ts >= 2 (zstd, blosc, sharded-zstd); wr/enc >= 0.9"
+  # Each goal of the issue, met or not, in this run.
+  line = ""; miss = 0
+  if (("raw_gpu" in v) && ("file_gpu" in v)) { ok = v["raw_gpu"] >= 0.9 * v["file_gpu"]; line = line sprintf(" raw/file %s", ok ? "ok" : "MISS"); miss += !ok }
+  for (i = 2; i <= n; i++) {
+    k = c[i]
+    if ((k "_gpu" in v) && (k "_decode" in v)) {
+      want = 0.9 * v[k "_decode"]
+      if (k != "gzip" && ("raw_gpu" in v)) want = (0.8 * v["raw_gpu"] < want) ? 0.8 * v["raw_gpu"] : want
+      ok = v[k "_gpu"] >= want; line = line sprintf(" %s/dec %s", k, ok ? "ok" : "MISS"); miss += !ok
+    }
+    if (k != "gzip" && (k "_gpu" in v) && (("ts_gpu_" k) in v)) { ok = v[k "_gpu"] >= 2 * v["ts_gpu_" k]; line = line sprintf(" %s/ts %s", k, ok ? "ok" : "MISS"); miss += !ok }
+    if ((k "_write" in v) && (k "_encode" in v)) { ok = v[k "_write"] >= 0.9 * v[k "_encode"]; line = line sprintf(" %s/wr %s", k, ok ? "ok" : "MISS"); miss += !ok }
+  }
+  printf "goal check (local):%s; %d missed\n", line, miss
 }' | tee "$OUT/summary.txt"
 s3_summary "$OUT" | tee -a "$OUT/summary.txt"

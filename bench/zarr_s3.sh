@@ -138,6 +138,15 @@ END {
     printf "  %-13s %7s %7s %7s %8s\n", c[i], g(k), g(k "_decode"), r(k, "s3_raw"), r(k, k "_decode")
   }
   print "  goals (issue 40): x raw >= 0.8, or x decode >= 0.9 where that is lower; gzip x decode >= 0.9; decode: the same stored chunks decoded in memory on the same cores"
+  line = ""; miss = 0
+  for (i = 1; i <= n; i++) {
+    k = "s3_" c[i]
+    if (!(k in v) || !("s3_raw" in v)) continue
+    want = 0.8 * v["s3_raw"]
+    if ((k "_decode") in v) want = (0.9 * v[k "_decode"] < want || c[i] == "gzip") ? 0.9 * v[k "_decode"] : want
+    ok = v[k] >= want; line = line sprintf(" %s %s", c[i], ok ? "ok" : "MISS"); miss += !ok
+  }
+  printf "  goal check:%s; %d missed\n", line, miss
 }' "$out/s3-$m.txt"
 	done
 }
