@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/remote"
 	"github.com/kvikgo/kvik/npy"
 	"github.com/kvikgo/kvik/safetensors"
 )
@@ -156,27 +157,17 @@ func destPath(src, dst string) (string, error) {
 	return dst, nil
 }
 
-// urlBase returns the last segment of the object name a URL gives: of an
-// s3:// URL's key (the text after the bucket, decoded once, '?' and '#'
-// included, as kvik reads it), of an http(s) URL's decoded path (no
-// query). A name that is no file name ("", "." or "..", which would
-// leave the directory, or one with a NUL) fails, asking for one.
+// urlBase returns the last segment of the object name a URL gives (see
+// remote.ObjectPath: an s3:// URL's key, decoded once, '?' and '#'
+// included; an http(s) URL's decoded path). A name that is no file name
+// ("", "." or "..", which would leave the directory, or one with a NUL)
+// fails, asking for one.
 func urlBase(src string) (string, error) {
-	var name string
-	if len(src) >= 5 && strings.EqualFold(src[:5], "s3://") {
-		_, key, _ := strings.Cut(src[5:], "/")
-		k, err := url.PathUnescape(key)
-		if err != nil {
-			return "", fmt.Errorf("%s: %v", kvik.RedactURL(src), err)
-		}
-		name = k[strings.LastIndexByte(k, '/')+1:]
-	} else {
-		u, err := url.Parse(src)
-		if err != nil {
-			return "", fmt.Errorf("%s: %v", kvik.RedactURL(src), err)
-		}
-		name = u.Path[strings.LastIndexByte(u.Path, '/')+1:]
+	p, err := remote.ObjectPath(src)
+	if err != nil {
+		return "", err
 	}
+	name := p[strings.LastIndexByte(p, '/')+1:]
 	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, 0) {
 		return "", fmt.Errorf("%s: %q is no file name; name the destination file", kvik.RedactURL(src), name)
 	}

@@ -378,21 +378,9 @@ func s3Location(raw string, cfg S3Config, prefix bool) (*url.URL, string, error)
 		root.Path, root.RawPath = "/"+bucket, ""
 		return &root, key, nil
 	}
-	re := s3Scheme
-	if prefix {
-		re = s3Prefix
-	}
-	m := re.FindStringSubmatch(raw)
-	if m == nil {
-		return nil, "", fmt.Errorf("%w: %q is not an s3://bucket/key URL", ErrUnsupportedURL, Redact(raw))
-	}
-	bucket := m[1]
-	if !bucketName.MatchString(bucket) || bucket == "." || bucket == ".." {
-		return nil, "", fmt.Errorf("%w: bad bucket name in %q", ErrUnsupportedURL, Redact(raw))
-	}
-	key, err := url.PathUnescape(m[2])
+	bucket, key, err := s3Parts(raw, prefix)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: %q: %v", ErrInvalidKey, Redact(raw), err)
+		return nil, "", err
 	}
 	var base string
 	switch {
@@ -408,6 +396,43 @@ func s3Location(raw string, cfg S3Config, prefix bool) (*url.URL, string, error)
 		return nil, "", fmt.Errorf("%w: bad S3 endpoint URL %q", ErrUnsupportedURL, Redact(cfg.EndpointURL))
 	}
 	return u, key, nil
+}
+
+// s3Parts returns the bucket and the key of an s3://bucket/key URL: the
+// text after "bucket/", percent-decoded exactly once (see s3Location).
+// prefix allows an empty key.
+func s3Parts(raw string, prefix bool) (bucket, key string, err error) {
+	re := s3Scheme
+	if prefix {
+		re = s3Prefix
+	}
+	m := re.FindStringSubmatch(raw)
+	if m == nil {
+		return "", "", fmt.Errorf("%w: %q is not an s3://bucket/key URL", ErrUnsupportedURL, Redact(raw))
+	}
+	bucket = m[1]
+	if !bucketName.MatchString(bucket) || bucket == "." || bucket == ".." {
+		return "", "", fmt.Errorf("%w: bad bucket name in %q", ErrUnsupportedURL, Redact(raw))
+	}
+	if key, err = url.PathUnescape(m[2]); err != nil {
+		return "", "", fmt.Errorf("%w: %q: %v", ErrInvalidKey, Redact(raw), err)
+	}
+	return bucket, key, nil
+}
+
+// ObjectPath returns the name of the object a URL gives, decoded as the
+// requests name it: an s3:// URL's key (s3Parts), else the URL's path,
+// decoded once by url.Parse, without its query. It may be empty.
+func ObjectPath(raw string) (string, error) {
+	if isS3Scheme(raw) {
+		_, key, err := s3Parts(raw, true)
+		return key, err
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %v", ErrUnsupportedURL, Redact(raw), err)
+	}
+	return u.Path, nil
 }
 
 // keyURL is the one place a request URL is made from a root and an

@@ -198,3 +198,26 @@ func TestCheckRedirect(t *testing.T) {
 		t.Errorf("https -> https -> http: %v", err)
 	}
 }
+
+// TestObjectPath: the object name a URL gives is the key the requests
+// use, decoded once: an s3:// key with its '?' and '#', an http(s)
+// path without its query; a bad escape in an s3:// key is ErrInvalidKey.
+func TestObjectPath(t *testing.T) {
+	for _, c := range []struct {
+		raw, want string
+		err       error
+	}{
+		{"s3://b/p/x%2541.bin", "p/x%41.bin", nil},
+		{"S3://b/q?x=1#f.bin", "q?x=1#f.bin", nil},
+		{"s3://b", "", nil},
+		{"s3://b/%zz", "", ErrInvalidKey},
+		{"s3:///k", "", ErrUnsupportedURL},
+		{"https://h:9/bkt/a%20b.bin?X-Amz-Signature=s", "/bkt/a b.bin", nil},
+		{"http://h/d/%2e%2e", "/d/..", nil},
+	} {
+		got, err := ObjectPath(c.raw)
+		if got != c.want || !errors.Is(err, c.err) || (c.err == nil) != (err == nil) {
+			t.Errorf("ObjectPath(%q) = %q, %v; want %q, %v", c.raw, got, err, c.want, c.err)
+		}
+	}
+}
