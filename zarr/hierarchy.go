@@ -330,19 +330,12 @@ func Delete(ctx context.Context, s Store, path string) error {
 	return nil
 }
 
-// checkPrefix fails with ErrInvalidKey where prefix (of keyPrefix) holds
-// a segment that no key may: empty, "." or "..", a NUL or a backslash.
-// Listing such a prefix finds nothing, and a Delete of it would seem to
-// succeed.
+// checkPrefix fails with ErrInvalidKey where prefix (of keyPrefix)
+// names no path a key may lie under: listing it would find nothing, and
+// a Delete of it would seem to succeed.
 func checkPrefix(prefix string) error {
 	if prefix == "" {
 		return nil
 	}
-	p := strings.TrimSuffix(prefix, "/")
-	for _, seg := range strings.Split(p, "/") {
-		if seg == "" || seg == "." || seg == ".." || strings.ContainsAny(seg, "\\\x00") {
-			return fmt.Errorf("%w: path %q", ErrInvalidKey, p)
-		}
-	}
-	return nil
+	return checkKey(strings.TrimSuffix(prefix, "/"))
 }

@@ -154,15 +154,25 @@ func (c *storeConfig) key(key string) (string, error) {
 	if c.normalizeKeys {
 		key = strings.ToLower(key)
 	}
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// checkKey fails with ErrInvalidKey for a key that cannot name a value
+// below a store's root: empty, absolute, with a NUL or a backslash, or
+// with an empty, "." or ".." segment.
+func checkKey(key string) error {
 	if key == "" || strings.HasPrefix(key, "/") || strings.ContainsRune(key, 0) || strings.Contains(key, "\\") {
-		return "", fmt.Errorf("%w: %q", ErrInvalidKey, key)
+		return fmt.Errorf("%w: %q", ErrInvalidKey, key)
 	}
 	for _, seg := range strings.Split(key, "/") {
 		if seg == "" || seg == "." || seg == ".." {
-			return "", fmt.Errorf("%w: %q", ErrInvalidKey, key)
+			return fmt.Errorf("%w: %q", ErrInvalidKey, key)
 		}
 	}
-	return key, nil
+	return nil
 }
 
 // path maps a key to its file.
