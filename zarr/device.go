@@ -87,8 +87,8 @@ func (w *deviceWorker) staging(n int) ([]byte, *staging.Copier, error) {
 		w.marked[k] = false
 	}
 	if w.bufs[k] == nil {
-		err := w.c.In(func() (err error) { w.pinned[k], err = kvik.GetPinnedBuffer(max(w.size, 1)); return err })
-		if err != nil {
+		var err error
+		if w.pinned[k], err = pinnedIn(w.c, max(w.size, 1)); err != nil {
 			return nil, nil, err
 		}
 		w.bufs[k] = w.pinned[k].Bytes()
@@ -104,15 +104,8 @@ func (w *deviceWorker) close() error {
 		return nil
 	}
 	err := w.c.Sync()
-	w.c.In(func() error {
-		w.c.Close()
-		for _, p := range w.pinned {
-			if p != nil {
-				p.Release() // may unpin: in the context
-			}
-		}
-		return nil
-	})
+	w.c.Close()
+	releaseIn(w.c, w.pinned) // In needs only the range's context
 	return err
 }
 
@@ -308,8 +301,8 @@ func cellWorkers(target devmem.Range, workers []*deviceWorker, es, size int) (*p
 		for j := range cells {
 			c := workerCells*k + j
 			if c/perBuf == len(slots.pinned) {
-				var p *kvik.PinnedBuffer
-				if err := slots.c.In(func() (err error) { p, err = kvik.GetPinnedBuffer(bufSize); return err }); err != nil {
+				p, err := pinnedIn(slots.c, bufSize)
+				if err != nil {
 					return &slots, err
 				}
 				slots.pinned = append(slots.pinned, p)
@@ -478,8 +471,8 @@ func (s *pinnedSlots) take(ctx context.Context, b *band) ([]byte, error) {
 	case k = <-s.free:
 	default:
 		if len(s.pinned) < s.max {
-			var p *kvik.PinnedBuffer
-			if err := s.c.In(func() (err error) { p, err = kvik.GetPinnedBuffer(s.size); return err }); err != nil {
+			p, err := pinnedIn(s.c, s.size)
+			if err != nil {
 				return nil, err
 			}
 			s.pinned = append(s.pinned, p)
@@ -509,13 +502,29 @@ func (s *pinnedSlots) fail(err error) {
 
 // close gives the buffers and the stream back, once nothing uses them.
 func (s *pinnedSlots) close() {
-	s.c.In(func() error {
-		for _, p := range s.pinned {
-			p.Release() // may unpin: in the context
+	releaseIn(s.c, s.pinned)
+	s.c.Close()
+}
+
+// pinnedIn takes a buffer of n bytes from kvik's pool in c's context,
+// where the pool may pin it.
+func pinnedIn(c *staging.Copier, n int) (*kvik.PinnedBuffer, error) {
+	var p *kvik.PinnedBuffer
+	err := c.In(func() (err error) { p, err = kvik.GetPinnedBuffer(n); return err })
+	return p, err
+}
+
+// releaseIn gives the buffers of ps (nil ones skipped) back to kvik's
+// pool in c's context, where a release may unpin.
+func releaseIn(c *staging.Copier, ps []*kvik.PinnedBuffer) {
+	c.In(func() error {
+		for _, p := range ps {
+			if p != nil {
+				p.Release()
+			}
 		}
 		return nil
 	})
-	s.c.Close()
 }
 
 // deviceSink takes a device read's bands to device memory at dst, where
