@@ -74,7 +74,9 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 			return err
 		}
 		if ok {
-			c, err := a.pipe.decode(b, shape, nil)
+			// Decoded into buf where the codecs can (no chunk-sized
+			// buffer of its own, then copied); the copy is then in place.
+			c, err := a.pipe.decode(b, shape, buf)
 			if err != nil {
 				return fmt.Errorf("chunk %s: %w", key, err)
 			}
