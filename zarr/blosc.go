@@ -387,19 +387,32 @@ func unshuffle(dst, src []byte, ts int) {
 	copy(dst[n*ts:], src[n*ts:])
 }
 
+// shuffle byte-shuffles src into dst: byte k of every element, then byte
+// k+1; trailing bytes that do not fill an element are copied.
 func shuffle(dst, src []byte, ts int) {
 	n := len(src) / ts
+	shufflePlanes(dst, n, 0, src[:n*ts], ts)
+	copy(dst[n*ts:], src[n*ts:])
+}
+
+// shufflePlanes byte-shuffles the whole elements of src into elements
+// [i0, i0+len(src)/ts) of a shuffled block of n elements in dst (planes
+// of n bytes): byte k of element i goes to dst[k*n+i0+i]. A block can so
+// be shuffled from pieces that lie apart (a chunk's rows in a region).
+func shufflePlanes(dst []byte, n, i0 int, src []byte, ts int) {
+	m := len(src) / ts
+	plane := func(k int) []byte { return dst[k*n+i0 : k*n+i0+m] }
 	switch ts {
 	case 2:
-		r0, r1, s := dst[:n], dst[n:2*n], src[:2*n]
+		r0, r1, s := plane(0), plane(1), src[:2*m]
 		for i := range r0 {
 			v := binary.LittleEndian.Uint16(s[2*i:])
 			r0[i], r1[i] = byte(v), byte(v>>8)
 		}
 	case 4:
-		r0, r1, r2, r3, s := dst[:n], dst[n:2*n], dst[2*n:3*n], dst[3*n:4*n], src[:4*n]
+		r0, r1, r2, r3, s := plane(0), plane(1), plane(2), plane(3), src[:4*m]
 		i := 0
-		for ; i+8 <= n; i += 8 { // the transposes of unshuffle, the other way
+		for ; i+8 <= m; i += 8 { // the transposes of unshuffle, the other way
 			le := binary.LittleEndian
 			in := s[4*i : 4*i+32]
 			a, b, c, d := le.Uint64(in), le.Uint64(in[8:]), le.Uint64(in[16:]), le.Uint64(in[24:])
@@ -410,15 +423,15 @@ func shuffle(dst, src []byte, ts int) {
 			le.PutUint64(r2[i:], b2)
 			le.PutUint64(r3[i:], b3)
 		}
-		for ; i < n; i++ {
+		for ; i < m; i++ {
 			v := binary.LittleEndian.Uint32(s[4*i:])
 			r0[i], r1[i], r2[i], r3[i] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 		}
 	case 8:
-		r0, r1, r2, r3 := dst[:n], dst[n:2*n], dst[2*n:3*n], dst[3*n:4*n]
-		r4, r5, r6, r7, s := dst[4*n:5*n], dst[5*n:6*n], dst[6*n:7*n], dst[7*n:8*n], src[:8*n]
+		r0, r1, r2, r3 := plane(0), plane(1), plane(2), plane(3)
+		r4, r5, r6, r7, s := plane(4), plane(5), plane(6), plane(7), src[:8*m]
 		i := 0
-		for ; i+8 <= n; i += 8 { // the transpose of unshuffle, the other way
+		for ; i+8 <= m; i += 8 { // the transpose of unshuffle, the other way
 			le := binary.LittleEndian
 			in := s[8*i : 8*i+64]
 			y0, y1, y2, y3, y4, y5, y6, y7 := byteTranspose8(le.Uint64(in), le.Uint64(in[8:]), le.Uint64(in[16:]), le.Uint64(in[24:]),
@@ -432,20 +445,19 @@ func shuffle(dst, src []byte, ts int) {
 			le.PutUint64(r6[i:], y6)
 			le.PutUint64(r7[i:], y7)
 		}
-		for ; i < n; i++ {
+		for ; i < m; i++ {
 			v := binary.LittleEndian.Uint64(s[8*i:])
 			r0[i], r1[i], r2[i], r3[i] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 			r4[i], r5[i], r6[i], r7[i] = byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56)
 		}
 	default:
 		for k := 0; k < ts; k++ {
-			row := dst[k*n : (k+1)*n]
+			row := plane(k)
 			for i := range row {
 				row[i] = src[i*ts+k]
 			}
 		}
 	}
-	copy(dst[n*ts:], src[n*ts:])
 }
 
 // transpose8 transposes the 8x8 bit matrix whose row j is byte j of x
@@ -525,15 +537,28 @@ func (c bloscCodec) writable() error {
 
 // encode writes a Blosc 1 chunk with unsplit blocks.
 func (c bloscCodec) encode(src, dst []byte) ([]byte, error) {
+	return c.encodeRuns(runList{buf: src, runs: []int{0, len(src)}, n: len(src)}, dst)
+}
+
+// typeSize is the element size the shuffles work with.
+func (c bloscCodec) typeSize() int {
+	if c.typesize <= 0 || c.typesize > 255 {
+		return 1
+	}
+	return c.typesize
+}
+
+// encodeRuns is encode of the bytes of src's runs, one after the other.
+// A block is shuffled from the runs where they lie (a chunk's rows in
+// the region written), not from a copy of the chunk gathered first,
+// where blocks hold whole elements of the runs (else they are gathered).
+func (c bloscCodec) encodeRuns(src runList, dst []byte) ([]byte, error) {
 	format := bloscCompressors[c.cname]
 	if err := c.writable(); err != nil {
 		return nil, err
 	}
-	ts := c.typesize
-	if ts <= 0 || ts > 255 {
-		ts = 1
-	}
-	nbytes := len(src)
+	ts := c.typeSize()
+	nbytes := src.n
 	bs := c.blocksize
 	if bs <= 0 {
 		bs = 256 << 10
@@ -558,6 +583,9 @@ func (c bloscCodec) encode(src, dst []byte) ([]byte, error) {
 		binary.LittleEndian.PutUint32(out[12:], bloscHeader)
 		return out, nil
 	}
+	if len(src.runs) > 2 && (flags&bloscBitShuffle != 0 || !src.splits(bs, ts)) {
+		src = runList{buf: src.appendTo(make([]byte, 0, nbytes)), runs: []int{0, nbytes}, n: nbytes}
+	}
 	nblocks := (nbytes + bs - 1) / bs
 	out = append(out, make([]byte, 4*nblocks)...)
 	// The shuffled block and its compressed form are scratch, pooled
@@ -566,16 +594,10 @@ func (c bloscCodec) encode(src, dst []byte) ([]byte, error) {
 	defer putBuf(pt)
 	defer putBuf(pc)
 	tmp, comp := *pt, *pc
+	var at runCursor
 	for j := 0; j < nblocks; j++ {
-		block := src[j*bs : min((j+1)*bs, nbytes)]
-		in := block
-		if flags&bloscShuffle != 0 {
-			shuffle(tmp[:len(block)], block, ts)
-			in = tmp[:len(block)]
-		} else if flags&bloscBitShuffle != 0 && len(block) >= ts {
-			bitShuffle(tmp[:len(block)], block, ts)
-			in = tmp[:len(block)]
-		}
+		blen := min(bs, nbytes-j*bs)
+		in := c.blockInput(&at, src, blen, flags, ts, tmp[:blen])
 		binary.LittleEndian.PutUint32(out[bloscHeader+4*j:], uint32(len(out)))
 		z, err := c.compress(format, in, comp)
 		if err != nil {
@@ -589,12 +611,39 @@ func (c bloscCodec) encode(src, dst []byte) ([]byte, error) {
 	}
 	if len(out) >= nbytes+bloscHeader {
 		// Plain copy is smaller.
-		out = append(out[:bloscHeader], src...)
+		out = src.appendTo(out[:bloscHeader])
 		flags |= bloscMemcpy
 	}
 	out[2] = flags
 	binary.LittleEndian.PutUint32(out[12:], uint32(len(out)))
 	return out, nil
+}
+
+// blockInput returns the next blen bytes of src, from at, as a block is
+// compressed: shuffled into tmp, or where no shuffle applies the bytes
+// themselves (gathered into tmp when they span runs).
+func (c bloscCodec) blockInput(at *runCursor, src runList, blen int, flags byte, ts int, tmp []byte) []byte {
+	if len(src.runs) == 2 { // one run: the block lies whole in it
+		block := src.buf[src.runs[0]+at.pos : src.runs[0]+at.pos+blen]
+		at.pos += blen
+		switch {
+		case flags&bloscShuffle != 0:
+			shuffle(tmp, block, ts)
+		case flags&bloscBitShuffle != 0 && len(block) >= ts:
+			bitShuffle(tmp, block, ts)
+		default:
+			return block
+		}
+		return tmp
+	}
+	at.next(src, blen, func(off int, part []byte) {
+		if flags&bloscShuffle != 0 {
+			shufflePlanes(tmp, blen/ts, off/ts, part, ts)
+		} else {
+			copy(tmp[off:], part)
+		}
+	})
+	return tmp
 }
 
 // compress compresses one block in format, into buf's memory where it

@@ -76,6 +76,67 @@ func (v view) runs(count []int, f func(off, n int) error) error {
 	}
 }
 
+// runList is a chunk's bytes in C order as runs of a larger buffer (its
+// part of a region being written), so that an encoder can read them
+// where they lie rather than from a copy.
+type runList struct {
+	buf  []byte
+	runs []int // offset in buf and length of each run, in turn
+	n    int   // bytes in all
+}
+
+// runsOf lists the runs of count elements from v's position.
+func runsOf(v view, count []int) runList {
+	l := runList{buf: v.buf}
+	v.runs(count, func(off, n int) error {
+		l.runs = append(l.runs, off, n)
+		l.n += n
+		return nil
+	})
+	return l
+}
+
+// appendTo appends l's bytes to b.
+func (l runList) appendTo(b []byte) []byte {
+	for i := 0; i < len(l.runs); i += 2 {
+		b = append(b, l.buf[l.runs[i]:l.runs[i]+l.runs[i+1]]...)
+	}
+	return b
+}
+
+// splits reports whether blocks of bs bytes (the last shorter) and l's
+// runs all hold whole elements of ts bytes.
+func (l runList) splits(bs, ts int) bool {
+	if bs%ts != 0 {
+		return false
+	}
+	for i := 1; i < len(l.runs); i += 2 {
+		if l.runs[i]%ts != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// runCursor is a position in a runList: run index (pairs) and offset in
+// it, for reading its bytes in order; pos counts the bytes read.
+type runCursor struct{ run, off, pos int }
+
+// next calls f with the pieces of the next n bytes of l, each with its
+// offset from the first of them, and moves past them.
+func (c *runCursor) next(l runList, n int, f func(off int, part []byte)) {
+	for done := 0; done < n; {
+		start, size := l.runs[c.run], l.runs[c.run+1]
+		m := min(n-done, size-c.off)
+		f(done, l.buf[start+c.off:start+c.off+m])
+		done += m
+		if c.off += m; c.off == size {
+			c.run, c.off = c.run+2, 0
+		}
+	}
+	c.pos += n
+}
+
 // copyBox copies count elements from src's position to dst's.
 func copyBox(dst, src view, count []int) {
 	if len(count) == 0 {

@@ -102,6 +102,36 @@ func (p *pipeline) encode(a chunkArray, dst []byte) ([]byte, error) {
 	return b, nil
 }
 
+// encodeRuns is encode of the chunk whose bytes are src's runs, where
+// the chain starts with a Blosc codec that reads them where they lie
+// (its shuffle is the gather); ok is false where the chunk must be
+// gathered and given to encode.
+func (p *pipeline) encodeRuns(src runList, dst []byte) (b []byte, ok bool, err error) {
+	ab, plain := p.ab.(bytesCodecAB)
+	if len(p.aa) > 0 || !plain || (ab.big && ab.es > 1) || len(p.bb) == 0 {
+		return nil, false, nil
+	}
+	bl, ok := p.bb[0].(bloscCodec)
+	if !ok {
+		return nil, false, nil
+	}
+	for i, c := range p.bb {
+		var out []byte
+		if i == len(p.bb)-1 {
+			out = dst
+		}
+		if i == 0 {
+			b, err = bl.encodeRuns(src, out)
+		} else {
+			b, err = c.encode(b, out)
+		}
+		if err != nil {
+			return nil, true, err
+		}
+	}
+	return b, true, nil
+}
+
 // writable fails with ErrUnsupportedCodec when a codec of the chain,
 // inside shards included, can read but not write.
 func (p *pipeline) writable() error {

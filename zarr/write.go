@@ -60,6 +60,24 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 		}
 	}
 	defer func() { release(pooled); release(out) }()
+	var dst []byte
+	if n <= maxPooledOutput && !a.pipe.raw() {
+		// Encoded into a pooled buffer of the chunk's size, not a new
+		// one per chunk (zeroed, then garbage for the collector).
+		out = getBuf(n)
+		dst = *out
+	}
+	if a.covers(t) && a.insideArray(t) {
+		// Every byte is the region's: a chain that can read the chunk's
+		// rows where they lie encodes it without a gathered copy.
+		var ok bool
+		if enc, ok, err = a.pipe.encodeRuns(runsOf(in.sub(t.dstStart), t.sel.count), dst); ok {
+			if err != nil {
+				return fmt.Errorf("chunk %s: %w", key, err)
+			}
+			return a.store.Set(ctx, key, enc)
+		}
+	}
 	// The chunk is assembled in a pooled buffer (a new one per chunk
 	// was garbage of a chunk at every chunk), filled first unless every
 	// byte is the region's.
@@ -84,13 +102,6 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 		}
 	}
 	copyBox(view{buf: buf, shape: shape, es: es, start: t.sel.start}, in.sub(t.dstStart), t.sel.count)
-	var dst []byte
-	if n <= maxPooledOutput && !a.pipe.raw() {
-		// Encoded into a pooled buffer of the chunk's size too, not a
-		// new one per chunk (zeroed, then garbage for the collector).
-		out = getBuf(n)
-		dst = *out
-	}
 	enc, err = a.pipe.encode(chunkArray{shape: shape, data: buf}, dst)
 	if err != nil {
 		return fmt.Errorf("chunk %s: %w", key, err)

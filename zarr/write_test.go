@@ -3,7 +3,9 @@ package zarr
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -134,5 +136,71 @@ func TestWriteBuffersReused(t *testing.T) {
 				t.Fatalf("%s: the edge chunk's row %d holds % x past the array, not the fill value", w.a.path, r, row)
 			}
 		}
+	}
+}
+
+// TestWriteRegionStoresChunks writes a region that covers some chunks
+// whole and others in part (an unaligned start) to Blosc arrays whose
+// whole chunks are shuffled straight from the region's rows, and to
+// other chains, and compares every stored chunk with EncodeChunk of the
+// chunk cut from the expected array: the same bytes.
+func TestWriteRegionStoresChunks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	chains := map[string][]Codec{
+		"blosc-lz4":   writeCodecs["blosc-lz4"],
+		"blosc-zstd2": {{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 1, "shuffle": "shuffle", "typesize": 2, "blocksize": 700}}},
+		"blosc-none":  writeCodecs["blosc-zlib"],
+		"blosc+crc":   {{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "lz4", "shuffle": "shuffle", "typesize": 4}}, {Name: "crc32c"}},
+		"zstd":        writeCodecs["zstd"],
+	}
+	for name, codecs := range chains {
+		t.Run(name, func(t *testing.T) {
+			shape, chunks := []int{50 + rng.IntN(30), 70 + rng.IntN(40)}, []int{16, 24}
+			s, err := NewDirStore(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := Create(bg, s, "a", Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Float, 4}, Codecs: codecs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := []int{rng.IntN(10), rng.IntN(20)}
+			stop := []int{shape[0] - rng.IntN(5), shape[1] - rng.IntN(5)}
+			rows, cols := stop[0]-start[0], stop[1]-start[1]
+			src := fielddata.Float32(rows, cols, 3)
+			if err := a.WriteRegion(bg, start, stop, src); err != nil {
+				t.Fatal(err)
+			}
+			whole := make([]byte, shape[0]*shape[1]*4) // fill value 0 outside the region
+			for r := range rows {
+				copy(whole[((start[0]+r)*shape[1]+start[1])*4:], src[r*cols*4:(r+1)*cols*4])
+			}
+			wv := view{buf: whole, shape: shape, es: 4}
+			for i := 0; i*chunks[0] < shape[0]; i++ {
+				for j := 0; j*chunks[1] < shape[1]; j++ {
+					chunk := make([]byte, chunks[0]*chunks[1]*4)
+					count := []int{min(chunks[0], shape[0]-i*chunks[0]), min(chunks[1], shape[1]-j*chunks[1])}
+					copyBox(view{buf: chunk, shape: chunks, es: 4, start: []int{0, 0}}, wv.sub([]int{i * chunks[0], j * chunks[1]}), count)
+					want, err := a.EncodeChunk(chunk)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := s.Get(bg, a.ChunkKey([]int{i, j}), nil)
+					touched := (i+1)*chunks[0] > start[0] && i*chunks[0] < stop[0] && (j+1)*chunks[1] > start[1] && j*chunks[1] < stop[1]
+					if !touched {
+						if !errors.Is(err, fs.ErrNotExist) {
+							t.Fatalf("chunk %d,%d outside the region: %v, want not stored", i, j, err)
+						}
+						continue
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("chunk %d,%d (region %v-%v): stored bytes differ from the chunk encoded", i, j, start, stop)
+					}
+				}
+			}
+		})
 	}
 }
