@@ -186,7 +186,7 @@ func (s *DirStore) path(key string) (string, error) {
 
 // Get returns the whole value of key, in buf when it fits in cap(buf).
 func (s *DirStore) Get(ctx context.Context, key string, buf []byte) ([]byte, error) {
-	f, err := s.open(key)
+	f, err := s.open(key, true)
 	if err != nil {
 		return nil, err
 	}
@@ -205,11 +205,16 @@ func (s *DirStore) Get(ctx context.Context, key string, buf []byte) ([]byte, err
 	return buf, nil
 }
 
-// open opens key's file for reading with kvik.
-func (s *DirStore) open(key string) (*kvik.FileHandle, error) {
+// open opens key's file for reading with kvik; for reads into host
+// memory (host), which never go through cuFile, without registering it
+// with cuFile, a cost per chunk where GDS is there.
+func (s *DirStore) open(key string, host bool) (*kvik.FileHandle, error) {
 	p, err := s.path(key)
 	if err != nil {
 		return nil, err
+	}
+	if host {
+		return kvik.Open(p, "r", 0, kvik.WithCompatMode(kvik.CompatOn))
 	}
 	return kvik.Open(p, "r", 0)
 }
@@ -219,7 +224,7 @@ func (s *DirStore) open(key string) (*kvik.FileHandle, error) {
 // the end is an error matching io.ErrUnexpectedEOF: partial values are
 // never returned silently.
 func (s *DirStore) ReadRange(ctx context.Context, key string, off int64, p []byte) (int64, error) {
-	f, size, off, err := s.openRange(key, off, int64(len(p)))
+	f, size, off, err := s.openRange(key, off, int64(len(p)), true)
 	if err != nil {
 		return size, err
 	}
@@ -229,14 +234,14 @@ func (s *DirStore) ReadRange(ctx context.Context, key string, off int64, p []byt
 
 // openValue opens key for reads and returns its size.
 func (s *DirStore) openValue(key string) (*kvik.FileHandle, int64, error) {
-	f, size, _, err := s.openRange(key, 0, 0)
+	f, size, _, err := s.openRange(key, 0, 0, true)
 	return f, size, err
 }
 
 // openRange opens key for a read of n bytes at off (from the end when
 // negative) and returns the file, its size and the absolute offset.
-func (s *DirStore) openRange(key string, off, n int64) (*kvik.FileHandle, int64, int64, error) {
-	f, err := s.open(key)
+func (s *DirStore) openRange(key string, off, n int64, host bool) (*kvik.FileHandle, int64, int64, error) {
+	f, err := s.open(key, host)
 	if err != nil {
 		return nil, -1, 0, err
 	}
@@ -292,7 +297,7 @@ const inlineReadMax = 4 << 20
 // device memory at buf+devOff, with kvik's device path (cuFile or
 // overlapped POSIX reads), and returns the value's size.
 func (s *DirStore) ReadRangeDevice(ctx context.Context, key string, off int64, buf cuda.DevicePtr, size int, devOff int64) (int64, error) {
-	f, vsize, off, err := s.openRange(key, off, int64(size))
+	f, vsize, off, err := s.openRange(key, off, int64(size), false)
 	if err != nil {
 		return vsize, err
 	}
