@@ -102,11 +102,16 @@ func (p *pipeline) encode(a chunkArray, dst []byte) ([]byte, error) {
 	return b, nil
 }
 
-// encodeRuns is encode of the chunk whose bytes are src's runs, where
-// the chain starts with a Blosc codec that reads them where they lie
-// (its shuffle is the gather); ok is false where the chunk must be
-// gathered and given to encode.
-func (p *pipeline) encodeRuns(src runList, dst []byte) (b []byte, ok bool, err error) {
+// encodeFrom is encode of the whole chunk of count elements at src's
+// position (a region being written), read where it lies, where the chain
+// can: a Blosc codec first shuffles its rows from there (the shuffle is
+// the gather), a shard gathers its inner chunks from there. ok is false
+// where the chunk must be gathered and given to encode.
+func (p *pipeline) encodeFrom(src view, count []int, dst []byte) (b []byte, ok bool, err error) {
+	if s := p.sharded(); s != nil {
+		b, err = s.encodeView(src, dst)
+		return b, true, err
+	}
 	ab, plain := p.ab.(bytesCodecAB)
 	if len(p.aa) > 0 || !plain || (ab.big && ab.es > 1) || len(p.bb) == 0 {
 		return nil, false, nil
@@ -121,7 +126,7 @@ func (p *pipeline) encodeRuns(src runList, dst []byte) (b []byte, ok bool, err e
 			out = dst
 		}
 		if i == 0 {
-			b, err = bl.encodeRuns(src, out)
+			b, err = bl.encodeRuns(runsOf(src, count), out)
 		} else {
 			b, err = c.encode(b, out)
 		}

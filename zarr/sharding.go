@@ -284,6 +284,13 @@ func (s *shardingCodec) decode(b []byte, shape []int) (chunkArray, error) {
 // a device write holds only a few shards at once (their pinned buffers),
 // so one shard's inner chunks must keep every core encoding.
 func (s *shardingCodec) encode(a chunkArray, dst []byte) ([]byte, error) {
+	return s.encodeView(view{buf: a.data, shape: a.shape, es: s.dt.Size}, dst)
+}
+
+// encodeView is encode of the shard at src's position, its inner chunks
+// gathered from src: a region being written needs no copy of the whole
+// shard first.
+func (s *shardingCodec) encodeView(src view, dst []byte) ([]byte, error) {
 	n := s.nInner()
 	es := s.dt.Size
 	workers := min(n, runtime.GOMAXPROCS(0))
@@ -296,7 +303,6 @@ func (s *shardingCodec) encode(a chunkArray, dst []byte) ([]byte, error) {
 			}
 		}
 	}()
-	src := view{buf: a.data, shape: a.shape, es: es}
 	err := parallel(context.Background(), n, workers, func(_ context.Context, w, i int) error {
 		if scratch[w] == nil {
 			scratch[w] = getBuf(numElements(s.inner) * es)

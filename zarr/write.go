@@ -68,10 +68,10 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 		dst = *out
 	}
 	if a.covers(t) && a.insideArray(t) {
-		// Every byte is the region's: a chain that can read the chunk's
-		// rows where they lie encodes it without a gathered copy.
+		// Every byte is the region's: a chain that can read the chunk
+		// where it lies encodes it without a gathered copy.
 		var ok bool
-		if enc, ok, err = a.pipe.encodeRuns(runsOf(in.sub(t.dstStart), t.sel.count), dst); ok {
+		if enc, ok, err = a.pipe.encodeFrom(in.sub(t.dstStart), t.sel.count, dst); ok {
 			if err != nil {
 				return fmt.Errorf("chunk %s: %w", key, err)
 			}

@@ -141,8 +141,9 @@ func TestWriteBuffersReused(t *testing.T) {
 
 // TestWriteRegionStoresChunks writes a region that covers some chunks
 // whole and others in part (an unaligned start) to Blosc arrays whose
-// whole chunks are shuffled straight from the region's rows, and to
-// other chains, and compares every stored chunk with EncodeChunk of the
+// whole chunks are shuffled straight from the region's rows, to sharded
+// arrays whose whole shards gather their inner chunks from the region,
+// and to other chains, and compares every stored chunk with EncodeChunk of the
 // chunk cut from the expected array: the same bytes.
 func TestWriteRegionStoresChunks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
@@ -152,6 +153,8 @@ func TestWriteRegionStoresChunks(t *testing.T) {
 		"blosc-none":  writeCodecs["blosc-zlib"],
 		"blosc+crc":   {{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "lz4", "shuffle": "shuffle", "typesize": 4}}, {Name: "crc32c"}},
 		"zstd":        writeCodecs["zstd"],
+		"shard-end":   writeCodecs["shard-end"],
+		"shard-start": writeCodecs["shard-start"],
 	}
 	for name, codecs := range chains {
 		t.Run(name, func(t *testing.T) {
