@@ -100,76 +100,147 @@ func bloscErr(format string, a ...any) error {
 
 // decode decompresses one Blosc 1 chunk.
 func (c bloscCodec) decode(src, dst []byte, limit int) ([]byte, error) {
+	h, err := parseBlosc(src, limit)
+	if err != nil {
+		return nil, err
+	}
+	if cap(dst) < h.nbytes {
+		dst = make([]byte, h.nbytes)
+	}
+	dst = dst[:h.nbytes]
+	return dst, c.decodeTo(h, runList{buf: dst, runs: []int{0, h.nbytes}, n: h.nbytes})
+}
+
+// decodeRuns is decode of src into the runs of dst, one after the other
+// (a chunk's rows in the region read), which must hold the chunk's
+// bytes exactly: byte-shuffled blocks are unshuffled straight into them,
+// others decoded into scratch and copied, not the chunk decoded whole
+// into a buffer of its own first.
+func (c bloscCodec) decodeRuns(src []byte, dst runList) error {
+	h, err := parseBlosc(src, dst.n)
+	if err != nil {
+		return err
+	}
+	if h.nbytes != dst.n {
+		return bloscErr("%d bytes for a chunk of %d", h.nbytes, dst.n)
+	}
+	return c.decodeTo(h, dst)
+}
+
+// bloscChunk is a parsed Blosc 1 header and the chunk it heads.
+type bloscChunk struct {
+	src                         []byte // the chunk, cut to its compressed size
+	flags                       byte
+	typesize, nbytes, blocksize int
+	format, nblocks             int
+}
+
+// parseBlosc checks a Blosc 1 header against the chunk it heads and a
+// limit on the decoded size.
+func parseBlosc(src []byte, limit int) (bloscChunk, error) {
 	if len(src) < bloscHeader {
-		return nil, bloscErr("%d bytes is shorter than the header", len(src))
+		return bloscChunk{}, bloscErr("%d bytes is shorter than the header", len(src))
 	}
 	version, flags, typesize := src[0], src[2], int(src[3])
 	nbytes := int(binary.LittleEndian.Uint32(src[4:]))
 	blocksize := int(binary.LittleEndian.Uint32(src[8:]))
 	cbytes := int(binary.LittleEndian.Uint32(src[12:]))
 	if version == 0 || version > 2 {
-		return nil, fmt.Errorf("%w: blosc format version %d", ErrUnsupportedCodec, version)
+		return bloscChunk{}, fmt.Errorf("%w: blosc format version %d", ErrUnsupportedCodec, version)
 	}
 	if nbytes > limit || nbytes < 0 {
-		return nil, bloscErr("%d bytes exceed the limit %d", nbytes, limit)
+		return bloscChunk{}, bloscErr("%d bytes exceed the limit %d", nbytes, limit)
 	}
 	if cbytes > len(src) || cbytes < bloscHeader {
-		return nil, bloscErr("compressed size %d, buffer %d", cbytes, len(src))
+		return bloscChunk{}, bloscErr("compressed size %d, buffer %d", cbytes, len(src))
 	}
-	src = src[:cbytes]
-	if cap(dst) < nbytes {
-		dst = make([]byte, nbytes)
-	}
-	dst = dst[:nbytes]
+	h := bloscChunk{src: src[:cbytes], flags: flags, typesize: typesize, nbytes: nbytes, blocksize: blocksize}
 	if nbytes == 0 {
-		return dst, nil
+		return h, nil
 	}
 	if flags&bloscMemcpy != 0 {
 		if cbytes != nbytes+bloscHeader {
-			return nil, bloscErr("plain copy of %d bytes in %d", nbytes, cbytes)
+			return bloscChunk{}, bloscErr("plain copy of %d bytes in %d", nbytes, cbytes)
 		}
-		copy(dst, src[bloscHeader:])
-		return dst, nil
+		return h, nil
 	}
 	if typesize == 0 || blocksize <= 0 || blocksize > nbytes {
-		return nil, bloscErr("typesize %d, blocksize %d, nbytes %d", typesize, blocksize, nbytes)
+		return bloscChunk{}, bloscErr("typesize %d, blocksize %d, nbytes %d", typesize, blocksize, nbytes)
 	}
-	format := int(flags >> 5)
-	if format == 2 || format > 4 {
-		name := map[int]string{2: "snappy"}[format]
-		return nil, fmt.Errorf("%w: blosc compressor %q (format %d)", ErrUnsupportedCodec, name, format)
+	h.format = int(flags >> 5)
+	if h.format == 2 || h.format > 4 {
+		name := map[int]string{2: "snappy"}[h.format]
+		return bloscChunk{}, fmt.Errorf("%w: blosc compressor %q (format %d)", ErrUnsupportedCodec, name, h.format)
+	}
+	h.nblocks = (nbytes + blocksize - 1) / blocksize
+	if bloscHeader+4*h.nblocks > cbytes {
+		return bloscChunk{}, bloscErr("%d blocks do not fit in %d bytes", h.nblocks, cbytes)
+	}
+	return h, nil
+}
+
+// decodeTo decodes the parsed chunk h into dst's runs, which hold
+// exactly its bytes.
+func (c bloscCodec) decodeTo(h bloscChunk, dst runList) error {
+	var at runCursor
+	if h.nbytes == 0 {
+		return nil
+	}
+	if h.flags&bloscMemcpy != 0 {
+		at.next(dst, h.nbytes, func(off int, part []byte) { copy(part, h.src[bloscHeader+off:]) })
+		return nil
 	}
 	var sd splitDecoder
-	if format == 4 {
+	if h.format == 4 {
 		var err error
 		if sd.zstd, err = zstdOr(c.zstd); err != nil {
-			return nil, err
+			return err
 		}
-	}
-	nblocks := (nbytes + blocksize - 1) / blocksize
-	if bloscHeader+4*nblocks > cbytes {
-		return nil, bloscErr("%d blocks do not fit in %d bytes", nblocks, cbytes)
 	}
 	// A block is decoded into pooled scratch, then unshuffled: a new one
 	// per chunk (the whole chunk, for Blosc's default block size) was a
 	// zeroed, page-faulted megabyte of garbage per chunk, and a read of
-	// 1 GiB ran a garbage collection with mark assists.
-	pt := getBuf(blocksize)
+	// 1 GiB ran a garbage collection with mark assists. A block that
+	// spans runs is unshuffled into them (whole elements), or decoded
+	// whole into more scratch and copied.
+	one := len(dst.runs) == 2
+	ts := h.typesize
+	inPlace := h.flags&bloscShuffle != 0 && ts > 1 && dst.splits(h.blocksize, ts)
+	pt := getBuf(h.blocksize)
 	defer putBuf(pt)
 	tmp := *pt
-	for j := 0; j < nblocks; j++ {
-		bsize := blocksize
-		leftover := j == nblocks-1 && nbytes%blocksize != 0
+	var whole []byte
+	if !one && !inPlace {
+		pw := getBuf(h.blocksize)
+		defer putBuf(pw)
+		whole = *pw
+	}
+	for j := 0; j < h.nblocks; j++ {
+		bsize := h.blocksize
+		leftover := j == h.nblocks-1 && h.nbytes%h.blocksize != 0
 		if leftover {
-			bsize = nbytes % blocksize
+			bsize = h.nbytes % h.blocksize
 		}
-		start := int(binary.LittleEndian.Uint32(src[bloscHeader+4*j:]))
-		out := dst[j*blocksize : j*blocksize+bsize]
-		if err := sd.block(src, start, flags, format, typesize, bsize, leftover, out, tmp[:bsize]); err != nil {
-			return nil, fmt.Errorf("block %d: %w", j, err)
+		start := int(binary.LittleEndian.Uint32(h.src[bloscHeader+4*j:]))
+		var err error
+		switch {
+		case one:
+			base := dst.runs[0] + j*h.blocksize
+			err = sd.block(h.src, start, h.flags, h.format, ts, bsize, leftover, dst.buf[base:base+bsize], tmp[:bsize])
+		case inPlace:
+			if err = sd.splits(h.src, start, h.flags, h.format, ts, bsize, leftover, tmp[:bsize]); err == nil {
+				at.next(dst, bsize, func(off int, part []byte) { unshufflePlanes(part, tmp[:bsize], bsize/ts, off/ts, ts) })
+			}
+		default:
+			if err = sd.block(h.src, start, h.flags, h.format, ts, bsize, leftover, whole[:bsize], tmp[:bsize]); err == nil {
+				at.next(dst, bsize, func(off int, part []byte) { copy(part, whole[off:]) })
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("block %d: %w", j, err)
 		}
 	}
-	return dst, nil
+	return nil
 }
 
 // splitDecoder decodes the splits of one chunk's blocks, keeping what one
@@ -189,6 +260,21 @@ func (sd *splitDecoder) block(src []byte, start int, flags byte, format, typesiz
 	if doShuffle || doBit {
 		target = tmp
 	}
+	if err := sd.splits(src, start, flags, format, typesize, bsize, leftover, target); err != nil {
+		return err
+	}
+	switch {
+	case doShuffle:
+		unshuffle(out, tmp, typesize)
+	case doBit:
+		bitUnshuffle(out, tmp, typesize)
+	}
+	return nil
+}
+
+// splits decompresses the splits of the block at src[start:] into
+// target, the block as stored (still shuffled, where it is).
+func (sd *splitDecoder) splits(src []byte, start int, flags byte, format, typesize, bsize int, leftover bool, target []byte) error {
 	nsplits := 1
 	if flags&bloscDontSplit == 0 && typesize <= bloscMaxSplits && bsize/typesize >= bloscMinBuffer && !leftover {
 		nsplits = typesize
@@ -218,12 +304,6 @@ func (sd *splitDecoder) block(src []byte, start int, flags byte, format, typesiz
 		if err := sd.decompress(format, in, part); err != nil {
 			return err
 		}
-	}
-	switch {
-	case doShuffle:
-		unshuffle(out, tmp, typesize)
-	case doBit:
-		bitUnshuffle(out, tmp, typesize)
 	}
 	return nil
 }
@@ -332,16 +412,27 @@ func swapBlocks(a, b uint64, shift uint, mask uint64) (uint64, uint64) {
 // byte k+1; trailing bytes that do not fill an element are unshuffled.
 func unshuffle(dst, src []byte, ts int) {
 	n := len(src) / ts
+	unshufflePlanes(dst[:n*ts], src, n, 0, ts)
+	copy(dst[n*ts:], src[n*ts:])
+}
+
+// unshufflePlanes undoes the byte shuffle of elements [i0, i0+len(dst)/ts)
+// of a shuffled block of n elements in src (planes of n bytes) into dst:
+// byte k of element i is src[k*n+i0+i]. A block can so be unshuffled
+// into pieces that lie apart (a chunk's rows in a region).
+func unshufflePlanes(dst, src []byte, n, i0, ts int) {
+	m := len(dst) / ts
+	plane := func(k int) []byte { return src[k*n+i0 : k*n+i0+m] }
 	switch ts {
 	case 2:
-		r0, r1, d := src[:n], src[n:2*n], dst[:2*n]
+		r0, r1, d := plane(0), plane(1), dst[:2*m]
 		for i := range r0 {
 			binary.LittleEndian.PutUint16(d[2*i:], uint16(r0[i])|uint16(r1[i])<<8)
 		}
 	case 4:
-		r0, r1, r2, r3, d := src[:n], src[n:2*n], src[2*n:3*n], src[3*n:4*n], dst[:4*n]
+		r0, r1, r2, r3, d := plane(0), plane(1), plane(2), plane(3), dst[:4*m]
 		i := 0
-		for ; i+8 <= n; i += 8 { // eight elements at once: two 4x4 byte transposes
+		for ; i+8 <= m; i += 8 { // eight elements at once: two 4x4 byte transposes
 			le := binary.LittleEndian
 			e0, e1, e2, e3 := byteTranspose4(le.Uint64(r0[i:]), le.Uint64(r1[i:]), le.Uint64(r2[i:]), le.Uint64(r3[i:]))
 			o := d[4*i : 4*i+32]
@@ -350,14 +441,14 @@ func unshuffle(dst, src []byte, ts int) {
 			le.PutUint64(o[16:], e0>>32|e1&^lo32)
 			le.PutUint64(o[24:], e2>>32|e3&^lo32)
 		}
-		for ; i < n; i++ {
+		for ; i < m; i++ {
 			binary.LittleEndian.PutUint32(d[4*i:], uint32(r0[i])|uint32(r1[i])<<8|uint32(r2[i])<<16|uint32(r3[i])<<24)
 		}
 	case 8:
-		r0, r1, r2, r3 := src[:n], src[n:2*n], src[2*n:3*n], src[3*n:4*n]
-		r4, r5, r6, r7, d := src[4*n:5*n], src[5*n:6*n], src[6*n:7*n], src[7*n:8*n], dst[:8*n]
+		r0, r1, r2, r3 := plane(0), plane(1), plane(2), plane(3)
+		r4, r5, r6, r7, d := plane(4), plane(5), plane(6), plane(7), dst[:8*m]
 		i := 0
-		for ; i+8 <= n; i += 8 { // eight elements at once: an 8x8 byte transpose
+		for ; i+8 <= m; i += 8 { // eight elements at once: an 8x8 byte transpose
 			le := binary.LittleEndian
 			y0, y1, y2, y3, y4, y5, y6, y7 := byteTranspose8(le.Uint64(r0[i:]), le.Uint64(r1[i:]), le.Uint64(r2[i:]), le.Uint64(r3[i:]),
 				le.Uint64(r4[i:]), le.Uint64(r5[i:]), le.Uint64(r6[i:]), le.Uint64(r7[i:]))
@@ -371,20 +462,19 @@ func unshuffle(dst, src []byte, ts int) {
 			le.PutUint64(o[48:], y6)
 			le.PutUint64(o[56:], y7)
 		}
-		for ; i < n; i++ {
+		for ; i < m; i++ {
 			lo := uint64(r0[i]) | uint64(r1[i])<<8 | uint64(r2[i])<<16 | uint64(r3[i])<<24
 			hi := uint64(r4[i]) | uint64(r5[i])<<8 | uint64(r6[i])<<16 | uint64(r7[i])<<24
 			binary.LittleEndian.PutUint64(d[8*i:], lo|hi<<32)
 		}
 	default:
 		for k := 0; k < ts; k++ {
-			row := src[k*n : (k+1)*n]
+			row := plane(k)
 			for i, b := range row {
 				dst[i*ts+k] = b
 			}
 		}
 	}
-	copy(dst[n*ts:], src[n*ts:])
 }
 
 // shuffle byte-shuffles src into dst: byte k of every element, then byte

@@ -314,3 +314,42 @@ func BenchmarkBloscEncodeRuns(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkBloscDecodeRuns decodes 512 x 512 float32 Blosc LZ4 chunks
+// (byte shuffle) into their places in a 128 MiB region, 16384 wide, in
+// turn: into a chunk buffer, then copied (what a host read did), and
+// unshuffled straight into the region's rows (decodeRuns).
+func BenchmarkBloscDecodeRuns(b *testing.B) {
+	const rows, side, chunk = 2048, 16384, 512
+	c := bloscCodec{cname: "lz4", clevel: 5, shuffle: 1, typesize: 4}
+	enc, err := c.encode(fielddata.Float32(chunk, chunk, 1), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	region := make([]byte, rows*side*4)
+	v := view{buf: region, shape: []int{rows, side}, es: 4}
+	buf := make([]byte, chunk*chunk*4)
+	at := func(i int) []int { i %= rows / chunk * side / chunk; return []int{i / (side / chunk) * chunk, i % (side / chunk) * chunk} }
+	count := []int{chunk, chunk}
+	b.Run("copied", func(b *testing.B) {
+		b.SetBytes(int64(len(buf)))
+		i := 0
+		for b.Loop() {
+			if _, err := c.decode(enc, buf, len(buf)); err != nil {
+				b.Fatal(err)
+			}
+			copyBox(v.sub(at(i)), view{buf: buf, shape: count, es: 4, start: []int{0, 0}}, count)
+			i++
+		}
+	})
+	b.Run("runs", func(b *testing.B) {
+		b.SetBytes(int64(len(buf)))
+		i := 0
+		for b.Loop() {
+			if err := c.decodeRuns(enc, runsOf(v.sub(at(i)), count)); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}

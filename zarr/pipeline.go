@@ -75,6 +75,29 @@ func (p *pipeline) decode(b []byte, shape []int, dst []byte) (chunkArray, error)
 	return a, nil
 }
 
+// decodeRuns is decode of the stored bytes b of a whole chunk of shape
+// into dst's runs (its place in a region), where the chain's decoding
+// ends with Blosc over plain little-endian bytes: its blocks are
+// unshuffled straight into the rows. ok is false where the chunk must be
+// decoded into a buffer of its own and copied.
+func (p *pipeline) decodeRuns(b []byte, shape []int, dst runList) (ok bool, err error) {
+	ab, plain := p.ab.(bytesCodecAB)
+	if len(p.aa) > 0 || !plain || (ab.big && ab.es > 1) || len(p.bb) == 0 {
+		return false, nil
+	}
+	bl, ok := p.bb[0].(bloscCodec)
+	if !ok {
+		return false, nil
+	}
+	n := numElements(shape) * p.dt.Size
+	for i := len(p.bb) - 1; i >= 1; i-- {
+		if b, err = p.bb[i].decode(b, nil, 2*n+1<<20); err != nil {
+			return true, err
+		}
+	}
+	return true, bl.decodeRuns(b, dst)
+}
+
 // encode turns a chunk into its stored bytes. The last codec may use
 // dst's capacity for them (see bytesCodec); the result may also be
 // a.data itself (plain little-endian bytes).

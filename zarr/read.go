@@ -150,6 +150,16 @@ func (a *Array) decodeInto(pc piece, b []byte, d view, place []byte) error {
 		}
 		return nil
 	}
+	if place == nil && pc.whole() {
+		// A chain that can decode into the chunk's rows where they lie
+		// needs no buffer of the chunk, nor a copy from it.
+		if ok, err := pc.pipe.decodeRuns(b, pc.shape, runsOf(d, pc.sel.count)); ok {
+			if err != nil {
+				return fmt.Errorf("chunk %s: %w", pc.key, err)
+			}
+			return nil
+		}
+	}
 	into := place
 	if into == nil {
 		p := getBuf(numElements(pc.shape) * pc.pipe.dt.Size)

@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -176,6 +177,59 @@ func TestBloscEncodeRuns(t *testing.T) {
 					back, err := c.decode(got, nil, len(gathered))
 					if err != nil || !bytes.Equal(back, gathered) {
 						t.Fatalf("%s ts %d shuffle %d block %d: decodes to other bytes (%v)", cname, ts, shuf, bs, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestBloscDecodeRuns decodes chunks of each shuffle, element size and
+// block size (whole elements or not) into the rows of a region they lie
+// in, rows apart, and checks the rows against the chunk and every byte
+// between them untouched; a chunk of another size than the rows hold is
+// ErrCorruptChunk.
+func TestBloscDecodeRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, ts := range []int{1, 2, 3, 4, 8, 12} {
+		for _, shuf := range []int{0, 1, 2} {
+			for _, bs := range []int{0, 64, 1000 + rng.IntN(ts), 4096} {
+				for _, cname := range []string{"lz4", "zstd", "zlib"} {
+					c := bloscCodec{cname: cname, clevel: 5, shuffle: shuf, typesize: ts, blocksize: bs}
+					rows, cols := 1+rng.IntN(40), 1+rng.IntN(300)
+					stride := cols + rng.IntN(50)
+					chunk := make([]byte, rows*cols*ts)
+					for i := range chunk {
+						chunk[i] = byte(i/ts%7) + byte(rng.IntN(3))
+					}
+					enc, err := c.encode(chunk, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					region := make([]byte, (rows*stride+rng.IntN(8))*ts)
+					for i := range region {
+						region[i] = byte(rng.Uint32())
+					}
+					before := bytes.Clone(region)
+					v := view{buf: region, shape: []int{rows, stride}, es: ts}
+					col := rng.IntN(stride - cols + 1)
+					dst := runsOf(v.sub([]int{0, col}), []int{rows, cols})
+					if err := c.decodeRuns(enc, dst); err != nil {
+						t.Fatalf("%s ts %d shuffle %d block %d: %v", cname, ts, shuf, bs, err)
+					}
+					for r := range rows {
+						lo, hi := (r*stride+col)*ts, (r*stride+col+cols)*ts
+						if !bytes.Equal(region[lo:hi], chunk[r*cols*ts:(r+1)*cols*ts]) {
+							t.Fatalf("%s ts %d shuffle %d block %d, %dx%d of %d: row %d differs", cname, ts, shuf, bs, rows, cols, stride, r)
+						}
+						copy(region[lo:hi], before[lo:hi])
+					}
+					if !bytes.Equal(region, before) {
+						t.Fatalf("%s ts %d shuffle %d block %d: bytes between the rows changed", cname, ts, shuf, bs)
+					}
+					short := runList{buf: region, runs: []int{0, len(chunk) - ts}, n: len(chunk) - ts}
+					if err := c.decodeRuns(enc, short); len(chunk) > 0 && !errors.Is(err, ErrCorruptChunk) {
+						t.Fatalf("%s: a chunk of %d bytes into %d: %v, want ErrCorruptChunk", cname, len(chunk), short.n, err)
 					}
 				}
 			}
