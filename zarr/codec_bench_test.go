@@ -329,7 +329,10 @@ func BenchmarkBloscDecodeRuns(b *testing.B) {
 	region := make([]byte, rows*side*4)
 	v := view{buf: region, shape: []int{rows, side}, es: 4}
 	buf := make([]byte, chunk*chunk*4)
-	at := func(i int) []int { i %= rows / chunk * side / chunk; return []int{i / (side / chunk) * chunk, i % (side / chunk) * chunk} }
+	at := func(i int) []int {
+		i %= rows / chunk * side / chunk
+		return []int{i / (side / chunk) * chunk, i % (side / chunk) * chunk}
+	}
 	count := []int{chunk, chunk}
 	b.Run("copied", func(b *testing.B) {
 		b.SetBytes(int64(len(buf)))
