@@ -77,8 +77,8 @@ func (v view) runs(count []int, f func(off, n int) error) error {
 }
 
 // runList is a chunk's bytes in C order as runs of a larger buffer (its
-// part of a region being written), so that an encoder can read them
-// where they lie rather than from a copy.
+// place in a region read or written), so that a codec can write or read
+// them where they lie rather than through a copy.
 type runList struct {
 	buf  []byte
 	runs []int // offset in buf and length of each run, in turn

@@ -75,17 +75,26 @@ func (p *pipeline) decode(b []byte, shape []int, dst []byte) (chunkArray, error)
 	return a, nil
 }
 
+// bloscFirst returns the chain's Blosc codec where it is the first bytes
+// codec over plain little-endian elements (no array codec before): its
+// blocks are then the chunk's bytes in C order, and shuffling them reads
+// (unshuffling writes) each element once, where it lies in a region.
+func (p *pipeline) bloscFirst() (bloscCodec, bool) {
+	ab, plain := p.ab.(bytesCodecAB)
+	if len(p.aa) > 0 || !plain || (ab.big && ab.es > 1) || len(p.bb) == 0 {
+		return bloscCodec{}, false
+	}
+	bl, ok := p.bb[0].(bloscCodec)
+	return bl, ok
+}
+
 // decodeRuns is decode of the stored bytes b of a whole chunk of shape
 // into dst's runs (its place in a region), where the chain's decoding
 // ends with Blosc over plain little-endian bytes: its blocks are
 // unshuffled straight into the rows. ok is false where the chunk must be
 // decoded into a buffer of its own and copied.
 func (p *pipeline) decodeRuns(b []byte, shape []int, dst runList) (ok bool, err error) {
-	ab, plain := p.ab.(bytesCodecAB)
-	if len(p.aa) > 0 || !plain || (ab.big && ab.es > 1) || len(p.bb) == 0 {
-		return false, nil
-	}
-	bl, ok := p.bb[0].(bloscCodec)
+	bl, ok := p.bloscFirst()
 	if !ok {
 		return false, nil
 	}
@@ -135,11 +144,7 @@ func (p *pipeline) encodeFrom(src view, count []int, dst []byte) (b []byte, ok b
 		b, err = s.encodeView(src, dst)
 		return b, true, err
 	}
-	ab, plain := p.ab.(bytesCodecAB)
-	if len(p.aa) > 0 || !plain || (ab.big && ab.es > 1) || len(p.bb) == 0 {
-		return nil, false, nil
-	}
-	bl, ok := p.bb[0].(bloscCodec)
+	bl, ok := p.bloscFirst()
 	if !ok {
 		return nil, false, nil
 	}
