@@ -287,10 +287,7 @@ func BenchmarkBloscEncodeRuns(b *testing.B) {
 	c := bloscCodec{cname: "lz4", clevel: 5, shuffle: 1, typesize: 4}
 	v := view{buf: region, shape: []int{rows, side}, es: 4}
 	buf, out := make([]byte, chunk*chunk*4), make([]byte, chunk*chunk*4)
-	at := func(i int) []int {
-		i %= rows / chunk * side / chunk
-		return []int{i / (side / chunk) * chunk, i % (side / chunk) * chunk}
-	}
+	at := func(i int) []int { return cellOrigin(i, rows, side, chunk) }
 	count := []int{chunk, chunk}
 	b.Run("gathered", func(b *testing.B) {
 		b.SetBytes(int64(len(buf)))
@@ -329,10 +326,7 @@ func BenchmarkBloscDecodeRuns(b *testing.B) {
 	region := make([]byte, rows*side*4)
 	v := view{buf: region, shape: []int{rows, side}, es: 4}
 	buf := make([]byte, chunk*chunk*4)
-	at := func(i int) []int {
-		i %= rows / chunk * side / chunk
-		return []int{i / (side / chunk) * chunk, i % (side / chunk) * chunk}
-	}
+	at := func(i int) []int { return cellOrigin(i, rows, side, chunk) }
 	count := []int{chunk, chunk}
 	b.Run("copied", func(b *testing.B) {
 		b.SetBytes(int64(len(buf)))
@@ -355,4 +349,11 @@ func BenchmarkBloscDecodeRuns(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// cellOrigin returns the origin of cell i, taken in turn and wrapping, of
+// a rows x side region in cells of chunk x chunk.
+func cellOrigin(i, rows, side, chunk int) []int {
+	i %= rows / chunk * side / chunk
+	return []int{i / (side / chunk) * chunk, i % (side / chunk) * chunk}
 }
