@@ -2,10 +2,17 @@ package zarr
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
@@ -44,58 +51,114 @@ func (l *openLog) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// TestHostReadsSkipCuFile reads a compressed and an uncompressed array
-// of a DirStore into host memory, whole and in part, and checks that
-// every chunk file was opened asking for POSIX I/O (CompatOn): host
-// reads never use cuFile, so registering each chunk with it where GDS is
-// there was a cost per chunk for nothing.
+// TestHostReadsSkipCuFile reads arrays of a DirStore into host memory,
+// whole and in part: chunks of at most 4 MiB (uncompressed and zstd) are
+// read through a plain descriptor, no kvik FileHandle (whose O_DIRECT
+// descriptor and cuFile registration cost more than a small chunk's
+// read), and a larger chunk through a FileHandle asking for POSIX I/O
+// (CompatOn): host reads never use cuFile.
 func TestHostReadsSkipCuFile(t *testing.T) {
 	dir := t.TempDir()
 	s, err := NewDirStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shape := []int{40, 36}
-	src := fielddata.Float32(shape[0], shape[1], 4)
 	log := &openLog{dir: dir, req: map[string]string{}}
 	defer kvik.SetLogger(slog.New(log))()
-	for _, codecs := range [][]Codec{nil, writeCodecs["zstd"]} {
-		name := "raw"
-		if codecs != nil {
-			name = "zstd"
-		}
-		a, err := Create(bg, s, name, Metadata{Shape: shape, ChunkShape: []int{16, 12}, DataType: DataType{Float, 4}, Codecs: codecs})
+	arrays := []struct {
+		name          string
+		shape, chunks []int
+		codecs        []Codec
+	}{
+		{"raw", []int{40, 36}, []int{16, 12}, nil},
+		{"zstd", []int{40, 36}, []int{16, 12}, writeCodecs["zstd"]},
+		{"large", []int{1200, 1000}, []int{1100, 1000}, nil}, // 4.4 MB chunks
+	}
+	for _, c := range arrays {
+		src := fielddata.Float32(c.shape[0], c.shape[1], 4)
+		a, err := Create(bg, s, c.name, Metadata{Shape: c.shape, ChunkShape: c.chunks, DataType: DataType{Float, 4}, Codecs: c.codecs})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := a.WriteRegion(bg, []int{0, 0}, shape, src); err != nil {
+		if err := a.WriteRegion(bg, []int{0, 0}, c.shape, src); err != nil {
 			t.Fatal(err)
 		}
 		got := make([]byte, len(src))
-		if err := a.ReadRegion(bg, []int{0, 0}, shape, got); err != nil {
+		if err := a.ReadRegion(bg, []int{0, 0}, c.shape, got); err != nil {
 			t.Fatal(err)
 		}
 		part := make([]byte, 10*7*4)
 		if err := a.ReadRegion(bg, []int{13, 5}, []int{23, 12}, part); err != nil {
 			t.Fatal(err)
 		}
-		if string(got) != string(src) || string(part[:7*4]) != string(src[(13*36+5)*4:(13*36+12)*4]) {
-			t.Fatalf("%s: read back other bytes", name)
+		w := c.shape[1]
+		if string(got) != string(src) || string(part[:7*4]) != string(src[(13*w+5)*4:(13*w+12)*4]) {
+			t.Fatalf("%s: read back other bytes", c.name)
 		}
 	}
 	log.mu.Lock()
 	defer log.mu.Unlock()
-	chunks := 0
+	large := 0
 	for p, req := range log.req {
-		if !strings.Contains(p, "/c/") {
-			continue // metadata
+		if !strings.Contains(p, "/c/") || strings.Contains(p, ".kvik-tmp") {
+			continue // metadata, and the writes' temporary files
 		}
-		chunks++
+		if !strings.Contains(p, "/large/") {
+			t.Errorf("%s, a chunk of at most 4 MiB, was opened as a kvik FileHandle for a host read", p)
+		}
+		large++
 		if req != kvik.CompatOn.String() {
 			t.Errorf("%s opened for a host read asking for compat %q, want %q", p, req, kvik.CompatOn)
 		}
 	}
-	if chunks == 0 {
-		t.Fatal("no chunk file opens were logged")
+	if large == 0 {
+		t.Fatal("the 4.4 MB chunks were not read through a FileHandle")
+	}
+}
+
+// TestDirStoreNotRegular puts a FIFO, a directory and a socket where a
+// DirStore's values would be: reading them fails at once with
+// kvik.ErrNotRegular (a FIFO's open blocked until a writer came), into
+// host memory and, before any CUDA call, into device memory; an array
+// read of a chunk that is a FIFO fails the same way.
+func TestDirStoreNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Create(bg, s, "a", Metadata{Shape: []int{8, 8}, ChunkShape: []int{4, 4}, DataType: DataType{Float, 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "a", "c", "0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(dir, "a", "c", "0", "0"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "a", "c", "0", "1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock, err := net.Listen("unix", filepath.Join(dir, "a", "c", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	for _, key := range []string{"a/c/0/0", "a/c/0/1", "a/c/1"} {
+		_, err := s.Get(ctx, key, nil)
+		_, rerr := s.ReadRange(ctx, key, 0, make([]byte, 4))
+		_, derr := s.ReadRangeDevice(ctx, key, 0, 0, 4, 0)
+		for _, e := range []error{err, rerr, derr} {
+			if !errors.Is(e, kvik.ErrNotRegular) {
+				t.Errorf("%s: %v, want kvik.ErrNotRegular", key, e)
+			}
+		}
+	}
+	err = a.ReadRegion(ctx, []int{0, 0}, []int{4, 4}, make([]byte, 64))
+	if !errors.Is(err, kvik.ErrNotRegular) {
+		t.Errorf("a region read over a FIFO chunk: %v, want kvik.ErrNotRegular", err)
 	}
 }

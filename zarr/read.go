@@ -297,20 +297,20 @@ func (a *Array) readRawRuns(ctx context.Context, ds *DirStore, pc piece, bv view
 	if !long && stretches > 8 && sel/stretches < hostRunMin {
 		return false, nil
 	}
-	f, size, err := ds.openValue(pc.key)
+	f, err := ds.openHost(pc.key)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
 		return true, err
 	}
-	defer f.Close()
-	if err := checkRaw(pc, size); err != nil {
+	defer f.close()
+	if err := checkRaw(pc, f.size); err != nil {
 		return true, err
 	}
 	if long {
 		for _, r := range runs {
-			if err := readFull(ctx, f, pc.key, bv.buf[r.dst:r.dst+r.n], r.file); err != nil {
+			if err := f.read(ctx, bv.buf[r.dst:r.dst+r.n], r.file); err != nil {
 				return true, err
 			}
 		}
@@ -326,7 +326,7 @@ func (a *Array) readRawRuns(ctx context.Context, ds *DirStore, pc piece, bv view
 		if err := ctx.Err(); err != nil {
 			return true, err
 		}
-		if n, err := posix.ReadvFull(f.Fd(), iovs, runs[i].file); err != nil {
+		if n, err := posix.ReadvFull(f.fd, iovs, runs[i].file); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/posix"
+	"golang.org/x/sys/unix"
 )
 
 // Store holds an array's metadata documents and chunks under string keys
@@ -186,37 +187,19 @@ func (s *DirStore) path(key string) (string, error) {
 
 // Get returns the whole value of key, in buf when it fits in cap(buf).
 func (s *DirStore) Get(ctx context.Context, key string, buf []byte) ([]byte, error) {
-	f, err := s.open(key, true)
+	f, err := s.openHost(key)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	n, err := f.Size()
-	if err != nil {
-		return nil, err
+	defer f.close()
+	if f.size > int64(cap(buf)) {
+		buf = make([]byte, f.size)
 	}
-	if n > int64(cap(buf)) {
-		buf = make([]byte, n)
-	}
-	buf = buf[:n]
-	if err := readFull(ctx, f, key, buf, 0); err != nil {
+	buf = buf[:f.size]
+	if err := f.read(ctx, buf, 0); err != nil {
 		return nil, err
 	}
 	return buf, nil
-}
-
-// open opens key's file for reading with kvik; for reads into host
-// memory (host), which never go through cuFile, without registering it
-// with cuFile, a cost per chunk where GDS is there.
-func (s *DirStore) open(key string, host bool) (*kvik.FileHandle, error) {
-	p, err := s.path(key)
-	if err != nil {
-		return nil, err
-	}
-	if host {
-		return kvik.Open(p, "r", 0, kvik.WithCompatMode(kvik.CompatOn))
-	}
-	return kvik.Open(p, "r", 0)
 }
 
 // ReadRange reads len(p) bytes of key's value at off (from the end when
@@ -224,45 +207,92 @@ func (s *DirStore) open(key string, host bool) (*kvik.FileHandle, error) {
 // the end is an error matching io.ErrUnexpectedEOF: partial values are
 // never returned silently.
 func (s *DirStore) ReadRange(ctx context.Context, key string, off int64, p []byte) (int64, error) {
-	f, size, off, err := s.openRange(key, off, int64(len(p)), true)
+	f, err := s.openHost(key)
 	if err != nil {
-		return size, err
+		return -1, err
 	}
-	defer f.Close()
-	return size, readFull(ctx, f, key, p, off)
+	defer f.close()
+	if off, err = inRange(key, off, int64(len(p)), f.size); err != nil {
+		return f.size, err
+	}
+	return f.size, f.read(ctx, p, off)
 }
 
-// openValue opens key for reads and returns its size.
-func (s *DirStore) openValue(key string) (*kvik.FileHandle, int64, error) {
-	f, size, _, err := s.openRange(key, 0, 0, true)
-	return f, size, err
-}
-
-// openRange opens key for a read of n bytes at off (from the end when
-// negative) and returns the file, its size and the absolute offset.
-func (s *DirStore) openRange(key string, off, n int64, host bool) (*kvik.FileHandle, int64, int64, error) {
-	f, err := s.open(key, host)
-	if err != nil {
-		return nil, -1, 0, err
-	}
-	size, err := f.Size()
-	if err != nil {
-		f.Close()
-		return nil, -1, 0, err
-	}
+// inRange returns the absolute offset of a read of n bytes at off (from
+// the end when negative) of a value of size bytes, or an error matching
+// io.ErrUnexpectedEOF where the value does not hold it.
+func inRange(key string, off, n, size int64) (int64, error) {
 	if off < 0 {
 		off += size
 	}
 	if off < 0 || off > size || n > size-off {
-		f.Close()
-		return nil, size, 0, &fs.PathError{Op: "read", Path: key, Err: fmt.Errorf("range [%d, +%d) of a %d-byte value: %w", off, n, size, io.ErrUnexpectedEOF)}
+		return 0, &fs.PathError{Op: "read", Path: key, Err: fmt.Errorf("range [%d, +%d) of a %d-byte value: %w", off, n, size, io.ErrUnexpectedEOF)}
 	}
-	return f, size, off, nil
+	return off, nil
 }
 
-// readFull reads len(p) bytes of key's file f at off: a value that ends
-// first is an error matching io.ErrUnexpectedEOF.
-func readFull(ctx context.Context, f *kvik.FileHandle, key string, p []byte, off int64) error {
+// valueFile is a value's file opened for reads into host memory: one
+// plain descriptor. A kvik FileHandle also opens an O_DIRECT descriptor
+// and resolves its compat mode: for chunks of 16 KiB, opening and closing
+// handles took a fifth of a read. Reads of more than inlineReadMax bytes
+// go through a FileHandle and kvik's pool.
+type valueFile struct {
+	fd        int
+	path, key string // the file's (for a FileHandle) and the value's (for errors)
+	size      int64
+}
+
+// openHost opens key's file for reads into host memory. A file that is
+// not a regular file fails with kvik.ErrNotRegular: a FIFO would have
+// blocked the open (it is opened without blocking, then refused), a
+// device node been read without end.
+func (s *DirStore) openHost(key string) (*valueFile, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := posix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK)
+	if err != nil {
+		var st unix.Stat_t
+		if errors.Is(err, unix.ENXIO) && unix.Stat(p, &st) == nil { // a socket
+			err = fmt.Errorf("%w: %s (%w)", kvik.ErrNotRegular, fileKind(st.Mode), err)
+		}
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "stat", Path: p, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "open", Path: p, Err: fmt.Errorf("%w: %s", kvik.ErrNotRegular, fileKind(st.Mode))}
+	}
+	return &valueFile{fd: fd, path: p, key: key, size: st.Size}, nil
+}
+
+// fileKind names the type of file of a stat mode that is not regular.
+func fileKind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFSOCK:
+		return "a socket"
+	}
+	return fmt.Sprintf("a file of mode %#o", mode&unix.S_IFMT)
+}
+
+func (f *valueFile) close() { unix.Close(f.fd) }
+
+// read reads len(p) bytes of the value at off: a value that ends first
+// is an error matching io.ErrUnexpectedEOF.
+func (f *valueFile) read(ctx context.Context, p []byte, off int64) error {
 	if len(p) == 0 {
 		return nil
 	}
@@ -272,9 +302,9 @@ func readFull(ctx context.Context, f *kvik.FileHandle, key string, p []byte, off
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n, err = posix.ReadFull(f.Fd(), p, off)
+		n, err = posix.ReadFull(f.fd, p, off)
 	} else {
-		n, err = f.PRead(ctx, p, off).Get()
+		n, err = f.readPool(ctx, p, off)
 	}
 	if n == len(p) {
 		return nil
@@ -282,7 +312,18 @@ func readFull(ctx context.Context, f *kvik.FileHandle, key string, p []byte, off
 	if err == nil || err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
-	return &fs.PathError{Op: "read", Path: key, Err: fmt.Errorf("%d of %d bytes at offset %d: %w", n, len(p), off, err)}
+	return &fs.PathError{Op: "read", Path: f.key, Err: fmt.Errorf("%d of %d bytes at offset %d: %w", n, len(p), off, err)}
+}
+
+// readPool reads p at off through a FileHandle of the file, split into
+// tasks on kvik's pool.
+func (f *valueFile) readPool(ctx context.Context, p []byte, off int64) (int, error) {
+	h, err := kvik.Open(f.path, "r", 0, kvik.WithCompatMode(kvik.CompatOn))
+	if err != nil {
+		return 0, err
+	}
+	defer h.Close()
+	return h.PRead(ctx, p, off).Get()
 }
 
 // inlineReadMax is the largest read of a value made on the calling
@@ -297,11 +338,29 @@ const inlineReadMax = 4 << 20
 // device memory at buf+devOff, with kvik's device path (cuFile or
 // overlapped POSIX reads), and returns the value's size.
 func (s *DirStore) ReadRangeDevice(ctx context.Context, key string, off int64, buf cuda.DevicePtr, size int, devOff int64) (int64, error) {
-	f, vsize, off, err := s.openRange(key, off, int64(size), false)
+	p, err := s.path(key)
 	if err != nil {
-		return vsize, err
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		return -1, &fs.PathError{Op: "stat", Path: p, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG { // a FIFO would block the FileHandle's open
+		return -1, &fs.PathError{Op: "open", Path: p, Err: fmt.Errorf("%w: %s", kvik.ErrNotRegular, fileKind(st.Mode))}
+	}
+	f, err := kvik.Open(p, "r", 0)
+	if err != nil {
+		return -1, err
 	}
 	defer f.Close()
+	vsize, err := f.Size()
+	if err != nil {
+		return -1, err
+	}
+	if off, err = inRange(key, off, int64(size), vsize); err != nil {
+		return vsize, err
+	}
 	n, err := f.PReadDevice(ctx, buf, size, off, devOff).Get()
 	if n == size && (err == nil || err == io.EOF) {
 		return vsize, nil

@@ -59,6 +59,19 @@ func Fallocate(fd int, mode uint32, off, n int64) error {
 	}
 }
 
+// Open is open(2) of path for reading or writing with flags (no
+// creation: no mode), retrying EINTR (a bounded number of times), which
+// an open on a network or FUSE file system returns when a signal, such as
+// the runtime's preemption, arrives.
+func Open(path string, flags int) (int, error) {
+	for i := 0; ; i++ {
+		fd, err := unix.Open(path, flags, 0)
+		if !errors.Is(err, syscall.EINTR) || i == maxRetries {
+			return fd, err
+		}
+	}
+}
+
 // maxRetries bounds consecutive EINTR retries so that a broken fault layer
 // cannot spin forever.
 const maxRetries = 1 << 10

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeFile serves pread/pwrite from memory, at most step bytes a call, with
@@ -154,5 +159,27 @@ func TestReadvFullScattersAndReportsEOF(t *testing.T) {
 	n, err = ReadvFull(0, bufs, int64(len(data)-1000))
 	if n != 1000 || err != io.EOF || !bytes.Equal(bytes.Join(bufs, nil)[:1000], data[len(data)-1000:]) {
 		t.Fatalf("ReadvFull at the end: %d, %v", n, err)
+	}
+}
+
+// TestOpen opens a file with Open and reads it back; a missing path is
+// fs.ErrNotExist.
+func TestOpen(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	want := []byte("posix.Open reads this")
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := Open(p, unix.O_RDONLY|unix.O_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	got := make([]byte, len(want))
+	if n, err := ReadFull(fd, got, 0); n != len(want) || err != nil || string(got) != string(want) {
+		t.Fatalf("read %d bytes %q, %v", n, got[:n], err)
+	}
+	if _, err := Open(p+"-missing", unix.O_RDONLY); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a missing path: %v, want fs.ErrNotExist", err)
 	}
 }
