@@ -268,6 +268,12 @@ func (s *DirStore) openHost(key string) (*valueFile, error) {
 		unix.Close(fd)
 		return nil, &fs.PathError{Op: "open", Path: p, Err: fmt.Errorf("%w: %s", kvik.ErrNotRegular, fileKind(st.Mode))}
 	}
+	// Reads of a regular file ignore O_NONBLOCK on Linux, but a FUSE
+	// daemon sees each read's flags: it goes once the file is known.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "fcntl", Path: p, Err: err}
+	}
 	return &valueFile{fd: fd, path: p, key: key, size: st.Size}, nil
 }
 
