@@ -162,3 +162,35 @@ func TestDirStoreNotRegular(t *testing.T) {
 		t.Errorf("a region read over a FIFO chunk: %v, want kvik.ErrNotRegular", err)
 	}
 }
+
+// TestDirStoreLargeValueReplaced reads a value of more than 4 MiB (its
+// read goes through a FileHandle, which opens the path again) after a
+// write has replaced its file: the read fails with kvik.ErrFileChanged
+// rather than return the new file's bytes cut to the old size; without
+// the replacement the same read returns the value.
+func TestDirStoreLargeValueReplaced(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, repl := fielddata.Float32(1100, 1000, 5), fielddata.Float32(1200, 1000, 6)
+	if err := s.Set(bg, "v", old); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.openHost("v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, f.size)
+	if err := f.read(bg, got, 0); err != nil || string(got) != string(old) {
+		t.Fatalf("read of the value: %v (same bytes: %t)", err, string(got) == string(old))
+	}
+	if err := s.Set(bg, "v", repl); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.read(bg, got, 0); !errors.Is(err, kvik.ErrFileChanged) {
+		t.Fatalf("read after the file was replaced: %v, want kvik.ErrFileChanged", err)
+	}
+	f.close()
+}

@@ -240,6 +240,7 @@ type valueFile struct {
 	fd        int
 	path, key string // the file's (for a FileHandle) and the value's (for errors)
 	size      int64
+	dev, ino  uint64 // the file's identity, which a FileHandle must share
 }
 
 // openHost opens key's file for reads into host memory. A file that is
@@ -274,7 +275,7 @@ func (s *DirStore) openHost(key string) (*valueFile, error) {
 		unix.Close(fd)
 		return nil, &fs.PathError{Op: "fcntl", Path: p, Err: err}
 	}
-	return &valueFile{fd: fd, path: p, key: key, size: st.Size}, nil
+	return &valueFile{fd: fd, path: p, key: key, size: st.Size, dev: st.Dev, ino: st.Ino}, nil
 }
 
 // fileKind names the type of file of a stat mode that is not regular.
@@ -322,13 +323,22 @@ func (f *valueFile) read(ctx context.Context, p []byte, off int64) error {
 }
 
 // readPool reads p at off through a FileHandle of the file, split into
-// tasks on kvik's pool.
+// tasks on kvik's pool. The handle opens the path again: where a write
+// has replaced the file since, its bytes are not the value whose size
+// was taken, and the read fails with kvik.ErrFileChanged.
 func (f *valueFile) readPool(ctx context.Context, p []byte, off int64) (int, error) {
 	h, err := kvik.Open(f.path, "r", 0, kvik.WithCompatMode(kvik.CompatOn))
 	if err != nil {
 		return 0, err
 	}
 	defer h.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(h.Fd(), &st); err != nil {
+		return 0, err
+	}
+	if st.Dev != f.dev || st.Ino != f.ino {
+		return 0, fmt.Errorf("%w: replaced while it was read", kvik.ErrFileChanged)
+	}
 	return h.PRead(ctx, p, off).Get()
 }
 
