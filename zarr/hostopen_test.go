@@ -43,7 +43,7 @@ func (l *openLog) Handle(_ context.Context, r slog.Record) error {
 		}
 		return true
 	})
-	if strings.HasPrefix(path, l.dir) {
+	if strings.HasPrefix(path, l.dir) || strings.HasPrefix(path, "/proc/self/fd/") {
 		l.mu.Lock()
 		l.req[path] = req
 		l.mu.Unlock()
@@ -55,8 +55,9 @@ func (l *openLog) Handle(_ context.Context, r slog.Record) error {
 // whole and in part: chunks of at most 4 MiB (uncompressed and zstd) are
 // read through a plain descriptor, no kvik FileHandle (whose O_DIRECT
 // descriptor and cuFile registration cost more than a small chunk's
-// read), and a larger chunk through a FileHandle asking for POSIX I/O
-// (CompatOn): host reads never use cuFile.
+// read), and a larger chunk through a FileHandle of the same file (its
+// descriptor's /proc link) asking for POSIX I/O (CompatOn): host reads
+// never use cuFile.
 func TestHostReadsSkipCuFile(t *testing.T) {
 	dir := t.TempDir()
 	s, err := NewDirStore(dir)
@@ -100,15 +101,15 @@ func TestHostReadsSkipCuFile(t *testing.T) {
 	defer log.mu.Unlock()
 	large := 0
 	for p, req := range log.req {
-		if !strings.Contains(p, "/c/") || strings.Contains(p, ".kvik-tmp") {
-			continue // metadata, and the writes' temporary files
+		if strings.HasPrefix(p, "/proc/") { // a large chunk's file opened again
+			large++
+			if req != kvik.CompatOn.String() {
+				t.Errorf("%s opened for a host read asking for compat %q, want %q", p, req, kvik.CompatOn)
+			}
+			continue
 		}
-		if !strings.Contains(p, "/large/") {
-			t.Errorf("%s, a chunk of at most 4 MiB, was opened as a kvik FileHandle for a host read", p)
-		}
-		large++
-		if req != kvik.CompatOn.String() {
-			t.Errorf("%s opened for a host read asking for compat %q, want %q", p, req, kvik.CompatOn)
+		if strings.Contains(p, "/c/") && !strings.Contains(p, ".kvik-tmp") { // not metadata, not a write's
+			t.Errorf("%s was opened as a kvik FileHandle by its path for a host read", p)
 		}
 	}
 	if large == 0 {
@@ -164,10 +165,10 @@ func TestDirStoreNotRegular(t *testing.T) {
 }
 
 // TestDirStoreLargeValueReplaced reads a value of more than 4 MiB (its
-// read goes through a FileHandle, which opens the path again) after a
-// write has replaced its file: the read fails with kvik.ErrFileChanged
-// rather than return the new file's bytes cut to the old size; without
-// the replacement the same read returns the value.
+// read goes through a FileHandle, which opens the file again) after a
+// write has replaced its file: the read returns the value whose size it
+// took, whole, not the new file's bytes cut to that size; where /proc is
+// missing the read fails with kvik.ErrFileChanged.
 func TestDirStoreLargeValueReplaced(t *testing.T) {
 	dir := t.TempDir()
 	s, err := NewDirStore(dir)
@@ -182,15 +183,16 @@ func TestDirStoreLargeValueReplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make([]byte, f.size)
-	if err := f.read(bg, got, 0); err != nil || string(got) != string(old) {
-		t.Fatalf("read of the value: %v (same bytes: %t)", err, string(got) == string(old))
-	}
+	defer f.close()
 	if err := s.Set(bg, "v", repl); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.read(bg, got, 0); !errors.Is(err, kvik.ErrFileChanged) {
-		t.Fatalf("read after the file was replaced: %v, want kvik.ErrFileChanged", err)
+	got := make([]byte, f.size)
+	if err := f.read(bg, got, 0); err != nil || string(got) != string(old) {
+		t.Fatalf("read after the file was replaced: %v (the old value: %t)", err, string(got) == string(old))
 	}
-	f.close()
+	// Without /proc the handle opens the path, now the new file's.
+	if _, err := f.readPoolVia(bg, got, 0, "/nonexistent/proc/%d"); !errors.Is(err, kvik.ErrFileChanged) {
+		t.Fatalf("read of the replaced path: %v, want kvik.ErrFileChanged", err)
+	}
 }
