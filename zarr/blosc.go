@@ -687,7 +687,7 @@ func (c bloscCodec) encodeRuns(src runList, dst []byte) ([]byte, error) {
 	var at runCursor
 	for j := 0; j < nblocks; j++ {
 		blen := min(bs, nbytes-j*bs)
-		in := c.blockInput(&at, src, blen, flags, ts, tmp[:blen])
+		in := c.blockInput(&at, src, j*bs, blen, flags, ts, tmp[:blen])
 		binary.LittleEndian.PutUint32(out[bloscHeader+4*j:], uint32(len(out)))
 		z, err := c.compress(format, in, comp)
 		if err != nil {
@@ -709,13 +709,12 @@ func (c bloscCodec) encodeRuns(src runList, dst []byte) ([]byte, error) {
 	return out, nil
 }
 
-// blockInput returns the next blen bytes of src, from at, as a block is
-// compressed: shuffled into tmp, or where no shuffle applies the bytes
-// themselves (gathered into tmp when they span runs).
-func (c bloscCodec) blockInput(at *runCursor, src runList, blen int, flags byte, ts int, tmp []byte) []byte {
+// blockInput returns the blen bytes of src from start (where at stands),
+// as a block is compressed: shuffled into tmp, or where no shuffle
+// applies the bytes themselves (gathered into tmp when they span runs).
+func (c bloscCodec) blockInput(at *runCursor, src runList, start, blen int, flags byte, ts int, tmp []byte) []byte {
 	if len(src.runs) == 2 { // one run: the block lies whole in it
-		block := src.buf[src.runs[0]+at.pos : src.runs[0]+at.pos+blen]
-		at.pos += blen
+		block := src.buf[src.runs[0]+start : src.runs[0]+start+blen]
 		switch {
 		case flags&bloscShuffle != 0:
 			shuffle(tmp, block, ts)

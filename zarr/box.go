@@ -119,8 +119,8 @@ func (l runList) splits(bs, ts int) bool {
 }
 
 // runCursor is a position in a runList: run index (pairs) and offset in
-// it, for reading its bytes in order; pos counts the bytes read.
-type runCursor struct{ run, off, pos int }
+// it, for reading its bytes in order.
+type runCursor struct{ run, off int }
 
 // next calls f with the pieces of the next n bytes of l, each with its
 // offset from the first of them, and moves past them.
@@ -134,7 +134,6 @@ func (c *runCursor) next(l runList, n int, f func(off int, part []byte)) {
 			c.run, c.off = c.run+2, 0
 		}
 	}
-	c.pos += n
 }
 
 // copyBox copies count elements from src's position to dst's.
