@@ -265,9 +265,9 @@ func (s *DirStore) openHost(key string) (*valueFile, error) {
 		unix.Close(fd)
 		return nil, &fs.PathError{Op: "stat", Path: p, Err: err}
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if err := notRegular(p, st.Mode); err != nil {
 		unix.Close(fd)
-		return nil, &fs.PathError{Op: "open", Path: p, Err: fmt.Errorf("%w: %s", kvik.ErrNotRegular, fileKind(st.Mode))}
+		return nil, err
 	}
 	// Reads of a regular file ignore O_NONBLOCK on Linux, but a FUSE
 	// daemon sees each read's flags: it goes once the file is known.
@@ -276,6 +276,15 @@ func (s *DirStore) openHost(key string) (*valueFile, error) {
 		return nil, &fs.PathError{Op: "fcntl", Path: p, Err: err}
 	}
 	return &valueFile{fd: fd, path: p, key: key, size: st.Size, dev: st.Dev, ino: st.Ino}, nil
+}
+
+// notRegular returns nil for a stat mode of a regular file, else
+// kvik.ErrNotRegular for path, naming what the file is.
+func notRegular(path string, mode uint32) error {
+	if mode&unix.S_IFMT == unix.S_IFREG {
+		return nil
+	}
+	return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: %s", kvik.ErrNotRegular, fileKind(mode))}
 }
 
 // fileKind names the type of file of a stat mode that is not regular.
@@ -376,8 +385,8 @@ func (s *DirStore) ReadRangeDevice(ctx context.Context, key string, off int64, b
 	if err := unix.Stat(p, &st); err != nil {
 		return -1, &fs.PathError{Op: "stat", Path: p, Err: err}
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG { // a FIFO would block the FileHandle's open
-		return -1, &fs.PathError{Op: "open", Path: p, Err: fmt.Errorf("%w: %s", kvik.ErrNotRegular, fileKind(st.Mode))}
+	if err := notRegular(p, st.Mode); err != nil { // a FIFO would block the FileHandle's open
+		return -1, err
 	}
 	f, err := kvik.Open(p, "r", 0)
 	if err != nil {
