@@ -117,8 +117,8 @@ func TestHostReadsSkipCuFile(t *testing.T) {
 	}
 }
 
-// TestDirStoreNotRegular puts a FIFO, a directory and a socket where a
-// DirStore's values would be: reading them fails at once with
+// TestDirStoreNotRegular puts a FIFO, a directory, a socket and a link to
+// a device node where a DirStore's values would be: reading them fails at once with
 // kvik.ErrNotRegular (a FIFO's open blocked until a writer came), into
 // host memory and, before any CUDA call, into device memory; an array
 // read of a chunk that is a FIFO fails the same way.
@@ -146,9 +146,12 @@ func TestDirStoreNotRegular(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sock.Close()
+	if err := os.Symlink("/dev/null", filepath.Join(dir, "a", "c", "2")); err != nil { // a device node, behind a link
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
 	defer cancel()
-	for _, key := range []string{"a/c/0/0", "a/c/0/1", "a/c/1"} {
+	for _, key := range []string{"a/c/0/0", "a/c/0/1", "a/c/1", "a/c/2"} {
 		_, err := s.Get(ctx, key, nil)
 		_, rerr := s.ReadRange(ctx, key, 0, make([]byte, 4))
 		_, derr := s.ReadRangeDevice(ctx, key, 0, 0, 4, 0)
