@@ -438,27 +438,34 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 			})
 		}
 	} else {
-		queue := make(chan item, nw)
+		nf := max(1, min(w.fetchers, len(items)))
+		// Never full: the gate lets through at most nf items beyond nw-1.
+		queue := make(chan item, nf+nw)
+		gate := newReadyGate(nw)
+		defer context.AfterFunc(ctx, gate.close)()
 		var fetching sync.WaitGroup
-		for fetcher := range max(1, min(w.fetchers, len(items))) {
+		for fetcher := range nf {
 			fetching.Add(1)
 			g.Go(func() error {
 				defer fetching.Done()
-				for {
+				for gate.wait() {
 					it, ok := claim()
 					if !ok {
+						gate.close() // none left: release the fetchers waiting
 						return nil
 					}
 					var err error
 					if it.f, err = w.fetch(ctx, fetcher, it.b, it.i); err != nil {
 						return err
 					}
+					gate.add()
 					select {
 					case queue <- it:
 					case <-ctx.Done():
 						return nil
 					}
 				}
+				return nil
 			})
 		}
 		g.Go(func() error { fetching.Wait(); close(queue); return nil })
@@ -470,6 +477,7 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 						if !ok {
 							return nil
 						}
+						gate.take()
 						if err := finish(worker, it); err != nil {
 							return err
 						}
@@ -488,6 +496,57 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 		return parent.Err()
 	}
 	return err
+}
+
+// readyGate holds a read's fetchers back while limit fetched items wait
+// for a worker. Fetchers that waited only after fetching kept every
+// request slot busy against a store that answers faster than the workers
+// decode (loopback, a nearby S3): dozens of bodies held ahead of the
+// decoders, and as many fetchers woken to receive them on the decoders'
+// cores. Gated before it claims an item, a fetcher starts a request only
+// while few items wait; against a distant store, whose items never pile
+// up, no fetcher waits and every request slot stays in flight.
+type readyGate struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	ready  int // items fetched and not yet taken by a worker
+	limit  int
+	closed bool
+}
+
+func newReadyGate(limit int) *readyGate {
+	g := &readyGate{limit: max(limit, 1)}
+	g.cond.L = &g.mu
+	return g
+}
+
+// wait blocks while limit items are ready; false once the gate is closed.
+func (g *readyGate) wait() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.ready >= g.limit && !g.closed {
+		g.cond.Wait()
+	}
+	return !g.closed
+}
+
+// add counts a fetched item; take counts one taken by a worker and lets
+// one waiting fetcher go.
+func (g *readyGate) add() { g.mu.Lock(); g.ready++; g.mu.Unlock() }
+
+func (g *readyGate) take() {
+	g.mu.Lock()
+	g.ready--
+	g.mu.Unlock()
+	g.cond.Signal()
+}
+
+// close releases every fetcher for good (the read is over or failed).
+func (g *readyGate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.cond.Broadcast()
 }
 
 // copy2D is one copy of a band to its place in the region: height rows

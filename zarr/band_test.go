@@ -493,3 +493,56 @@ func newFilledArray(t *testing.T, m Metadata) (*Array, model) {
 	}
 	return a, model{shape: m.Shape, es: m.DataType.Size, buf: chunkFill(a.pipe.fill, m.Shape)}
 }
+
+// TestRunBandsFetchAhead checks the gate between a read's fetchers and
+// its workers: against a store that answers at once, fetched items wait
+// for the workers only a few at a time (fetchers that wait after their
+// fetch held a body each, dozens ahead of the decoders), and against a
+// slow store every fetcher keeps a request in flight.
+func TestRunBandsFetchAhead(t *testing.T) {
+	const fetchers, workers, items = 32, 2, 400
+	run := func(fetchDelay, finishDelay time.Duration) (maxAhead, maxFetching int) {
+		var mu sync.Mutex
+		ahead, fetching := 0, 0                               // fetched and not finished; fetches under way
+		steady := func(i int) bool { return i >= 4*fetchers } // past the first burst
+		w := bandWork{
+			fetchers: fetchers,
+			fetch: func(_ context.Context, _ int, _ *band, i int) (fetched, error) {
+				mu.Lock()
+				if fetching++; steady(i) {
+					maxFetching = max(maxFetching, fetching)
+				}
+				mu.Unlock()
+				time.Sleep(fetchDelay)
+				mu.Lock()
+				fetching--
+				if ahead++; steady(i) {
+					maxAhead = max(maxAhead, ahead)
+				}
+				mu.Unlock()
+				return fetched{}, nil
+			},
+			finish: func(context.Context, int, *band, int, fetched) error {
+				time.Sleep(finishDelay)
+				mu.Lock()
+				ahead--
+				mu.Unlock()
+				return nil
+			},
+		}
+		b := &band{n: items, direct: true, ready: make(chan struct{})}
+		if err := runBands(bg, []*band{b}, hostSink(nil), workers, w); err != nil {
+			t.Fatal(err)
+		}
+		return maxAhead, maxFetching
+	}
+	ahead, _ := run(0, 200*time.Microsecond)
+	if ahead > 2*workers+4 {
+		t.Errorf("fast store: up to %d items fetched ahead of %d workers, want at most %d", ahead, workers, 2*workers+4)
+	}
+	_, fetching := run(2*time.Millisecond, 0)
+	if fetching < fetchers {
+		t.Errorf("slow store: at most %d of %d fetchers fetching at once", fetching, fetchers)
+	}
+	t.Logf("fast store: at most %d items ahead; slow store: %d fetches at once", ahead, fetching)
+}

@@ -76,7 +76,8 @@ func main() {
 	requests := flag.Int("requests", 0, "requests in flight per store (0: zarr.DefaultMaxRequests)")
 	workers := flag.Int("workers", 0, "decode workers per array (0: zarr's default, kvik's NumThreads)")
 	altWorkers := flag.Int("alt-workers", 0, "also read each compressed array with this many decode workers (runs named \"... wN\"), in the same rounds")
-	altInline := flag.Bool("alt-inline", false, "the -alt-workers reads fetch on their workers, no fetch stage (zarrtune.InlineFetch)")
+	altRequests := flag.Int("alt-requests", 0, "also read each compressed array through a store of this many requests in flight (runs named \"... rN\"), in the same rounds")
+	altInline := flag.Bool("alt-inline", false, "the alternative reads fetch on their workers, no fetch stage (zarrtune.InlineFetch)")
 	host := flag.Bool("host", false, "read into host memory (no GPU needed)")
 	codecs := flag.String("codecs", "zstd,blosc-lz4,blosc-zstd,gzip,sharded,sharded-zstd", "variants besides raw, comma-separated")
 	only := flag.Bool("only", false, "the variants' reads and ceilings only (no raw array, chunk loop, raw object)")
@@ -144,11 +145,20 @@ func main() {
 	for _, v := range variants[1:] {
 		a := arrays[v.name]
 		runs = append(runs, run{"zarr " + v.name + " region", "s3_" + v.name, func() error { return t.region(a, shape) }})
-		if *altWorkers > 0 && compressed(v) {
-			alt, err := zarr.Open(bg, a.Store(), "")
+		if suffix := altSuffix(*altWorkers, *altRequests); suffix != "" && compressed(v) {
+			store := a.Store()
+			if *altRequests > 0 {
+				s, err := zarr.OpenURL(bg, "s3://bkt/"+v.name+".zarr", zarr.WithMaxRequests(*altRequests))
+				check(err)
+				defer s.Close()
+				store = s
+			}
+			alt, err := zarr.Open(bg, store, "")
 			check(err)
-			alt.SetWorkers(*altWorkers)
-			name := fmt.Sprintf("%s w%d", v.name, *altWorkers)
+			if *altWorkers > 0 {
+				alt.SetWorkers(*altWorkers)
+			}
+			name := v.name + suffix
 			inline := *altInline
 			runs = append(runs, run{"zarr " + name + " region", "s3_" + strings.ReplaceAll(name, " ", "_"), func() error {
 				zarrtune.InlineFetch.Store(inline)
@@ -187,7 +197,7 @@ func main() {
 	if *cpu {
 		printUsage(runs, times, use, len(data))
 	}
-	printRatios(variants, gbs, times, *altWorkers)
+	printRatios(variants, gbs, times, altSuffix(*altWorkers, *altRequests))
 	for _, run := range runs {
 		fmt.Printf("RESULT %s %.3f\n", run.key, gbs[run.name])
 	}
@@ -257,7 +267,7 @@ func printUsage(runs []run, times map[string][]time.Duration, use map[string]usa
 // compressed variant, the median over rounds of its decode ceiling's
 // time over its read's in that round (paired: steadier than either's
 // median where other work comes and goes).
-func printRatios(variants []variant, gbs map[string]float64, times map[string][]time.Duration, alt int) {
+func printRatios(variants []variant, gbs map[string]float64, times map[string][]time.Duration, suffix string) {
 	ratio := func(a, b string) string {
 		x, okA := gbs[a]
 		y, okB := gbs[b]
@@ -276,11 +286,24 @@ func printRatios(variants []variant, gbs map[string]float64, times map[string][]
 				paired(times["decode "+v.name], times["zarr "+v.name+" region"]))
 		}
 		fmt.Println(line + " (issue 40: >= 0.8 raw, or >= 0.9 decode where lower; gzip >= 0.9 decode)")
-		if alt := fmt.Sprintf("zarr %s w%d region", v.name, alt); gbs[alt] > 0 {
-			fmt.Printf("RATIO %s / its decode ceiling %s (paired %.2fx; default workers: %s)\n", alt, ratio(alt, "decode "+v.name),
+		if alt := "zarr " + v.name + suffix + " region"; suffix != "" && gbs[alt] > 0 {
+			fmt.Printf("RATIO %s / its decode ceiling %s (paired %.2fx; the default: %s)\n", alt, ratio(alt, "decode "+v.name),
 				paired(times["decode "+v.name], times[alt]), ratio("zarr "+v.name+" region", "decode "+v.name))
 		}
 	}
+}
+
+// altSuffix names the alternative reads of -alt-workers and -alt-requests
+// (" w11", " r8", " w11 r8"), or is empty where there are none.
+func altSuffix(workers, requests int) string {
+	s := ""
+	if workers > 0 {
+		s += fmt.Sprintf(" w%d", workers)
+	}
+	if requests > 0 {
+		s += fmt.Sprintf(" r%d", requests)
+	}
+	return s
 }
 
 // paired returns the median over rounds of a[i]/b[i].
