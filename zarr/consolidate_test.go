@@ -197,7 +197,7 @@ func (l *requestLog) metadataRequests() []string {
 	defer l.mu.Unlock()
 	var out []string
 	for _, r := range l.log {
-		if isMetadataKey(r) {
+		if IsMetadataKey(r) {
 			out = append(out, r)
 		}
 	}
@@ -312,7 +312,7 @@ func TestConsolidate(t *testing.T) {
 				checkArrays(t, hs, h, func() []string {
 					var out []string
 					for _, r := range web.requests() {
-						if isMetadataKey(strings.Fields(r)[0]) {
+						if IsMetadataKey(strings.Fields(r)[0]) {
 							out = append(out, r)
 						}
 					}

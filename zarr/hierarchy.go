@@ -120,7 +120,7 @@ func nodeTypeAt(ctx context.Context, s Store, key string) (string, error) {
 
 // isRootDoc reports whether key is a metadata document at a store's root.
 func isRootDoc(key string) bool {
-	return !strings.Contains(key, "/") && isMetadataKey(key)
+	return !strings.Contains(key, "/") && IsMetadataKey(key)
 }
 
 // consolidatedKeys returns the metadata keys a store's consolidated
@@ -315,7 +315,7 @@ func Delete(ctx context.Context, s Store, path string) error {
 	}
 	var docs, rest []string
 	for _, k := range keys {
-		if isMetadataKey(k) {
+		if IsMetadataKey(k) {
 			docs = append(docs, k)
 		} else {
 			rest = append(rest, k)

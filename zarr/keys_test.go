@@ -279,3 +279,14 @@ func TestKeysProperty(t *testing.T) {
 		}
 	}
 }
+
+func TestIsMetadataKey(t *testing.T) {
+	for key, want := range map[string]bool{
+		"zarr.json": true, ".zmetadata": true, "a/b/.zarray": true, "g/.zattrs": true, "g/.zgroup": true,
+		"": false, "c/0/0": false, "a/zarr.json.bak": false, "x.zarray": false, "zarr.json/0": false, "a/zarr.jso": false,
+	} {
+		if got := IsMetadataKey(key); got != want {
+			t.Errorf("IsMetadataKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+}

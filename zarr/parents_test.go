@@ -144,7 +144,7 @@ func checkCreateParents(t *testing.T, rng *rand.Rand, s Store, f int) {
 		}
 	}
 	order = append(order, map[int][]string{2: {path + "/.zattrs", path + "/.zarray"}, 3: {path + "/zarr.json"}}[f]...)
-	if len(sets.keys) < len(order) || !slices.Equal(sets.keys[:len(order)], order) || slices.ContainsFunc(sets.keys[len(order):], isMetadataKey) {
+	if len(sets.keys) < len(order) || !slices.Equal(sets.keys[:len(order)], order) || slices.ContainsFunc(sets.keys[len(order):], IsMetadataKey) {
 		t.Fatalf("%s: Create wrote %q, want %q first and then chunks", path, sets.keys, order)
 	}
 

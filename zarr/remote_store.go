@@ -250,7 +250,7 @@ func (s *RemoteStore) save(ctx context.Context, key string, piece kvik.Piece) er
 		return err
 	}
 	err = s.request(ctx, func() error { return s.p.Save(ctx, key, []kvik.Piece{piece}) })
-	if err == nil && isMetadataKey(key) {
+	if err == nil && IsMetadataKey(key) {
 		s.dropConsolidated(key)
 	}
 	return err
@@ -263,7 +263,7 @@ func (s *RemoteStore) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	err = s.request(ctx, func() error { return s.p.Delete(ctx, key) })
-	if err == nil && isMetadataKey(key) {
+	if err == nil && IsMetadataKey(key) {
 		s.dropConsolidated(key)
 	}
 	return err
@@ -287,7 +287,11 @@ func (s *RemoteStore) List(ctx context.Context, prefix string) ([]string, error)
 // metadataNames are the base names of Zarr metadata documents.
 var metadataNames = []string{"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}
 
-func isMetadataKey(key string) bool {
+// IsMetadataKey reports whether key names a Zarr metadata document
+// (zarr.json, .zarray, .zattrs, .zgroup or .zmetadata) at any depth: what
+// a tool walking a store writes last, so that no reader finds a node
+// whose chunks are still on their way.
+func IsMetadataKey(key string) bool {
 	base := key[strings.LastIndexByte(key, '/')+1:]
 	for _, n := range metadataNames {
 		if base == n {

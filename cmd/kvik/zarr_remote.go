@@ -225,16 +225,13 @@ func copyStore(ctx context.Context, from, to zarr.Store) (int, int64, error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("listing the source: %w", err)
 	}
-	isMeta := func(k string) bool {
-		return slices.Contains([]string{"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}, k[strings.LastIndexByte(k, '/')+1:])
-	}
 	// A mistyped source is an error, not a copy of nothing.
-	if !slices.ContainsFunc(keys, func(k string) bool { return !strings.Contains(k, "/") && isMeta(k) }) {
+	if !slices.ContainsFunc(keys, func(k string) bool { return !strings.Contains(k, "/") && zarr.IsMetadataKey(k) }) {
 		return 0, 0, zarr.ErrNoStore
 	}
 	var chunks, meta []string
 	for _, k := range keys {
-		if isMeta(k) {
+		if zarr.IsMetadataKey(k) {
 			meta = append(meta, k)
 		} else {
 			chunks = append(chunks, k)
