@@ -14,6 +14,7 @@ import (
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/cufile"
 	"github.com/kvikgo/kvik/internal/blockdev"
+	"github.com/kvikgo/kvik/internal/posix"
 	"github.com/kvikgo/kvik/internal/sched"
 )
 
@@ -103,7 +104,7 @@ func openFile(path string, flag int, perm fs.FileMode, o openOptions) (*FileHand
 		perm = DefaultPerm
 	}
 	flag &^= unix.O_DIRECT
-	fd, err := unix.Open(path, flag|unix.O_CLOEXEC, uint32(perm.Perm()))
+	fd, err := posix.Open(path, flag|unix.O_CLOEXEC, uint32(perm.Perm()))
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +118,7 @@ func openFile(path string, flag int, perm fs.FileMode, o openOptions) (*FileHand
 		return dev.Key()
 	})
 	// The O_DIRECT descriptor must not create or truncate a second time.
-	dfd, derr := unix.Open(path, (flag&^(os.O_CREATE|os.O_TRUNC|os.O_EXCL))|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	dfd, derr := posix.Open(path, (flag&^(os.O_CREATE|os.O_TRUNC|os.O_EXCL))|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 	if derr == nil {
 		f.fdDirect = dfd
 	}

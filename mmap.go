@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/posix"
 )
 
 // ErrOutOfRange reports a read of bytes inside the file but outside the
@@ -92,7 +93,7 @@ func openMmap(path, flags string, opts []MmapOption) (*MmapHandle, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := posix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}

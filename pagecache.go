@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kvikgo/kvik/internal/posix"
 )
 
 // pageCacheWindow is the most bytes of a file that PageCacheInfo maps at a
@@ -187,7 +189,7 @@ func pcDrop(fd int, name string, offset, length int64) error {
 func pcOpen(path string) (int, error) {
 	var fd int
 	err := pcIgnoringEINTR(func() (err error) {
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err = posix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		return err
 	})
 	return fd, err

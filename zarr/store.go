@@ -252,7 +252,7 @@ func (s *DirStore) openHost(key string) (*valueFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := posix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK)
+	fd, err := posix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		var st unix.Stat_t
 		if errors.Is(err, unix.ENXIO) && unix.Stat(p, &st) == nil { // a socket

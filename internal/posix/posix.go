@@ -59,13 +59,13 @@ func Fallocate(fd int, mode uint32, off, n int64) error {
 	}
 }
 
-// Open is open(2) of path for reading or writing with flags (no
-// creation: no mode), retrying EINTR (a bounded number of times), which
-// an open on a network or FUSE file system returns when a signal, such as
-// the runtime's preemption, arrives.
-func Open(path string, flags int) (int, error) {
+// Open is open(2) of path with flags and perm (the mode of a file it
+// creates), retrying EINTR (a bounded number of times), which an open on
+// a network or FUSE file system returns when a signal, such as the
+// runtime's preemption, arrives (os.OpenFile retries it too).
+func Open(path string, flags int, perm uint32) (int, error) {
 	for i := 0; ; i++ {
-		fd, err := unix.Open(path, flags, 0)
+		fd, err := unix.Open(path, flags, perm)
 		if !errors.Is(err, syscall.EINTR) || i == maxRetries {
 			return fd, err
 		}

@@ -163,14 +163,14 @@ func TestReadvFullScattersAndReportsEOF(t *testing.T) {
 }
 
 // TestOpen opens a file with Open and reads it back; a missing path is
-// fs.ErrNotExist.
+// fs.ErrNotExist; a file it creates has the mode asked for.
 func TestOpen(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "f")
 	want := []byte("posix.Open reads this")
 	if err := os.WriteFile(p, want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fd, err := Open(p, unix.O_RDONLY|unix.O_CLOEXEC)
+	fd, err := Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,16 @@ func TestOpen(t *testing.T) {
 	if n, err := ReadFull(fd, got, 0); n != len(want) || err != nil || string(got) != string(want) {
 		t.Fatalf("read %d bytes %q, %v", n, got[:n], err)
 	}
-	if _, err := Open(p+"-missing", unix.O_RDONLY); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Open(p+"-missing", unix.O_RDONLY, 0); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a missing path: %v, want fs.ErrNotExist", err)
+	}
+	created := p + "-new"
+	fd, err = Open(created, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	if fi, err := os.Stat(created); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("created: %v, %v; want mode 0600", fi, err)
 	}
 }
