@@ -234,10 +234,12 @@ func checkRaw(pc piece, n int64) error {
 // elements; len(dst) must be the region's size in bytes. Chunks are
 // fetched and decoded concurrently (see SetWorkers), each straight into
 // its place in dst where it is contiguous there; missing chunks read as
-// the fill value. From a store with request slots (a RemoteStore), the
-// requests in flight fill every slot while their chunks (decoded) fit in
-// 256 MiB, and are never fewer than the workers. Cancelling ctx stops
-// the reads in flight.
+// the fill value. From a store with request slots (a RemoteStore), a
+// read has a fetcher for every slot while their chunks (decoded) fit in
+// 256 MiB, never fewer than the workers; a fetcher starts a request only
+// while fewer chunks than workers wait to be decoded, so a store that
+// answers faster than the workers decode has fewer in flight. Cancelling
+// ctx stops the reads in flight.
 func (a *Array) ReadRegion(ctx context.Context, start, stop []int, dst []byte) error {
 	r, size, err := a.region(start, stop)
 	if err != nil {
