@@ -170,6 +170,30 @@ func (p *RemotePrefix) ReadRange(ctx context.Context, key string, b []byte, off 
 	return size, nil
 }
 
+// ReadRangeWithin is ReadRange for b's bytes at off (off >= 0) with a
+// GET of the wider range [lo, hi) that holds them, the bytes around them
+// dropped (at most RemoteMaxSlack): for a caller that wants all of an
+// object of known size but a few bytes, which asks for the whole object
+// (lo 0, hi the size), as a server may send a whole object straight
+// from its file where a part takes it a copy (versitygw serves the one
+// with sendfile(2), the other through a buffer). It returns the
+// object's size; a range past the end fails as ReadRange's do.
+func (p *RemotePrefix) ReadRangeWithin(ctx context.Context, key string, b []byte, off, lo, hi int64) (int64, error) {
+	e, c, err := p.endpoint(key)
+	size := int64(-1)
+	if err == nil {
+		size, err = c.ReadWithin(ctx, e, b, off, lo, hi)
+	}
+	if err != nil {
+		return size, p.pathErr("read", key, err)
+	}
+	return size, nil
+}
+
+// RemoteMaxSlack is the most bytes ReadRangeWithin asks for beyond those
+// it keeps.
+const RemoteMaxSlack = remote.MaxSlack
+
 // Save writes pieces as object key, atomically as SaveFile does (one PUT,
 // or a multipart upload aborted on failure). Plain HTTP prefixes are
 // read-only: errors.ErrUnsupported.

@@ -123,4 +123,19 @@ func checkPrefixReads(t *testing.T, p *kvik.RemotePrefix, data []byte) {
 	if _, err := p.Get(ctx, "missing", nil); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("missing: %v", err)
 	}
+	// Ranges within wider ones: the whole object (versitygw sends it from
+	// its file), the bytes around those kept dropped.
+	for _, r := range [][4]int64{{100, n - 150, 0, n}, {0, n - 1, 0, n}, {12345, 678, 12000, 13500}} {
+		b := make([]byte, r[1])
+		size, err := p.ReadRangeWithin(ctx, "obj", b, r[0], r[2], r[3])
+		if err != nil || size != n || !bytes.Equal(b, data[r[0]:r[0]+r[1]]) {
+			t.Fatalf("range %d+%d within %d-%d: size %d, %v", r[0], r[1], r[2], r[3], size, err)
+		}
+	}
+	if size, err := p.ReadRangeWithin(ctx, "obj", make([]byte, 10), 0, 0, n+5); !errors.Is(err, io.ErrUnexpectedEOF) || size != n {
+		t.Fatalf("wider range past the end: size %d, %v", size, err)
+	}
+	if _, err := p.ReadRangeWithin(ctx, "missing", make([]byte, 10), 0, 0, 20); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing, wider range: %v", err)
+	}
 }

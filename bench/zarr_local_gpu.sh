@@ -56,7 +56,7 @@ fi
 rm -rf "$D"
 
 echo "=== s3 (versitygw), modes: $MODES"
-s3_modes "$G" "$OUT" -reps "$REPS"
+s3_modes "$G" "$OUT" -reps "$REPS" -alt-whole
 
 # The summary: every RESULT line, and the ratios the issue names.
 cat "$OUT"/zarrbench.txt "$OUT"/tensorstore.txt | awk '$1 == "RESULT" { v[$2] = $3 }

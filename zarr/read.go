@@ -25,6 +25,7 @@ type piece struct {
 	shape    []int // decoded shape
 	sel      box   // the part needed, in the decoded piece
 	dstStart []int // where sel starts in the region
+	size     int64 // an inner chunk's: its shard's stored size (else 0)
 }
 
 // whole reports whether the piece's selection is all of it.
@@ -82,7 +83,7 @@ func (a *Array) plan(ctx context.Context, r box) ([]piece, error) {
 // anything is allocated for them: an uncompressed inner chunk must have
 // its exact size, others at most storedLimit.
 func (a *Array) shardPieces(ctx context.Context, s *shardingCodec, pc piece) ([]piece, error) {
-	idx, err := s.readShardIndex(ctx, a.store, pc.key)
+	idx, size, err := s.readShardIndex(ctx, a.store, pc.key)
 	if errors.Is(err, fs.ErrNotExist) {
 		pc.missing = true
 		return []piece{pc}, nil
@@ -97,7 +98,7 @@ func (a *Array) shardPieces(ctx context.Context, s *shardingCodec, pc piece) ([]
 		for d := range dst {
 			dst[d] = pc.dstStart[d] + t.dstStart[d]
 		}
-		p := piece{key: pc.key, off: int64(e[0]), n: int64(e[1]), pipe: s.codecs, shape: s.inner, sel: t.sel, dstStart: dst}
+		p := piece{key: pc.key, off: int64(e[0]), n: int64(e[1]), pipe: s.codecs, shape: s.inner, sel: t.sel, dstStart: dst, size: size}
 		p.missing = e[0] == missingEntry
 		if !p.missing {
 			if p.pipe.raw() {

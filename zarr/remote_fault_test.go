@@ -287,6 +287,78 @@ func TestRemoteShardRequests(t *testing.T) {
 	}
 }
 
+// TestRemoteWholeShards reads sharded arrays over HTTP, the index at the
+// start or the end, inner chunks compressed or not, and checks that a
+// read wanting all of a shard asks for it whole (one GET of bytes 0 to
+// its end, the index with them: a server may send a whole object from
+// its file where a part takes it a copy) while a read of part of a shard
+// asks for its inner chunks only; that the bytes read are the array's;
+// and that a shard whose size changed after its index was read fails the
+// read with ErrCorruptChunk.
+func TestRemoteWholeShards(t *testing.T) {
+	gzip := Codec{Name: "gzip", Configuration: map[string]any{"level": 1}}
+	for _, start := range []bool{false, true} {
+		for _, inner := range [][]Codec{{{Name: "bytes"}}, {{Name: "bytes"}, gzip}} {
+			name := fmt.Sprintf("index at start %v, %d inner codecs", start, len(inner))
+			// Shards of 384 KiB: half of one, even compressed, leaves more
+			// than spanGap.
+			m := Metadata{Shape: []int{1024, 384}, ChunkShape: []int{512, 192}, Codecs: shardCodecs([]int{256, 96}, start, inner)}
+			dir, data := localArray(t, m)
+			srv := serveDir(t, dir)
+			s, err := OpenURL(bg, srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := Open(bg, s, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole := func(key string) string {
+				b, _ := srv.file(key)
+				return fmt.Sprintf("%s bytes=0-%d", key, len(b)-1)
+			}
+			srv.requests()
+			got := make([]byte, len(data))
+			if err := a.ReadRegion(bg, []int{0, 0}, m.Shape, got); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("%s: whole array: %v, or its bytes differ", name, err)
+			}
+			log := srv.requests()
+			for _, key := range []string{"c/0/0", "c/0/1", "c/1/0", "c/1/1"} {
+				if !slices.Contains(log, whole(key)) {
+					t.Errorf("%s: shard %s not read whole: %q", name, key, log)
+				}
+			}
+			if len(log) != 8 {
+				t.Errorf("%s: %d requests for 4 shards, want 8 (index, shard): %q", name, len(log), log)
+			}
+			ref := model{shape: m.Shape, es: 4, buf: data}
+			half := []int{256, 192}
+			part := make([]byte, len(ref.region([]int{0, 0}, half)))
+			if err := a.ReadRegion(bg, []int{0, 0}, half, part); err != nil || !bytes.Equal(part, ref.region([]int{0, 0}, half)) {
+				t.Fatalf("%s: half a shard: %v, or its bytes differ", name, err)
+			}
+			if log := srv.requests(); len(log) != 2 || slices.Contains(log, whole("c/0/0")) {
+				t.Errorf("%s: half a shard: requests %q, want the index and one range of inner chunks", name, log)
+			}
+			// The shard grows between its index's read and its own.
+			grown := whole("c/1/1")
+			srv.setFault(func(key string, w http.ResponseWriter, r *http.Request) bool {
+				if key+" "+r.Header.Get("Range") != grown {
+					return false
+				}
+				b, _ := srv.file(key)
+				http.ServeContent(w, r, key, time.Time{}, bytes.NewReader(append(slices.Clip(b), 0)))
+				return true
+			})
+			if err := a.ReadRegion(bg, []int{0, 0}, m.Shape, got); !errors.Is(err, ErrCorruptChunk) {
+				t.Errorf("%s: a shard changed during the read: %v, want ErrCorruptChunk", name, err)
+			}
+			srv.setFault(nil)
+			s.Close()
+		}
+	}
+}
+
 // TestRemoteCancel cancels a region read while chunk GETs hang and
 // checks that it returns at once with the context's error, that no more
 // than MaxRequests GETs were in flight, that every request in flight saw

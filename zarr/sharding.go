@@ -189,10 +189,11 @@ func parseShardIndex(b []byte, n int, crc bool, shardSize int64) ([][2]uint64, e
 }
 
 // readShardIndex reads and checks the index of the shard stored under
-// key. A missing shard fails with an error matching fs.ErrNotExist. No
-// more than indexProbe bytes are allocated before the shard's size, from
-// the store, shows that it can hold its index.
-func (s *shardingCodec) readShardIndex(ctx context.Context, st Store, key string) ([][2]uint64, error) {
+// key and returns it with the shard's size. A missing shard fails with
+// an error matching fs.ErrNotExist. No more than indexProbe bytes are
+// allocated before the shard's size, from the store, shows that it can
+// hold its index.
+func (s *shardingCodec) readShardIndex(ctx context.Context, st Store, key string) ([][2]uint64, int64, error) {
 	is := s.indexSize()
 	first := min(is, indexProbe)
 	b := make([]byte, first)
@@ -202,10 +203,10 @@ func (s *shardingCodec) readShardIndex(ctx context.Context, st Store, key string
 	}
 	size, err := st.ReadRange(ctx, key, off, b)
 	if err == nil && size < is || errors.Is(err, io.ErrUnexpectedEOF) && size >= 0 && size < is {
-		return nil, fmt.Errorf("%w: %s: shard of %d bytes is shorter than its %d-byte index", ErrCorruptChunk, key, size, is)
+		return nil, 0, fmt.Errorf("%w: %s: shard of %d bytes is shorter than its %d-byte index", ErrCorruptChunk, key, size, is)
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if first < is {
 		full := make([]byte, is)
@@ -218,18 +219,18 @@ func (s *shardingCodec) readShardIndex(ctx context.Context, st Store, key string
 		}
 		size2, err := st.ReadRange(ctx, key, restOff, rest)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if size2 != size {
-			return nil, fmt.Errorf("%w: %s: shard of %d bytes, then of %d", ErrCorruptChunk, key, size, size2)
+			return nil, 0, fmt.Errorf("%w: %s: shard of %d bytes, then of %d", ErrCorruptChunk, key, size, size2)
 		}
 		b = full
 	}
 	idx, err := parseShardIndex(b, s.nInner(), s.indexCRC, size)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
+		return nil, 0, fmt.Errorf("%s: %w", key, err)
 	}
-	return idx, nil
+	return idx, size, nil
 }
 
 func (s *shardingCodec) readIndex(r rangeReader) ([][2]uint64, error) {

@@ -342,15 +342,53 @@ func TestShardSpans(t *testing.T) {
 	if local8 != local1 || remote1 != 32<<20/24 || remote8 != 8*32<<20/24 {
 		t.Errorf("direct spans of a 32 MiB band: local %d, %d with 8 bands; remote %d, %d; want equal, then %d and %d", local1, local8, remote1, remote8, 32<<20/24, 8*32<<20/24)
 	}
+	// A span of all of a shard's inner chunks asks for the shard whole
+	// (its index with them). A remote read of all of a shard of direct
+	// pieces reads it as one span with WithWholeShards; else where it is
+	// at most twice the direct span size (32 MiB bands, 8 in flight:
+	// 32 MiB / 3), else in spans of that size. A read of part of a shard
+	// never asks for it whole.
+	shards := func(n int) []piece { // 32 MiB of inner chunks in n shards
+		ps := slices.Clone(many[:32])
+		for i := range ps {
+			k := i / (32 / n)
+			ps[i].key, ps[i].off, ps[i].size = fmt.Sprint(k), ps[i].off-int64(k*32/n)<<20, 32<<20/int64(n)+516
+		}
+		return ps
+	}
+	for _, c := range []struct {
+		whole  bool
+		shards int
+		spans  int // per shard; 0: several, none whole
+	}{{false, 1, 0}, {true, 1, 1}, {false, 2, 1}, {true, 2, 1}} {
+		w := &Array{workers: 12, store: &slotStore{n: 32, whole: c.whole}}
+		ps := shards(c.shards)
+		size := ps[0].size
+		sp := w.spans(ps, out, true, 8)
+		if c.spans == 1 && (len(sp) != c.shards || sp[0].lo != 0 || sp[0].hi != size) ||
+			c.spans == 0 && (len(sp) < 3*c.shards || slices.ContainsFunc(sp, func(s span) bool { return s.hi != 0 })) {
+			t.Errorf("WithWholeShards %v: %d shards in %d spans, the first asking for [%d, %d)", c.whole, c.shards, len(sp), sp[0].lo, sp[0].hi)
+		}
+		if sp := w.spans(ps[:len(ps)-2], out, true, 8); slices.ContainsFunc(sp, func(s span) bool { return s.hi != 0 && s.key == ps[len(ps)-1].key }) {
+			t.Errorf("WithWholeShards %v: a read of all but 2 inner chunks of a shard asks for the whole shard", c.whole)
+		}
+	}
+	// A local store's reads are not changed.
+	if sp := a.spans(shards(1), out, true, 1); len(sp) < 2 || sp[0].hi != 0 {
+		t.Errorf("a local store: a whole shard in %d spans, the first asking for [%d, %d)", len(sp), sp[0].lo, sp[0].hi)
+	}
 }
 
-// slotStore is a store with n request slots (as RemoteStore).
+// slotStore is a store with n request slots (as RemoteStore), reading
+// wanted shards whole when whole is set (WithWholeShards).
 type slotStore struct {
 	countingStore
-	n int
+	n     int
+	whole bool
 }
 
-func (s *slotStore) MaxRequests() int { return s.n }
+func (s *slotStore) MaxRequests() int  { return s.n }
+func (s *slotStore) wholeShards() bool { return s.whole }
 
 // allocDuring returns the bytes allocated while f runs.
 func allocDuring(f func()) uint64 {

@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/kvikgo/kvik"
@@ -21,6 +22,10 @@ type span struct {
 	// span's bytes are read straight into the region.
 	direct bool
 	dstOff int
+	// lo, hi, when hi > 0: the span's shard is [lo, hi) (lo 0, hi its
+	// size) and holds little else, so that a remote store asks for the
+	// shard whole (see readSpan).
+	lo, hi int64
 }
 
 // single reports whether the span is one piece read as it is.
@@ -78,6 +83,7 @@ func (a *Array) spans(pieces []piece, out view, chain bool, together int) []span
 	var spans []span
 	var ranged []piece
 	flush := func() {
+		first := len(spans)
 		slices.SortStableFunc(ranged, func(x, y piece) int {
 			switch {
 			case x.off < y.off:
@@ -89,6 +95,7 @@ func (a *Array) spans(pieces []piece, out view, chain bool, together int) []span
 		})
 		cur := -1 // index in spans of the span being built
 		dstEnd := 0
+		chainMax := a.wholeChain(ranged, bigMax)
 		for _, p := range ranged {
 			dstOff, direct := directPiece(p, out)
 			direct = direct && chain
@@ -100,7 +107,7 @@ func (a *Array) spans(pieces []piece, out view, chain bool, together int) []span
 				limit := smallMax
 				switch {
 				case chained:
-					limit = bigMax
+					limit = max(bigMax, chainMax)
 				case sp.direct && sp.n >= spanGap || !sp.direct && direct && p.n >= spanGap:
 					// Buffering a large direct part to save a request
 					// costs more than the request.
@@ -118,6 +125,9 @@ func (a *Array) spans(pieces []piece, out view, chain bool, together int) []span
 			cur = len(spans) - 1
 			dstEnd = dstOff + int(p.n)
 		}
+		for i := first; i < len(spans); i++ {
+			spans[i].wholeShard()
+		}
 		ranged = ranged[:0]
 	}
 	for _, p := range pieces {
@@ -132,6 +142,61 @@ func (a *Array) spans(pieces []piece, out view, chain bool, together int) []span
 	}
 	flush()
 	return spans
+}
+
+// wholeChain returns how long a direct span may grow among ranged, the
+// pieces of one shard in order of offset, for a remote store to read the
+// shard with one request where the region wants all of it but spanGap
+// bytes (wholeShard): up to spanMax with WithWholeShards, else up to
+// twice aim, the direct span size the read aims for (so that of the two
+// requests per slot it aims for, at least one remains); else 0.
+func (a *Array) wholeChain(ranged []piece, aim int64) int64 {
+	if _, ok := a.store.(interface{ MaxRequests() int }); !ok || len(ranged) < 2 || ranged[0].size <= 0 {
+		return 0
+	}
+	end := int64(0)
+	for _, p := range ranged {
+		end = max(end, p.off+p.n)
+	}
+	extent := end - ranged[0].off
+	limit := min(2*aim, spanMax)
+	if w, ok := a.store.(interface{ wholeShards() bool }); ok && w.wholeShards() {
+		limit = spanMax
+	}
+	if ranged[0].size-extent > spanGap || extent > limit {
+		return 0
+	}
+	return extent
+}
+
+// wholeShard sets sp.lo and sp.hi when sp, of several inner chunks,
+// leaves no more than spanGap bytes of its shard unread (its index and
+// little else).
+func (sp *span) wholeShard() {
+	size := sp.pieces[0].size
+	if !sp.single() && size > 0 && size-sp.n <= spanGap {
+		sp.lo, sp.hi = 0, size
+	}
+}
+
+// readSpan reads the bytes of sp into p, with one request for its whole
+// shard where sp asks for one and the store can (a remote store: a
+// server may send a whole object straight from its file where a part
+// of it takes a copy; versitygw does). A shard whose size is not the
+// one its index was read with has changed since: ErrCorruptChunk.
+func (a *Array) readSpan(ctx context.Context, sp *span, p []byte) error {
+	w, ok := a.store.(interface {
+		readRangeWithin(ctx context.Context, key string, off int64, p []byte, lo, hi int64) (int64, error)
+	})
+	if sp.hi == 0 || !ok {
+		_, err := a.store.ReadRange(ctx, sp.key, sp.off, p)
+		return err
+	}
+	size, err := w.readRangeWithin(ctx, sp.key, sp.off, p, sp.lo, sp.hi)
+	if err == nil && size != sp.hi {
+		err = fmt.Errorf("%w: %s: shard of %d bytes, of %d when its index was read", ErrCorruptChunk, sp.key, size, sp.hi)
+	}
+	return err
 }
 
 // directPiece returns where p starts in the region, and whether its
@@ -168,11 +233,10 @@ func (a *Array) fetchSpan(ctx context.Context, b *band, i int) (fetched, error) 
 		if b.slots != nil {
 			off = b.slots[i][0] // the pieces' slots are back to back
 		}
-		_, err := a.store.ReadRange(ctx, sp.key, sp.off, b.buf[off:off+int(sp.n)])
-		return fetched{done: true}, err
+		return fetched{done: true}, a.readSpan(ctx, sp, b.buf[off:off+int(sp.n)])
 	}
 	p := getBuf(int(sp.n))
-	if _, err := a.store.ReadRange(ctx, sp.key, sp.off, *p); err != nil {
+	if err := a.readSpan(ctx, sp, *p); err != nil {
 		putBuf(p)
 		return fetched{}, err
 	}

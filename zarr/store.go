@@ -51,6 +51,7 @@ type storeConfig struct {
 	normalizeKeys bool
 	dimSep        string
 	maxRequests   int
+	wholeShards   bool
 	maxDocument   int64
 	remote        []kvik.RemoteOption
 }

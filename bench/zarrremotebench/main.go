@@ -78,6 +78,7 @@ func main() {
 	altWorkers := flag.Int("alt-workers", 0, "also read each compressed array with this many decode workers (runs named \"... wN\"), in the same rounds")
 	altRequests := flag.Int("alt-requests", 0, "also read each compressed array through a store of this many requests in flight (runs named \"... rN\"), in the same rounds")
 	altInline := flag.Bool("alt-inline", false, "the alternative reads fetch on their workers, no fetch stage (zarrtune.InlineFetch)")
+	altWhole := flag.Bool("alt-whole", false, "also read each sharded array through a store opened with zarr.WithWholeShards (runs named \"... whole\"), in the same rounds")
 	host := flag.Bool("host", false, "read into host memory (no GPU needed)")
 	codecs := flag.String("codecs", "zstd,blosc-lz4,blosc-zstd,gzip,sharded,sharded-zstd", "variants besides raw, comma-separated")
 	only := flag.Bool("only", false, "the variants' reads and ceilings only (no raw array, chunk loop, raw object)")
@@ -165,6 +166,17 @@ func main() {
 				defer zarrtune.InlineFetch.Store(false)
 				return t.region(alt, shape)
 			}})
+		}
+		if *altWhole && v.inner != nil {
+			s, err := zarr.OpenURL(bg, "s3://bkt/"+v.name+".zarr", append(opts, zarr.WithWholeShards())...)
+			check(err)
+			defer s.Close()
+			whole, err := zarr.Open(bg, s, "")
+			check(err)
+			if *workers > 0 {
+				whole.SetWorkers(*workers)
+			}
+			runs = append(runs, run{"zarr " + v.name + " whole region", "s3_" + v.name + "_whole", func() error { return t.region(whole, shape) }})
 		}
 		if compressed(v) {
 			cells := storedCells(a, v, rows, rowsPerChunk)
@@ -286,6 +298,9 @@ func printRatios(variants []variant, gbs map[string]float64, times map[string][]
 				paired(times["decode "+v.name], times["zarr "+v.name+" region"]))
 		}
 		fmt.Println(line + " (issue 40: >= 0.8 raw, or >= 0.9 decode where lower; gzip >= 0.9 decode)")
+		if w := "zarr " + v.name + " whole region"; gbs[w] > 0 {
+			fmt.Printf("RATIO zarr %s whole (WithWholeShards) / zarr raw %s, / the default %s\n", v.name, ratio(w, "zarr raw region"), ratio(w, "zarr "+v.name+" region"))
+		}
 		if alt := "zarr " + v.name + suffix + " region"; suffix != "" && gbs[alt] > 0 {
 			fmt.Printf("RATIO %s / its decode ceiling %s (paired %.2fx; the default: %s)\n", alt, ratio(alt, "decode "+v.name),
 				paired(times["decode "+v.name], times[alt]), ratio("zarr "+v.name+" region", "decode "+v.name))

@@ -522,11 +522,18 @@ func readExact(body io.Reader, p []byte, off int64) (int, error) {
 	if err != nil {
 		return n, err
 	}
+	return n, atEnd(body, off+int64(n))
+}
+
+// atEnd checks that a body read up to offset end ends there: one that
+// goes on (a server sending more than it announced) gives an
+// ErrBadContentRange.
+func atEnd(body io.Reader, end int64) error {
 	var extra [1]byte
 	if m, _ := body.Read(extra[:]); m > 0 {
-		return n, fmt.Errorf("%w: body longer than the %d bytes asked for at offset %d", ErrBadContentRange, len(p), off)
+		return fmt.Errorf("%w: body goes on past offset %d, the end of the range asked for", ErrBadContentRange, end)
 	}
-	return n, nil
+	return nil
 }
 
 // readStart fills p, the bytes at off, from the start of a body. A body

@@ -283,3 +283,108 @@ func TestReadAtSizeClaims(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// TestReadWithin checks the GET of a wider range than the bytes kept
+// (ReadWithin: zarr's whole-shard reads) against well-behaved and
+// hostile answers: the bytes kept at random offsets of random ranges,
+// the whole object answered by a 206 or a 200; an answer whose range is
+// not the one asked for, or whose body goes on past it, fails with
+// ErrBadContentRange; a body that ends early, in the bytes dropped
+// before or after those kept, is retried, then fails with ErrShortBody;
+// a range past the end gives io.ErrUnexpectedEOF with the size; a range
+// that does not hold the bytes, or holds more than MaxSlack beyond
+// them, fails without a request.
+func TestReadWithin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 17))
+	obj := make([]byte, 3<<20+rng.IntN(1000))
+	for i := range obj {
+		obj[i] = byte(rng.Uint32())
+	}
+	size := int64(len(obj))
+	ranged := func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "", zeroTime, bytes.NewReader(obj))
+	}
+	raw := func(status int, cr string, body []byte, cl int) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			if cr != "" {
+				w.Header().Set("Content-Range", cr)
+			}
+			w.Header().Set("Content-Length", strconv.Itoa(cl))
+			w.WriteHeader(status)
+			w.Write(body)
+		}
+	}
+	type tc struct {
+		name         string
+		off, n       int64
+		lo, hi       int64
+		answer       http.HandlerFunc
+		wantErr      error
+		wantRequests int32
+	}
+	var cases []tc
+	for i := range 6 { // random ranges and the bytes kept inside them
+		lo := rng.Int64N(size / 2)
+		hi := min(size, lo+1+rng.Int64N(2<<20))
+		off := lo + rng.Int64N(min(hi-lo, 1000))
+		n := hi - off - rng.Int64N(min(hi-off, 1000))
+		cases = append(cases, tc{fmt.Sprintf("random %d", i), off, n, lo, hi, ranged, nil, 1})
+	}
+	whole := fmt.Sprintf("bytes 0-%d/%d", size-1, size)
+	cases = append(cases,
+		tc{"whole object, index dropped", 0, size - 516, 0, size, ranged, nil, 1},
+		tc{"whole object, head dropped", 516, size - 516, 0, size, ranged, nil, 1},
+		tc{"whole object as a 200", 100, size - 300, 0, size, raw(200, "", obj, len(obj)), nil, 1},
+		tc{"a 200 for a part", 100, 100, 50, 300, raw(200, "", obj, len(obj)), ErrBadContentRange, 1},
+		tc{"another range", 100, 100, 50, 300, raw(206, "bytes 60-309/"+strconv.Itoa(len(obj)), obj[60:310], 250), ErrBadContentRange, 1},
+		tc{"body past its range", 0, size - 16, 0, size, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Range", whole)
+			w.WriteHeader(206)
+			w.Write(obj)
+			w.Write(obj[:10]) // no Content-Length: the body runs on
+		}, ErrBadContentRange, 1},
+		tc{"body ends in the tail", 0, size - 516, 0, size, raw(206, whole, obj[:size-100], len(obj)), ErrShortBody, 3},
+		tc{"body ends in the head", 516, size - 516, 0, size, raw(206, whole, obj[:200], len(obj)), ErrShortBody, 3},
+		tc{"past the end", 0, size - 10, 0, size + 10, ranged, io.ErrUnexpectedEOF, 1},
+		tc{"bytes outside the range", 10, 100, 20, 200, ranged, errRangeArgs, 0},
+		tc{"more than MaxSlack", 0, 100, 0, 100 + MaxSlack + 1, ranged, errRangeArgs, 0},
+	)
+	for _, c := range cases {
+		var requests atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			requests.Add(1)
+			if want := fmt.Sprintf("bytes=%d-%d", c.lo, c.hi-1); r.Header.Get("Range") != want {
+				t.Errorf("%s: Range %q, want %q", c.name, r.Header.Get("Range"), want)
+			}
+			c.answer(w, r)
+		}))
+		cl, e := testClient(t, srv, HTTP, "/obj")
+		buf := make([]byte, c.n)
+		got, err := cl.ReadWithin(context.Background(), e, buf, c.off, c.lo, c.hi)
+		switch {
+		case c.wantErr == errRangeArgs:
+			if err == nil {
+				t.Errorf("%s: no error", c.name)
+			}
+		case c.wantErr != nil:
+			if !errors.Is(err, c.wantErr) {
+				t.Errorf("%s: %v, want %v", c.name, err, c.wantErr)
+			}
+		case err != nil || got != size:
+			t.Errorf("%s: size %d, %v; want %d", c.name, got, err, size)
+		case !bytes.Equal(buf, obj[c.off:c.off+c.n]):
+			t.Errorf("%s: wrong bytes", c.name)
+		}
+		if errors.Is(c.wantErr, io.ErrUnexpectedEOF) && got != size {
+			t.Errorf("%s: size %d with the error, want %d", c.name, got, size)
+		}
+		if requests.Load() != c.wantRequests {
+			t.Errorf("%s: %d requests, want %d", c.name, requests.Load(), c.wantRequests)
+		}
+		srv.Close()
+	}
+}
+
+// errRangeArgs marks the cases of TestReadWithin that fail before any
+// request.
+var errRangeArgs = errors.New("bad arguments")

@@ -156,6 +156,75 @@ func readAnswer(body io.Reader, p []byte, off, n int64) (int, error) {
 	return readStart(body, p, off)
 }
 
+// MaxSlack bounds the bytes ReadWithin asks for beyond those it keeps.
+const MaxSlack = 1 << 20
+
+// ReadWithin is ReadAtSize for p's bytes at off (off >= 0) asking for the
+// wider range [lo, hi) that holds them, at most MaxSlack bytes more, and
+// dropping the bytes around them: a caller that knows an object's size
+// asks for all of it (lo 0, hi the size) where it wants all but a few
+// bytes, which a server may send straight from its file where a part
+// takes it a copy (versitygw: sendfile(2) for a whole object, a read
+// and a write per buffer for a range). It returns the object's size; a
+// range past the end fails as ReadAtSize's do.
+func (c *Client) ReadWithin(ctx context.Context, e *Endpoint, p []byte, off, lo, hi int64) (int64, error) {
+	end := off + int64(len(p))
+	if lo < 0 || lo > off || hi < end || hi-lo-int64(len(p)) > MaxSlack {
+		return -1, fmt.Errorf("remote: range %d-%d does not hold the %d bytes at %d within %d more", lo, hi, len(p), off, MaxSlack)
+	}
+	var size int64 = -1
+	err := c.do(ctx, e, http.MethodGet, func(ctx context.Context) (err error) {
+		size, err = c.readWithinOnce(ctx, e, p, off, lo, hi)
+		return err
+	})
+	return size, err
+}
+
+func (c *Client) readWithinOnce(ctx context.Context, e *Endpoint, p []byte, off, lo, hi int64) (int64, error) {
+	if lo == hi {
+		return -1, nil
+	}
+	resp, err := c.get(ctx, e, lo, int(hi-lo), false, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
+	if err != nil {
+		return -1, err
+	}
+	defer resp.Body.Close()
+	rng := resp.Request.Header.Get("Range")
+	first, last, total, err := responseRange(resp)
+	if err != nil {
+		return -1, fmt.Errorf("%w: %s for %s", ErrBadContentRange, err, rng)
+	}
+	if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable || hi > total {
+		return total, fmt.Errorf("remote: %s of a %d-byte object: %w", rng, total, io.ErrUnexpectedEOF)
+	}
+	if first != lo || last != hi-1 {
+		return total, fmt.Errorf("%w: got bytes %d-%d for %s", ErrBadContentRange, first, last, rng)
+	}
+	if err := skip(resp.Body, off-lo, lo); err != nil {
+		return total, err
+	}
+	if _, err := readStart(resp.Body, p, off); err != nil {
+		return total, err
+	}
+	end := off + int64(len(p))
+	if err := skip(resp.Body, hi-end, end); err != nil {
+		return total, err
+	}
+	return total, atEnd(resp.Body, hi)
+}
+
+// skip drops the next n bytes of a body, those at off: a body that ends
+// first gives a retryable ErrShortBody, as readStart's do.
+func skip(body io.Reader, n, off int64) error {
+	if m, err := io.CopyN(io.Discard, body, n); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, m, n, off, err)}
+	}
+	return nil
+}
+
 // responseRange returns the range a 206, 200 or 416 response holds and
 // the object's size: a 200 holds the whole object.
 func responseRange(resp *http.Response) (first, last, total int64, err error) {
