@@ -513,7 +513,7 @@ func TestRunBandsFetchAhead(t *testing.T) {
 					maxFetching = max(maxFetching, fetching)
 				}
 				mu.Unlock()
-				time.Sleep(fetchDelay)
+				time.Sleep(fetchDelay * time.Duration(90+i%21) / 100) // spread, as a server's answers are
 				mu.Lock()
 				fetching--
 				if ahead++; steady(i) {

@@ -245,8 +245,9 @@ func (a *Array) fetchSpan(ctx context.Context, b *band, i int) (fetched, error) 
 
 // decodeSpan decodes what fetchSpan fetched of span i of band b into
 // its place, the pieces of a span on up to inner goroutines when
-// compressed.
-func (a *Array) decodeSpan(ctx context.Context, b *band, i int, f fetched, inner int) error {
+// compressed; one at a time, it yields between them when yield is set
+// (a remote read: see yieldProc).
+func (a *Array) decodeSpan(ctx context.Context, b *band, i int, f fetched, inner int, yield bool) error {
 	if f.p != nil {
 		defer putBuf(f.p)
 	}
@@ -264,6 +265,9 @@ func (a *Array) decodeSpan(ctx context.Context, b *band, i int, f fetched, inner
 	}
 	if sp.pieces[0].pipe.raw() || inner <= 1 {
 		for j := range sp.pieces {
+			if yield && j > 0 {
+				yieldProc()
+			}
 			if err := one(j, sp.bytes(f.b, sp.pieces[j])); err != nil {
 				return err
 			}

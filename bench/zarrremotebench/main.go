@@ -78,6 +78,7 @@ func main() {
 	altWorkers := flag.Int("alt-workers", 0, "also read each compressed array with this many decode workers (runs named \"... wN\"), in the same rounds")
 	altRequests := flag.Int("alt-requests", 0, "also read each compressed array through a store of this many requests in flight (runs named \"... rN\"), in the same rounds")
 	altInline := flag.Bool("alt-inline", false, "the alternative reads fetch on their workers, no fetch stage (zarrtune.InlineFetch)")
+	altNoYield := flag.Bool("alt-noyield", false, "the alternative reads' workers do not yield before they decode (zarrtune.NoYield)")
 	altWhole := flag.Bool("alt-whole", false, "also read each sharded array through a store opened with zarr.WithWholeShards (runs named \"... whole\"), in the same rounds")
 	host := flag.Bool("host", false, "read into host memory (no GPU needed)")
 	codecs := flag.String("codecs", "zstd,blosc-lz4,blosc-zstd,gzip,sharded,sharded-zstd", "variants besides raw, comma-separated")
@@ -160,10 +161,12 @@ func main() {
 				alt.SetWorkers(*altWorkers)
 			}
 			name := v.name + suffix
-			inline := *altInline
+			inline, noYield := *altInline, *altNoYield
 			runs = append(runs, run{"zarr " + name + " region", "s3_" + strings.ReplaceAll(name, " ", "_"), func() error {
 				zarrtune.InlineFetch.Store(inline)
 				defer zarrtune.InlineFetch.Store(false)
+				zarrtune.NoYield.Store(noYield)
+				defer zarrtune.NoYield.Store(false)
 				return t.region(alt, shape)
 			}})
 		}

@@ -29,3 +29,7 @@ var DeviceLayout atomic.Int32
 // MaxRequests, instead of handing them over from a fetch stage of their
 // own (unset: the fetch stage, zarr's design).
 var InlineFetch atomic.Bool
+
+// NoYield stops the workers of a read from a remote store from yielding
+// their processor before each decode (zarr's yieldProc), to compare.
+var NoYield atomic.Bool
