@@ -13,7 +13,8 @@
 #     into host memory, then torch copies to the GPU (skipped, saying so,
 #     where tensorstore or torch does not import);
 #  3. bench/zarrremotebench: the same codecs from versitygw on loopback
-#     (1 GiB, 1 MiB chunks of 256 x 1024), each with its decode ceiling
+#     (1 GiB, 1 MiB chunks of 256 x 1024; the sharded arrays also through
+#     a store opened with zarr.WithWholeShards), each with its decode ceiling
 #     (the same stored chunks decoded in memory on the same cores), in two
 #     modes (bench/zarr_s3.sh): "shared", versitygw and the bench on every
 #     core, and "split", versitygw pinned to SERVER_CPUS (default the last

@@ -188,3 +188,51 @@ func ExampleConsolidate() {
 	// inline [temperature wind wind/u wind/v]
 	// true [temperature wind/u wind/v] <nil>
 }
+
+// ExampleWithWholeShards reads a sharded array over HTTP through a store
+// that asks for each shard it wants all of with one GET of the whole
+// object (for servers that send whole objects faster than parts).
+func ExampleWithWholeShards() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "zarr-example")
+	defer os.RemoveAll(dir)
+	local, err := zarr.NewDirStore(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	u8 := zarr.DataType{Kind: zarr.Uint, Size: 1}
+	a, err := zarr.Create(ctx, local, "img", zarr.Metadata{
+		Shape: []int{4, 8}, ChunkShape: []int{4, 4}, DataType: u8,
+		Codecs: []zarr.Codec{{Name: "sharding_indexed", Configuration: map[string]any{
+			"chunk_shape": []int{2, 2}, "codecs": []zarr.Codec{{Name: "bytes"}},
+		}}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	pixels := make([]byte, 4*8)
+	for i := range pixels {
+		pixels[i] = byte(i)
+	}
+	if err := a.WriteRegion(ctx, []int{0, 0}, []int{4, 8}, pixels); err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer srv.Close()
+
+	s, err := zarr.OpenURL(ctx, srv.URL, zarr.WithWholeShards())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	remote, err := zarr.Open(ctx, s, "img")
+	if err != nil {
+		log.Fatal(err)
+	}
+	right := make([]byte, 4*4) // the second shard, whole
+	if err := remote.ReadRegion(ctx, []int{0, 4}, []int{4, 8}, right); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(right)
+	// Output: [4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31]
+}
