@@ -128,6 +128,25 @@ func localArray(t *testing.T, m Metadata) (string, []byte) {
 	return dir, data
 }
 
+// servedArray creates an array as localArray does, serves its directory
+// (serveDir) and opens it over HTTP; it returns the server, the array
+// read through it and the array's contents.
+func servedArray(t *testing.T, m Metadata) (*objectServer, *Array, []byte) {
+	t.Helper()
+	dir, data := localArray(t, m)
+	srv := serveDir(t, dir)
+	s, err := OpenURL(bg, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	a, err := Open(bg, s, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, a, data
+}
+
 // quickRetries makes failed requests retry at once, twice.
 func quickRetries(t *testing.T) {
 	restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.HTTPMaxAttempts = 2 })
@@ -250,16 +269,7 @@ func TestRemoteShardRequests(t *testing.T) {
 	for _, start := range []bool{false, true} {
 		inner := []Codec{{Name: "bytes"}, {Name: "gzip", Configuration: map[string]any{"level": 1}}}
 		m := Metadata{Shape: []int{16, 24}, ChunkShape: []int{8, 12}, Codecs: shardCodecs([]int{4, 3}, start, inner)}
-		dir, data := localArray(t, m)
-		srv := serveDir(t, dir)
-		s, err := OpenURL(bg, srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := Open(bg, s, "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		srv, a, data := servedArray(t, m)
 		srv.requests()
 		ref := model{shape: m.Shape, es: 4, buf: data}
 		for _, r := range []struct {
@@ -283,7 +293,6 @@ func TestRemoteShardRequests(t *testing.T) {
 				}
 			}
 		}
-		s.Close()
 	}
 }
 
@@ -303,16 +312,7 @@ func TestRemoteWholeShards(t *testing.T) {
 			// Shards of 384 KiB: half of one, even compressed, leaves more
 			// than spanGap.
 			m := Metadata{Shape: []int{1024, 384}, ChunkShape: []int{512, 192}, Codecs: shardCodecs([]int{256, 96}, start, inner)}
-			dir, data := localArray(t, m)
-			srv := serveDir(t, dir)
-			s, err := OpenURL(bg, srv.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, err := Open(bg, s, "")
-			if err != nil {
-				t.Fatal(err)
-			}
+			srv, a, data := servedArray(t, m)
 			whole := func(key string) string {
 				b, _ := srv.file(key)
 				return fmt.Sprintf("%s bytes=0-%d", key, len(b)-1)
@@ -354,7 +354,6 @@ func TestRemoteWholeShards(t *testing.T) {
 				t.Errorf("%s: a shard changed during the read: %v, want ErrCorruptChunk", name, err)
 			}
 			srv.setFault(nil)
-			s.Close()
 		}
 	}
 }

@@ -119,16 +119,12 @@ func (c *Client) readAtSizeOnce(ctx context.Context, e *Endpoint, p []byte, off 
 	if len(p) == 0 && off >= 0 {
 		return -1, nil
 	}
-	resp, err := c.get(ctx, e, off, len(p), false, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
+	resp, first, last, total, err := c.getSized(ctx, e, off, len(p))
 	if err != nil {
 		return -1, err
 	}
 	defer resp.Body.Close()
 	rng := resp.Request.Header.Get("Range")
-	first, last, total, err := responseRange(resp)
-	if err != nil {
-		return -1, fmt.Errorf("%w: %s for %s", ErrBadContentRange, err, rng)
-	}
 	want, asked := int64(len(p)), int64(len(p))
 	if off < 0 {
 		off, asked = total+off, -off // where the asked-for suffix starts
@@ -141,6 +137,22 @@ func (c *Client) readAtSizeOnce(ctx context.Context, e *Endpoint, p []byte, off 
 	}
 	_, err = readAnswer(resp.Body, p, off, last-first+1)
 	return total, err
+}
+
+// getSized sends a ranged GET (get: n bytes at off, a suffix when off is
+// negative) that a 206, 200 or 416 may answer, and returns the answer
+// with the range it holds and the object's size (responseRange); the
+// caller closes its body.
+func (c *Client) getSized(ctx context.Context, e *Endpoint, off int64, n int) (resp *http.Response, first, last, total int64, err error) {
+	resp, err = c.get(ctx, e, off, n, false, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
+	if err != nil {
+		return nil, 0, 0, -1, err
+	}
+	if first, last, total, err = responseRange(resp); err != nil {
+		resp.Body.Close()
+		return nil, 0, 0, -1, fmt.Errorf("%w: %s for %s", ErrBadContentRange, err, resp.Request.Header.Get("Range"))
+	}
+	return resp, first, last, total, nil
 }
 
 // readAnswer fills p, the bytes at off, from the start of an answer's
@@ -184,16 +196,12 @@ func (c *Client) readWithinOnce(ctx context.Context, e *Endpoint, p []byte, off,
 	if lo == hi {
 		return -1, nil
 	}
-	resp, err := c.get(ctx, e, lo, int(hi-lo), false, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
+	resp, first, last, total, err := c.getSized(ctx, e, lo, int(hi-lo))
 	if err != nil {
 		return -1, err
 	}
 	defer resp.Body.Close()
 	rng := resp.Request.Header.Get("Range")
-	first, last, total, err := responseRange(resp)
-	if err != nil {
-		return -1, fmt.Errorf("%w: %s for %s", ErrBadContentRange, err, rng)
-	}
 	if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable || hi > total {
 		return total, fmt.Errorf("remote: %s of a %d-byte object: %w", rng, total, io.ErrUnexpectedEOF)
 	}
