@@ -506,9 +506,10 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 // its processor until the runtime takes it back, after 20 us to 10 ms,
 // so that a fetcher let through by the gate, or one whose response has
 // arrived, waited for a processor while every worker decoded: on the
-// H200, S3 reads' threads waited 820-910 ms per read for a core, 40-270
-// ms after yielding, and read zstd and Blosc-zstd chunks 1.04-1.11x as
-// fast. A local read, which has no fetchers, does not yield.
+// H200, S3 reads' threads waited 0.6-0.9 s per read for a core, 0.04-0.27
+// s after yielding, and read Blosc-zstd chunks 1.09-1.13x as fast (zstd
+// 1.03-1.07x in four pairs of five). A local read, which has no
+// fetchers, does not yield.
 func yieldProc() { runtime.Gosched() }
 
 // readyGate holds a read's fetchers back while limit fetched items wait

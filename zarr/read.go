@@ -239,8 +239,11 @@ func checkRaw(pc piece, n int64) error {
 // read has a fetcher for every slot while their chunks (decoded) fit in
 // 256 MiB, never fewer than the workers; a fetcher starts a request only
 // while fewer chunks than workers wait to be decoded, so a store that
-// answers faster than the workers decode has fewer in flight. Cancelling
-// ctx stops the reads in flight.
+// answers faster than the workers decode has fewer in flight. The inner
+// chunks of a shard are read in ranges of shard bytes sized to keep the
+// slots busy (two per worker), a shard wanted whole with one request
+// where that leaves one per worker (or always: WithWholeShards).
+// Cancelling ctx stops the reads in flight.
 func (a *Array) ReadRegion(ctx context.Context, start, stop []int, dst []byte) error {
 	r, size, err := a.region(start, stop)
 	if err != nil {
