@@ -62,17 +62,18 @@ type benchOptions struct {
 	slot      time.Duration // --slot: timed load k starts at startAt + k*slot
 	register  bool
 	json      bool
-	opSet     bool      // --op was given
-	plot      string    // --plot: draw the results into this file
-	plotFrom  []string  // --plot-from: draw these reports instead of running
-	url       string    // --url: benchmark a remote object instead
-	st        string    // --safetensors: benchmark loading this file
-	gguf      string    // --gguf: benchmark loading this file
-	save      bool      // --save: with --safetensors, benchmark saving the model
-	gpus      gpusFlag  // --gpus: the GPUs of a model's curve
-	share     shareFlag // --share: load only this share of a model
-	cpuprof   string    // --cpuprofile: write a CPU profile here
-	trace     string    // --trace: write an execution trace here
+	opSet     bool          // --op was given
+	plot      string        // --plot: draw the results into this file
+	plotFrom  []string      // --plot-from: draw these reports instead of running
+	url       string        // --url: benchmark a remote object instead
+	zarr      zarrReadFlags // a Zarr --url's store
+	st        string        // --safetensors: benchmark loading this file
+	gguf      string        // --gguf: benchmark loading this file
+	save      bool          // --save: with --safetensors, benchmark saving the model
+	gpus      gpusFlag      // --gpus: the GPUs of a model's curve
+	share     shareFlag     // --share: load only this share of a model
+	cpuprof   string        // --cpuprofile: write a CPU profile here
+	trace     string        // --trace: write an execution trace here
 }
 
 // benchFlags returns kvik bench's flag set bound to a new benchOptions.
@@ -125,6 +126,7 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 	fs.Var(&o.gpus, "gpus", "with --safetensors or --gguf: the `GPUs` of the curve, a count (3: GPUs 0, 1 and 2) or a comma-separated list of ordinals (2,3; one GPU: 2,); default all")
 	fs.Var(&o.share, "share", "with --safetensors or --gguf: time only loading share `K/N` onto GPU 0, the tensors that the load balanced over N GPUs puts on its K-th (what each process of the process-per-GPU reference loads)")
 	fs.StringVar(&o.url, "url", "", "benchmark reads of this remote object (`URL`: s3://, http(s)://, WebHDFS) instead of a file; a .safetensors or .gguf URL is benchmarked as --safetensors or --gguf, a Zarr array (a URL or path with a .zarr component) by region reads")
+	o.zarr.register(fs)
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the run to this `file` (go tool pprof)")
 	fs.StringVar(&o.trace, "trace", "", "write an execution trace of the run to this `file` (go tool trace)")
 	fs.StringVar(&o.plot, "plot", "", "also draw GB/s against workers for every path and ceiling into this `file` (.svg or .png)")
@@ -172,6 +174,11 @@ func (o *benchOptions) validate(nargs int) error {
 		return usagef("--gpus and --share apply to --safetensors and --gguf")
 	case o.share.n > 0 && (o.gpus.count > 0 || o.gpus.list != nil):
 		return usagef("--share loads onto GPU 0 alone: drop --gpus")
+	case o.zarr.set() && !isZarr(o.url):
+		return usagef("--requests, --whole-shards and --max-document apply to a Zarr --url")
+	}
+	if err := o.zarr.validate(); err != nil {
+		return err
 	}
 	if o.plot != "" {
 		if _, err := benchplot.FormatOf(o.plot); err != nil {

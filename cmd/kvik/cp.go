@@ -53,7 +53,7 @@ type cpOptions struct {
 	threads int
 	compat  string
 	verify  bool
-	maxDoc  sizeFlag
+	zarr    zarrReadFlags
 }
 
 // cpFlagSet returns kvik cp's flag set bound to a new cpOptions.
@@ -65,7 +65,7 @@ func cpFlagSet(e *env) (*flag.FlagSet, *cpOptions) {
 	fs.IntVar(&o.threads, "threads", 0, "kvik worker `threads` (default KVIKIO_NTHREADS)")
 	fs.StringVar(&o.compat, "compat", "", "device path `mode`: on (POSIX+bounce), off (cuFile) or auto (default KVIKIO_COMPAT_MODE)")
 	fs.BoolVar(&o.verify, "verify", true, "read both files back and compare them")
-	fs.Var(&o.maxDoc, "max-document", maxDocUsage)
+	o.zarr.register(fs)
 	return fs, o
 }
 
@@ -141,6 +141,11 @@ func (o *cpOptions) validate(pos []string) error {
 		return usagef("--threads %d: want a positive count", o.threads)
 	case o.chunk.set && o.chunk.n <= 0:
 		return usagef("--chunk must be positive")
+	case (o.zarr.requests != 0 || o.zarr.wholeShards) && !isZarr(pos[0]) && !isZarr(pos[1]):
+		return usagef("--requests and --whole-shards apply to a Zarr SRC or DST")
+	}
+	if err := o.zarr.validate(); err != nil {
+		return err
 	}
 	return validateMemoryCompat(o.memory, o.compat)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"hash/crc32"
 	"net/url"
@@ -51,6 +52,44 @@ func zarrOptions(maxDoc *sizeFlag) []zarr.StoreOption {
 		return nil
 	}
 	return []zarr.StoreOption{zarr.WithMaxDocumentSize(maxDoc.n)}
+}
+
+// zarrReadFlags are the flags of the Zarr stores that kvik cp and kvik
+// bench read arrays from.
+type zarrReadFlags struct {
+	maxDoc      sizeFlag
+	requests    int
+	wholeShards bool
+}
+
+// register adds the flags to fs.
+func (z *zarrReadFlags) register(fs *flag.FlagSet) {
+	fs.Var(&z.maxDoc, "max-document", maxDocUsage)
+	fs.IntVar(&z.requests, "requests", 0, "Zarr: GETs a remote store keeps in flight, a `count` (default zarr.DefaultMaxRequests: KVIKIO_NTHREADS, at least 32)")
+	fs.BoolVar(&z.wholeShards, "whole-shards", false, "Zarr: read a shard of uncompressed chunks that a read wants all of with one GET of the whole object, however large (zarr.WithWholeShards: for servers that send whole objects faster than parts, as versitygw does)")
+}
+
+// set reports whether any of the flags was given.
+func (z *zarrReadFlags) set() bool { return z.maxDoc.set || z.requests != 0 || z.wholeShards }
+
+// validate checks the flags' values.
+func (z *zarrReadFlags) validate() error {
+	if z.requests < 0 {
+		return usagef("--requests %d: want 1 or more (0: the default)", z.requests)
+	}
+	return nil
+}
+
+// options returns the store options the flags ask for.
+func (z *zarrReadFlags) options() []zarr.StoreOption {
+	opts := zarrOptions(&z.maxDoc)
+	if z.requests != 0 {
+		opts = append(opts, zarr.WithMaxRequests(z.requests))
+	}
+	if z.wholeShards {
+		opts = append(opts, zarr.WithWholeShards())
+	}
+	return opts
 }
 
 // zarrArrayInfo is one array of kvik info's Zarr report.
@@ -164,12 +203,12 @@ func zarrCopy(e *env, o *cpOptions, src, dst string) error {
 		return fmt.Errorf("%s -> %s: %w", src, dst, errStoresOverlap)
 	}
 	ctx := e.ctx
-	from, err := zarr.OpenStore(ctx, src, zarrOptions(&o.maxDoc)...)
+	from, err := zarr.OpenStore(ctx, src, o.zarr.options()...)
 	if err != nil {
 		return err
 	}
 	defer closeStore(from)
-	to, err := zarr.OpenStore(ctx, dst, zarrOptions(&o.maxDoc)...)
+	to, err := zarr.OpenStore(ctx, dst, o.zarr.options()...)
 	if err != nil {
 		return err
 	}
@@ -297,7 +336,7 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 	if mem.gpu != nil {
 		defer mem.gpu.close()
 	}
-	a, err := zarr.OpenArray(ctx, src, zarrOptions(&o.maxDoc)...)
+	a, err := zarr.OpenArray(ctx, src, o.zarr.options()...)
 	if err != nil {
 		return err
 	}
@@ -374,7 +413,7 @@ func verifyNpy(path string, size int64, sum uint32) error {
 // memory, against a loop that reads one chunk at a time.
 func benchZarr(e *env, o *benchOptions) error {
 	ctx := context.Background()
-	a, err := zarr.OpenArray(ctx, o.url)
+	a, err := zarr.OpenArray(ctx, o.url, o.zarr.options()...)
 	if err != nil {
 		return err
 	}
@@ -406,8 +445,12 @@ func benchZarr(e *env, o *benchOptions) error {
 	if rs, ok := a.Store().(*zarr.RemoteStore); ok {
 		maxReq = rs.MaxRequests()
 	}
-	fmt.Fprintf(e.stdout, "%s: zarr v%d %s %v in chunks %v (%s), %d workers, %d requests in flight, %d repeats\n",
-		o.url, a.Metadata().ZarrFormat, a.DataType().Name(), shape, chunks, formatSize(size), d.NumThreads, maxReq, o.repeats)
+	whole := ""
+	if o.zarr.wholeShards {
+		whole = ", whole shards"
+	}
+	fmt.Fprintf(e.stdout, "%s: zarr v%d %s %v in chunks %v (%s), %d workers, %d requests in flight%s, %d repeats\n",
+		o.url, a.Metadata().ZarrFormat, a.DataType().Name(), shape, chunks, formatSize(size), d.NumThreads, maxReq, whole, o.repeats)
 	return printRates(e, size, o.repeats, rows)
 }
 

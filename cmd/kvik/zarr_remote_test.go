@@ -103,4 +103,54 @@ func TestZarrCpInfoBenchS3(t *testing.T) {
 		t.Errorf("bench output: %s", r.stdout)
 	}
 	runKvik(t, env, "cp", url+"/missing.zarr", out).expect(t, exitFailure).oneLineError(t, "404")
+
+	// The sharded array through a store of 3 requests reading whole
+	// shards (zarr.WithMaxRequests, zarr.WithWholeShards).
+	sharded := "sharded_array_write_read.zarr/group/array"
+	sa, err := zarr.Open(context.Background(), ls, sharded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = make([]byte, sa.DataType().Size*numElems(sa.Shape()))
+	if err := sa.ReadRegion(context.Background(), make([]int, len(sa.Shape())), sa.Shape(), want); err != nil {
+		t.Fatal(err)
+	}
+	out2 := filepath.Join(t.TempDir(), "sharded.npy")
+	runKvik(t, env, "cp", "--whole-shards", "--requests", "3", url+"/"+sharded, out2).expect(t, 0)
+	got2, err := npy.LoadHost(context.Background(), out2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got2.Close()
+	if !bytes.Equal(got2.Data, want) {
+		t.Fatal("the sharded array read whole-shard differs from the local read")
+	}
+	r = runKvik(t, env, "bench", "--url", url+"/"+sharded, "--whole-shards", "--requests", "5", "--repeats", "1").expect(t, 0)
+	if !strings.Contains(r.stdout, "5 requests in flight, whole shards") {
+		t.Errorf("bench --whole-shards output: %s", r.stdout)
+	}
+}
+
+// TestZarrFlagsUsage checks that the Zarr store flags of kvik cp and
+// kvik bench are refused where they would do nothing, and with a
+// negative count, as usage errors.
+func TestZarrFlagsUsage(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.bin"), filepath.Join(dir, "b.bin")
+	if err := os.WriteFile(a, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"cp", "--whole-shards", a, b},
+		{"cp", "--requests", "4", a, b},
+		{"cp", "--requests", "-1", a, filepath.Join(dir, "x.zarr")},
+		{"bench", "--whole-shards", "--file", a},
+		{"bench", "--requests", "8", "--url", "s3://bkt/model.safetensors"},
+		{"bench", "--requests", "-2", "--url", "s3://bkt/x.zarr/a"},
+	} {
+		runKvik(t, nil, args...).expect(t, exitUsage)
+	}
+	if _, err := os.Stat(b); err == nil {
+		t.Error("a refused cp wrote its destination")
+	}
 }
