@@ -45,9 +45,27 @@ func (p *pipeline) shapes(shape []int) [][]int {
 // decode turns stored bytes into a chunk of the given shape. dst, if large
 // enough, may receive the result.
 func (p *pipeline) decode(b []byte, shape []int, dst []byte) (chunkArray, error) {
-	n := numElements(shape) * p.dt.Size
+	b, err := p.decodeBytes(b, 0, numElements(shape)*p.dt.Size, dst)
+	if err != nil {
+		return chunkArray{}, err
+	}
+	shapes := p.shapes(shape)
+	a, err := p.ab.decode(b, shapes[len(shapes)-1])
+	if err != nil {
+		return chunkArray{}, err
+	}
+	for i := len(p.aa) - 1; i >= 0; i-- {
+		a = p.aa[i].decode(a, shapes[i], p.dt.Size)
+	}
+	return a, nil
+}
+
+// decodeBytes runs the chain's bytes codecs, from the last down to the
+// to-th, on b, the stored bytes of a chunk of n decoded bytes. dst, if
+// large enough, may receive the first codec's output.
+func (p *pipeline) decodeBytes(b []byte, to, n int, dst []byte) ([]byte, error) {
 	_, plain := p.ab.(bytesCodecAB)
-	for i := len(p.bb) - 1; i >= 0; i-- {
+	for i := len(p.bb) - 1; i >= to; i-- {
 		var hint []byte
 		if i == 0 && len(p.aa) == 0 {
 			hint = dst
@@ -61,18 +79,10 @@ func (p *pipeline) decode(b []byte, shape []int, dst []byte) (chunkArray, error)
 		}
 		var err error
 		if b, err = p.bb[i].decode(b, hint, limit); err != nil {
-			return chunkArray{}, err
+			return nil, err
 		}
 	}
-	shapes := p.shapes(shape)
-	a, err := p.ab.decode(b, shapes[len(shapes)-1])
-	if err != nil {
-		return chunkArray{}, err
-	}
-	for i := len(p.aa) - 1; i >= 0; i-- {
-		a = p.aa[i].decode(a, shapes[i], p.dt.Size)
-	}
-	return a, nil
+	return b, nil
 }
 
 // bloscFirst returns the chain's Blosc codec where it is the first bytes
@@ -98,11 +108,8 @@ func (p *pipeline) decodeRuns(b []byte, shape []int, dst runList) (ok bool, err 
 	if !ok {
 		return false, nil
 	}
-	n := numElements(shape) * p.dt.Size
-	for i := len(p.bb) - 1; i >= 1; i-- {
-		if b, err = p.bb[i].decode(b, nil, 2*n+1<<20); err != nil {
-			return true, err
-		}
+	if b, err = p.decodeBytes(b, 1, numElements(shape)*p.dt.Size, nil); err != nil {
+		return true, err
 	}
 	return true, bl.decodeRuns(b, dst)
 }
@@ -122,12 +129,19 @@ func (p *pipeline) encode(a chunkArray, dst []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	for i, c := range p.bb {
+	return p.encodeBytes(b, 0, dst)
+}
+
+// encodeBytes runs the chain's bytes codecs from the from-th on b, the
+// last into dst's capacity where it fits.
+func (p *pipeline) encodeBytes(b []byte, from int, dst []byte) ([]byte, error) {
+	for i := from; i < len(p.bb); i++ {
 		var out []byte
 		if i == len(p.bb)-1 {
 			out = dst
 		}
-		if b, err = c.encode(b, out); err != nil {
+		var err error
+		if b, err = p.bb[i].encode(b, out); err != nil {
 			return nil, err
 		}
 	}
@@ -148,19 +162,15 @@ func (p *pipeline) encodeFrom(src view, count []int, dst []byte) (b []byte, ok b
 	if !ok {
 		return nil, false, nil
 	}
-	for i, c := range p.bb {
-		var out []byte
-		if i == len(p.bb)-1 {
-			out = dst
-		}
-		if i == 0 {
-			b, err = bl.encodeRuns(runsOf(src, count), out)
-		} else {
-			b, err = c.encode(b, out)
-		}
-		if err != nil {
-			return nil, true, err
-		}
+	var out []byte
+	if len(p.bb) == 1 {
+		out = dst
+	}
+	if b, err = bl.encodeRuns(runsOf(src, count), out); err == nil {
+		b, err = p.encodeBytes(b, 1, dst)
+	}
+	if err != nil {
+		return nil, true, err
 	}
 	return b, true, nil
 }
