@@ -325,7 +325,8 @@ func (a *Array) readBands(ctx context.Context, bands []*band, sink bandSink, dir
 	if r, ok := a.store.(interface{ MaxRequests() int }); ok && !zarrtune.InlineFetch.Load() {
 		w.fetchers = a.fetchers(r.MaxRequests())
 	}
-	yield := w.fetchers > 0 && !zarrtune.NoYield.Load()
+	w.yield = w.fetchers > 0 && !zarrtune.NoYield.Load()
+	yield := w.yield
 	w.finish = func(ctx context.Context, _ int, b *band, i int, f fetched) error {
 		return a.decodeSpan(ctx, b, i, f, inner, yield)
 	}
@@ -357,8 +358,11 @@ type fetched struct {
 // bandWork is what runBands does with item i of band b: fetch (optional),
 // then finish. With fetchers > 0, fetches run on fetchers goroutines of
 // their own, ahead of the workers' finishes; else a worker does both.
+// With yield, a worker that let a fetcher through yields to it before it
+// finishes (see yieldProc).
 type bandWork struct {
 	fetchers int
+	yield    bool
 	fetch    func(ctx context.Context, worker int, b *band, i int) (fetched, error)
 	finish   func(ctx context.Context, worker int, b *band, i int, f fetched) error
 }
@@ -478,7 +482,7 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 						if !ok {
 							return nil
 						}
-						if gate.take() && !zarrtune.NoYield.Load() {
+						if gate.take() && w.yield {
 							yieldProc() // the fetcher let through goes first
 						}
 						if err := finish(worker, it); err != nil {

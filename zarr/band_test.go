@@ -507,6 +507,7 @@ func TestRunBandsFetchAhead(t *testing.T) {
 		steady := func(i int) bool { return i >= 4*fetchers } // past the first burst
 		w := bandWork{
 			fetchers: fetchers,
+			yield:    true,
 			fetch: func(_ context.Context, _ int, _ *band, i int) (fetched, error) {
 				mu.Lock()
 				if fetching++; steady(i) {
