@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -300,6 +301,7 @@ var bandCases = map[string]Metadata{
 // device memory with ReadRegion and with the values written.
 func TestReadBands(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 26))
+	t.Cleanup(func() { decodeUnit = 1 << 20 })
 	for name, m := range bandCases {
 		t.Run(name, func(t *testing.T) {
 			a, ref := newFilledArray(t, m)
@@ -345,12 +347,15 @@ func TestReadBands(t *testing.T) {
 				cell := numElements(a.cellShape()) * m.DataType.Size
 				limit := []int{cell, cell + rng.IntN(4*cell), len(want)}[rng.IntN(3)]
 				rd := a
+				decodeUnit = 1 << 20
 				if r%2 == 1 { // fetches and decodes in two stages, as from a remote store
 					var err error
 					if rd, err = Open(bg, requestStore{a.store, 1 + rng.IntN(4)}, "a"); err != nil {
 						t.Fatal(err)
 					}
 					rd.SetWorkers(1 + rng.IntN(4))
+					// Spans of inner chunks decoded in parts of one to three.
+					decodeUnit = (1 + rng.IntN(3)) * numElements(a.cellShape()) * m.DataType.Size
 				}
 				if got := readFake(t, rd, start, stop, limit, 1+rng.IntN(3), rng.Uint64()); !bytes.Equal(got, want) {
 					t.Fatalf("%v-%v in bands of %d bytes differs from the values written", start, stop, limit)
@@ -547,3 +552,89 @@ func TestRunBandsFetchAhead(t *testing.T) {
 	}
 	t.Logf("fast store: at most %d items ahead; slow store: %d fetches at once", ahead, fetching)
 }
+
+// TestRunBandsParts checks items finished in parts: every part of every
+// item finished once, the parts of an item by several workers at once,
+// a band handed over only once all its items' parts are finished, and
+// each fetched buffer kept until the item's last part is finished (not
+// given back to the pool and refilled by a later fetch).
+func TestRunBandsParts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const workers = 4
+	var mu sync.Mutex
+	var bands []*band
+	parts := map[*band][]int{}         // per band, each item's parts
+	done := map[*band]map[[2]int]int{} // per band, how often each (item, part) was finished
+	running := map[[2]any]int{}        // items being finished, by how many workers
+	most := 0                          // the most workers on one item at once
+	for range 5 {
+		b := &band{n: 1 + rng.IntN(6), ready: make(chan struct{})}
+		for range b.n {
+			parts[b] = append(parts[b], 1+rng.IntN(5))
+		}
+		done[b] = map[[2]int]int{}
+		bands = append(bands, b)
+	}
+	sink := &partSink{check: func(b *band) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for i, n := range parts[b] {
+			for k := range n {
+				if done[b][[2]int{i, k}] != 1 {
+					return fmt.Errorf("band handed over with part %d of %d of item %d finished %d times", k, n, i, done[b][[2]int{i, k}])
+				}
+			}
+		}
+		return nil
+	}}
+	w := bandWork{
+		fetchers: 2,
+		fetch: func(_ context.Context, _ int, b *band, i int) (fetched, error) {
+			p := getBuf(64)
+			mark := byte(slices.Index(bands, b)*8 + i)
+			for j := range *p {
+				(*p)[j] = mark
+			}
+			return fetched{p: p, b: *p}, nil
+		},
+		parts: func(b *band, i int) int { return parts[b][i] },
+		finish: func(_ context.Context, _ int, b *band, i int, f fetched) error {
+			if want := parts[b][i]; f.parts != want && !(want == 1 && f.parts == 0) {
+				return fmt.Errorf("item %d finished as part %d of %d, want of %d", i, f.part, f.parts, want)
+			}
+			if mark := byte(slices.Index(bands, b)*8 + i); bytes.Count(f.b, []byte{mark}) != len(f.b) {
+				return fmt.Errorf("item %d, part %d: its fetched buffer was refilled", i, f.part)
+			}
+			key := [2]any{b, i}
+			mu.Lock()
+			running[key]++
+			most = max(most, running[key])
+			mu.Unlock()
+			time.Sleep(2 * time.Millisecond)
+			mu.Lock()
+			running[key]--
+			done[b][[2]int{i, f.part}]++
+			mu.Unlock()
+			return nil
+		},
+	}
+	if err := runBands(bg, bands, sink, workers, w); err != nil {
+		t.Fatal(err)
+	}
+	if n := sink.n.Load(); n != int64(len(bands)) {
+		t.Errorf("%d of %d bands handed over", n, len(bands))
+	}
+	if most < 2 {
+		t.Errorf("the parts of an item were finished by at most %d worker at once, want several", most)
+	}
+}
+
+// partSink checks each band handed over with check.
+type partSink struct {
+	check func(*band) error
+	n     atomic.Int64 // bands handed over
+}
+
+func (s *partSink) take(context.Context, *band) ([]byte, error) { return make([]byte, 1), nil }
+func (s *partSink) filled(b *band) error                        { s.n.Add(1); return s.check(b) }
+func (s *partSink) close() error                                { return nil }

@@ -243,14 +243,11 @@ func (a *Array) fetchSpan(ctx context.Context, b *band, i int) (fetched, error) 
 	return fetched{p: p, b: *p}, nil
 }
 
-// decodeSpan decodes what fetchSpan fetched of span i of band b into
-// its place, the pieces of a span on up to inner goroutines when
+// decodeSpan decodes what fetchSpan fetched of span i of band b (the
+// pieces of f's part) into their places, on up to inner goroutines when
 // compressed; one at a time, it yields between them when yield is set
 // (a remote read: see yieldProc).
 func (a *Array) decodeSpan(ctx context.Context, b *band, i int, f fetched, inner int, yield bool) error {
-	if f.p != nil {
-		defer putBuf(f.p)
-	}
 	if f.done {
 		return nil
 	}
@@ -263,9 +260,10 @@ func (a *Array) decodeSpan(ctx context.Context, b *band, i int, f fetched, inner
 	if sp.single() {
 		return one(0, f.b)
 	}
+	from, to := f.pieces(len(sp.pieces))
 	if sp.pieces[0].pipe.raw() || inner <= 1 {
-		for j := range sp.pieces {
-			if yield && j > 0 {
+		for j := from; j < to; j++ {
+			if yield && j > from {
 				yieldProc()
 			}
 			if err := one(j, sp.bytes(f.b, sp.pieces[j])); err != nil {
@@ -274,8 +272,8 @@ func (a *Array) decodeSpan(ctx context.Context, b *band, i int, f fetched, inner
 		}
 		return nil
 	}
-	return parallel(ctx, len(sp.pieces), inner, func(_ context.Context, _, j int) error {
-		return one(j, sp.bytes(f.b, sp.pieces[j]))
+	return parallel(ctx, to-from, inner, func(_ context.Context, _, j int) error {
+		return one(from+j, sp.bytes(f.b, sp.pieces[from+j]))
 	})
 }
 

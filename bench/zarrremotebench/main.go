@@ -79,6 +79,7 @@ func main() {
 	altRequests := flag.Int("alt-requests", 0, "also read each compressed array through a store of this many requests in flight (runs named \"... rN\"), in the same rounds")
 	altInline := flag.Bool("alt-inline", false, "the alternative reads fetch on their workers, no fetch stage (zarrtune.InlineFetch)")
 	altNoYield := flag.Bool("alt-noyield", false, "the alternative reads' workers do not yield before they decode (zarrtune.NoYield)")
+	altWholeSpans := flag.Bool("alt-wholespans", false, "the alternative reads' workers decode each fetched span of a shard whole, not in parts (zarrtune.WholeSpans)")
 	altWhole := flag.Bool("alt-whole", false, "also read each sharded array through a store opened with zarr.WithWholeShards (runs named \"... whole\"), in the same rounds")
 	host := flag.Bool("host", false, "read into host memory (no GPU needed)")
 	codecs := flag.String("codecs", "zstd,blosc-lz4,blosc-zstd,gzip,sharded,sharded-zstd", "variants besides raw, comma-separated")
@@ -161,12 +162,14 @@ func main() {
 				alt.SetWorkers(*altWorkers)
 			}
 			name := v.name + suffix
-			inline, noYield := *altInline, *altNoYield
+			inline, noYield, wholeSpans := *altInline, *altNoYield, *altWholeSpans
 			runs = append(runs, run{"zarr " + name + " region", "s3_" + strings.ReplaceAll(name, " ", "_"), func() error {
 				zarrtune.InlineFetch.Store(inline)
 				defer zarrtune.InlineFetch.Store(false)
 				zarrtune.NoYield.Store(noYield)
 				defer zarrtune.NoYield.Store(false)
+				zarrtune.WholeSpans.Store(wholeSpans)
+				defer zarrtune.WholeSpans.Store(false)
 				return t.region(alt, shape)
 			}})
 		}

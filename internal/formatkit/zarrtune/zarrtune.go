@@ -33,3 +33,9 @@ var InlineFetch atomic.Bool
 // NoYield stops the workers of a read from a remote store from yielding
 // their processor before each decode (zarr's yieldProc), to compare.
 var NoYield atomic.Bool
+
+// WholeSpans makes the workers of a read from a remote store decode each
+// fetched span of a shard whole, one worker its every inner chunk,
+// instead of in parts that any worker takes (zarr's spanParts), to
+// compare.
+var WholeSpans atomic.Bool
