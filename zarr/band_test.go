@@ -260,14 +260,13 @@ func readFake(t *testing.T, a *Array, start, stop []int, limit, n int, seed uint
 	if size == 0 {
 		return nil
 	}
-	bands, err := a.bandPlan(bg, r, limit)
+	layout := int32(seed % 3) // a zarrtune layout
+	p, err := a.bandPlan(bg, r, limit, func(b *band) { layoutBands([]*band{b}, r.count, a.meta.DataType.Size, layout) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	layout := int32(seed % 3) // a zarrtune layout
-	layoutBands(bands, r.count, a.meta.DataType.Size, layout)
 	s := newFakeSink(r.count, a.meta.DataType.Size, limit, n, seed)
-	if err := a.readBands(bg, bands, s, nil); err != nil {
+	if err := a.readBands(bg, p, s, nil); err != nil {
 		t.Fatalf("%v-%v in bands of %d, layout %d: %v", start, stop, limit, layout, err)
 	}
 	for k, w := range s.writes {
@@ -390,39 +389,106 @@ func (s failStore) Get(ctx context.Context, key string, buf []byte) ([]byte, err
 	return s.Store.Get(ctx, key, buf)
 }
 
+func (s failStore) ReadRange(ctx context.Context, key string, off int64, p []byte) (int64, error) {
+	if key == s.key {
+		return 0, errInjected
+	}
+	return s.Store.ReadRange(ctx, key, off, p)
+}
+
 // TestReadBandsError checks that a chunk that cannot be read fails a
-// banded read of one-chunk bands through one buffer with its error,
-// without waiting for the bands after it, in one stage and in two.
+// banded read of one-cell bands through one buffer with its error,
+// without waiting for the bands after it, in one stage and in two; for
+// a sharded array, a shard whose index cannot be read too (from a remote
+// store, planned as the indexes arrive).
 func TestReadBandsError(t *testing.T) {
-	s, err := NewDirStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := bandCases["zstd"]
-	a, err := Create(bg, s, "a", m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vals := randValues(rand.New(rand.NewPCG(1, 1)), m.DataType, numElements(m.Shape))
-	if err := a.WriteRegion(bg, []int{0, 0}, m.Shape, vals); err != nil {
-		t.Fatal(err)
-	}
-	fail := failStore{s, a.ChunkKey([]int{3, 1})}
-	for _, st := range []Store{fail, requestStore{fail, 2}} {
-		b, err := Open(bg, st, "a")
+	for _, name := range []string{"zstd", "sharded"} {
+		s, err := NewDirStore(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, _, _ := b.region([]int{0, 0}, m.Shape)
-		cell := numElements(m.ChunkShape) * m.DataType.Size
-		bands, err := b.bandPlan(bg, r, cell)
+		m := bandCases[name]
+		a, err := Create(bg, s, "a", m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sink := newFakeSink(r.count, m.DataType.Size, cell, 1, 1)
-		if err := b.readBands(bg, bands, sink, nil); !errors.Is(err, errInjected) {
-			t.Fatalf("read from %T with a failing chunk: %v", st, err)
+		vals := randValues(rand.New(rand.NewPCG(1, 1)), m.DataType, numElements(m.Shape))
+		if err := a.WriteRegion(bg, []int{0, 0}, m.Shape, vals); err != nil {
+			t.Fatal(err)
 		}
+		fail := failStore{s, a.ChunkKey([]int{3, 1})}
+		for _, st := range []Store{fail, requestStore{fail, 2}} {
+			b, err := Open(bg, st, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _, _ := b.region([]int{0, 0}, m.Shape)
+			cell := numElements(b.cellShape()) * m.DataType.Size
+			p, err := b.bandPlan(bg, r, cell, nil)
+			if err != nil {
+				if !errors.Is(err, errInjected) || p.indexes != nil {
+					t.Fatalf("%s: plan from %T with a failing chunk: %v", name, st, err)
+				}
+				continue // a shard index read up front
+			}
+			sink := newFakeSink(r.count, m.DataType.Size, cell, 1, 1)
+			if err := b.readBands(bg, p, sink, nil); !errors.Is(err, errInjected) {
+				t.Fatalf("%s: read from %T with a failing chunk: %v", name, st, err)
+			}
+		}
+	}
+}
+
+// holdStore holds the index read of shard hold until a chunk of shard
+// first has been read, or for a second (then late is set).
+type holdStore struct {
+	Store
+	hold, first string
+	read        chan struct{} // closed by the first read of first's chunks
+	once        sync.Once
+	late        atomic.Bool
+}
+
+func (s *holdStore) MaxRequests() int { return 4 }
+
+func (s *holdStore) ReadRange(ctx context.Context, key string, off int64, p []byte) (int64, error) {
+	switch {
+	case key == s.first && off >= 0:
+		s.once.Do(func() { close(s.read) })
+	case key == s.hold && off < 0:
+		select {
+		case <-s.read:
+		case <-time.After(time.Second):
+			s.late.Store(true)
+		}
+	}
+	return s.Store.ReadRange(ctx, key, off, p)
+}
+
+// TestShardPlanOverlap checks that a banded read of a sharded array from
+// a remote store fetches the first band's chunks before the index of its
+// last shard is in, and reads the array right.
+func TestShardPlanOverlap(t *testing.T) {
+	m := bandCases["sharded"]
+	a, ref := newFilledArray(t, m)
+	vals := randValues(rand.New(rand.NewPCG(3, 4)), m.DataType, numElements(m.Shape))
+	if err := a.WriteRegion(bg, make([]int, 2), m.Shape, vals); err != nil {
+		t.Fatal(err)
+	}
+	ref.write(make([]int, 2), m.Shape, vals)
+	grid := a.grid
+	hs := &holdStore{Store: a.store, first: a.ChunkKey([]int{0, 0}), hold: a.ChunkKey([]int{grid[0] - 1, grid[1] - 1}), read: make(chan struct{})}
+	rd, err := Open(bg, hs, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd.SetWorkers(2)
+	cell := numElements(rd.cellShape()) * m.DataType.Size
+	if got := readFake(t, rd, make([]int, 2), m.Shape, 2*cell, 2, 5); !bytes.Equal(got, ref.region(make([]int, 2), m.Shape)) {
+		t.Fatal("the bands read differ from the values written")
+	}
+	if hs.late.Load() {
+		t.Error("the last shard's index was needed before the first shard's chunks were read: the bands were planned up front")
 	}
 }
 

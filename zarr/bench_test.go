@@ -173,12 +173,11 @@ func BenchmarkReadBands(b *testing.B) {
 				b.SetBytes(int64(len(data)))
 				b.ReportAllocs()
 				for b.Loop() {
-					bands, err := a.bandPlan(bg, r, size)
+					p, err := a.bandPlan(bg, r, size, func(bd *band) { layoutBands([]*band{bd}, r.count, 4, layout) })
 					if err != nil {
 						b.Fatal(err)
 					}
-					layoutBands(bands, r.count, 4, layout)
-					if err := a.readBands(bg, bands, sink, nil); err != nil {
+					if err := a.readBands(bg, p, sink, nil); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -202,12 +201,11 @@ func BenchmarkDevicePlan(b *testing.B) {
 	es := 4
 	for b.Loop() {
 		bufSize, _ := bandBuffers(numElements(a.cellShape())*es, 0)
-		bands, _ := a.bandPlan(bg, r, bufSize)
 		out := view{shape: r.count, es: es}
-		for _, bd := range bands {
+		p, _ := a.bandPlan(bg, r, bufSize, func(bd *band) {
 			a.directBand(bd, out)
-		}
-		layoutBands(bands, r.count, es, zarrtune.DeviceLayout.Load())
-		workerStaged(bands, es)
+			layoutBands([]*band{bd}, r.count, es, zarrtune.DeviceLayout.Load())
+		})
+		workerStaged(p.bands, es)
 	}
 }

@@ -134,24 +134,28 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 	}
 	es := a.meta.DataType.Size
 	bufSize, _ := bandBuffers(numElements(a.cellShape())*es, 0)
-	bands, err := a.bandPlan(ctx, r, bufSize)
-	if err != nil {
-		return err
-	}
 	out := view{shape: r.count, es: es}
 	ds, _ := a.store.(*DirStore)
-	banded := 0
-	for _, b := range bands {
+	layout := zarrtune.DeviceLayout.Load()
+	p, err := a.bandPlan(ctx, r, bufSize, func(b *band) {
 		if ds != nil {
 			a.directBand(b, out)
 		}
+		layoutBands([]*band{b}, r.count, es, layout)
+	})
+	if err != nil {
+		return err
+	}
+	banded := 0
+	for _, b := range p.bands {
 		if !b.direct {
 			banded++
 		}
 	}
-	layoutBands(bands, r.count, es, zarrtune.DeviceLayout.Load())
-	if cell, ok := workerStaged(bands, es); ok && ds != nil {
-		return a.readCellsDevice(ctx, ds, bands, target, dst, out, cell)
+	if ds != nil && p.indexes == nil {
+		if cell, ok := workerStaged(p.bands, es); ok {
+			return a.readCellsDevice(ctx, ds, p.bands, target, dst, out, cell)
+		}
 	}
 	_, n := bandBuffers(bufSize, banded)
 	sink, err := newDeviceSink(target, dst, es, bufSize, n)
@@ -159,7 +163,7 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 		return err
 	}
 	workers := make([]*deviceWorker, a.concurrency())
-	err = a.readBands(ctx, bands, sink, func(ctx context.Context, k int, sp span) error {
+	err = a.readBands(ctx, p, sink, func(ctx context.Context, k int, sp span) error {
 		if workers[k] == nil {
 			workers[k] = newDeviceWorker(target, bufSize, nil)
 		}

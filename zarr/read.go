@@ -54,11 +54,7 @@ func (a *Array) concurrency() int {
 // plan lists the pieces of region r: one per chunk, or for a sharded
 // array the inner chunks it needs, after reading the shard indexes.
 func (a *Array) plan(ctx context.Context, r box) ([]piece, error) {
-	pieces := make([]piece, 0, chunksIn(a.meta.ChunkShape, a.grid, r))
-	forChunks(a.meta.ChunkShape, a.grid, r, func(t chunkTask) error {
-		pieces = append(pieces, piece{key: a.ChunkKey(t.coords), n: -1, pipe: a.pipe, shape: a.meta.ChunkShape, sel: t.sel, dstStart: t.dstStart})
-		return nil
-	})
+	pieces := a.chunkPieces(r)
 	s := a.pipe.sharded()
 	if s == nil {
 		return pieces, nil
@@ -76,6 +72,16 @@ func (a *Array) plan(ctx context.Context, r box) ([]piece, error) {
 		pieces = append(pieces, p...)
 	}
 	return pieces, nil
+}
+
+// chunkPieces returns a piece for each chunk (shard) of r, in order.
+func (a *Array) chunkPieces(r box) []piece {
+	pieces := make([]piece, 0, chunksIn(a.meta.ChunkShape, a.grid, r))
+	forChunks(a.meta.ChunkShape, a.grid, r, func(t chunkTask) error {
+		pieces = append(pieces, piece{key: a.ChunkKey(t.coords), n: -1, pipe: a.pipe, shape: a.meta.ChunkShape, sel: t.sel, dstStart: t.dstStart})
+		return nil
+	})
+	return pieces
 }
 
 // shardPieces reads the index of the shard of pc and returns the inner
@@ -255,11 +261,11 @@ func (a *Array) ReadRegion(ctx context.Context, start, stop []int, dst []byte) e
 	if size == 0 {
 		return ctx.Err()
 	}
-	bands, err := a.bandPlan(ctx, r, math.MaxInt) // one band: dst
+	p, err := a.bandPlan(ctx, r, math.MaxInt, nil) // one band: dst
 	if err != nil {
 		return err
 	}
-	return a.readBands(ctx, bands, hostSink(dst), nil)
+	return a.readBands(ctx, p, hostSink(dst), nil)
 }
 
 // cellShape returns the shape of what a read decodes at once: a chunk,

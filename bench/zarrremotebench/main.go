@@ -80,6 +80,7 @@ func main() {
 	altInline := flag.Bool("alt-inline", false, "the alternative reads fetch on their workers, no fetch stage (zarrtune.InlineFetch)")
 	altNoYield := flag.Bool("alt-noyield", false, "the alternative reads' workers do not yield before they decode (zarrtune.NoYield)")
 	altWholeSpans := flag.Bool("alt-wholespans", false, "the alternative reads' workers decode each fetched span of a shard whole, not in parts (zarrtune.WholeSpans)")
+	altEagerPlan := flag.Bool("alt-eagerplan", false, "the alternative reads of sharded arrays read every shard index before any chunk (zarrtune.EagerShardPlan)")
 	altWhole := flag.Bool("alt-whole", false, "also read each sharded array through a store opened with zarr.WithWholeShards (runs named \"... whole\"), in the same rounds")
 	host := flag.Bool("host", false, "read into host memory (no GPU needed)")
 	codecs := flag.String("codecs", "zstd,blosc-lz4,blosc-zstd,gzip,sharded,sharded-zstd", "variants besides raw, comma-separated")
@@ -162,7 +163,7 @@ func main() {
 				alt.SetWorkers(*altWorkers)
 			}
 			name := v.name + suffix
-			inline, noYield, wholeSpans := *altInline, *altNoYield, *altWholeSpans
+			inline, noYield, wholeSpans, eagerPlan := *altInline, *altNoYield, *altWholeSpans, *altEagerPlan
 			runs = append(runs, run{"zarr " + name + " region", "s3_" + strings.ReplaceAll(name, " ", "_"), func() error {
 				zarrtune.InlineFetch.Store(inline)
 				defer zarrtune.InlineFetch.Store(false)
@@ -170,6 +171,8 @@ func main() {
 				defer zarrtune.NoYield.Store(false)
 				zarrtune.WholeSpans.Store(wholeSpans)
 				defer zarrtune.WholeSpans.Store(false)
+				zarrtune.EagerShardPlan.Store(eagerPlan)
+				defer zarrtune.EagerShardPlan.Store(false)
 				return t.region(alt, shape)
 			}})
 		}

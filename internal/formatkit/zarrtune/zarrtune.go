@@ -39,3 +39,9 @@ var NoYield atomic.Bool
 // instead of in parts that any worker takes (zarr's spanParts), to
 // compare.
 var WholeSpans atomic.Bool
+
+// EagerShardPlan makes a banded read of a sharded array from a remote
+// store read every shard's index before it fetches any chunk, instead of
+// planning each band as its shards' indexes arrive (zarr's shardPlan),
+// to compare.
+var EagerShardPlan atomic.Bool
