@@ -2,7 +2,6 @@ package zarr
 
 import (
 	"context"
-	"math"
 	"math/bits"
 	"runtime"
 	"slices"
@@ -538,17 +537,18 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 		i int
 		f fetched
 	}
-	known := 0 // items of the bands planned already
+	nw, nf := max(1, workers), max(1, w.fetchers) // goroutines, at most one per item
+	items, lazy := 0, false
 	for _, b := range bands {
-		if b.plan == nil {
-			b.left.Store(int64(b.n))
-			known += b.n
-		} else {
-			known = math.MaxInt
+		if b.plan != nil {
+			lazy = true // its items are not known yet
+			continue
 		}
+		b.left.Store(int64(b.n))
+		items += b.n
 	}
-	if known == math.MaxInt {
-		known = workers + w.fetchers // not bounded here
+	if !lazy {
+		nw, nf = max(1, min(nw, items)), max(1, min(nf, items))
 	}
 	g, ctx := errgroup.WithContext(parent)
 	if w.prepare != nil {
@@ -606,7 +606,6 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 		}
 		return err
 	}
-	nw := max(1, min(workers, known))
 	if w.fetch == nil || w.fetchers == 0 {
 		for worker := range nw {
 			g.Go(func() error {
@@ -628,7 +627,6 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 			})
 		}
 	} else {
-		nf := max(1, min(w.fetchers, known))
 		// The gate counts items, whose first part a worker takes: the
 		// fetchers wait while nw items are fetched and not begun. An
 		// item's parts wait in the queue back to back.
@@ -650,8 +648,8 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 					if it.f, err = w.fetch(ctx, fetcher, it.b, it.i); err != nil {
 						return err
 					}
-					if n := 1; !it.f.done && w.parts != nil {
-						if n = w.parts(it.b, it.i); n > 1 {
+					if !it.f.done && w.parts != nil {
+						if n := w.parts(it.b, it.i); n > 1 {
 							it.f.parts, it.f.left = n, new(atomic.Int32)
 							it.f.left.Store(int32(n))
 						}
