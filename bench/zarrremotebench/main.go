@@ -14,10 +14,10 @@
 // host buffer of the array's size: what the read's decode stage could
 // reach on the cores the process runs on, without any I/O. Pin the
 // process (taskset, GOMAXPROCS) and the ceiling is measured on the same
-// cores as the reads. The configurations and the ceilings take turns
-// within each of -reps rounds; medians (-best: the best round), their
-// ratios and "RESULT key GB/s" lines (for the scripts' summaries) are
-// printed. On a machine without a GPU, or to see the pipeline's cost
+// cores as the reads. The configurations and the ceilings take turns, in
+// an order shuffled anew in each of -reps rounds; medians (-best: the
+// best round), their ratios and "RESULT key GB/s" lines (for the
+// scripts' summaries) are printed. On a machine without a GPU, or to see the pipeline's cost
 // apart: -host, -cpu (CPU time, run-queue wait and idle time per read,
 // which stay readable on a machine shared with other work), -cpuprofile.
 package main
@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -226,13 +227,19 @@ func main() {
 }
 
 // measure runs each of runs once per round, reps rounds, t cleared
-// before each, and returns the times and resource usage of each; in the
-// first round, what each read left in t is checked against want.
+// before each, in an order shuffled anew each round, and returns the
+// times and resource usage of each; in the first round, what each read
+// left in t is checked against want. In a fixed order the first read of
+// a variant, which always followed another's decode ceiling, ran 3-5%
+// slower than the same read repeated just after it (three pairs of
+// identical zstd reads, H200): shuffled, no run keeps one place.
 func measure(runs []run, reps int, t target, want uint32) (map[string][]time.Duration, map[string]usage) {
 	times := map[string][]time.Duration{}
 	use := map[string]usage{}
+	rng := rand.New(rand.NewPCG(uint64(len(runs)), uint64(reps)))
 	for r := 0; r < reps; r++ {
-		for _, run := range runs {
+		for _, k := range rng.Perm(len(runs)) {
+			run := runs[k]
 			check(t.clear())
 			u0 := usageNow()
 			start := time.Now()
