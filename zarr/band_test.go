@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // randGrid returns a random region of a random array of 1 to 4
@@ -704,3 +706,62 @@ type partSink struct {
 func (s *partSink) take(context.Context, *band) ([]byte, error) { return make([]byte, 1), nil }
 func (s *partSink) filled(b *band) error                        { s.n.Add(1); return s.check(b) }
 func (s *partSink) close() error                                { return nil }
+
+// stallStore answers the index reads of every shard but first only once
+// the read is cancelled, and says when a chunk of first has been read.
+type stallStore struct {
+	Store
+	first string
+	read  chan struct{}
+	once  sync.Once
+}
+
+func (s *stallStore) MaxRequests() int { return 4 }
+
+func (s *stallStore) ReadRange(ctx context.Context, key string, off int64, p []byte) (int64, error) {
+	switch {
+	case key == s.first && off >= 0:
+		s.once.Do(func() { close(s.read) })
+	case key != s.first && off < 0:
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return s.Store.ReadRange(ctx, key, off, p)
+}
+
+// TestShardPlanCancel cancels a banded read of a sharded array from a
+// remote store while its bands wait for shard indexes that do not come:
+// the read returns the context's error, leaving no goroutine behind.
+func TestShardPlanCancel(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	m := bandCases["sharded"]
+	a, _ := newFilledArray(t, m)
+	if err := a.WriteRegion(bg, make([]int, 2), m.Shape, randValues(rand.New(rand.NewPCG(5, 6)), m.DataType, numElements(m.Shape))); err != nil {
+		t.Fatal(err)
+	}
+	ss := &stallStore{Store: a.store, first: a.ChunkKey([]int{0, 0}), read: make(chan struct{})}
+	rd, err := Open(bg, ss, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, _ := rd.region(make([]int, 2), m.Shape)
+	cell := numElements(rd.cellShape()) * m.DataType.Size
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	p, err := rd.bandPlan(ctx, r, cell, nil)
+	if err != nil || p.indexes == nil {
+		t.Fatalf("plan: %v (planned up front: %v)", err, p.indexes == nil)
+	}
+	done := make(chan error, 1)
+	go func() { done <- rd.readBands(ctx, p, newFakeSink(r.count, m.DataType.Size, cell, 2, 7), nil) }()
+	<-ss.read
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled read: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read did not return after cancel")
+	}
+}
