@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"context"
+	"math"
 	"math/bits"
 	"runtime"
 	"slices"
@@ -248,12 +249,27 @@ type bandSink interface {
 	close() error
 }
 
-// hostSink assembles a read's one band in the destination.
-type hostSink []byte
+// hostSink assembles a read's bands in the destination, the region's
+// bytes in C order: each band its stretch of them, which the bands of
+// hostPlan are (whole along every dimension but the first).
+type hostSink struct {
+	dst    []byte
+	region []int
+	es     int
+}
 
-func (h hostSink) take(context.Context, *band) ([]byte, error) { return h, nil }
-func (hostSink) filled(*band) error                            { return nil }
-func (hostSink) close() error                                  { return nil }
+func (h hostSink) take(_ context.Context, b *band) ([]byte, error) {
+	off := 0
+	for d, n := range h.region {
+		off = off*n + b.box.start[d]
+	}
+	off *= h.es
+	n := numElements(b.box.count) * h.es
+	return h.dst[off : off+n : off+n], nil
+}
+
+func (hostSink) filled(*band) error { return nil }
+func (hostSink) close() error       { return nil }
 
 // readPlan is a read's bands and, where they are planned as the indexes
 // of their shards arrive (shardPlan), what reads those indexes: readBands
@@ -286,12 +302,36 @@ func (a *Array) bandPlan(ctx context.Context, r box, limit int, lay func(*band))
 	return readPlan{bands: bands}, nil
 }
 
+// hostPlan plans a read of the non-empty region r into host memory: one
+// band, the destination, but for a sharded array in a remote store,
+// whose reads start while later shards' indexes are read (shardPlan):
+// there about bandsInFlight bands of whole shards, whole along every
+// dimension but the first (each a stretch of the destination), which
+// size the read's spans as one band would.
+func (a *Array) hostPlan(ctx context.Context, r box) (readPlan, error) {
+	s := a.pipe.sharded()
+	_, remote := a.store.(interface{ MaxRequests() int })
+	if s == nil || !remote || len(r.count) == 0 || zarrtune.EagerShardPlan.Load() {
+		return a.bandPlan(ctx, r, math.MaxInt, nil)
+	}
+	es := a.meta.DataType.Size
+	row := es * min(a.meta.ChunkShape[0], r.count[0]) // a row of shards
+	for _, n := range r.count[1:] {
+		row *= n
+	}
+	g := newBandGrid(r, a.meta.ChunkShape, es, max(row, (numElements(r.count)*es+bandsInFlight-1)/bandsInFlight))
+	if g.n() == 1 {
+		return a.bandPlan(ctx, r, math.MaxInt, nil)
+	}
+	return a.newShardPlan(r, g, s, nil), nil
+}
+
 // shardPlan plans the bands of a read of a sharded array from a remote
 // store as the indexes of their shards arrive, so that the chunks of the
 // first bands are fetched and decoded while the indexes of later shards
 // are read. Planned up front, a read waited for every index before its
 // first chunk: 13 ms of a 230 ms read of 32 shards from versitygw on the
-// H200, and a round trip per indexReads shards from a distant store.
+// H200, and from a distant store a round trip per MaxRequests shards.
 type shardPlan struct {
 	a        *Array
 	s        *shardingCodec
@@ -324,25 +364,33 @@ func (a *Array) newShardPlan(r box, g bandGrid, s *shardingCodec, lay func(*band
 	return readPlan{bands: bands, indexes: p.read}
 }
 
-// indexReads returns how many shard indexes a read reads at once from a
-// store of maxRequests request slots: a quarter of them, so that the
-// first band's indexes, read first, are not answered after a crowd of
-// others, and the first chunks find slots free.
-func indexReads(maxRequests int) int { return max(1, maxRequests/4) }
-
-// read reads the shards' indexes, in order, indexReads at once.
+// read reads the shards' indexes, in order, as many at once as the
+// store has request slots: first those of the first band, so that its
+// chunks are fetched while the others are read, not after a crowd of
+// them (versitygw answered 32 index reads at once in 4-12 ms).
 func (p *shardPlan) read(ctx context.Context) error {
 	n := p.a.workers
 	if r, ok := p.a.store.(interface{ MaxRequests() int }); ok {
-		n = indexReads(r.MaxRequests())
+		n = r.MaxRequests()
 	}
-	return parallel(ctx, len(p.shards), n, func(ctx context.Context, _, i int) (err error) {
-		if p.inner[i], err = p.a.shardPieces(ctx, p.s, p.shards[i]); err != nil {
-			return err
+	index := func(from int) func(ctx context.Context, _, i int) error {
+		return func(ctx context.Context, _, i int) (err error) {
+			i += from
+			if p.inner[i], err = p.a.shardPieces(ctx, p.s, p.shards[i]); err != nil {
+				return err
+			}
+			close(p.done[i])
+			return nil
 		}
-		close(p.done[i])
-		return nil
-	})
+	}
+	first := 0 // the shards of the first band: a prefix of the region's
+	for _, s := range p.need[0] {
+		first = max(first, s+1)
+	}
+	if err := parallel(ctx, first, n, index(0)); err != nil {
+		return err
+	}
+	return parallel(ctx, len(p.shards)-first, n, index(first))
 }
 
 // band plans b, band i, once the indexes of its shards are in.

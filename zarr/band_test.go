@@ -467,9 +467,10 @@ func (s *holdStore) ReadRange(ctx context.Context, key string, off int64, p []by
 	return s.Store.ReadRange(ctx, key, off, p)
 }
 
-// TestShardPlanOverlap checks that a banded read of a sharded array from
-// a remote store fetches the first band's chunks before the index of its
-// last shard is in, and reads the array right.
+// TestShardPlanOverlap checks that a banded read (as into device
+// memory) and a read into host memory of a sharded array from a remote
+// store fetch the first band's chunks before the index of the last shard
+// is in, and read the array right.
 func TestShardPlanOverlap(t *testing.T) {
 	m := bandCases["sharded"]
 	a, ref := newFilledArray(t, m)
@@ -478,19 +479,27 @@ func TestShardPlanOverlap(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref.write(make([]int, 2), m.Shape, vals)
+	want := ref.region(make([]int, 2), m.Shape)
 	grid := a.grid
-	hs := &holdStore{Store: a.store, first: a.ChunkKey([]int{0, 0}), hold: a.ChunkKey([]int{grid[0] - 1, grid[1] - 1}), read: make(chan struct{})}
-	rd, err := Open(bg, hs, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd.SetWorkers(2)
-	cell := numElements(rd.cellShape()) * m.DataType.Size
-	if got := readFake(t, rd, make([]int, 2), m.Shape, 2*cell, 2, 5); !bytes.Equal(got, ref.region(make([]int, 2), m.Shape)) {
-		t.Fatal("the bands read differ from the values written")
-	}
-	if hs.late.Load() {
-		t.Error("the last shard's index was needed before the first shard's chunks were read: the bands were planned up front")
+	for _, host := range []bool{false, true} {
+		hs := &holdStore{Store: a.store, first: a.ChunkKey([]int{0, 0}), hold: a.ChunkKey([]int{grid[0] - 1, grid[1] - 1}), read: make(chan struct{})}
+		rd, err := Open(bg, hs, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd.SetWorkers(2)
+		got := make([]byte, len(want))
+		if host {
+			err = rd.ReadRegion(bg, make([]int, 2), m.Shape, got)
+		} else {
+			got = readFake(t, rd, make([]int, 2), m.Shape, 2*numElements(rd.cellShape())*m.DataType.Size, 2, 5)
+		}
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("host %v: the read (%v) differs from the values written", host, err)
+		}
+		if hs.late.Load() {
+			t.Errorf("host %v: the last shard's index was needed before the first shard's chunks were read: the bands were planned up front", host)
+		}
 	}
 }
 
@@ -605,7 +614,7 @@ func TestRunBandsFetchAhead(t *testing.T) {
 			},
 		}
 		b := &band{n: items, direct: true, ready: make(chan struct{})}
-		if err := runBands(bg, []*band{b}, hostSink(nil), workers, w); err != nil {
+		if err := runBands(bg, []*band{b}, hostSink{}, workers, w); err != nil {
 			t.Fatal(err)
 		}
 		return maxAhead, maxFetching

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"sync/atomic"
 
 	"github.com/kvikgo/kvik/internal/posix"
@@ -261,11 +260,11 @@ func (a *Array) ReadRegion(ctx context.Context, start, stop []int, dst []byte) e
 	if size == 0 {
 		return ctx.Err()
 	}
-	p, err := a.bandPlan(ctx, r, math.MaxInt, nil) // one band: dst
+	p, err := a.hostPlan(ctx, r)
 	if err != nil {
 		return err
 	}
-	return a.readBands(ctx, p, hostSink(dst), nil)
+	return a.readBands(ctx, p, hostSink{dst: dst, region: r.count, es: a.meta.DataType.Size}, nil)
 }
 
 // cellShape returns the shape of what a read decodes at once: a chunk,
