@@ -441,22 +441,32 @@ func TestReadBandsError(t *testing.T) {
 	}
 }
 
-// holdStore holds the index read of shard hold until a chunk of shard
-// first has been read, or for a second (then late is set).
-type holdStore struct {
+// gateStore says when a chunk of shard first has been read (read is
+// closed) and holds index reads back: with hold set, that of shard hold
+// until then, or for a second (late is then set); with stall, those of
+// every shard but first until the read is cancelled.
+type gateStore struct {
 	Store
-	hold, first string
-	read        chan struct{} // closed by the first read of first's chunks
+	first, hold string
+	stall       bool
+	read        chan struct{}
 	once        sync.Once
 	late        atomic.Bool
 }
 
-func (s *holdStore) MaxRequests() int { return 4 }
+func newGateStore(s Store, first, hold string, stall bool) *gateStore {
+	return &gateStore{Store: s, first: first, hold: hold, stall: stall, read: make(chan struct{})}
+}
 
-func (s *holdStore) ReadRange(ctx context.Context, key string, off int64, p []byte) (int64, error) {
+func (s *gateStore) MaxRequests() int { return 4 }
+
+func (s *gateStore) ReadRange(ctx context.Context, key string, off int64, p []byte) (int64, error) {
 	switch {
 	case key == s.first && off >= 0:
 		s.once.Do(func() { close(s.read) })
+	case s.stall && key != s.first && off < 0:
+		<-ctx.Done()
+		return 0, ctx.Err()
 	case key == s.hold && off < 0:
 		select {
 		case <-s.read:
@@ -482,7 +492,7 @@ func TestShardPlanOverlap(t *testing.T) {
 	want := ref.region(make([]int, 2), m.Shape)
 	grid := a.grid
 	for _, host := range []bool{false, true} {
-		hs := &holdStore{Store: a.store, first: a.ChunkKey([]int{0, 0}), hold: a.ChunkKey([]int{grid[0] - 1, grid[1] - 1}), read: make(chan struct{})}
+		hs := newGateStore(a.store, a.ChunkKey([]int{0, 0}), a.ChunkKey([]int{grid[0] - 1, grid[1] - 1}), false)
 		rd, err := Open(bg, hs, "a")
 		if err != nil {
 			t.Fatal(err)
@@ -716,28 +726,6 @@ func (s *partSink) take(context.Context, *band) ([]byte, error) { return make([]
 func (s *partSink) filled(b *band) error                        { s.n.Add(1); return s.check(b) }
 func (s *partSink) close() error                                { return nil }
 
-// stallStore answers the index reads of every shard but first only once
-// the read is cancelled, and says when a chunk of first has been read.
-type stallStore struct {
-	Store
-	first string
-	read  chan struct{}
-	once  sync.Once
-}
-
-func (s *stallStore) MaxRequests() int { return 4 }
-
-func (s *stallStore) ReadRange(ctx context.Context, key string, off int64, p []byte) (int64, error) {
-	switch {
-	case key == s.first && off >= 0:
-		s.once.Do(func() { close(s.read) })
-	case key != s.first && off < 0:
-		<-ctx.Done()
-		return 0, ctx.Err()
-	}
-	return s.Store.ReadRange(ctx, key, off, p)
-}
-
 // TestShardPlanCancel cancels a banded read of a sharded array from a
 // remote store while its bands wait for shard indexes that do not come:
 // the read returns the context's error, leaving no goroutine behind.
@@ -748,7 +736,7 @@ func TestShardPlanCancel(t *testing.T) {
 	if err := a.WriteRegion(bg, make([]int, 2), m.Shape, randValues(rand.New(rand.NewPCG(5, 6)), m.DataType, numElements(m.Shape))); err != nil {
 		t.Fatal(err)
 	}
-	ss := &stallStore{Store: a.store, first: a.ChunkKey([]int{0, 0}), read: make(chan struct{})}
+	ss := newGateStore(a.store, a.ChunkKey([]int{0, 0}), "", true)
 	rd, err := Open(bg, ss, "a")
 	if err != nil {
 		t.Fatal(err)
@@ -765,12 +753,5 @@ func TestShardPlanCancel(t *testing.T) {
 	go func() { done <- rd.readBands(ctx, p, newFakeSink(r.count, m.DataType.Size, cell, 2, 7), nil) }()
 	<-ss.read
 	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled read: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the read did not return after cancel")
-	}
+	waitCanceled(t, done)
 }

@@ -397,14 +397,7 @@ func TestRemoteCancel(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // a fifth request would start now
 	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled read: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the read did not return after cancel")
-	}
+	waitCanceled(t, done)
 	if most.Load() != 4 {
 		t.Fatalf("%d requests in flight at most, want the bound, 4", most.Load())
 	}
@@ -415,6 +408,20 @@ func TestRemoteCancel(t *testing.T) {
 	}
 	s.Close()
 	srv.Close()
+}
+
+// waitCanceled waits for the error of a read whose context was
+// cancelled, which must be that context's, for at most five seconds.
+func waitCanceled(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled read: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read did not return after cancel")
+	}
 }
 
 // TestRemoteConsolidated opens arrays of stores with consolidated
