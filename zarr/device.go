@@ -121,8 +121,10 @@ func (w *deviceWorker) close() error {
 // region are few wide rows go through each worker's own pinned buffers:
 // read or decoded whole, then copied in one 2D copy while the worker goes
 // on. Fetches of a RemoteStore run concurrently, up to its MaxRequests,
-// beside SetWorkers decodes. Missing chunks read as the fill value.
-// Cancelling ctx stops the requests in flight.
+// beside SetWorkers decodes; a band of a sharded array is planned once
+// its shards' indexes are in, the first bands read while later indexes
+// are. Missing chunks read as the fill value. Cancelling ctx stops the
+// requests in flight.
 func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cuda.DevicePtr) error {
 	r, size, err := a.region(start, stop)
 	if err != nil || size == 0 {

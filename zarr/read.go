@@ -247,8 +247,9 @@ func checkRaw(pc piece, n int64) error {
 // answers faster than the workers decode has fewer in flight. The inner
 // chunks of a shard are read in ranges of shard bytes sized to keep the
 // slots busy (two per worker), a shard wanted whole with one request
-// where that leaves one per worker (or always: WithWholeShards).
-// Cancelling ctx stops the reads in flight.
+// where that leaves one per worker (or always: WithWholeShards); the
+// read begins once the indexes of its first rows of shards are in, and
+// reads the others as it goes. Cancelling ctx stops the reads in flight.
 func (a *Array) ReadRegion(ctx context.Context, start, stop []int, dst []byte) error {
 	r, size, err := a.region(start, stop)
 	if err != nil {
