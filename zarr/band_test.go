@@ -291,6 +291,8 @@ var bandCases = map[string]Metadata{
 	"sharded":    {Shape: []int{40, 36}, ChunkShape: []int{8, 12}, DataType: DataType{Float, 2}, Codecs: shardCodecs([]int{4, 6}, false, roundTripCodecs["zstd+crc"])},
 	"sharded-raw": {Shape: []int{45, 36}, ChunkShape: []int{16, 12}, DataType: DataType{Int, 4},
 		Codecs: shardCodecs([]int{4, 6}, true, []Codec{{Name: "bytes"}}), FillValue: 7},
+	"sharded-3d": {Shape: []int{11, 14, 9}, ChunkShape: []int{4, 6, 9}, DataType: DataType{Int, 2},
+		Codecs: shardCodecs([]int{2, 3, 3}, false, roundTripCodecs["zstd+crc"]), FillValue: 5},
 	"v2-F-zlib": {ZarrFormat: 2, Order: 'F', Shape: []int{33, 21}, ChunkShape: []int{8, 8}, DataType: DataType{Int, 8}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
 }
 
@@ -360,6 +362,12 @@ func TestReadBands(t *testing.T) {
 				}
 				if got := readFake(t, rd, start, stop, limit, 1+rng.IntN(3), rng.Uint64()); !bytes.Equal(got, want) {
 					t.Fatalf("%v-%v in bands of %d bytes differs from the values written", start, stop, limit)
+				}
+				if rd != a { // into host memory, in stretches of it where sharded (hostPlan)
+					clear(host)
+					if err := rd.ReadRegion(bg, start, stop, host); err != nil || !bytes.Equal(host, want) {
+						t.Fatalf("ReadRegion %v-%v through two stages differs from the values written (%v)", start, stop, err)
+					}
 				}
 			}
 		})
