@@ -185,14 +185,10 @@ func pcDrop(fd int, name string, offset, length int64) error {
 	return nil
 }
 
-// pcOpen opens path read-only and returns its file descriptor.
+// pcOpen opens path read-only and returns its file descriptor
+// (posix.Open retries EINTR).
 func pcOpen(path string) (int, error) {
-	var fd int
-	err := pcIgnoringEINTR(func() (err error) {
-		fd, err = posix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		return err
-	})
-	return fd, err
+	return posix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 }
 
 // pcIgnoringEINTR calls fn until it fails with an error other than EINTR.
