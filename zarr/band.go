@@ -285,8 +285,7 @@ type readPlan struct {
 // planned as their shards' indexes arrive (see shardPlan), others here.
 func (a *Array) bandPlan(ctx context.Context, r box, limit int, lay func(*band)) (readPlan, error) {
 	g := newBandGrid(r, a.cellShape(), a.meta.DataType.Size, limit)
-	_, remote := a.store.(interface{ MaxRequests() int })
-	if s := a.pipe.sharded(); s != nil && remote && g.n() > 1 && !zarrtune.EagerShardPlan.Load() {
+	if s := a.plansAhead(); s != nil && g.n() > 1 {
 		return a.newShardPlan(r, g, s, lay), nil
 	}
 	pieces, err := a.plan(ctx, r)
@@ -309,9 +308,8 @@ func (a *Array) bandPlan(ctx context.Context, r box, limit int, lay func(*band))
 // dimension but the first (each a stretch of the destination), which
 // size the read's spans as one band would.
 func (a *Array) hostPlan(ctx context.Context, r box) (readPlan, error) {
-	s := a.pipe.sharded()
-	_, remote := a.store.(interface{ MaxRequests() int })
-	if s == nil || !remote || len(r.count) == 0 || zarrtune.EagerShardPlan.Load() {
+	s := a.plansAhead()
+	if s == nil || len(r.count) == 0 {
 		return a.bandPlan(ctx, r, math.MaxInt, nil)
 	}
 	es := a.meta.DataType.Size
@@ -324,6 +322,16 @@ func (a *Array) hostPlan(ctx context.Context, r box) (readPlan, error) {
 		return a.bandPlan(ctx, r, math.MaxInt, nil)
 	}
 	return a.newShardPlan(r, g, s, nil), nil
+}
+
+// plansAhead returns the sharding codec of an array whose reads plan
+// their bands as their shards' indexes arrive (shardPlan): a sharded
+// array in a remote store; else nil.
+func (a *Array) plansAhead() *shardingCodec {
+	if _, remote := requestSlots(a.store); !remote || zarrtune.EagerShardPlan.Load() {
+		return nil
+	}
+	return a.pipe.sharded()
 }
 
 // shardPlan plans the bands of a read of a sharded array from a remote
@@ -369,10 +377,7 @@ func (a *Array) newShardPlan(r box, g bandGrid, s *shardingCodec, lay func(*band
 // chunks are fetched while the others are read, not after a crowd of
 // them (versitygw answered 32 index reads at once in 4-12 ms).
 func (p *shardPlan) read(ctx context.Context) error {
-	n := p.a.workers
-	if r, ok := p.a.store.(interface{ MaxRequests() int }); ok {
-		n = r.MaxRequests()
-	}
+	n, _ := requestSlots(p.a.store) // a remote store: plansAhead
 	index := func(from int) func(ctx context.Context, _, i int) error {
 		return func(ctx context.Context, _, i int) (err error) {
 			i += from
@@ -486,8 +491,8 @@ func (a *Array) readBands(ctx context.Context, p readPlan, sink bandSink, direct
 			return a.fetchSpan(ctx, b, i)
 		},
 	}
-	if r, ok := a.store.(interface{ MaxRequests() int }); ok && !zarrtune.InlineFetch.Load() {
-		w.fetchers = a.fetchers(r.MaxRequests())
+	if slots, ok := requestSlots(a.store); ok && !zarrtune.InlineFetch.Load() {
+		w.fetchers = a.fetchers(slots)
 	}
 	w.yield = w.fetchers > 0 && !zarrtune.NoYield.Load()
 	if w.fetchers > 0 && !zarrtune.WholeSpans.Load() {

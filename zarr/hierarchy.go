@@ -264,8 +264,8 @@ func docNodeType(b []byte) string {
 // storeWorkers returns how many requests to make at once on s: its
 // MaxRequests where it has a bound, else GOMAXPROCS.
 func storeWorkers(s Store) int {
-	if r, ok := s.(interface{ MaxRequests() int }); ok {
-		return r.MaxRequests()
+	if slots, ok := requestSlots(s); ok {
+		return slots
 	}
 	return runtime.GOMAXPROCS(0)
 }

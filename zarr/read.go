@@ -40,14 +40,21 @@ func (pc *piece) whole() bool {
 // storedSize is the size in bytes of an uncompressed piece.
 func (pc *piece) storedSize() int64 { return int64(numElements(pc.shape) * pc.pipe.dt.Size) }
 
+// requestSlots returns the bound on requests in flight of a store that
+// has one (a RemoteStore's MaxRequests), and whether it has: a store
+// without is local, its reads cheap next to a decode.
+func requestSlots(s Store) (int, bool) {
+	if r, ok := s.(interface{ MaxRequests() int }); ok {
+		return r.MaxRequests(), true
+	}
+	return 0, false
+}
+
 // concurrency returns how many pieces are handled at once: a.workers
 // decoding, plus the requests a remote store keeps in flight meanwhile.
 func (a *Array) concurrency() int {
-	n := a.workers
-	if r, ok := a.store.(interface{ MaxRequests() int }); ok {
-		n += r.MaxRequests()
-	}
-	return n
+	slots, _ := requestSlots(a.store)
+	return a.workers + slots
 }
 
 // plan lists the pieces of region r: one per chunk, or for a sharded

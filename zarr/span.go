@@ -58,12 +58,12 @@ func (a *Array) spanSizes(pieces []piece, together int) (direct, buffered int64)
 		}
 	}
 	req := a.workers
-	if r, ok := a.store.(interface{ MaxRequests() int }); ok {
+	if slots, ok := requestSlots(a.store); ok {
 		// Spans for the workers' requests, not for every slot: more,
 		// smaller range requests cost a server more per byte (versitygw
 		// served 1 MiB ranges at half the rate of 4 MiB ones), and the
 		// bands in flight give the other slots spans of their own.
-		req = min(r.MaxRequests(), a.workers)
+		req = min(slots, a.workers)
 		total *= int64(max(together, 1))
 	}
 	per := total / int64(2*max(req, 1))
@@ -151,7 +151,7 @@ func (a *Array) spans(pieces []piece, out view, chain bool, together int) []span
 // twice aim, the direct span size the read aims for (so that of the two
 // requests per slot it aims for, at least one remains); else 0.
 func (a *Array) wholeChain(ranged []piece, aim int64) int64 {
-	if _, ok := a.store.(interface{ MaxRequests() int }); !ok || len(ranged) < 2 || ranged[0].size <= 0 {
+	if _, ok := requestSlots(a.store); !ok || len(ranged) < 2 || ranged[0].size <= 0 {
 		return 0
 	}
 	end := int64(0)
