@@ -1,8 +1,12 @@
 package zarr
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
 )
 
 // WriteRegion writes src (C order, little-endian elements, the region's
@@ -24,7 +28,28 @@ func (a *Array) WriteRegion(ctx context.Context, start, stop []int, src []byte) 
 	in := view{buf: src, shape: r.count, es: a.meta.DataType.Size}
 	var tasks []chunkTask
 	forChunks(a.meta.ChunkShape, a.grid, r, func(t chunkTask) error { tasks = append(tasks, t); return nil })
+	a.spreadDirs(tasks)
 	return a.run(ctx, len(tasks), func(ctx context.Context, _, i int) error { return a.writeChunk(ctx, tasks[i], in) })
+}
+
+// spreadDirs orders tasks, chunks in C order, so that the workers, which
+// take them in turn, write to files of different directories of a
+// DirStore at once: by the last coordinate first. Chunk keys with "/"
+// keep a row of chunks in one directory (c/i/j in c/i), whose lock
+// creating or renaming a file takes; 16 workers saving one row at once
+// spent 5% of a Blosc-lz4 write of 1 GiB in stat, open and rename,
+// their cores idle meanwhile.
+func (a *Array) spreadDirs(tasks []chunkTask) {
+	if _, ok := a.store.(*DirStore); !ok || len(a.meta.Shape) < 2 || zarrtune.RowMajorWrites.Load() {
+		return
+	}
+	slices.SortStableFunc(tasks, func(x, y chunkTask) int {
+		n := len(x.coords) - 1
+		if c := cmp.Compare(x.coords[n], y.coords[n]); c != 0 {
+			return c
+		}
+		return slices.Compare(x.coords[:n], y.coords[:n])
+	})
 }
 
 // covers reports whether t covers every element of its chunk that lies

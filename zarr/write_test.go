@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 )
 
@@ -205,5 +208,73 @@ func TestWriteRegionStoresChunks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSpreadDirs checks the order of a DirStore write's chunks: each
+// chunk once, and workers taking them in turn at different directories
+// (keys but their last element) until every directory has one; other
+// stores, 1-D arrays and zarrtune.RowMajorWrites keep C order.
+func TestSpreadDirs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	dir, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for trial := range 20 {
+		nd := 1 + rng.IntN(3)
+		shape, chunks := make([]int, nd), make([]int, nd)
+		for d := range nd {
+			chunks[d] = 1 + rng.IntN(4)
+			shape[d] = 1 + rng.IntN(6*chunks[d])
+		}
+		for _, s := range []Store{dir, &memStore{m: map[string][]byte{}}} {
+			a, err := Create(bg, s, fmt.Sprintf("a%d", trial), Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Float, 4}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tasks []chunkTask
+			forChunks(chunks, a.grid, box{start: make([]int, nd), count: shape}, func(c chunkTask) error { tasks = append(tasks, c); return nil })
+			keys := func() []string {
+				var k []string
+				for _, c := range tasks {
+					k = append(k, a.ChunkKey(c.coords))
+				}
+				return k
+			}
+			cOrder := keys()
+			zarrtune.RowMajorWrites.Store(true)
+			a.spreadDirs(tasks)
+			zarrtune.RowMajorWrites.Store(false)
+			if got := keys(); !slices.Equal(got, cOrder) {
+				t.Fatalf("%v with RowMajorWrites: %v, want C order %v", shape, got, cOrder)
+			}
+			a.spreadDirs(tasks)
+			got := keys()
+			if _, ok := s.(*DirStore); !ok || nd == 1 {
+				if !slices.Equal(got, cOrder) {
+					t.Fatalf("%v on %T: %v, want C order %v", shape, s, got, cOrder)
+				}
+				continue
+			}
+			if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(cOrder))) {
+				t.Fatalf("%v: %v is not every chunk once (%v)", shape, got, cOrder)
+			}
+			dirs := map[string]bool{}
+			for _, k := range got {
+				dirs[path.Dir(k)] = true
+			}
+			w := len(dirs)
+			for i := 0; i+w <= len(got); i += w {
+				seen := map[string]bool{}
+				for _, k := range got[i : i+w] {
+					if d := path.Dir(k); seen[d] {
+						t.Fatalf("%v: chunks %d..%d %v share directory %s", shape, i, i+w, got[i:i+w], d)
+					} else {
+						seen[d] = true
+					}
+				}
+			}
+		}
 	}
 }

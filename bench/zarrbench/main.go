@@ -54,6 +54,7 @@ func main() {
 	codecs := flag.String("codecs", "raw,zstd,blosc-lz4,blosc-zstd,gzip,sharded-zstd", "codecs, comma-separated")
 	keep := flag.Bool("keep", false, "leave the arrays in -dir")
 	workers := flag.Int("workers", 0, "decode workers (0: GOMAXPROCS)")
+	altRows := flag.Bool("alt-rowwrites", false, "in each round, also write each array with its chunks taken in C order, a row (one directory) at once (zarrtune.RowMajorWrites): RESULT NAME_write_rows")
 	profile := flag.String("profile", "", "a directory for a CPU profile of 5 more writes of each codec (each into a new array) and a trace of one more (NAME-write.prof, .trace), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
 	flag.Parse()
 	check(os.RemoveAll(*dir))
@@ -115,6 +116,12 @@ func main() {
 				_, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
 				keep("write", timed(func() { check(a.WriteRegion(bg, []int{0, 0}, shape, data)) }))
 			}
+			if *altRows {
+				_, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
+				zarrtune.RowMajorWrites.Store(true)
+				keep("write_rows", timed(func() { check(a.WriteRegion(bg, []int{0, 0}, shape, data)) }))
+				zarrtune.RowMajorWrites.Store(false)
+			}
 			keep("encode", timed(c.encode))
 			keep("decode", timed(c.decode))
 			keep("decode_hot", timed(c.decodeHot))
@@ -162,7 +169,7 @@ func main() {
 		}
 		dec, enc, write := row["decode"], row["encode"], row["write"]
 		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"], row["gpu_region"], row["gpu_cells"])
-		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "devwrite", "host", "gpu", "gpu_region", "gpu_cells"} {
+		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_rows", "devwrite", "host", "gpu", "gpu_region", "gpu_cells"} {
 			if v, ok := row[k]; ok {
 				result(name+"_"+k, v)
 			}

@@ -45,3 +45,8 @@ var WholeSpans atomic.Bool
 // planning each band as its shards' indexes arrive (zarr's shardPlan),
 // to compare.
 var EagerShardPlan atomic.Bool
+
+// RowMajorWrites makes region writes to a DirStore take their chunks in
+// C order (a row of chunks, one directory, at once) instead of spread
+// over directories (zarr's spreadDirs), to compare.
+var RowMajorWrites atomic.Bool
