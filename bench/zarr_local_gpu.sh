@@ -31,7 +31,8 @@
 #   CGO_ENABLED=0 go build -ldflags='-s -w' -o G/zarrremotebench ./bench/zarrremotebench
 #   cp "$KVIK_TEST_VERSITYGW" G/versitygw && gzip -f G/*
 # then there: bash bench/zarr_local_gpu.sh G
-# REPS (default 3); SIDE (16384) and CHUNK (512) for zarrbench; MODES
+# REPS (default 3); SIDE (16384), CHUNK (512) and ZB_ARGS (more flags,
+# e.g. -alt-rowwrites) for zarrbench; MODES
 # ("shared split"), SERVER_CPUS, KEEPALIVE for S3 (bench/zarr_s3.sh).
 set -u
 R=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,7 +46,7 @@ rm -rf "$D"
 { nproc | sed 's/^/cores: /'; nvidia-smi --query-gpu=name --format=csv,noheader; } | tee "$OUT/machine.txt"
 
 echo "=== zarrbench" | tee "$OUT/zarrbench.txt"
-timeout ${T1:-300} "$G/zarrbench" -dir "$D" -side "$SIDE" -chunk "$CHUNK" -reps "$REPS" -keep 2>&1 | tee -a "$OUT/zarrbench.txt"
+timeout ${T1:-300} "$G/zarrbench" -dir "$D" -side "$SIDE" -chunk "$CHUNK" -reps "$REPS" -keep ${ZB_ARGS:-} 2>&1 | tee -a "$OUT/zarrbench.txt"
 
 echo "=== tensorstore" | tee "$OUT/tensorstore.txt"
 if python3 -c 'import tensorstore, torch' >/dev/null 2>&1; then
@@ -88,5 +89,8 @@ END {
     if ((k "_write" in v) && (k "_encode" in v)) { ok = v[k "_write"] >= 0.9 * v[k "_encode"]; line = line sprintf(" %s/wr %s", k, ok ? "ok" : "MISS"); miss += !ok }
   }
   printf "goal check (local):%s; %d missed\n", line, miss
+  line = ""
+  for (i = 2; i <= n; i++) if ((c[i] "_write_rows" in v) && (c[i] "_encode" in v)) line = line sprintf(" %s %s (spread %s)", c[i], r(c[i] "_write_rows", c[i] "_encode"), r(c[i] "_write", c[i] "_encode"))
+  if (line != "") printf "writes with chunks in C order (-alt-rowwrites) / encode:%s\n", line
 }' | tee "$OUT/summary.txt"
 s3_summary "$OUT" | tee -a "$OUT/summary.txt"
