@@ -570,6 +570,7 @@ func (f fetched) pieces(n int) (from, to int) {
 type bandWork struct {
 	fetchers int
 	yield    bool
+	spread   int                             // when > 1, claims take the items of up to spread ready bands in turn
 	prepare  func(ctx context.Context) error // run beside the rest, when set
 	fetch    func(ctx context.Context, worker int, b *band, i int) (fetched, error)
 	parts    func(b *band, i int) int
@@ -579,8 +580,9 @@ type bandWork struct {
 // runBands does w for items [0, b.n) of each band on up to workers
 // goroutines (and w.fetchers more), each item once the band's memory
 // from sink is ready, and hands each band to sink.filled once its items
-// are finished. Items are taken in order across bands with no barrier
-// between bands: a band is handed over as soon as its own items are done,
+// are finished. Items are taken in order across bands (with w.spread,
+// from up to that many ready bands in turn) with no barrier between
+// bands: a band is handed over as soon as its own items are done,
 // and a goroutine plans (band.plan) and takes the bands' memory ahead, in
 // order, as the sink frees it. The first error stops the rest; sink is
 // closed either way.
@@ -627,8 +629,9 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 		return nil
 	})
 	var mu sync.Mutex
-	next, nextItem := 0, 0         // the band and item claim takes next
-	claim := func() (item, bool) { // the next item, once its band is ready
+	next, turn := 0, 0               // the first band with items left; spread's rotation
+	taken := make([]int, len(bands)) // items claimed, per band
+	claim := func() (item, bool) {   // the next item, once its band is ready
 		mu.Lock()
 		defer mu.Unlock()
 		for next < len(bands) && ctx.Err() == nil {
@@ -638,11 +641,20 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 			case <-ctx.Done():
 				return item{}, false
 			}
-			if nextItem < b.n {
-				nextItem++
-				return item{b: b, i: nextItem - 1}, true
+			if taken[next] == b.n {
+				next++
+				continue
 			}
-			next, nextItem = next+1, 0
+			j := next
+			for k := 0; w.spread > 1 && k < w.spread; k++ {
+				c := next + (turn+k)%w.spread
+				if c < len(bands) && isReady(bands[c]) && taken[c] < bands[c].n {
+					j, turn = c, turn+k+1
+					break
+				}
+			}
+			taken[j]++
+			return item{b: bands[j], i: taken[j] - 1}, true
 		}
 		return item{}, false
 	}
@@ -750,6 +762,16 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 		return parent.Err()
 	}
 	return err
+}
+
+// isReady reports whether b's memory is ready (b.ready closed).
+func isReady(b *band) bool {
+	select {
+	case <-b.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // yieldProc lets the goroutines readied on this worker's processor run

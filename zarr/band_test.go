@@ -724,6 +724,84 @@ func TestRunBandsParts(t *testing.T) {
 	}
 }
 
+// TestRunBandsSpread checks claims with bandWork.spread (device writes
+// to a DirStore): every item finished once and every band handed over
+// once, after its items; one worker, the bands ready, takes the items
+// of up to spread bands in turn, the same band twice running only when
+// no other band of the window has items left, never a band spread or
+// more past the first with items left; without spread, band by band.
+func TestRunBandsSpread(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, spread := range []int{0, 1, 2, 3, 5} {
+		for _, workers := range []int{1, 4} {
+			var bands []*band
+			for range 7 {
+				bands = append(bands, &band{n: 1 + rng.IntN(6), ready: make(chan struct{})})
+			}
+			var mu sync.Mutex
+			var order []int // the band of each item, as finished
+			done := map[*band]int{}
+			sink := &partSink{check: func(b *band) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if done[b] != b.n {
+					return fmt.Errorf("band %d handed over with %d of %d items finished", slices.Index(bands, b), done[b], b.n)
+				}
+				return nil
+			}}
+			w := bandWork{spread: spread, finish: func(_ context.Context, _ int, b *band, i int, _ fetched) error {
+				for _, c := range bands { // every band ready before the second claim
+					<-c.ready
+				}
+				if workers > 1 {
+					time.Sleep(time.Duration((i*97+b.n*31)%300) * time.Microsecond)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if i != done[b] && workers == 1 {
+					return fmt.Errorf("band %d: item %d finished after %d others", slices.Index(bands, b), i, done[b])
+				}
+				order = append(order, slices.Index(bands, b))
+				done[b]++
+				return nil
+			}}
+			if err := runBands(bg, bands, sink, workers, w); err != nil {
+				t.Fatalf("spread %d, %d workers: %v", spread, workers, err)
+			}
+			if n := sink.n.Load(); n != int64(len(bands)) {
+				t.Fatalf("spread %d, %d workers: %d of %d bands handed over", spread, workers, n, len(bands))
+			}
+			for _, b := range bands {
+				if done[b] != b.n {
+					t.Fatalf("spread %d, %d workers: band %d: %d of %d items finished", spread, workers, slices.Index(bands, b), done[b], b.n)
+				}
+			}
+			if workers > 1 {
+				continue
+			}
+			left := make([]int, len(bands))
+			for i, b := range bands {
+				left[i] = b.n
+			}
+			window := max(spread, 1)
+			for p, j := range order {
+				first := slices.IndexFunc(left, func(n int) bool { return n > 0 })
+				if j-first >= window {
+					t.Fatalf("spread %d: item %d from band %d, %d past band %d, the first with items left (order %v)", spread, p, j, j-first, first, order)
+				}
+				if p > 0 && order[p-1] == j {
+					for c := first; c < min(first+window, len(bands)); c++ {
+						if c != j && left[c] > 0 {
+							t.Fatalf("spread %d: band %d twice running while band %d had items left (order %v)", spread, j, c, order)
+						}
+					}
+				}
+				left[j]--
+			}
+		}
+	}
+}
+
 // partSink checks each band handed over with check.
 type partSink struct {
 	check func(*band) error

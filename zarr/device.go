@@ -760,6 +760,9 @@ func (a *Array) writeBands(ctx context.Context, target devmem.Range, r box, task
 	es := a.meta.DataType.Size
 	bufSize, _ := bandBuffers(numElements(a.meta.ChunkShape)*es, 0)
 	bands := writePlan(r, a.meta.ChunkShape, es, bufSize, tasks)
+	for _, b := range bands {
+		a.spreadDirs(b.tasks)
+	}
 	_, n := bandBuffers(bufSize, len(bands))
 	p, err := newPinnedSlots(target, es, bufSize, n)
 	if err != nil {
@@ -789,7 +792,11 @@ func writePlan(r box, chunks []int, es, limit int, tasks []chunkTask) []*band {
 // each band.
 func (a *Array) writeBandsFrom(ctx context.Context, bands []*band, sink bandSink) error {
 	es := a.meta.DataType.Size
-	return runBands(ctx, bands, sink, a.concurrency(), bandWork{finish: func(ctx context.Context, _ int, b *band, i int, _ fetched) error {
+	w := bandWork{finish: func(ctx context.Context, _ int, b *band, i int, _ fetched) error {
 		return a.writeChunk(ctx, b.tasks[i], b.view(es))
-	}})
+	}}
+	if a.spreadsDirs() {
+		w.spread = bandsSpread
+	}
+	return runBands(ctx, bands, sink, a.concurrency(), w)
 }

@@ -32,15 +32,28 @@ func (a *Array) WriteRegion(ctx context.Context, start, stop []int, src []byte) 
 	return a.run(ctx, len(tasks), func(ctx context.Context, _, i int) error { return a.writeChunk(ctx, tasks[i], in) })
 }
 
-// spreadDirs orders tasks, chunks in C order, so that the workers, which
-// take them in turn, write to files of different directories of a
-// DirStore at once: by the last coordinate first. Chunk keys with "/"
+// spreadsDirs reports whether a's writes spread their chunks over
+// directories (spreadDirs, and bandsSpread bands at once for device
+// writes): a DirStore's, of two dimensions or more. Chunk keys with "/"
 // keep a row of chunks in one directory (c/i/j in c/i), whose lock
 // creating or renaming a file takes; 16 workers saving one row at once
 // spent 5% of a Blosc-lz4 write of 1 GiB in stat, open and rename,
 // their cores idle meanwhile.
+func (a *Array) spreadsDirs() bool {
+	_, ok := a.store.(*DirStore)
+	return ok && len(a.meta.Shape) >= 2 && !zarrtune.RowMajorWrites.Load()
+}
+
+// bandsSpread is how many bands of a device write to a DirStore the
+// workers take chunks of in turn: a band of one row of chunks is one
+// directory.
+const bandsSpread = 4
+
+// spreadDirs orders tasks, chunks in C order, so that the workers, which
+// take them in turn, write to files of different directories at once:
+// by the last coordinate first (see spreadsDirs).
 func (a *Array) spreadDirs(tasks []chunkTask) {
-	if _, ok := a.store.(*DirStore); !ok || len(a.meta.Shape) < 2 || zarrtune.RowMajorWrites.Load() {
+	if !a.spreadsDirs() {
 		return
 	}
 	slices.SortStableFunc(tasks, func(x, y chunkTask) int {

@@ -54,7 +54,7 @@ func main() {
 	codecs := flag.String("codecs", "raw,zstd,blosc-lz4,blosc-zstd,gzip,sharded-zstd", "codecs, comma-separated")
 	keep := flag.Bool("keep", false, "leave the arrays in -dir")
 	workers := flag.Int("workers", 0, "decode workers (0: GOMAXPROCS)")
-	altRows := flag.Bool("alt-rowwrites", false, "in each round, also write each array with its chunks taken in C order, a row (one directory) at once (zarrtune.RowMajorWrites): RESULT NAME_write_rows")
+	altRows := flag.Bool("alt-rowwrites", false, "in each round, also write each array with its chunks taken in C order, a row (one directory) at once (zarrtune.RowMajorWrites), from host and device memory: RESULT NAME_write_rows, NAME_devwrite_rows")
 	profile := flag.String("profile", "", "a directory for a CPU profile of 5 more writes of each codec (each into a new array) and a trace of one more (NAME-write.prof, .trace), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
 	flag.Parse()
 	check(os.RemoveAll(*dir))
@@ -140,6 +140,11 @@ func main() {
 				}
 			}
 			zarrtune.DeviceLayout.Store(zarrtune.Auto)
+			if *altRows {
+				zarrtune.RowMajorWrites.Store(true)
+				keep("devwrite_rows", timed(func() { check(a.WriteRegionDevice(bg, []int{0, 0}, shape, g.src.Ptr())) }))
+				zarrtune.RowMajorWrites.Store(false)
+			}
 			keep("devwrite", timed(func() { check(a.WriteRegionDevice(bg, []int{0, 0}, shape, g.src.Ptr())) }))
 			check(a.ReadRegion(bg, []int{0, 0}, shape, host))
 			if crc32.ChecksumIEEE(host) != sum {
@@ -169,7 +174,7 @@ func main() {
 		}
 		dec, enc, write := row["decode"], row["encode"], row["write"]
 		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"], row["gpu_region"], row["gpu_cells"])
-		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_rows", "devwrite", "host", "gpu", "gpu_region", "gpu_cells"} {
+		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_rows", "devwrite", "devwrite_rows", "host", "gpu", "gpu_region", "gpu_cells"} {
 			if v, ok := row[k]; ok {
 				result(name+"_"+k, v)
 			}
