@@ -3,6 +3,7 @@ package zarr
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
 )
 
 // randGrid returns a random region of a random array of 1 to 4
@@ -517,6 +520,102 @@ func TestShardPlanOverlap(t *testing.T) {
 		}
 		if hs.late.Load() {
 			t.Errorf("host %v: the last shard's index was needed before the first shard's chunks were read: the bands were planned up front", host)
+		}
+	}
+}
+
+// TestShardPlanHostileIndex reads sharded arrays from a remote-like
+// store whose last shard's index, read as bands are planned (the
+// plan-ahead path; with the index at the end, after the first shard's
+// chunks are read), is hostile: an entry past the shard's end, of
+// 2^62 bytes, wrapping around 2^64, of the wrong size for an
+// uncompressed inner chunk, a bad checksum. Each read, into host memory
+// and in bands, fails with ErrCorruptChunk, allocating next to nothing,
+// and the next read of the mended shard gets the values written.
+func TestShardPlanHostileIndex(t *testing.T) {
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	for _, name := range []string{"sharded", "sharded-raw"} {
+		m := bandCases[name]
+		a, ref := newFilledArray(t, m)
+		vals := randValues(rand.New(rand.NewPCG(5, 6)), m.DataType, numElements(m.Shape))
+		if err := a.WriteRegion(bg, make([]int, 2), m.Shape, vals); err != nil {
+			t.Fatal(err)
+		}
+		ref.write(make([]int, 2), m.Shape, vals)
+		want := ref.region(make([]int, 2), m.Shape)
+		sc := a.pipe.sharded()
+		first, last := a.ChunkKey([]int{0, 0}), a.ChunkKey([]int{a.grid[0] - 1, a.grid[1] - 1})
+		good, err := a.store.Get(bg, last, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		is := int(sc.indexSize())
+		at := len(good) - is // the index: entries, then their crc32c
+		if name == "sharded-raw" {
+			at = 0 // index_location start
+		}
+		inner := int64(numElements(sc.inner) * m.DataType.Size)
+		cases := map[string]func(idx []byte){
+			"past the end": func(idx []byte) { putUint(idx[0:], uint64(len(good))+1000); putUint(idx[8:], 16) },
+			"2^62 bytes":   func(idx []byte) { putUint(idx[8:], 1<<62) },
+			"wrapping":     func(idx []byte) { putUint(idx[0:], ^uint64(7)); putUint(idx[8:], 64) },
+			"bad checksum": func(idx []byte) { idx[is-1] ^= 0x5a },
+		}
+		if name == "sharded-raw" {
+			cases["short raw chunk"] = func(idx []byte) { putUint(idx[8:], uint64(inner-1)) }
+		}
+		for cname, spoil := range cases {
+			bad := slices.Clone(good)
+			idx := bad[at : at+is]
+			spoil(idx)
+			if cname != "bad checksum" {
+				binary.LittleEndian.PutUint32(idx[is-4:], crc32.Checksum(idx[:is-4], castagnoli))
+			}
+			if err := a.store.Set(bg, last, bad); err != nil {
+				t.Fatal(err)
+			}
+			for _, host := range []bool{false, true} {
+				hs := newGateStore(a.store, first, last, false)
+				rd, err := Open(bg, hs, "a")
+				if err != nil {
+					t.Fatal(err)
+				}
+				rd.SetWorkers(2)
+				var rerr error
+				alloc := allocDuring(func() {
+					if host {
+						rerr = rd.ReadRegion(bg, make([]int, 2), m.Shape, make([]byte, len(want)))
+						return
+					}
+					r, _, _ := rd.region(make([]int, 2), m.Shape)
+					limit := 2 * numElements(rd.cellShape()) * m.DataType.Size
+					p, err := rd.bandPlan(bg, r, limit, func(b *band) { layoutBands([]*band{b}, r.count, m.DataType.Size, zarrtune.Cells) })
+					if err != nil {
+						t.Fatal(err)
+					}
+					rerr = rd.readBands(bg, p, newFakeSink(r.count, m.DataType.Size, limit, 3, 1), nil)
+				})
+				if !errors.Is(rerr, ErrCorruptChunk) {
+					t.Errorf("%s, %s, host %v: %v, want ErrCorruptChunk", name, cname, host, rerr)
+				}
+				if alloc > 4<<20 {
+					t.Errorf("%s, %s, host %v: allocated %d bytes", name, cname, host, alloc)
+				}
+				if hs.late.Load() && name == "sharded" { // its index at the end: a suffix read, which gateStore holds
+					t.Errorf("%s, %s, host %v: the last shard's index was read before any chunk of the first", name, cname, host)
+				}
+			}
+		}
+		if err := a.store.Set(bg, last, good); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(want))
+		rd, err := Open(bg, newGateStore(a.store, first, last, false), "a")
+		if err == nil {
+			err = rd.ReadRegion(bg, make([]int, 2), m.Shape, got)
+		}
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s mended: %v, or the values differ", name, err)
 		}
 	}
 }
