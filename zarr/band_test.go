@@ -662,7 +662,7 @@ func TestWriteBands(t *testing.T) {
 				forChunks(a.meta.ChunkShape, a.grid, r, func(tk chunkTask) error { tasks = append(tasks, tk); return nil })
 				chunk := numElements(m.ChunkShape) * m.DataType.Size
 				bands := writePlan(r, m.ChunkShape, m.DataType.Size, []int{chunk, chunk + rng.IntN(3*chunk), size}[rng.IntN(3)], tasks)
-				if err := a.writeBandsFrom(bg, bands, loadFake{src: vals, region: r.count, es: m.DataType.Size}); err != nil {
+				if err := a.writeBandsFrom(bg, bands, loadFake{src: vals, region: r.count, es: m.DataType.Size}, 1+rng.IntN(2*bandsSpread+2)); err != nil {
 					t.Fatal(err)
 				}
 				ref.write(start, stop, vals)

@@ -768,7 +768,7 @@ func (a *Array) writeBands(ctx context.Context, target devmem.Range, r box, task
 	if err != nil {
 		return err
 	}
-	return a.writeBandsFrom(ctx, bands, &loadSink{pinnedSlots: p, src: src, region: r.count})
+	return a.writeBandsFrom(ctx, bands, &loadSink{pinnedSlots: p, src: src, region: r.count}, n)
 }
 
 // writePlan groups tasks, the chunks of region r, into bands of whole
@@ -789,14 +789,18 @@ func writePlan(r box, chunks []int, es, limit int, tasks []chunkTask) []*band {
 }
 
 // writeBandsFrom writes the chunks of bands from the memory sink gives
-// each band.
-func (a *Array) writeBandsFrom(ctx context.Context, bands []*band, sink bandSink) error {
+// each band, n bands at most at once. Spread over directories, the
+// workers take chunks of up to half of those in turn: the other half
+// are copied meanwhile, where interleaving them all would finish them
+// all at once, their buffers freed together and the next copies waited
+// for.
+func (a *Array) writeBandsFrom(ctx context.Context, bands []*band, sink bandSink, n int) error {
 	es := a.meta.DataType.Size
 	w := bandWork{finish: func(ctx context.Context, _ int, b *band, i int, _ fetched) error {
 		return a.writeChunk(ctx, b.tasks[i], b.view(es))
 	}}
 	if a.spreadsDirs() {
-		w.spread = bandsSpread
+		w.spread = min(bandsSpread, n/2)
 	}
 	return runBands(ctx, bands, sink, a.concurrency(), w)
 }

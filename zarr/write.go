@@ -45,8 +45,8 @@ func (a *Array) spreadsDirs() bool {
 }
 
 // bandsSpread is how many bands of a device write to a DirStore the
-// workers take chunks of in turn: a band of one row of chunks is one
-// directory.
+// workers take chunks of in turn (half its buffers at most): a band of
+// one row of chunks is one directory.
 const bandsSpread = 4
 
 // spreadDirs orders tasks, chunks in C order, so that the workers, which
