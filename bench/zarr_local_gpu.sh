@@ -90,6 +90,9 @@ END {
   }
   printf "goal check (local):%s; %d missed\n", line, miss
   line = ""
+  for (i = 2; i <= n; i++) line = line sprintf(" %s %s / %s / %s", c[i], g(c[i] "_gpu_decode_paired"), g(c[i] "_write_encode_paired"), g(c[i] "_devwrite_encode_paired"))
+  printf "paired (the median over rounds of each round'"'"'s ratio) gpu/dec / wr/enc / devwr/enc:%s\n", line
+  line = ""
   for (i = 2; i <= n; i++) if ((c[i] "_write_rows" in v) && (c[i] "_encode" in v)) line = line sprintf(" %s %s (spread %s; device %s / %s)", c[i], r(c[i] "_write_rows", c[i] "_encode"), r(c[i] "_write", c[i] "_encode"), r(c[i] "_devwrite_rows", c[i] "_encode"), r(c[i] "_devwrite", c[i] "_encode"))
   if (line != "") printf "writes with chunks in C order (-alt-rowwrites) / encode:%s\n", line
 }' | tee "$OUT/summary.txt"

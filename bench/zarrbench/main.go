@@ -31,6 +31,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,7 +106,11 @@ func main() {
 		// first is (which also makes the process's encoders and grows its
 		// heap: RESULT NAME_write_first).
 		row := map[string]float64{}
-		keep := func(k string, d time.Duration) { row[k] = max(row[k], gbs(size, d)) }
+		rounds := map[string][]float64{} // each round's GB/s, for the paired ratios
+		keep := func(k string, d time.Duration) {
+			row[k] = max(row[k], gbs(size, d))
+			rounds[k] = append(rounds[k], gbs(size, d))
+		}
 		s, a := create(filepath.Join(*dir, name+".zarr"), m, *workers)
 		keep("write", timed(func() { check(a.WriteRegion(bg, []int{0, 0}, shape, data)) }))
 		row["write_first"] = row["write"]
@@ -177,6 +182,14 @@ func main() {
 		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_rows", "devwrite", "devwrite_rows", "host", "gpu", "gpu_region", "gpu_cells"} {
 			if v, ok := row[k]; ok {
 				result(name+"_"+k, v)
+			}
+		}
+		// The median over rounds of each round's ratio: drift over the
+		// rounds (clocks, neighbours) moves both sides of a round alike,
+		// where the best of each can come from different rounds.
+		for _, p := range [][2]string{{"gpu", "decode"}, {"host", "decode"}, {"write", "encode"}, {"devwrite", "encode"}} {
+			if v, ok := pairedMedian(rounds[p[0]], rounds[p[1]]); ok {
+				result(name+"_"+p[0]+"_"+p[1]+"_paired", v)
 			}
 		}
 	}
@@ -401,6 +414,25 @@ func best(n int, f func()) time.Duration {
 func gbs(n int, d time.Duration) float64 { return float64(n) / d.Seconds() / 1e9 }
 
 func result(key string, v float64) { fmt.Printf("RESULT %s %.3f\n", key, v) }
+
+// pairedMedian returns the median of a[i]/b[i] over the rounds both have
+// (round 0's write is the first, which also makes the encoders: the
+// median sets it aside).
+func pairedMedian(a, b []float64) (float64, bool) {
+	n := min(len(a), len(b))
+	if n == 0 {
+		return 0, false
+	}
+	r := make([]float64, n)
+	for i := range r {
+		r[i] = a[i] / b[i]
+	}
+	slices.Sort(r)
+	if n%2 == 1 {
+		return r[n/2], true
+	}
+	return (r[n/2-1] + r[n/2]) / 2, true
+}
 
 func check(err error) {
 	if err != nil {
