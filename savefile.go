@@ -200,32 +200,11 @@ func (e *notRegularError) Is(target error) bool {
 // notRegular is the error of a save of path whose file, of the type in
 // mode, was reached through links at final ("" when not known).
 func notRegular(mode fs.FileMode, path, final string) error {
-	what := fileKind(mode)
+	what := posix.FileKind(mode)
 	if final != path && final != "" {
 		what = "a link to " + what + ", " + final
 	}
 	return &notRegularError{what: what, dir: mode.IsDir()}
-}
-
-// fileKind names the type of file in mode.
-func fileKind(mode fs.FileMode) string {
-	switch mode.Type() {
-	case 0:
-		return "a regular file"
-	case fs.ModeDir:
-		return "a directory"
-	case fs.ModeSymlink:
-		return "a symbolic link"
-	case fs.ModeNamedPipe:
-		return "a FIFO"
-	case fs.ModeSocket:
-		return "a socket"
-	case fs.ModeDevice:
-		return "a block device"
-	case fs.ModeDevice | fs.ModeCharDevice:
-		return "a character device"
-	}
-	return "an irregular file"
 }
 
 // createLocked creates the temporary file tmp, holding a lock on it

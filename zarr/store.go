@@ -257,7 +257,7 @@ func (s *DirStore) openHost(key string) (*valueFile, error) {
 	if err != nil {
 		var st unix.Stat_t
 		if errors.Is(err, unix.ENXIO) && unix.Stat(p, &st) == nil { // a socket
-			err = fmt.Errorf("%w: %s (%w)", kvik.ErrNotRegular, fileKind(st.Mode), err)
+			err = fmt.Errorf("%w: %s (%w)", kvik.ErrNotRegular, posix.FileKind(posix.StatMode(st.Mode)), err)
 		}
 		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
 	}
@@ -285,24 +285,7 @@ func notRegular(path string, mode uint32) error {
 	if mode&unix.S_IFMT == unix.S_IFREG {
 		return nil
 	}
-	return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: %s", kvik.ErrNotRegular, fileKind(mode))}
-}
-
-// fileKind names the type of file of a stat mode that is not regular.
-func fileKind(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return "a directory"
-	case unix.S_IFIFO:
-		return "a FIFO"
-	case unix.S_IFCHR:
-		return "a character device"
-	case unix.S_IFBLK:
-		return "a block device"
-	case unix.S_IFSOCK:
-		return "a socket"
-	}
-	return fmt.Sprintf("a file of mode %#o", mode&unix.S_IFMT)
+	return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: %s", kvik.ErrNotRegular, posix.FileKind(posix.StatMode(mode)))}
 }
 
 func (f *valueFile) close() { unix.Close(f.fd) }
