@@ -416,20 +416,9 @@ func (s failStore) ReadRange(ctx context.Context, key string, off int64, p []byt
 // store, planned as the indexes arrive).
 func TestReadBandsError(t *testing.T) {
 	for _, name := range []string{"zstd", "sharded"} {
-		s, err := NewDirStore(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
 		m := bandCases[name]
-		a, err := Create(bg, s, "a", m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vals := randValues(rand.New(rand.NewPCG(1, 1)), m.DataType, numElements(m.Shape))
-		if err := a.WriteRegion(bg, []int{0, 0}, m.Shape, vals); err != nil {
-			t.Fatal(err)
-		}
-		fail := failStore{s, a.ChunkKey([]int{3, 1})}
+		a, _ := newWrittenArray(t, m, 1)
+		fail := failStore{a.Store(), a.ChunkKey([]int{3, 1})}
 		for _, st := range []Store{fail, requestStore{fail, 2}} {
 			b, err := Open(bg, st, "a")
 			if err != nil {
@@ -494,13 +483,7 @@ func (s *gateStore) ReadRange(ctx context.Context, key string, off int64, p []by
 // is in, and read the array right.
 func TestShardPlanOverlap(t *testing.T) {
 	m := bandCases["sharded"]
-	a, ref := newFilledArray(t, m)
-	vals := randValues(rand.New(rand.NewPCG(3, 4)), m.DataType, numElements(m.Shape))
-	if err := a.WriteRegion(bg, make([]int, 2), m.Shape, vals); err != nil {
-		t.Fatal(err)
-	}
-	ref.write(make([]int, 2), m.Shape, vals)
-	want := ref.region(make([]int, 2), m.Shape)
+	a, want := newWrittenArray(t, m, 3)
 	grid := a.grid
 	for _, host := range []bool{false, true} {
 		hs := newGateStore(a.store, a.ChunkKey([]int{0, 0}), a.ChunkKey([]int{grid[0] - 1, grid[1] - 1}), false)
@@ -536,13 +519,7 @@ func TestShardPlanHostileIndex(t *testing.T) {
 	castagnoli := crc32.MakeTable(crc32.Castagnoli)
 	for _, name := range []string{"sharded", "sharded-raw"} {
 		m := bandCases[name]
-		a, ref := newFilledArray(t, m)
-		vals := randValues(rand.New(rand.NewPCG(5, 6)), m.DataType, numElements(m.Shape))
-		if err := a.WriteRegion(bg, make([]int, 2), m.Shape, vals); err != nil {
-			t.Fatal(err)
-		}
-		ref.write(make([]int, 2), m.Shape, vals)
-		want := ref.region(make([]int, 2), m.Shape)
+		a, want := newWrittenArray(t, m, 5)
 		sc := a.pipe.sharded()
 		first, last := a.ChunkKey([]int{0, 0}), a.ChunkKey([]int{a.grid[0] - 1, a.grid[1] - 1})
 		good, err := a.store.Get(bg, last, nil)
@@ -676,6 +653,19 @@ func TestWriteBands(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newWrittenArray creates array m in a new DirStore and writes random
+// values (from seed) over all of it; it returns the array and its
+// elements, those values.
+func newWrittenArray(t *testing.T, m Metadata, seed uint64) (*Array, []byte) {
+	t.Helper()
+	a, _ := newFilledArray(t, m)
+	vals := randValues(rand.New(rand.NewPCG(seed, seed+1)), m.DataType, numElements(m.Shape))
+	if err := a.WriteRegion(bg, make([]int, len(m.Shape)), m.Shape, vals); err != nil {
+		t.Fatal(err)
+	}
+	return a, vals
 }
 
 // newFilledArray creates array m in a new DirStore and returns it with a
@@ -917,10 +907,7 @@ func (s *partSink) close() error                                { return nil }
 func TestShardPlanCancel(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	m := bandCases["sharded"]
-	a, _ := newFilledArray(t, m)
-	if err := a.WriteRegion(bg, make([]int, 2), m.Shape, randValues(rand.New(rand.NewPCG(5, 6)), m.DataType, numElements(m.Shape))); err != nil {
-		t.Fatal(err)
-	}
+	a, _ := newWrittenArray(t, m, 5)
 	ss := newGateStore(a.store, a.ChunkKey([]int{0, 0}), "", true)
 	rd, err := Open(bg, ss, "a")
 	if err != nil {
