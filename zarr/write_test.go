@@ -7,11 +7,18 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"net"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 )
@@ -276,5 +283,84 @@ func TestSpreadDirs(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestWriteNotRegular writes a whole array, from host memory and in bands
+// as a device write does (chunks spread over directories, bands taken in
+// turn), over a store whose chunk files include a FIFO, a directory, a
+// socket and a link to a device node: each write fails with
+// kvik.ErrNotRegular, at once, and leaves every one of them as it was,
+// with no temporary file behind.
+func TestWriteNotRegular(t *testing.T) {
+	m := Metadata{Shape: []int{24, 20}, ChunkShape: []int{4, 5}, DataType: DataType{Float, 4}, Codecs: writeCodecs["zstd"]}
+	vals := fielddata.Float32(24, 20, 7)
+	for _, banded := range []bool{false, true} {
+		dir := t.TempDir()
+		s, err := NewDirStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := Create(bg, s, "a", m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunk := func(k string) string { return filepath.Join(dir, "a", filepath.FromSlash(k)) }
+		for _, d := range []string{"c/1", "c/2/3", "c/4"} {
+			if err := os.MkdirAll(chunk(d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := unix.Mkfifo(chunk("c/1/2"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sock, err := net.Listen("unix", chunk("c/4/0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sock.Close()
+		if err := os.MkdirAll(chunk("c/5"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("/dev/null", chunk("c/5/1")); err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[string]fs.FileMode{}
+		for _, k := range []string{"c/1/2", "c/2/3", "c/4/0", "c/5/1"} {
+			fi, err := os.Lstat(chunk(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds[k] = fi.Mode().Type()
+		}
+		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		if banded {
+			r, _, _ := a.region([]int{0, 0}, m.Shape)
+			var tasks []chunkTask
+			forChunks(m.ChunkShape, a.grid, r, func(tk chunkTask) error { tasks = append(tasks, tk); return nil })
+			bands := writePlan(r, m.ChunkShape, 4, 4*5*4*5, tasks) // a band per row of chunks
+			for _, b := range bands {
+				a.spreadDirs(b.tasks)
+			}
+			err = a.writeBandsFrom(ctx, bands, loadFake{src: vals, region: r.count, es: 4}, 8)
+		} else {
+			err = a.WriteRegion(ctx, []int{0, 0}, m.Shape, vals)
+		}
+		late := ctx.Err()
+		cancel()
+		if !errors.Is(err, kvik.ErrNotRegular) || late != nil {
+			t.Errorf("banded %v: %v (context: %v), want kvik.ErrNotRegular at once", banded, err, late)
+		}
+		for k, mode := range kinds {
+			if fi, err := os.Lstat(chunk(k)); err != nil || fi.Mode().Type() != mode {
+				t.Errorf("banded %v: %s was a %v, now %v (%v)", banded, k, mode, fi.Mode().Type(), err)
+			}
+		}
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && strings.HasPrefix(d.Name(), ".") && p != dir {
+				t.Errorf("banded %v: %s left behind", banded, p)
+			}
+			return nil
+		})
 	}
 }
