@@ -20,6 +20,7 @@ var (
 	procCtxPopCurrent           = fn("cuCtxPopCurrent_v2")
 	procCtxGetDevice            = fn("cuCtxGetDevice")
 	procCtxSynchronize          = fn("cuCtxSynchronize")
+	procCtxGetID                = fn("cuCtxGetId")
 )
 
 // Context creation flags (CUctx_flags) for CtxCreate.
@@ -84,6 +85,18 @@ func CtxGetCurrent() (Context, error) {
 		return 0, err
 	}
 	return c, nil
+}
+
+// CtxGetID returns c's ID, unique among the contexts of the process for
+// its whole life, unlike the handle, which a later context may reuse
+// (cuCtxGetId, CUDA 12.0; an older driver lacks the symbol: an error
+// matching ErrLibraryNotFound).
+func CtxGetID(c Context) (uint64, error) {
+	var id uint64
+	if err := check(procCtxGetID.Call(uintptr(c), uintptr(unsafe.Pointer(&id)))); err != nil {
+		return 0, err
+	}
+	return id, nil
 }
 
 // CtxSetCurrent replaces the top of the calling OS thread's context stack

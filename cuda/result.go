@@ -36,16 +36,21 @@ const (
 	ErrorDeviceUnavailable           Result = 46  // CUDA_ERROR_DEVICE_UNAVAILABLE
 	ErrorNoDevice                    Result = 100 // CUDA_ERROR_NO_DEVICE
 	ErrorInvalidDevice               Result = 101 // CUDA_ERROR_INVALID_DEVICE
+	ErrorInvalidImage                Result = 200 // CUDA_ERROR_INVALID_IMAGE
 	ErrorInvalidContext              Result = 201 // CUDA_ERROR_INVALID_CONTEXT
 	ErrorContextAlreadyCurrent       Result = 202 // CUDA_ERROR_CONTEXT_ALREADY_CURRENT (deprecated)
 	ErrorContextAlreadyInUse         Result = 216 // CUDA_ERROR_CONTEXT_ALREADY_IN_USE
 	ErrorPeerAccessUnsupported       Result = 217 // CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
+	ErrorInvalidPTX                  Result = 218 // CUDA_ERROR_INVALID_PTX
+	ErrorJITCompilerNotFound         Result = 221 // CUDA_ERROR_JIT_COMPILER_NOT_FOUND
+	ErrorUnsupportedPTXVersion       Result = 222 // CUDA_ERROR_UNSUPPORTED_PTX_VERSION
 	ErrorOperatingSystem             Result = 304 // CUDA_ERROR_OPERATING_SYSTEM
 	ErrorInvalidHandle               Result = 400 // CUDA_ERROR_INVALID_HANDLE
 	ErrorIllegalState                Result = 401 // CUDA_ERROR_ILLEGAL_STATE
 	ErrorNotFound                    Result = 500 // CUDA_ERROR_NOT_FOUND
 	ErrorNotReady                    Result = 600 // CUDA_ERROR_NOT_READY
 	ErrorIllegalAddress              Result = 700 // CUDA_ERROR_ILLEGAL_ADDRESS
+	ErrorLaunchOutOfResources        Result = 701 // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
 	ErrorPeerAccessAlreadyEnabled    Result = 704 // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
 	ErrorPrimaryContextActive        Result = 708 // CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE
 	ErrorContextIsDestroyed          Result = 709 // CUDA_ERROR_CONTEXT_IS_DESTROYED
@@ -71,6 +76,7 @@ var resultText = map[Result][2]string{
 	ErrorDeviceUnavailable:           {"CUDA_ERROR_DEVICE_UNAVAILABLE", "CUDA-capable device(s) is/are busy or unavailable"},
 	ErrorNoDevice:                    {"CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
 	ErrorInvalidDevice:               {"CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+	ErrorInvalidImage:                {"CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
 	ErrorInvalidContext:              {"CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
 	ErrorContextAlreadyCurrent:       {"CUDA_ERROR_CONTEXT_ALREADY_CURRENT", "context already current"},
 	ErrorContextAlreadyInUse:         {"CUDA_ERROR_CONTEXT_ALREADY_IN_USE", "context already in use"},
@@ -80,11 +86,15 @@ var resultText = map[Result][2]string{
 	ErrorNotFound:                    {"CUDA_ERROR_NOT_FOUND", "named symbol not found"},
 	ErrorNotReady:                    {"CUDA_ERROR_NOT_READY", "device not ready"},
 	ErrorIllegalAddress:              {"CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+	ErrorLaunchOutOfResources:        {"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
 	ErrorPrimaryContextActive:        {"CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE", "primary context active"},
 	ErrorContextIsDestroyed:          {"CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
 	ErrorHostMemoryAlreadyRegistered: {"CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
 	ErrorHostMemoryNotRegistered:     {"CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
 	ErrorPeerAccessUnsupported:       {"CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported across the given devices"},
+	ErrorInvalidPTX:                  {"CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+	ErrorJITCompilerNotFound:         {"CUDA_ERROR_JIT_COMPILER_NOT_FOUND", "PTX JIT compiler library not found"},
+	ErrorUnsupportedPTXVersion:       {"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain"},
 	ErrorPeerAccessAlreadyEnabled:    {"CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "peer access is already enabled"},
 	ErrorLaunchFailed:                {"CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
 	ErrorNotPermitted:                {"CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
