@@ -190,12 +190,9 @@ func (c bloscCodec) decodeTo(h bloscChunk, dst runList) error {
 		at.next(dst, h.nbytes, func(off int, part []byte) { copy(part, h.src[bloscHeader+off:]) })
 		return nil
 	}
-	var sd splitDecoder
-	if h.format == 4 {
-		var err error
-		if sd.zstd, err = zstdOr(c.zstd); err != nil {
-			return err
-		}
+	sd, err := c.splitDecoder(h)
+	if err != nil {
+		return err
 	}
 	// A block is decoded into pooled scratch, then unshuffled: a new one
 	// per chunk (the whole chunk, for Blosc's default block size) was a
@@ -216,13 +213,7 @@ func (c bloscCodec) decodeTo(h bloscChunk, dst runList) error {
 		whole = *pw
 	}
 	for j := 0; j < h.nblocks; j++ {
-		bsize := h.blocksize
-		leftover := j == h.nblocks-1 && h.nbytes%h.blocksize != 0
-		if leftover {
-			bsize = h.nbytes % h.blocksize
-		}
-		start := int(binary.LittleEndian.Uint32(h.src[bloscHeader+4*j:]))
-		var err error
+		start, bsize, leftover := h.block(j)
 		switch {
 		case one:
 			base := dst.runs[0] + j*h.blocksize
@@ -241,6 +232,60 @@ func (c bloscCodec) decodeTo(h bloscChunk, dst runList) error {
 		}
 	}
 	return nil
+}
+
+// block returns where block j's splits start in h.src, its size and
+// whether it is the chunk's shorter last block.
+func (h bloscChunk) block(j int) (start, bsize int, leftover bool) {
+	bsize = h.blocksize
+	leftover = j == h.nblocks-1 && h.nbytes%h.blocksize != 0
+	if leftover {
+		bsize = h.nbytes % h.blocksize
+	}
+	return int(binary.LittleEndian.Uint32(h.src[bloscHeader+4*j:])), bsize, leftover
+}
+
+// splitDecoder returns a decoder of h's splits.
+func (c bloscCodec) splitDecoder(h bloscChunk) (sd splitDecoder, err error) {
+	if h.format == 4 {
+		sd.zstd, err = zstdOr(c.zstd)
+	}
+	return sd, err
+}
+
+// shuffled is how a Blosc chunk left byte-shuffled (decodeShuffled) is
+// to be unshuffled: blocks of blocksize bytes of typesize-byte elements.
+// A zero typesize means the chunk is decoded, nothing left to undo.
+type shuffled struct{ blocksize, typesize int }
+
+// decodeShuffled decodes the Blosc chunk src into dst, which must hold
+// exactly its bytes, leaving byte-shuffled blocks as they are for the
+// GPU to unshuffle on their way to device memory (sh, the chunk's
+// blocks and type size), where an unshuffle is a third to a half of a
+// decode's CPU time. A chunk not byte-shuffled is decoded whole (sh
+// zero).
+func (c bloscCodec) decodeShuffled(src, dst []byte) (sh shuffled, err error) {
+	h, err := parseBlosc(src, len(dst))
+	if err != nil {
+		return sh, err
+	}
+	if h.nbytes != len(dst) {
+		return sh, bloscErr("%d bytes for a chunk of %d", h.nbytes, len(dst))
+	}
+	if h.nbytes == 0 || h.flags&bloscMemcpy != 0 || h.flags&bloscShuffle == 0 || h.typesize <= 1 {
+		return sh, c.decodeTo(h, runList{buf: dst, runs: []int{0, len(dst)}, n: len(dst)})
+	}
+	sd, err := c.splitDecoder(h)
+	if err != nil {
+		return sh, err
+	}
+	for j := 0; j < h.nblocks; j++ {
+		start, bsize, leftover := h.block(j)
+		if err := sd.splits(h.src, start, h.flags, h.format, h.typesize, bsize, leftover, dst[j*h.blocksize:j*h.blocksize+bsize]); err != nil {
+			return sh, fmt.Errorf("block %d: %w", j, err)
+		}
+	}
+	return shuffled{blocksize: h.blocksize, typesize: h.typesize}, nil
 }
 
 // splitDecoder decodes the splits of one chunk's blocks, keeping what one

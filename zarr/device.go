@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
+	"github.com/kvikgo/kvik/internal/kernels"
 	"github.com/kvikgo/kvik/internal/staging"
 )
 
@@ -47,6 +49,11 @@ type deviceWorker struct {
 	marked []bool               // copies from buffer k are queued and marked
 	last   int                  // the buffer staging handed out last, or -1
 	next   int
+	// GPU unshuffle (see unshuffleOut): u is nil where the CPU unshuffles;
+	// shuf takes a shuffled chunk from its buffer, rows the chunk
+	// unshuffled where it goes to the region in more than one copy.
+	u          *kernels.Unshuffler
+	shuf, rows *cuda.DeviceBuffer
 }
 
 // newDeviceWorker returns a worker with two buffers of size bytes from
@@ -106,7 +113,84 @@ func (w *deviceWorker) close() error {
 	err := w.c.Sync()
 	w.c.Close()
 	releaseIn(w.c, w.pinned) // In needs only the range's context
+	w.shuf.Close()
+	w.rows.Close()
 	return err
+}
+
+// unshuffledOnGPU counts the chunks device reads left shuffled for the
+// GPU, for the tests.
+var unshuffledOnGPU atomic.Int64
+
+// unshuffler returns the GPU's unshuffler for a device read of the array
+// into r, or nil where its chunks are not Blosc over plain elements, the
+// knob says CPU, or the kernel cannot be loaded (an old driver: the CPU
+// unshuffles, as before).
+func (a *Array) unshuffler(r devmem.Range) *kernels.Unshuffler {
+	if _, ok := a.pipe.bloscFirst(); !ok || zarrtune.CPUUnshuffle.Load() {
+		return nil
+	}
+	var u *kernels.Unshuffler
+	if cuda.WithContext(r.Ctx, func() (err error) { u, err = kernels.LoadUnshuffler(r.Ctx); return err }) != nil {
+		return nil
+	}
+	return u
+}
+
+// unshuffles reports whether w leaves pc's Blosc blocks shuffled for the
+// GPU: a whole chunk of a Blosc chain, with w's device buffer for it at
+// hand (a device out of memory leaves the rest of the read to the CPU).
+func (w *deviceWorker) unshuffles(pc piece) bool {
+	if _, ok := pc.pipe.bloscFirst(); w.u == nil || !ok || !pc.whole() {
+		return false
+	}
+	if w.shuf == nil {
+		if err := w.c.In(func() (err error) { w.shuf, err = cuda.MemAlloc(w.size); return err }); err != nil {
+			w.u = nil
+			return false
+		}
+	}
+	return true
+}
+
+// unshuffleOut queues on w's stream the copy of pinned, a chunk (pc)
+// decoded with its Blosc blocks left shuffled (sh), to w's device buffer,
+// and the kernel that unshuffles it into its place in the region at dst:
+// straight into the rows of a chunk that lands in one (2D) copy, else
+// into w.rows and copied from there. The stream's order keeps the next
+// chunk's copy into the buffer behind the kernel.
+func (w *deviceWorker) unshuffleOut(pinned []byte, sh shuffled, pc piece, out view, dst cuda.DevicePtr) error {
+	unshuffledOnGPU.Add(1)
+	return w.c.In(func() error {
+		st, n := w.c.Stream(), len(pinned)
+		if err := cuda.MemcpyHtoDAsync(w.shuf.Ptr(), pinned, st); err != nil {
+			return err
+		}
+		cs := bandCopies(out.shape, box{start: pc.dstStart, count: pc.sel.count}, out.es)
+		if len(cs) == 1 {
+			c := cs[0]
+			pitch := c.dstPitch
+			if c.height == 1 {
+				pitch = c.width
+			}
+			return w.u.Unshuffle(st, dst+cuda.DevicePtr(c.dst), c.width, pitch, w.shuf.Ptr(), n, sh.blocksize, sh.typesize)
+		}
+		if w.rows == nil {
+			var err error
+			if w.rows, err = cuda.MemAlloc(w.size); err != nil {
+				return err
+			}
+		}
+		if err := w.u.Unshuffle(st, w.rows.Ptr(), n, n, w.shuf.Ptr(), n, sh.blocksize, sh.typesize); err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if err := cuda.MemcpyDtoD2DAsync(dst+cuda.DevicePtr(c.dst), c.dstPitch, w.rows.Ptr()+cuda.DevicePtr(c.src), c.srcPitch, c.width, c.height, st); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // ReadRegionDevice reads [start, stop) into device memory at dst, C order,
@@ -264,19 +348,31 @@ func (a *Array) readCellsDevice(ctx context.Context, ds *DirStore, bands []*band
 	if err != nil {
 		return err
 	}
+	if u := a.unshuffler(target); u != nil {
+		for _, w := range workers {
+			w.u = u
+		}
+	}
 	err = a.run(ctx, len(items), func(ctx context.Context, k, i int) error {
-		b, sp := items[i].b, &items[i].b.spans[items[i].i]
+		b, sp, w := items[i].b, &items[i].b.spans[items[i].i], workers[k]
 		if b.direct {
-			return a.readDirectSpan(ctx, workers[k], ds, *sp, out, dst)
+			return a.readDirectSpan(ctx, w, ds, *sp, out, dst)
 		}
 		pc := sp.pieces[0]
-		pinned, c, err := workers[k].staging(numElements(pc.sel.count) * es)
+		pinned, c, err := w.staging(numElements(pc.sel.count) * es)
 		if err != nil {
 			return err
 		}
 		cell := view{buf: pinned, shape: pc.sel.count, es: es, start: negate(pc.dstStart)}
 		f, err := a.fetchPiece(ctx, pc, cell)
-		if err == nil && !f.done {
+		var sh shuffled
+		switch {
+		case err != nil || f.done:
+		case w.unshuffles(pc):
+			if sh, err = pc.pipe.decodeShuffled(f.b, pinned); err != nil {
+				err = fmt.Errorf("chunk %s: %w", pc.key, err)
+			}
+		default:
 			err = a.decodeStored(pc, f.b, cell.sub(pc.dstStart), hostPlace(pc, cell))
 		}
 		if f.p != nil {
@@ -284,6 +380,9 @@ func (a *Array) readCellsDevice(ctx context.Context, ds *DirStore, bands []*band
 		}
 		if err != nil {
 			return err
+		}
+		if sh.typesize > 0 {
+			return w.unshuffleOut(pinned, sh, pc, out, dst)
 		}
 		return copyOut(c, pinned, pc, out, dst)
 	})

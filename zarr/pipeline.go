@@ -114,6 +114,22 @@ func (p *pipeline) decodeRuns(b []byte, shape []int, dst runList) (ok bool, err 
 	return true, bl.decodeRuns(b, dst)
 }
 
+// decodeShuffled is decode of the stored bytes b of a whole chunk into
+// dst, exactly its bytes, where the chain ends with Blosc over plain
+// little-endian elements (bloscFirst), with byte-shuffled Blosc blocks
+// left shuffled for the GPU (bloscCodec.decodeShuffled).
+func (p *pipeline) decodeShuffled(b, dst []byte) (shuffled, error) {
+	bl, ok := p.bloscFirst()
+	if !ok {
+		return shuffled{}, fmt.Errorf("%w: no Blosc codec to leave shuffled", ErrUnsupportedCodec)
+	}
+	b, err := p.decodeBytes(b, 1, len(dst), nil)
+	if err != nil {
+		return shuffled{}, err
+	}
+	return bl.decodeShuffled(b, dst)
+}
+
 // encode turns a chunk into its stored bytes. The last codec may use
 // dst's capacity for them (see bytesCodec); the result may also be
 // a.data itself (plain little-endian bytes).

@@ -50,3 +50,8 @@ var EagerShardPlan atomic.Bool
 // C order (a row of chunks, one directory, at once) instead of spread
 // over directories (zarr's spreadDirs), to compare.
 var RowMajorWrites atomic.Bool
+
+// CPUUnshuffle makes device reads unshuffle Blosc's byte-shuffled chunks
+// on the CPU, as host reads do, instead of on the GPU after their copy
+// (zarr's GPU unshuffle), to compare.
+var CPUUnshuffle atomic.Bool

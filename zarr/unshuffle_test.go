@@ -1,0 +1,174 @@
+package zarr
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
+)
+
+// unshuffleBlocks is the reference of what the GPU does to a chunk that
+// decodeShuffled left shuffled: each block of blocksize bytes (the last
+// may be shorter), byte j of element i at j*(len/ts)+i, the bytes after
+// the last whole element as they are.
+func unshuffleBlocks(b []byte, sh shuffled) []byte {
+	out := bytes.Clone(b)
+	for off := 0; off < len(b); off += sh.blocksize {
+		blk := b[off:min(off+sh.blocksize, len(b))]
+		neb := len(blk) / sh.typesize
+		for i := range neb {
+			for j := range sh.typesize {
+				out[off+i*sh.typesize+j] = blk[j*neb+i]
+			}
+		}
+	}
+	return out
+}
+
+// TestDecodeShuffled encodes random chunks with Blosc (every compressor,
+// byte, bit and no shuffle, element sizes 1 to 16, random block sizes,
+// chunk sizes not a multiple of them), decodes them with the blocks left
+// shuffled and checks that undoing the shuffle as the GPU does gives
+// what decode gives, that a chunk not byte-shuffled is decoded whole,
+// and that a destination of the wrong size is ErrCorruptChunk.
+func TestDecodeShuffled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(40, 41))
+	for _, cname := range []string{"lz4", "lz4hc", "zstd", "zlib"} {
+		for _, shuf := range []string{"shuffle", "bitshuffle", "noshuffle"} {
+			for _, es := range []int{1, 2, 4, 8, 16} {
+				t.Run(fmt.Sprintf("%s/%s/%d", cname, shuf, es), func(t *testing.T) {
+					cfg := map[string]any{"cname": cname, "clevel": 1 + rng.IntN(9), "shuffle": shuf, "typesize": es}
+					if rng.IntN(3) > 0 {
+						cfg["blocksize"] = 1 + rng.IntN(5000)
+					}
+					c, err := newBlosc(cfg, es, true)
+					if err != nil {
+						t.Fatal(err)
+					}
+					n := es * (1 + rng.IntN(20000))
+					data := smoothBytes(rng, n, es)
+					stored, err := c.encode(data, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					dst := make([]byte, n)
+					sh, err := c.decodeShuffled(stored, dst)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := shuf == "shuffle" && es > 1
+					if got := sh.typesize > 0; got != want {
+						t.Fatalf("left shuffled: %v (%+v), want %v", got, sh, want)
+					}
+					if want {
+						if sh.typesize != es || sh.blocksize <= 0 {
+							t.Fatalf("shuffled %+v, element size %d", sh, es)
+						}
+						dst = unshuffleBlocks(dst, sh)
+					}
+					if !bytes.Equal(dst, data) {
+						t.Fatalf("%d bytes (%+v): decoded bytes differ", n, sh)
+					}
+					if _, err := c.decodeShuffled(stored, make([]byte, n+es)); !errors.Is(err, ErrCorruptChunk) {
+						t.Fatalf("a destination too large: %v, want ErrCorruptChunk", err)
+					}
+				})
+			}
+		}
+	}
+}
+
+// smoothBytes returns n bytes of es-byte little-endian elements that
+// change slowly, with noise in the low byte: what shuffling is for.
+func smoothBytes(rng *rand.Rand, n, es int) []byte {
+	b := make([]byte, n)
+	v := uint64(rng.Uint32())
+	for i := 0; i < n; i += es {
+		v += uint64(rng.IntN(3))
+		for j := 0; j < es && i+j < n; j++ {
+			b[i+j] = byte(v >> (8 * min(j, 7)))
+		}
+		b[i] ^= byte(rng.IntN(8))
+	}
+	return b
+}
+
+// unshuffleCases are Blosc arrays whose byte-shuffled chunks device reads
+// unshuffle on the GPU: into the rows of a 2-D region, through the
+// chunk's own rows (three dimensions: a chunk lands in more than one
+// copy), 1-D, 8- and 2-byte elements, blocks that do not hold whole
+// elements, a v2 array (numcodecs' Blosc), and arrays the CPU unshuffles
+// (1-byte elements, bit shuffle, big-endian, a transpose).
+var unshuffleCases = map[string]Metadata{
+	"2d-f32":   {Shape: []int{300, 257}, ChunkShape: []int{64, 50}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "shuffle", 0)},
+	"3d-i16":   {Shape: []int{9, 40, 70}, ChunkShape: []int{4, 16, 32}, DataType: DataType{Int, 2}, Codecs: bloscCodecs("zstd", "shuffle", 1000), FillValue: -2},
+	"1d-f64":   {Shape: []int{100003}, ChunkShape: []int{4096}, DataType: DataType{Float, 8}, Codecs: bloscCodecs("zlib", "shuffle", 0)},
+	"odd-blk":  {Shape: []int{70, 90}, ChunkShape: []int{33, 31}, DataType: DataType{Uint, 4}, Codecs: bloscCodecs("lz4hc", "shuffle", 37)},
+	"u8":       {Shape: []int{80, 80}, ChunkShape: []int{32, 32}, DataType: DataType{Uint, 1}, Codecs: bloscCodecs("lz4", "shuffle", 0)},
+	"bit":      {Shape: []int{80, 80}, ChunkShape: []int{32, 32}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "bitshuffle", 0)},
+	"v2-f4":    {ZarrFormat: 2, Shape: []int{130, 70}, ChunkShape: []int{64, 64}, DataType: DataType{Float, 4}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
+	"v2-be-f8": {ZarrFormat: 2, BigEndian: true, Shape: []int{50, 50}, ChunkShape: []int{16, 16}, DataType: DataType{Float, 8}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
+	"v2-F-i4":  {ZarrFormat: 2, Order: 'F', Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Int, 4}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 3, "shuffle": 1}}},
+}
+
+func bloscCodecs(cname, shuf string, blocksize int) []Codec {
+	cfg := map[string]any{"cname": cname, "clevel": 5, "shuffle": shuf}
+	if blocksize > 0 {
+		cfg["blocksize"] = blocksize
+	}
+	return []Codec{{Name: "bytes"}, {Name: "blosc", Configuration: cfg}}
+}
+
+// TestDeviceUnshuffle reads random regions of the arrays of
+// unshuffleCases into device memory (bands laid out in cells, so that
+// whole chunks are staged per worker), with the GPU unshuffling and with
+// the CPU (zarrtune.CPUUnshuffle), and compares both with host reads;
+// where the chunks are byte-shuffled whole elements over plain
+// little-endian ones, the GPU must have unshuffled some chunks, else
+// none.
+func TestDeviceUnshuffle(t *testing.T) {
+	ctx := needGPU(t)
+	rng := rand.New(rand.NewPCG(40, 42))
+	dir := os.Getenv("KVIK_TEST_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	// The cells layout, which Auto picks for chunks of wide rows (these
+	// are small), is the one that stages whole chunks per worker.
+	zarrtune.DeviceLayout.Store(zarrtune.Cells)
+	t.Cleanup(func() {
+		zarrtune.CPUUnshuffle.Store(false)
+		zarrtune.DeviceLayout.Store(zarrtune.Auto)
+	})
+	gpu := map[string]bool{"2d-f32": true, "3d-i16": true, "1d-f64": true, "odd-blk": true, "v2-f4": true}
+	for name, m := range unshuffleCases {
+		t.Run(name, func(t *testing.T) {
+			root := fmt.Sprintf("%s/unshuffle-%s", dir, name)
+			if err := os.RemoveAll(root); err != nil {
+				t.Fatal(err)
+			}
+			s, err := NewDirStore(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cpu := range []bool{false, true} {
+				zarrtune.CPUUnshuffle.Store(cpu)
+				before := unshuffledOnGPU.Load()
+				checkDeviceRegions(t, ctx, rng, s, m)
+				// The next round writes the array anew.
+				if err := os.RemoveAll(root); err != nil {
+					t.Fatal(err)
+				}
+				s, _ = NewDirStore(root)
+				got := unshuffledOnGPU.Load() - before
+				if want := gpu[name] && !cpu; want != (got > 0) {
+					t.Errorf("CPU unshuffle %v: %d chunks unshuffled on the GPU, want some: %v", cpu, got, want)
+				}
+			}
+		})
+	}
+}
