@@ -207,7 +207,12 @@ type band struct {
 	// the region's layout.
 	slots  [][]int
 	copies []copy2D // the copies of buf to the region
-	buf    []byte
+	// shuf, for a device read whose GPU unshuffles (cells layout), is
+	// per piece how a piece left in its slot with its Blosc blocks
+	// shuffled is to be unshuffled (zero: decoded); nil where the CPU
+	// unshuffles.
+	shuf [][]shuffled
+	buf  []byte
 	slot   int           // the sink's buffer
 	ready  chan struct{} // closed when buf is set
 	left   atomic.Int64  // spans not yet done
@@ -215,6 +220,18 @@ type band struct {
 	// indexes of its shards are in (shardPlan); runBands calls it before
 	// it takes the band's memory.
 	plan func(ctx context.Context) error
+}
+
+// shuffled reports whether some piece of b was left shuffled.
+func (b *band) shuffled() bool {
+	for _, sp := range b.shuf {
+		for _, sh := range sp {
+			if sh.typesize > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // view returns the band's memory as a view in region coordinates.

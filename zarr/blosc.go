@@ -258,6 +258,19 @@ func (c bloscCodec) splitDecoder(h bloscChunk) (sd splitDecoder, err error) {
 // A zero typesize means the chunk is decoded, nothing left to undo.
 type shuffled struct{ blocksize, typesize int }
 
+// undo unshuffles b, a chunk decodeShuffled left shuffled, in place on
+// the CPU.
+func (sh shuffled) undo(b []byte) {
+	pt := getBuf(sh.blocksize)
+	defer putBuf(pt)
+	for off := 0; off < len(b); off += sh.blocksize {
+		blk := b[off:min(off+sh.blocksize, len(b))]
+		tmp := (*pt)[:len(blk)]
+		copy(tmp, blk)
+		unshuffle(blk, tmp, sh.typesize)
+	}
+}
+
 // decodeShuffled decodes the Blosc chunk src into dst, which must hold
 // exactly its bytes, leaving byte-shuffled blocks as they are for the
 // GPU to unshuffle on their way to device memory (sh, the chunk's

@@ -127,7 +127,11 @@ var unshuffledOnGPU atomic.Int64
 // knob says CPU, or the kernel cannot be loaded (an old driver: the CPU
 // unshuffles, as before).
 func (a *Array) unshuffler(r devmem.Range) *kernels.Unshuffler {
-	if _, ok := a.pipe.bloscFirst(); !ok || zarrtune.CPUUnshuffle.Load() {
+	p := a.pipe
+	if s := p.sharded(); s != nil {
+		p = s.codecs
+	}
+	if _, ok := p.bloscFirst(); !ok || zarrtune.CPUUnshuffle.Load() {
 		return nil
 	}
 	var u *kernels.Unshuffler
@@ -144,53 +148,78 @@ func (w *deviceWorker) unshuffles(pc piece) bool {
 	if _, ok := pc.pipe.bloscFirst(); w.u == nil || !ok || !pc.whole() {
 		return false
 	}
-	if w.shuf == nil {
-		if err := w.c.In(func() (err error) { w.shuf, err = cuda.MemAlloc(w.size); return err }); err != nil {
-			w.u = nil
-			return false
-		}
+	if w.c.In(func() error { return allocated(&w.shuf, w.size) }) != nil {
+		w.u = nil
+		return false
 	}
 	return true
 }
 
+// allocated allocates *b, size bytes of device memory in the current
+// context, unless it is already.
+func allocated(b **cuda.DeviceBuffer, size int) (err error) {
+	if *b == nil {
+		*b, err = cuda.MemAlloc(size)
+	}
+	return err
+}
+
 // unshuffleOut queues on w's stream the copy of pinned, a chunk (pc)
 // decoded with its Blosc blocks left shuffled (sh), to w's device buffer,
-// and the kernel that unshuffles it into its place in the region at dst:
-// straight into the rows of a chunk that lands in one (2D) copy, else
-// into w.rows and copied from there. The stream's order keeps the next
-// chunk's copy into the buffer behind the kernel.
+// and its unshuffle into its place in the region at dst (unshuffleTo).
+// The stream's order keeps the next chunk's copy into the buffer behind
+// the kernel. A chunk of several copies whose buffer of rows cannot be
+// had is unshuffled on the CPU.
 func (w *deviceWorker) unshuffleOut(pinned []byte, sh shuffled, pc piece, out view, dst cuda.DevicePtr) error {
-	unshuffledOnGPU.Add(1)
-	return w.c.In(func() error {
-		st, n := w.c.Stream(), len(pinned)
-		if err := cuda.MemcpyHtoDAsync(w.shuf.Ptr(), pinned, st); err != nil {
+	cs := bandCopies(out.shape, box{start: pc.dstStart, count: pc.sel.count}, out.es)
+	var rows cuda.DevicePtr
+	err := w.c.In(func() error {
+		if len(cs) > 1 {
+			if allocated(&w.rows, w.size) != nil {
+				return nil
+			}
+			rows = w.rows.Ptr()
+		}
+		unshuffledOnGPU.Add(1)
+		if err := cuda.MemcpyHtoDAsync(w.shuf.Ptr(), pinned, w.c.Stream()); err != nil {
 			return err
 		}
-		cs := bandCopies(out.shape, box{start: pc.dstStart, count: pc.sel.count}, out.es)
-		if len(cs) == 1 {
-			c := cs[0]
-			pitch := c.dstPitch
-			if c.height == 1 {
-				pitch = c.width
-			}
-			return w.u.Unshuffle(st, dst+cuda.DevicePtr(c.dst), c.width, pitch, w.shuf.Ptr(), n, sh.blocksize, sh.typesize)
-		}
-		if w.rows == nil {
-			var err error
-			if w.rows, err = cuda.MemAlloc(w.size); err != nil {
-				return err
-			}
-		}
-		if err := w.u.Unshuffle(st, w.rows.Ptr(), n, n, w.shuf.Ptr(), n, sh.blocksize, sh.typesize); err != nil {
-			return err
-		}
-		for _, c := range cs {
-			if err := cuda.MemcpyDtoD2DAsync(dst+cuda.DevicePtr(c.dst), c.dstPitch, w.rows.Ptr()+cuda.DevicePtr(c.src), c.srcPitch, c.width, c.height, st); err != nil {
-				return err
-			}
-		}
-		return nil
+		return unshuffleTo(w.u, w.c.Stream(), dst, cs, w.shuf.Ptr(), len(pinned), sh, rows)
 	})
+	if err == nil && len(cs) > 1 && rows == 0 {
+		sh.undo(pinned)
+		return copyOut(w.c, pinned, pc, out, dst)
+	}
+	return err
+}
+
+// unshuffleTo queues on st the unshuffle of the n-byte piece at src on
+// the device, its Blosc blocks shuffled (sh), to its copies cs into the
+// region at dst: straight into the rows of a piece that lands in one
+// copy, else into rows (n bytes of device memory) and copied from there.
+func unshuffleTo(u *kernels.Unshuffler, st cuda.Stream, dst cuda.DevicePtr, cs []copy2D, src cuda.DevicePtr, n int, sh shuffled, rows cuda.DevicePtr) error {
+	if len(cs) == 1 {
+		c := cs[0]
+		return u.Unshuffle(st, dst+cuda.DevicePtr(c.dst), c.width, rowPitch(c), src, n, sh.blocksize, sh.typesize)
+	}
+	if err := u.Unshuffle(st, rows, n, n, src, n, sh.blocksize, sh.typesize); err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if err := cuda.MemcpyDtoD2DAsync(dst+cuda.DevicePtr(c.dst), c.dstPitch, rows+cuda.DevicePtr(c.src), c.srcPitch, c.width, c.height, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rowPitch is the pitch of c's rows in the destination, its width for
+// one row.
+func rowPitch(c copy2D) int {
+	if c.height == 1 {
+		return c.width
+	}
+	return c.dstPitch
 }
 
 // ReadRegionDevice reads [start, stop) into device memory at dst, C order,
@@ -223,11 +252,18 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 	out := view{shape: r.count, es: es}
 	ds, _ := a.store.(*DirStore)
 	layout := zarrtune.DeviceLayout.Load()
+	u := a.unshuffler(target)
 	p, err := a.bandPlan(ctx, r, bufSize, func(b *band) {
 		if ds != nil {
 			a.directBand(b, out)
 		}
 		layoutBands([]*band{b}, r.count, es, layout)
+		if u != nil && b.slots != nil {
+			b.shuf = make([][]shuffled, len(b.spans))
+			for i := range b.spans {
+				b.shuf[i] = make([]shuffled, len(b.spans[i].pieces))
+			}
+		}
 	})
 	if err != nil {
 		return err
@@ -240,7 +276,7 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 	}
 	if ds != nil && p.indexes == nil {
 		if cell, ok := workerStaged(p.bands, es); ok {
-			return a.readCellsDevice(ctx, ds, p.bands, target, dst, out, cell)
+			return a.readCellsDevice(ctx, ds, p.bands, target, dst, out, cell, u)
 		}
 	}
 	_, n := bandBuffers(bufSize, banded)
@@ -248,6 +284,7 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 	if err != nil {
 		return err
 	}
+	sink.u, sink.region = u, r.count
 	workers := make([]*deviceWorker, a.concurrency())
 	err = a.readBands(ctx, p, sink, func(ctx context.Context, k int, sp span) error {
 		if workers[k] == nil {
@@ -328,7 +365,7 @@ func workerStaged(bands []*band, es int) (cell int, ok bool) {
 // (readDirectSpan), any other fetched and decoded whole into one of the
 // worker's workerCells pinned buffers of size bytes and copied from there
 // to its place in the region at dst while the worker goes on.
-func (a *Array) readCellsDevice(ctx context.Context, ds *DirStore, bands []*band, target devmem.Range, dst cuda.DevicePtr, out view, size int) error {
+func (a *Array) readCellsDevice(ctx context.Context, ds *DirStore, bands []*band, target devmem.Range, dst cuda.DevicePtr, out view, size int, u *kernels.Unshuffler) error {
 	type item struct {
 		b *band
 		i int
@@ -348,10 +385,8 @@ func (a *Array) readCellsDevice(ctx context.Context, ds *DirStore, bands []*band
 	if err != nil {
 		return err
 	}
-	if u := a.unshuffler(target); u != nil {
-		for _, w := range workers {
-			w.u = u
-		}
+	for _, w := range workers {
+		w.u = u
 	}
 	err = a.run(ctx, len(items), func(ctx context.Context, k, i int) error {
 		b, sp, w := items[i].b, &items[i].b.spans[items[i].i], workers[k]
@@ -642,6 +677,12 @@ type deviceSink struct {
 	dst   cuda.DevicePtr
 	bands chan *band    // filled bands, for the copying goroutine
 	done  chan struct{} // closed when the copying goroutine returns
+	// GPU unshuffle of the pieces of bands left shuffled (band.shuf): u,
+	// the region's shape, and the device buffer shuffled pieces are
+	// copied to, taken at the first.
+	u          *kernels.Unshuffler
+	region     []int
+	shuf, rows *cuda.DeviceBuffer
 }
 
 func newDeviceSink(target devmem.Range, dst cuda.DevicePtr, es, size, n int) (*deviceSink, error) {
@@ -710,6 +751,9 @@ func (s *deviceSink) copyBands() {
 // queue queues the copies of b and marks their end with b's buffer.
 func (s *deviceSink) queue(b *band) error {
 	err := s.c.In(func() error {
+		if b.shuffled() {
+			return s.queuePieces(b)
+		}
 		for _, c := range b.copies {
 			if err := copyHtoD(s.dst+cuda.DevicePtr(c.dst), b.buf[c.src:], c, s.c.Stream()); err != nil {
 				return err
@@ -740,12 +784,52 @@ func copyHtoD(dst cuda.DevicePtr, src []byte, c copy2D, st cuda.Stream) error {
 	return nil
 }
 
+// queuePieces queues the copies of b, some of whose pieces are left
+// shuffled (in the cells layout: each piece whole in its slot): those go
+// to the sink's device buffer, at their slot's offset, and are
+// unshuffled into the region (unshuffleTo); the others are copied as
+// they are. Where the device buffers cannot be had (the device out of
+// memory), the CPU unshuffles the pieces in b's buffer first.
+func (s *deviceSink) queuePieces(b *band) error {
+	st := s.c.Stream()
+	for i, sp := range b.spans {
+		for j, pc := range sp.pieces {
+			off, n := b.slots[i][j], numElements(pc.sel.count)*s.es
+			cs := bandCopies(s.region, box{start: pc.dstStart, count: pc.sel.count}, s.es)
+			sh := b.shuf[i][j]
+			if sh.typesize > 0 && (allocated(&s.shuf, s.size) != nil || len(cs) > 1 && allocated(&s.rows, s.size) != nil) {
+				sh.undo(b.buf[off : off+n])
+				sh = shuffled{}
+			}
+			if sh.typesize == 0 {
+				for _, c := range cs {
+					if err := copyHtoD(s.dst+cuda.DevicePtr(c.dst), b.buf[off+c.src:], c, st); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			unshuffledOnGPU.Add(1)
+			src := s.shuf.Ptr() + cuda.DevicePtr(off)
+			if err := cuda.MemcpyHtoDAsync(src, b.buf[off:off+n], st); err != nil {
+				return err
+			}
+			if err := unshuffleTo(s.u, st, s.dst, cs, src, n, sh, s.rows.Ptr()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // close waits for the copies, then gives the buffers and the stream
 // back.
 func (s *deviceSink) close() error {
 	close(s.bands)
 	<-s.done
 	s.pinnedSlots.close()
+	s.shuf.Close()
+	s.rows.Close()
 	return s.err
 }
 

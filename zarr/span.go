@@ -255,6 +255,14 @@ func (a *Array) decodeSpan(ctx context.Context, b *band, i int, f fetched, inner
 	es := a.meta.DataType.Size
 	one := func(j int, stored []byte) error {
 		pc, bv := sp.pieces[j], b.pieceView(es, i, j)
+		if _, ok := pc.pipe.bloscFirst(); ok && b.shuf != nil && pc.whole() {
+			sh, err := pc.pipe.decodeShuffled(stored, bv.buf)
+			if err != nil {
+				return fmt.Errorf("chunk %s: %w", pc.key, err)
+			}
+			b.shuf[i][j] = sh
+			return nil
+		}
 		return a.decodeStored(pc, stored, bv.sub(pc.dstStart), hostPlace(pc, bv))
 	}
 	if sp.single() {

@@ -8,14 +8,16 @@ import (
 	"os"
 	"testing"
 
+	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
-// unshuffleBlocks is the reference of what the GPU does to a chunk that
+// refUnshuffle is the reference of what the GPU does to a chunk that
 // decodeShuffled left shuffled: each block of blocksize bytes (the last
 // may be shorter), byte j of element i at j*(len/ts)+i, the bytes after
 // the last whole element as they are.
-func unshuffleBlocks(b []byte, sh shuffled) []byte {
+func refUnshuffle(b []byte, sh shuffled) []byte {
 	out := bytes.Clone(b)
 	for off := 0; off < len(b); off += sh.blocksize {
 		blk := b[off:min(off+sh.blocksize, len(b))]
@@ -68,7 +70,7 @@ func TestDecodeShuffled(t *testing.T) {
 						if sh.typesize != es || sh.blocksize <= 0 {
 							t.Fatalf("shuffled %+v, element size %d", sh, es)
 						}
-						dst = unshuffleBlocks(dst, sh)
+						dst = refUnshuffle(dst, sh)
 					}
 					if !bytes.Equal(dst, data) {
 						t.Fatalf("%d bytes (%+v): decoded bytes differ", n, sh)
@@ -101,19 +103,25 @@ func smoothBytes(rng *rand.Rand, n, es int) []byte {
 // unshuffle on the GPU: into the rows of a 2-D region, through the
 // chunk's own rows (three dimensions: a chunk lands in more than one
 // copy), 1-D, 8- and 2-byte elements, blocks that do not hold whole
-// elements, a v2 array (numcodecs' Blosc), and arrays the CPU unshuffles
-// (1-byte elements, bit shuffle, big-endian, a transpose).
-var unshuffleCases = map[string]Metadata{
-	"2d-f32":   {Shape: []int{300, 257}, ChunkShape: []int{64, 50}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "shuffle", 0)},
-	"3d-i16":   {Shape: []int{9, 40, 70}, ChunkShape: []int{4, 16, 32}, DataType: DataType{Int, 2}, Codecs: bloscCodecs("zstd", "shuffle", 1000), FillValue: -2},
-	"1d-f64":   {Shape: []int{100003}, ChunkShape: []int{4096}, DataType: DataType{Float, 8}, Codecs: bloscCodecs("zlib", "shuffle", 0)},
-	"odd-blk":  {Shape: []int{70, 90}, ChunkShape: []int{33, 31}, DataType: DataType{Uint, 4}, Codecs: bloscCodecs("lz4hc", "shuffle", 37)},
-	"u8":       {Shape: []int{80, 80}, ChunkShape: []int{32, 32}, DataType: DataType{Uint, 1}, Codecs: bloscCodecs("lz4", "shuffle", 0)},
-	"bit":      {Shape: []int{80, 80}, ChunkShape: []int{32, 32}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "bitshuffle", 0)},
-	"v2-f4":    {ZarrFormat: 2, Shape: []int{130, 70}, ChunkShape: []int{64, 64}, DataType: DataType{Float, 4}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
-	"v2-be-f8": {ZarrFormat: 2, BigEndian: true, Shape: []int{50, 50}, ChunkShape: []int{16, 16}, DataType: DataType{Float, 8}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
-	"v2-F-i4":  {ZarrFormat: 2, Order: 'F', Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Int, 4}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 3, "shuffle": 1}}},
-}
+// elements, a v2 array (numcodecs' Blosc), inner chunks of shards, and
+// arrays the CPU unshuffles (1-byte elements, bit shuffle, big-endian, a
+// transpose). gpu names those of the first kind.
+var (
+	unshuffleCases = map[string]Metadata{
+		"2d-f32":     {Shape: []int{300, 257}, ChunkShape: []int{64, 50}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "shuffle", 0)},
+		"3d-i16":     {Shape: []int{9, 40, 70}, ChunkShape: []int{4, 16, 32}, DataType: DataType{Int, 2}, Codecs: bloscCodecs("zstd", "shuffle", 1000), FillValue: -2},
+		"1d-f64":     {Shape: []int{100003}, ChunkShape: []int{4096}, DataType: DataType{Float, 8}, Codecs: bloscCodecs("zlib", "shuffle", 0)},
+		"odd-blk":    {Shape: []int{70, 90}, ChunkShape: []int{33, 31}, DataType: DataType{Uint, 4}, Codecs: bloscCodecs("lz4hc", "shuffle", 37)},
+		"sharded":    {Shape: []int{90, 64}, ChunkShape: []int{32, 32}, DataType: DataType{Float, 4}, Codecs: shardCodecs([]int{16, 8}, false, bloscCodecs("lz4", "shuffle", 0))},
+		"sharded-3d": {Shape: []int{8, 30, 40}, ChunkShape: []int{4, 16, 20}, DataType: DataType{Int, 8}, Codecs: shardCodecs([]int{2, 8, 10}, true, bloscCodecs("zstd", "shuffle", 0)), FillValue: 9},
+		"v2-f4":      {ZarrFormat: 2, Shape: []int{130, 70}, ChunkShape: []int{64, 64}, DataType: DataType{Float, 4}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
+		"u8":         {Shape: []int{80, 80}, ChunkShape: []int{32, 32}, DataType: DataType{Uint, 1}, Codecs: bloscCodecs("lz4", "shuffle", 0)},
+		"bit":        {Shape: []int{80, 80}, ChunkShape: []int{32, 32}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "bitshuffle", 0)},
+		"v2-be-f8":   {ZarrFormat: 2, BigEndian: true, Shape: []int{50, 50}, ChunkShape: []int{16, 16}, DataType: DataType{Float, 8}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
+		"v2-F-i4":    {ZarrFormat: 2, Order: 'F', Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Int, 4}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 3, "shuffle": 1}}},
+	}
+	gpuUnshuffled = map[string]bool{"2d-f32": true, "3d-i16": true, "1d-f64": true, "odd-blk": true, "sharded": true, "sharded-3d": true, "v2-f4": true}
+)
 
 func bloscCodecs(cname, shuf string, blocksize int) []Codec {
 	cfg := map[string]any{"cname": cname, "clevel": 5, "shuffle": shuf}
@@ -124,48 +132,63 @@ func bloscCodecs(cname, shuf string, blocksize int) []Codec {
 }
 
 // TestDeviceUnshuffle reads random regions of the arrays of
-// unshuffleCases into device memory (bands laid out in cells, so that
-// whole chunks are staged per worker), with the GPU unshuffling and with
-// the CPU (zarrtune.CPUUnshuffle), and compares both with host reads;
-// where the chunks are byte-shuffled whole elements over plain
-// little-endian ones, the GPU must have unshuffled some chunks, else
-// none.
+// unshuffleCases in a DirStore into device memory (bands laid out in
+// cells, which Auto picks for chunks of wide rows only: whole chunks are
+// staged per worker, inner chunks of shards in bands), with the GPU
+// unshuffling and with the CPU (zarrtune.CPUUnshuffle), and compares both
+// with host reads; the GPU must have unshuffled chunks of the arrays of
+// gpuUnshuffled, and none of the others.
 func TestDeviceUnshuffle(t *testing.T) {
 	ctx := needGPU(t)
-	rng := rand.New(rand.NewPCG(40, 42))
 	dir := os.Getenv("KVIK_TEST_DIR")
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	// The cells layout, which Auto picks for chunks of wide rows (these
-	// are small), is the one that stages whole chunks per worker.
+	checkUnshuffle(t, ctx, 42, func(t *testing.T, name string) Store {
+		root := fmt.Sprintf("%s/unshuffle-%s", dir, name)
+		if err := os.RemoveAll(root); err != nil {
+			t.Fatal(err)
+		}
+		s, err := NewDirStore(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+// TestRemoteDeviceUnshuffle is TestDeviceUnshuffle with the arrays in S3
+// (versitygw): every read goes through bands.
+func TestRemoteDeviceUnshuffle(t *testing.T) {
+	ctx := needGPU(t)
+	srv := s3test.Start(t)
+	checkUnshuffle(t, ctx, 43, func(t *testing.T, name string) Store {
+		s, err := OpenURL(bg, srv.URLOf(name), WithRemoteOptions(srv.Opts()...), WithMaxRequests(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// checkUnshuffle runs the checks of TestDeviceUnshuffle on stores that
+// store makes, a new one for each array and way.
+func checkUnshuffle(t *testing.T, ctx cuda.Context, seed uint64, store func(t *testing.T, name string) Store) {
+	rng := rand.New(rand.NewPCG(40, seed))
 	zarrtune.DeviceLayout.Store(zarrtune.Cells)
 	t.Cleanup(func() {
 		zarrtune.CPUUnshuffle.Store(false)
 		zarrtune.DeviceLayout.Store(zarrtune.Auto)
 	})
-	gpu := map[string]bool{"2d-f32": true, "3d-i16": true, "1d-f64": true, "odd-blk": true, "v2-f4": true}
 	for name, m := range unshuffleCases {
 		t.Run(name, func(t *testing.T) {
-			root := fmt.Sprintf("%s/unshuffle-%s", dir, name)
-			if err := os.RemoveAll(root); err != nil {
-				t.Fatal(err)
-			}
-			s, err := NewDirStore(root)
-			if err != nil {
-				t.Fatal(err)
-			}
 			for _, cpu := range []bool{false, true} {
 				zarrtune.CPUUnshuffle.Store(cpu)
 				before := unshuffledOnGPU.Load()
-				checkDeviceRegions(t, ctx, rng, s, m)
-				// The next round writes the array anew.
-				if err := os.RemoveAll(root); err != nil {
-					t.Fatal(err)
-				}
-				s, _ = NewDirStore(root)
+				checkDeviceRegions(t, ctx, rng, store(t, fmt.Sprintf("%s-%v", name, cpu)), m)
 				got := unshuffledOnGPU.Load() - before
-				if want := gpu[name] && !cpu; want != (got > 0) {
+				if want := gpuUnshuffled[name] && !cpu; want != (got > 0) {
 					t.Errorf("CPU unshuffle %v: %d chunks unshuffled on the GPU, want some: %v", cpu, got, want)
 				}
 			}

@@ -82,6 +82,7 @@ func main() {
 	altNoYield := flag.Bool("alt-noyield", false, "the alternative reads' workers do not yield before they decode (zarrtune.NoYield)")
 	altWholeSpans := flag.Bool("alt-wholespans", false, "the alternative reads' workers decode each fetched span of a shard whole, not in parts (zarrtune.WholeSpans)")
 	altEagerPlan := flag.Bool("alt-eagerplan", false, "the alternative reads of sharded arrays read every shard index before any chunk (zarrtune.EagerShardPlan)")
+	altCPUUnshuffle := flag.Bool("alt-cpuunshuffle", false, "the alternative reads of device memory undo Blosc's byte shuffle on the CPU, not the GPU (zarrtune.CPUUnshuffle)")
 	altWhole := flag.Bool("alt-whole", false, "also read each sharded array through a store opened with zarr.WithWholeShards (runs named \"... whole\"), in the same rounds")
 	host := flag.Bool("host", false, "read into host memory (no GPU needed)")
 	codecs := flag.String("codecs", "zstd,blosc-lz4,blosc-zstd,gzip,sharded,sharded-zstd", "variants besides raw, comma-separated")
@@ -164,7 +165,7 @@ func main() {
 				alt.SetWorkers(*altWorkers)
 			}
 			name := v.name + suffix
-			inline, noYield, wholeSpans, eagerPlan := *altInline, *altNoYield, *altWholeSpans, *altEagerPlan
+			inline, noYield, wholeSpans, eagerPlan, cpuUnshuffle := *altInline, *altNoYield, *altWholeSpans, *altEagerPlan, *altCPUUnshuffle
 			runs = append(runs, run{"zarr " + name + " region", "s3_" + strings.ReplaceAll(name, " ", "_"), func() error {
 				zarrtune.InlineFetch.Store(inline)
 				defer zarrtune.InlineFetch.Store(false)
@@ -174,6 +175,8 @@ func main() {
 				defer zarrtune.WholeSpans.Store(false)
 				zarrtune.EagerShardPlan.Store(eagerPlan)
 				defer zarrtune.EagerShardPlan.Store(false)
+				zarrtune.CPUUnshuffle.Store(cpuUnshuffle)
+				defer zarrtune.CPUUnshuffle.Store(false)
 				return t.region(alt, shape)
 			}})
 		}
