@@ -211,11 +211,11 @@ type band struct {
 	// per piece how a piece left in its slot with its Blosc blocks
 	// shuffled is to be unshuffled (zero: decoded); nil where the CPU
 	// unshuffles.
-	shuf [][]shuffled
-	buf  []byte
-	slot   int           // the sink's buffer
-	ready  chan struct{} // closed when buf is set
-	left   atomic.Int64  // spans not yet done
+	shuf  [][]shuffled
+	buf   []byte
+	slot  int           // the sink's buffer
+	ready chan struct{} // closed when buf is set
+	left  atomic.Int64  // spans not yet done
 	// plan, when set, plans the band (its spans, n and layout) once the
 	// indexes of its shards are in (shardPlan); runBands calls it before
 	// it takes the band's memory.
