@@ -207,11 +207,11 @@ type band struct {
 	// the region's layout.
 	slots  [][]int
 	copies []copy2D // the copies of buf to the region
-	// shuf, for a device read whose GPU unshuffles (cells layout), is
-	// per piece how a piece left in its slot with its Blosc blocks
-	// shuffled is to be unshuffled (zero: decoded); nil where the CPU
+	// shuf, for a device read whose GPU unshuffles, is per piece how a
+	// piece left with its Blosc blocks shuffled (whole, in one stretch
+	// of buf) is to be unshuffled (zero: decoded); nil where the CPU
 	// unshuffles.
-	shuf  [][]shuffled
+	shuf  [][]pieceShuffle
 	buf   []byte
 	slot  int           // the sink's buffer
 	ready chan struct{} // closed when buf is set
@@ -220,6 +220,13 @@ type band struct {
 	// indexes of its shards are in (shardPlan); runBands calls it before
 	// it takes the band's memory.
 	plan func(ctx context.Context) error
+}
+
+// pieceShuffle is a piece of a band left shuffled: how, and where it
+// starts in the band's buffer.
+type pieceShuffle struct {
+	shuffled
+	off int
 }
 
 // shuffled reports whether some piece of b was left shuffled.
@@ -252,6 +259,15 @@ func (b *band) pieceView(es, i, j int) view {
 	pc := b.spans[i].pieces[j]
 	off, n := b.slots[i][j], numElements(pc.sel.count)*es
 	return view{buf: b.buf[off : off+n : off+n], shape: pc.sel.count, es: es, start: negate(pc.dstStart)}
+}
+
+// pieceOff returns where piece j of span i starts in b's buffer: its
+// slot, or its place in the band's box.
+func (b *band) pieceOff(es, i, j int) int {
+	if b.slots != nil {
+		return b.slots[i][j]
+	}
+	return b.view(es).sub(b.spans[i].pieces[j].dstStart).offset()
 }
 
 // bandSink is where the bands of a read go: host memory (the destination

@@ -258,10 +258,10 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 			a.directBand(b, out)
 		}
 		layoutBands([]*band{b}, r.count, es, layout)
-		if u != nil && b.slots != nil {
-			b.shuf = make([][]shuffled, len(b.spans))
+		if u != nil && !b.direct {
+			b.shuf = make([][]pieceShuffle, len(b.spans))
 			for i := range b.spans {
-				b.shuf[i] = make([]shuffled, len(b.spans[i].pieces))
+				b.shuf[i] = make([]pieceShuffle, len(b.spans[i].pieces))
 			}
 		}
 	})
@@ -754,12 +754,7 @@ func (s *deviceSink) queue(b *band) error {
 		if b.shuffled() {
 			return s.queuePieces(b)
 		}
-		for _, c := range b.copies {
-			if err := copyHtoD(s.dst+cuda.DevicePtr(c.dst), b.buf[c.src:], c, s.c.Stream()); err != nil {
-				return err
-			}
-		}
-		return nil
+		return s.queueCopies(b)
 	})
 	if err != nil {
 		return err
@@ -784,38 +779,59 @@ func copyHtoD(dst cuda.DevicePtr, src []byte, c copy2D, st cuda.Stream) error {
 	return nil
 }
 
+// queueCopies queues b's copies from its buffer.
+func (s *deviceSink) queueCopies(b *band) error {
+	for _, c := range b.copies {
+		if err := copyHtoD(s.dst+cuda.DevicePtr(c.dst), b.buf[c.src:], c, s.c.Stream()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // queuePieces queues the copies of b, some of whose pieces are left
-// shuffled (in the cells layout: each piece whole in its slot): those go
-// to the sink's device buffer, at their slot's offset, and are
-// unshuffled into the region (unshuffleTo); the others are copied as
-// they are. Where the device buffers cannot be had (the device out of
-// memory), the CPU unshuffles the pieces in b's buffer first.
+// shuffled (band.shuf): the band's buffer goes to the sink's device
+// buffer in one copy, its bytes from there to the region as the band's
+// copies would take them (unless every piece is shuffled), then the
+// shuffled pieces are unshuffled over their places (unshuffleTo). Where
+// the device buffers cannot be had (the device out of memory), the CPU
+// unshuffles the pieces in b's buffer and the band goes as any other.
 func (s *deviceSink) queuePieces(b *band) error {
-	st := s.c.Stream()
+	st, all := s.c.Stream(), true
 	for i, sp := range b.spans {
 		for j, pc := range sp.pieces {
-			off, n := b.slots[i][j], numElements(pc.sel.count)*s.es
-			cs := bandCopies(s.region, box{start: pc.dstStart, count: pc.sel.count}, s.es)
 			sh := b.shuf[i][j]
-			if sh.typesize > 0 && (allocated(&s.shuf, s.size) != nil || len(cs) > 1 && allocated(&s.rows, s.size) != nil) {
-				sh.undo(b.buf[off : off+n])
-				sh = shuffled{}
+			if sh.typesize > 0 && (allocated(&s.shuf, s.size) != nil || allocated(&s.rows, s.size) != nil) {
+				sh.undo(b.buf[sh.off : sh.off+numElements(pc.sel.count)*s.es])
+				b.shuf[i][j] = pieceShuffle{}
 			}
-			if sh.typesize == 0 {
-				for _, c := range cs {
-					if err := copyHtoD(s.dst+cuda.DevicePtr(c.dst), b.buf[off+c.src:], c, st); err != nil {
-						return err
-					}
+			all = all && b.shuf[i][j].typesize > 0
+		}
+	}
+	if !b.shuffled() {
+		return s.queueCopies(b)
+	}
+	dev := s.shuf.Ptr()
+	if err := cuda.MemcpyHtoDAsync(dev, b.buf[:numElements(b.box.count)*s.es], st); err != nil {
+		return err
+	}
+	for _, c := range b.copies {
+		if all {
+			break
+		}
+		if err := cuda.MemcpyDtoD2DAsync(s.dst+cuda.DevicePtr(c.dst), rowPitch(c), dev+cuda.DevicePtr(c.src), max(c.srcPitch, c.width), c.width, c.height, st); err != nil {
+			return err
+		}
+	}
+	for i, sp := range b.spans {
+		for j, pc := range sp.pieces {
+			if sh := b.shuf[i][j]; sh.typesize > 0 {
+				unshuffledOnGPU.Add(1)
+				cs := bandCopies(s.region, box{start: pc.dstStart, count: pc.sel.count}, s.es)
+				n := numElements(pc.sel.count) * s.es
+				if err := unshuffleTo(s.u, st, s.dst, cs, dev+cuda.DevicePtr(sh.off), n, sh.shuffled, s.rows.Ptr()); err != nil {
+					return err
 				}
-				continue
-			}
-			unshuffledOnGPU.Add(1)
-			src := s.shuf.Ptr() + cuda.DevicePtr(off)
-			if err := cuda.MemcpyHtoDAsync(src, b.buf[off:off+n], st); err != nil {
-				return err
-			}
-			if err := unshuffleTo(s.u, st, s.dst, cs, src, n, sh, s.rows.Ptr()); err != nil {
-				return err
 			}
 		}
 	}

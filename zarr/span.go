@@ -255,15 +255,16 @@ func (a *Array) decodeSpan(ctx context.Context, b *band, i int, f fetched, inner
 	es := a.meta.DataType.Size
 	one := func(j int, stored []byte) error {
 		pc, bv := sp.pieces[j], b.pieceView(es, i, j)
-		if _, ok := pc.pipe.bloscFirst(); ok && b.shuf != nil && pc.whole() {
-			sh, err := pc.pipe.decodeShuffled(stored, bv.buf)
+		place := hostPlace(pc, bv)
+		if _, ok := pc.pipe.bloscFirst(); ok && b.shuf != nil && place != nil {
+			sh, err := pc.pipe.decodeShuffled(stored, place)
 			if err != nil {
 				return fmt.Errorf("chunk %s: %w", pc.key, err)
 			}
-			b.shuf[i][j] = sh
+			b.shuf[i][j] = pieceShuffle{sh, b.pieceOff(es, i, j)}
 			return nil
 		}
-		return a.decodeStored(pc, stored, bv.sub(pc.dstStart), hostPlace(pc, bv))
+		return a.decodeStored(pc, stored, bv.sub(pc.dstStart), place)
 	}
 	if sp.single() {
 		return one(0, f.b)

@@ -105,22 +105,28 @@ func smoothBytes(rng *rand.Rand, n, es int) []byte {
 // copy), 1-D, 8- and 2-byte elements, blocks that do not hold whole
 // elements, a v2 array (numcodecs' Blosc), inner chunks of shards, and
 // arrays the CPU unshuffles (1-byte elements, bit shuffle, big-endian, a
-// transpose). gpu names those of the first kind.
+// transpose); floats, whose values (randValues) compress, where Blosc
+// would store random integers as they are, unshuffled. gpuUnshuffled
+// names those of the first kind.
 var (
 	unshuffleCases = map[string]Metadata{
 		"2d-f32":     {Shape: []int{300, 257}, ChunkShape: []int{64, 50}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "shuffle", 0)},
-		"3d-i16":     {Shape: []int{9, 40, 70}, ChunkShape: []int{4, 16, 32}, DataType: DataType{Int, 2}, Codecs: bloscCodecs("zstd", "shuffle", 1000), FillValue: -2},
+		"3d-f16":     {Shape: []int{9, 40, 70}, ChunkShape: []int{4, 16, 32}, DataType: DataType{Float, 2}, Codecs: bloscCodecs("zstd", "shuffle", 1000), FillValue: -2},
 		"1d-f64":     {Shape: []int{100003}, ChunkShape: []int{4096}, DataType: DataType{Float, 8}, Codecs: bloscCodecs("zlib", "shuffle", 0)},
-		"odd-blk":    {Shape: []int{70, 90}, ChunkShape: []int{33, 31}, DataType: DataType{Uint, 4}, Codecs: bloscCodecs("lz4hc", "shuffle", 37)},
+		"rows-f32":   {Shape: []int{200, 64}, ChunkShape: []int{16, 64}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "shuffle", 0), FillValue: 1.5},
+		"odd-blk":    {Shape: []int{70, 90}, ChunkShape: []int{33, 31}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4hc", "shuffle", 37)},
 		"sharded":    {Shape: []int{90, 64}, ChunkShape: []int{32, 32}, DataType: DataType{Float, 4}, Codecs: shardCodecs([]int{16, 8}, false, bloscCodecs("lz4", "shuffle", 0))},
-		"sharded-3d": {Shape: []int{8, 30, 40}, ChunkShape: []int{4, 16, 20}, DataType: DataType{Int, 8}, Codecs: shardCodecs([]int{2, 8, 10}, true, bloscCodecs("zstd", "shuffle", 0)), FillValue: 9},
+		"sharded-3d": {Shape: []int{8, 30, 40}, ChunkShape: []int{4, 16, 20}, DataType: DataType{Float, 8}, Codecs: shardCodecs([]int{2, 8, 10}, true, bloscCodecs("zstd", "shuffle", 0)), FillValue: 9},
 		"v2-f4":      {ZarrFormat: 2, Shape: []int{130, 70}, ChunkShape: []int{64, 64}, DataType: DataType{Float, 4}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
 		"u8":         {Shape: []int{80, 80}, ChunkShape: []int{32, 32}, DataType: DataType{Uint, 1}, Codecs: bloscCodecs("lz4", "shuffle", 0)},
 		"bit":        {Shape: []int{80, 80}, ChunkShape: []int{32, 32}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "bitshuffle", 0)},
 		"v2-be-f8":   {ZarrFormat: 2, BigEndian: true, Shape: []int{50, 50}, ChunkShape: []int{16, 16}, DataType: DataType{Float, 8}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
 		"v2-F-i4":    {ZarrFormat: 2, Order: 'F', Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Int, 4}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 3, "shuffle": 1}}},
 	}
-	gpuUnshuffled = map[string]bool{"2d-f32": true, "3d-i16": true, "1d-f64": true, "odd-blk": true, "sharded": true, "sharded-3d": true, "v2-f4": true}
+	gpuUnshuffled = map[string]bool{"2d-f32": true, "3d-f16": true, "1d-f64": true, "rows-f32": true, "odd-blk": true, "sharded": true, "sharded-3d": true, "v2-f4": true}
+	// In the region layout, only chunks that lie in one stretch of
+	// their band (as wide as the array) are left shuffled.
+	gpuUnshuffledRegion = map[string]bool{"1d-f64": true, "rows-f32": true}
 )
 
 func bloscCodecs(cname, shuf string, blocksize int) []Codec {
@@ -132,12 +138,13 @@ func bloscCodecs(cname, shuf string, blocksize int) []Codec {
 }
 
 // TestDeviceUnshuffle reads random regions of the arrays of
-// unshuffleCases in a DirStore into device memory (bands laid out in
-// cells, which Auto picks for chunks of wide rows only: whole chunks are
-// staged per worker, inner chunks of shards in bands), with the GPU
-// unshuffling and with the CPU (zarrtune.CPUUnshuffle), and compares both
-// with host reads; the GPU must have unshuffled chunks of the arrays of
-// gpuUnshuffled, and none of the others.
+// unshuffleCases in a DirStore into device memory, the bands laid out in
+// cells (which Auto picks for chunks of wide rows only: whole chunks
+// staged per worker, inner chunks of shards in bands) and in the
+// region's layout, with the GPU unshuffling and with the CPU
+// (zarrtune.CPUUnshuffle), and compares each with host reads; the GPU
+// must have unshuffled chunks of the arrays of gpuUnshuffled
+// (gpuUnshuffledRegion), and none of the others.
 func TestDeviceUnshuffle(t *testing.T) {
 	ctx := needGPU(t)
 	dir := os.Getenv("KVIK_TEST_DIR")
@@ -176,20 +183,26 @@ func TestRemoteDeviceUnshuffle(t *testing.T) {
 // store makes, a new one for each array and way.
 func checkUnshuffle(t *testing.T, ctx cuda.Context, seed uint64, store func(t *testing.T, name string) Store) {
 	rng := rand.New(rand.NewPCG(40, seed))
-	zarrtune.DeviceLayout.Store(zarrtune.Cells)
 	t.Cleanup(func() {
 		zarrtune.CPUUnshuffle.Store(false)
 		zarrtune.DeviceLayout.Store(zarrtune.Auto)
 	})
 	for name, m := range unshuffleCases {
 		t.Run(name, func(t *testing.T) {
-			for _, cpu := range []bool{false, true} {
-				zarrtune.CPUUnshuffle.Store(cpu)
-				before := unshuffledOnGPU.Load()
-				checkDeviceRegions(t, ctx, rng, store(t, fmt.Sprintf("%s-%v", name, cpu)), m)
-				got := unshuffledOnGPU.Load() - before
-				if want := gpuUnshuffled[name] && !cpu; want != (got > 0) {
-					t.Errorf("CPU unshuffle %v: %d chunks unshuffled on the GPU, want some: %v", cpu, got, want)
+			for _, layout := range []int32{zarrtune.Cells, zarrtune.Region} {
+				for _, cpu := range []bool{false, true} {
+					zarrtune.DeviceLayout.Store(layout)
+					zarrtune.CPUUnshuffle.Store(cpu)
+					before := unshuffledOnGPU.Load()
+					checkDeviceRegions(t, ctx, rng, store(t, fmt.Sprintf("%s-%d-%v", name, layout, cpu)), m)
+					got := unshuffledOnGPU.Load() - before
+					want := gpuUnshuffled[name]
+					if layout == zarrtune.Region {
+						want = gpuUnshuffledRegion[name]
+					}
+					if want = want && !cpu; want != (got > 0) {
+						t.Errorf("layout %d, CPU unshuffle %v: %d chunks unshuffled on the GPU, want some: %v", layout, cpu, got, want)
+					}
 				}
 			}
 		})
