@@ -32,7 +32,7 @@
 #   cp "$KVIK_TEST_VERSITYGW" G/versitygw && gzip -f G/*
 # then there: bash bench/zarr_local_gpu.sh G
 # REPS (default 3); SIDE (16384), CHUNK (512) and ZB_ARGS (more flags,
-# e.g. -alt-rowwrites) for zarrbench; MODES
+# e.g. -alt-rowwrites, -alt-unshuffle) for zarrbench; MODES
 # ("shared split"), SERVER_CPUS, KEEPALIVE for S3 (bench/zarr_s3.sh).
 set -u
 R=$(cd "$(dirname "$0")/.." && pwd)
@@ -95,5 +95,8 @@ END {
   line = ""
   for (i = 2; i <= n; i++) if ((c[i] "_write_rows" in v) && (c[i] "_encode" in v)) line = line sprintf(" %s %s (spread %s; device %s / %s)", c[i], r(c[i] "_write_rows", c[i] "_encode"), r(c[i] "_write", c[i] "_encode"), r(c[i] "_devwrite_rows", c[i] "_encode"), r(c[i] "_devwrite", c[i] "_encode"))
   if (line != "") printf "writes with chunks in C order (-alt-rowwrites) / encode:%s\n", line
+  line = ""
+  for (i = 2; i <= n; i++) if (c[i] "_gpu_cpuunshuffle" in v) line = line sprintf(" %s %s GB/s, %s of decode (GPU unshuffle %sx it, paired %s)", c[i], g(c[i] "_gpu_cpuunshuffle"), r(c[i] "_gpu_cpuunshuffle", c[i] "_decode"), r(c[i] "_gpu", c[i] "_gpu_cpuunshuffle"), g(c[i] "_gpu_gpu_cpuunshuffle_paired"))
+  if (line != "") printf "device reads with the CPU unshuffling (-alt-unshuffle):%s\n", line
 }' | tee "$OUT/summary.txt"
 s3_summary "$OUT" | tee -a "$OUT/summary.txt"

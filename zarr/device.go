@@ -148,7 +148,7 @@ func (w *deviceWorker) unshuffles(pc piece) bool {
 	if _, ok := pc.pipe.bloscFirst(); w.u == nil || !ok || !pc.whole() {
 		return false
 	}
-	if w.c.In(func() error { return allocated(&w.shuf, w.size) }) != nil {
+	if w.shuf == nil && w.c.In(func() error { return allocated(&w.shuf, w.size) }) != nil {
 		w.u = nil
 		return false
 	}
@@ -236,8 +236,12 @@ func rowPitch(c copy2D) int {
 // on. Fetches of a RemoteStore run concurrently, up to its MaxRequests,
 // beside SetWorkers decodes; a band of a sharded array is planned once
 // its shards' indexes are in, the first bands read while later indexes
-// are. Missing chunks read as the fill value. Cancelling ctx stops the
-// requests in flight.
+// are. Whole chunks (inner chunks) of Blosc with byte shuffle over plain
+// little-endian elements are decoded with their blocks left shuffled and
+// unshuffled by the GPU after their copy (a kernel of kvik's own, loaded
+// into the context by the first such read): an unshuffle is a third to a
+// half of the CPU's work on such a chunk. Missing chunks read as the
+// fill value. Cancelling ctx stops the requests in flight.
 func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cuda.DevicePtr) error {
 	r, size, err := a.region(start, stop)
 	if err != nil || size == 0 {
