@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
@@ -16,22 +17,7 @@ import (
 // primary context.
 func needGPU(t testing.TB) cuda.Context {
 	t.Helper()
-	if err := cuda.Init(); err != nil {
-		t.Skipf("no CUDA driver: %v", err)
-	}
-	if n, err := cuda.DeviceGetCount(); err != nil || n == 0 {
-		t.Skipf("no CUDA device (count %d, %v)", n, err)
-	}
-	dev, err := cuda.DeviceGet(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, err := dev.PrimaryCtxRetain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.PrimaryCtxRelease() })
-	return ctx
+	return gputest.Primary(t, 0)
 }
 
 func devAlloc(t testing.TB, ctx cuda.Context, n int) *cuda.DeviceBuffer {

@@ -30,16 +30,7 @@ func shuffle(block []byte, ts int) []byte {
 // buffer, and compares every byte there, the gaps between the rows
 // included (left as they were).
 func TestUnshuffle(t *testing.T) {
-	gputest.Need(t)
-	dev, err := cuda.DeviceGet(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, err := dev.PrimaryCtxRetain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.PrimaryCtxRelease()
+	ctx := gputest.Primary(t, 0)
 	rng := rand.New(rand.NewPCG(7, uint64(len(t.Name()))))
 	cases := []struct{ n, bs, ts, width int }{
 		{1 << 20, 256 << 10, 4, 2048},  // a 512 x 512 float32 chunk
@@ -56,7 +47,7 @@ func TestUnshuffle(t *testing.T) {
 		ts := 1 + rng.IntN(16)
 		cases = append(cases, struct{ n, bs, ts, width int }{n, 1 + rng.IntN(n), ts, 1 + rng.IntN(n)})
 	}
-	err = cuda.WithContext(ctx, func() error {
+	err := cuda.WithContext(ctx, func() error {
 		u, err := LoadUnshuffler(ctx)
 		if err != nil {
 			return err

@@ -1,6 +1,6 @@
 // Package gputest holds the GPU helpers of the tests of the packages that
-// load tensors into device memory (safetensors, gguf, tensorload). It is
-// imported by tests only.
+// load tensors into device memory (safetensors, gguf, tensorload) and of
+// the engine's kernels. It is imported by tests only.
 package gputest
 
 import (
@@ -35,13 +35,11 @@ func Need(t testing.TB) int {
 	return n
 }
 
-// FromDevice copies n bytes at p on device ord to the host.
-func FromDevice(t testing.TB, ord int, p cuda.DevicePtr, n int64) []byte {
+// Primary skips t where no CUDA device is usable and returns device
+// ord's primary context, retained until t ends.
+func Primary(t testing.TB, ord int) cuda.Context {
 	t.Helper()
-	out := make([]byte, n)
-	if n == 0 {
-		return out
-	}
+	Need(t)
 	dev, err := cuda.DeviceGet(ord)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +48,18 @@ func FromDevice(t testing.TB, ord int, p cuda.DevicePtr, n int64) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dev.PrimaryCtxRelease()
+	t.Cleanup(func() { dev.PrimaryCtxRelease() })
+	return ctx
+}
+
+// FromDevice copies n bytes at p on device ord to the host.
+func FromDevice(t testing.TB, ord int, p cuda.DevicePtr, n int64) []byte {
+	t.Helper()
+	out := make([]byte, n)
+	if n == 0 {
+		return out
+	}
+	ctx := Primary(t, ord)
 	if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyDtoH(out, p) }); err != nil {
 		t.Fatal(err)
 	}
@@ -62,15 +71,7 @@ func FromDevice(t testing.TB, ord int, p cuda.DevicePtr, n int64) []byte {
 // (which holds memory of its own) lives on between two measurements.
 func FreeMemory(t testing.TB, ord int) int64 {
 	t.Helper()
-	dev, err := cuda.DeviceGet(ord)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, err := dev.PrimaryCtxRetain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.PrimaryCtxRelease() })
+	ctx := Primary(t, ord)
 	var free int64
 	if err := cuda.WithContext(ctx, func() (err error) { free, _, err = cuda.MemGetInfo(); return err }); err != nil {
 		t.Fatal(err)
