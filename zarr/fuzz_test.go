@@ -53,7 +53,10 @@ func FuzzShardIndex(f *testing.F) {
 }
 
 // FuzzBloscDecode decodes arbitrary bytes as Blosc chunks and BloscLZ
-// streams.
+// streams; a chunk that decodes must decode the same into rows apart and
+// with its blocks left shuffled for the GPU (a block and type size the
+// kernel takes, the same bytes once unshuffled), and one that does not
+// must fail left shuffled too, never panic.
 func FuzzBloscDecode(f *testing.F) {
 	for _, c := range []bloscCodec{{cname: "lz4", shuffle: 1, typesize: 4}, {cname: "zstd", shuffle: 2, typesize: 2, blocksize: 32}} {
 		enc, _ := c.encode([]byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"), nil)
@@ -64,7 +67,25 @@ func FuzzBloscDecode(f *testing.F) {
 		whole, err := bloscCodec{}.decode(b, nil, 1<<16)
 		blosclzDecompress(b, make([]byte, 256))
 		if err != nil || len(whole) == 0 {
+			(bloscCodec{}).decodeShuffled(b, make([]byte, 64)) // fails or not, never panics
 			return
+		}
+		// Decoded for the GPU, blocks left shuffled, then unshuffled as
+		// the GPU would (on the CPU here): the same bytes, with a block
+		// and type size the kernel takes.
+		left := make([]byte, len(whole))
+		sh, err := bloscCodec{}.decodeShuffled(b, left)
+		if err != nil {
+			t.Fatalf("decodes whole, not left shuffled: %v", err)
+		}
+		if sh.typesize > 0 {
+			if sh.typesize < 2 || sh.typesize > 255 || sh.blocksize <= 0 || sh.blocksize > len(whole) {
+				t.Fatalf("left shuffled in blocks of %d bytes of %d-byte elements, chunk of %d", sh.blocksize, sh.typesize, len(whole))
+			}
+			sh.undo(left)
+		}
+		if !bytes.Equal(left, whole) {
+			t.Fatalf("left shuffled (%+v) and undone: differs from the chunk decoded whole", sh)
 		}
 		// The same chunk decoded into rows apart (elements of 4, 2 or 1
 		// bytes, so that some layouts unshuffle in place and some copy):
