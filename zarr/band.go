@@ -229,18 +229,6 @@ type pieceShuffle struct {
 	off int
 }
 
-// shuffled reports whether some piece of b was left shuffled.
-func (b *band) shuffled() bool {
-	for _, sp := range b.shuf {
-		for _, sh := range sp {
-			if sh.typesize > 0 {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // view returns the band's memory as a view in region coordinates.
 func (b *band) view(es int) view {
 	start := make([]int, len(b.box.start))

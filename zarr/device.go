@@ -755,7 +755,7 @@ func (s *deviceSink) copyBands() {
 // queue queues the copies of b and marks their end with b's buffer.
 func (s *deviceSink) queue(b *band) error {
 	err := s.c.In(func() error {
-		if b.shuffled() {
+		if b.shuf != nil {
 			return s.queuePieces(b)
 		}
 		return s.queueCopies(b)
@@ -793,29 +793,41 @@ func (s *deviceSink) queueCopies(b *band) error {
 	return nil
 }
 
-// queuePieces queues the copies of b, some of whose pieces are left
-// shuffled (band.shuf): the band's buffer goes to the sink's device
+// queuePieces queues the copies of b, whose pieces may be left shuffled
+// (band.shuf): with some, the band's buffer goes to the sink's device
 // buffer in one copy, its bytes from there to the region as the band's
 // copies would take them (unless every piece is shuffled), then the
 // shuffled pieces are unshuffled over their places (unshuffleTo). Where
 // the device buffers cannot be had (the device out of memory), the CPU
-// unshuffles the pieces in b's buffer and the band goes as any other.
+// unshuffles a piece in b's buffer and it goes as any other.
 func (s *deviceSink) queuePieces(b *band) error {
-	st, all := s.c.Stream(), true
+	type onGPU struct {
+		sh pieceShuffle
+		cs []copy2D
+		n  int
+	}
+	var gpu []onGPU
+	all := true
 	for i, sp := range b.spans {
 		for j, pc := range sp.pieces {
-			sh := b.shuf[i][j]
-			if sh.typesize > 0 && (allocated(&s.shuf, s.size) != nil || allocated(&s.rows, s.size) != nil) {
-				sh.undo(b.buf[sh.off : sh.off+numElements(pc.sel.count)*s.es])
-				b.shuf[i][j] = pieceShuffle{}
+			sh, n := b.shuf[i][j], numElements(pc.sel.count)*s.es
+			if sh.typesize == 0 {
+				all = false
+				continue
 			}
-			all = all && b.shuf[i][j].typesize > 0
+			cs := bandCopies(s.region, box{start: pc.dstStart, count: pc.sel.count}, s.es)
+			if allocated(&s.shuf, s.size) != nil || len(cs) > 1 && allocated(&s.rows, s.size) != nil {
+				sh.undo(b.buf[sh.off : sh.off+n])
+				all = false
+				continue
+			}
+			gpu = append(gpu, onGPU{sh, cs, n})
 		}
 	}
-	if !b.shuffled() {
+	if len(gpu) == 0 {
 		return s.queueCopies(b)
 	}
-	dev := s.shuf.Ptr()
+	st, dev := s.c.Stream(), s.shuf.Ptr()
 	if err := cuda.MemcpyHtoDAsync(dev, b.buf[:numElements(b.box.count)*s.es], st); err != nil {
 		return err
 	}
@@ -827,16 +839,10 @@ func (s *deviceSink) queuePieces(b *band) error {
 			return err
 		}
 	}
-	for i, sp := range b.spans {
-		for j, pc := range sp.pieces {
-			if sh := b.shuf[i][j]; sh.typesize > 0 {
-				unshuffledOnGPU.Add(1)
-				cs := bandCopies(s.region, box{start: pc.dstStart, count: pc.sel.count}, s.es)
-				n := numElements(pc.sel.count) * s.es
-				if err := unshuffleTo(s.u, st, s.dst, cs, dev+cuda.DevicePtr(sh.off), n, sh.shuffled, s.rows.Ptr()); err != nil {
-					return err
-				}
-			}
+	for _, p := range gpu {
+		unshuffledOnGPU.Add(1)
+		if err := unshuffleTo(s.u, st, s.dst, p.cs, dev+cuda.DevicePtr(p.sh.off), p.n, p.sh.shuffled, s.rows.Ptr()); err != nil {
+			return err
 		}
 	}
 	return nil
