@@ -165,18 +165,15 @@ func main() {
 				alt.SetWorkers(*altWorkers)
 			}
 			name := v.name + suffix
-			inline, noYield, wholeSpans, eagerPlan, cpuUnshuffle := *altInline, *altNoYield, *altWholeSpans, *altEagerPlan, *altCPUUnshuffle
+			knobs := map[*atomic.Bool]bool{ // the alternative reads' settings, off again after each
+				&zarrtune.InlineFetch: *altInline, &zarrtune.NoYield: *altNoYield, &zarrtune.WholeSpans: *altWholeSpans,
+				&zarrtune.EagerShardPlan: *altEagerPlan, &zarrtune.CPUUnshuffle: *altCPUUnshuffle,
+			}
 			runs = append(runs, run{"zarr " + name + " region", "s3_" + strings.ReplaceAll(name, " ", "_"), func() error {
-				zarrtune.InlineFetch.Store(inline)
-				defer zarrtune.InlineFetch.Store(false)
-				zarrtune.NoYield.Store(noYield)
-				defer zarrtune.NoYield.Store(false)
-				zarrtune.WholeSpans.Store(wholeSpans)
-				defer zarrtune.WholeSpans.Store(false)
-				zarrtune.EagerShardPlan.Store(eagerPlan)
-				defer zarrtune.EagerShardPlan.Store(false)
-				zarrtune.CPUUnshuffle.Store(cpuUnshuffle)
-				defer zarrtune.CPUUnshuffle.Store(false)
+				for k, on := range knobs {
+					k.Store(on)
+					defer k.Store(false)
+				}
 				return t.region(alt, shape)
 			}})
 		}
