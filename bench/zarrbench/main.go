@@ -425,8 +425,8 @@ func gbs(n int, d time.Duration) float64 { return float64(n) / d.Seconds() / 1e9
 func result(key string, v float64) { fmt.Printf("RESULT %s %.3f\n", key, v) }
 
 // pairedMedian returns the median of a[i]/b[i] over the rounds both have
-// (round 0's write is the first, which also makes the encoders: the
-// median sets it aside).
+// (round 0's write is the first, which also makes the encoders: one slow
+// round does not move the median).
 func pairedMedian(a, b []float64) (float64, bool) {
 	n := min(len(a), len(b))
 	if n == 0 {
