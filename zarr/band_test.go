@@ -172,20 +172,23 @@ func TestBandCopies(t *testing.T) {
 // band into dev after a random delay with the band's copies, checking
 // that nothing wrote to the band meanwhile, that each byte of dev is
 // written once, and that a buffer is not handed out again before its
-// copy is done.
+// copy is done. Pieces a band left shuffled (band.shuf) it unshuffles
+// first, as the GPU would, in a copy of the band (unshuffled counts
+// them).
 type fakeSink struct {
-	region []int
-	es     int
-	size   int
-	n      int
-	dev    []byte
-	writes []int
-	bufs   int
-	free   chan []byte
-	rng    *rand.Rand
-	mu     sync.Mutex
-	wg     sync.WaitGroup
-	err    error
+	region     []int
+	es         int
+	size       int
+	n          int
+	dev        []byte
+	writes     []int
+	bufs       int
+	free       chan []byte
+	rng        *rand.Rand
+	mu         sync.Mutex
+	wg         sync.WaitGroup
+	err        error
+	unshuffled int
 }
 
 func newFakeSink(region []int, es, size, n int, seed uint64) *fakeSink {
@@ -230,10 +233,22 @@ func (s *fakeSink) filled(b *band) error {
 		defer s.wg.Done()
 		time.Sleep(delay)
 		s.mu.Lock()
+		buf := b.buf
+		if b.shuf != nil {
+			buf = bytes.Clone(b.buf) // the GPU unshuffles on the device, not in the band
+			for i, sp := range b.shuf {
+				for j, sh := range sp {
+					if sh.typesize > 0 {
+						s.unshuffled++
+						sh.undo(buf[sh.off : sh.off+numElements(b.spans[i].pieces[j].sel.count)*s.es])
+					}
+				}
+			}
+		}
 		for _, c := range b.copies {
 			for y := range c.height {
 				src, dst := c.src+y*c.srcPitch, c.dst+y*c.dstPitch
-				copy(s.dev[dst:dst+c.width], b.buf[src:src+c.width])
+				copy(s.dev[dst:dst+c.width], buf[src:src+c.width])
 				for k := dst; k < dst+c.width; k++ {
 					s.writes[k]++
 				}
@@ -258,28 +273,45 @@ func (s *fakeSink) close() error {
 // the "device" bytes.
 func readFake(t *testing.T, a *Array, start, stop []int, limit, n int, seed uint64) []byte {
 	t.Helper()
-	r, size, err := a.region(start, stop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if size == 0 {
-		return nil
-	}
 	layout := int32(seed % 3) // a zarrtune layout
-	p, err := a.bandPlan(bg, r, limit, func(b *band) { layoutBands([]*band{b}, r.count, a.meta.DataType.Size, layout) })
+	s, err := readFakeWith(a, start, stop, limit, n, seed, layout, false)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v-%v in bands of %d, layout %d: %v", start, stop, limit, layout, err)
+	}
+	return s.dev
+}
+
+// readFakeWith is readFake in the given layout, with its bands' Blosc
+// pieces left shuffled for the sink where gpu is set, as a device read
+// whose GPU unshuffles leaves them; it fails where a byte of the
+// region is not copied once.
+func readFakeWith(a *Array, start, stop []int, limit, n int, seed uint64, layout int32, gpu bool) (*fakeSink, error) {
+	r, size, err := a.region(start, stop)
+	if err != nil || size == 0 {
+		return &fakeSink{}, err
+	}
+	p, err := a.bandPlan(bg, r, limit, func(b *band) {
+		layoutBands([]*band{b}, r.count, a.meta.DataType.Size, layout)
+		if gpu && !b.direct {
+			b.shuf = make([][]pieceShuffle, len(b.spans))
+			for i := range b.spans {
+				b.shuf[i] = make([]pieceShuffle, len(b.spans[i].pieces))
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	s := newFakeSink(r.count, a.meta.DataType.Size, limit, n, seed)
 	if err := a.readBands(bg, p, s, nil); err != nil {
-		t.Fatalf("%v-%v in bands of %d, layout %d: %v", start, stop, limit, layout, err)
+		return s, err
 	}
 	for k, w := range s.writes {
 		if w != 1 {
-			t.Fatalf("%v-%v in bands of %d, layout %d: byte %d copied %d times", start, stop, limit, layout, k, w)
+			return s, fmt.Errorf("byte %d copied %d times", k, w)
 		}
 	}
-	return s.dev
+	return s, nil
 }
 
 // bandCases are arrays for the band tests: every codec family, sharded
