@@ -102,18 +102,18 @@ func smoothBytes(rng *rand.Rand, n, es int) []byte {
 // unshuffleCases are Blosc arrays whose byte-shuffled chunks device reads
 // unshuffle on the GPU: into the rows of a 2-D region, through the
 // chunk's own rows (three dimensions: a chunk lands in more than one
-// copy), 1-D, 8- and 2-byte elements, a short last block (Blosc's
-// encoder makes blocks of whole elements: the kernel's test and
-// FuzzBloscDecode take others), a v2 array (numcodecs' Blosc), inner
-// chunks of shards, and
+// copy), 1-D, 8-byte elements, a short last block (Blosc's encoder makes
+// blocks of whole elements: the kernel's test and FuzzBloscDecode take
+// others), a v2 array (numcodecs' Blosc), inner chunks of shards; and
 // arrays the CPU unshuffles (1-byte elements, bit shuffle, big-endian, a
-// transpose); floats, whose values (randValues) compress, where Blosc
-// would store random integers as they are, unshuffled. gpuUnshuffled
-// names those of the first kind.
+// transpose). The elements are floats of 4 and 8 bytes, whose values
+// (randValues) compress with either zstd, where Blosc would store random
+// integers and half floats as they are, unshuffled. gpuUnshuffled names
+// the arrays of the first kind.
 var (
 	unshuffleCases = map[string]Metadata{
 		"2d-f32":     {Shape: []int{300, 257}, ChunkShape: []int{64, 50}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "shuffle", 0)},
-		"3d-f16":     {Shape: []int{9, 40, 70}, ChunkShape: []int{4, 16, 32}, DataType: DataType{Float, 2}, Codecs: bloscCodecs("zstd", "shuffle", 1000), FillValue: -2},
+		"3d-f32":     {Shape: []int{9, 40, 70}, ChunkShape: []int{4, 16, 32}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("zstd", "shuffle", 1000), FillValue: -2},
 		"1d-f64":     {Shape: []int{100003}, ChunkShape: []int{4096}, DataType: DataType{Float, 8}, Codecs: bloscCodecs("zlib", "shuffle", 0)},
 		"rows-f32":   {Shape: []int{200, 64}, ChunkShape: []int{16, 64}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "shuffle", 0), FillValue: 1.5},
 		"odd-blk":    {Shape: []int{70, 90}, ChunkShape: []int{33, 31}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4hc", "shuffle", 1001)},
@@ -125,7 +125,7 @@ var (
 		"v2-be-f8":   {ZarrFormat: 2, BigEndian: true, Shape: []int{50, 50}, ChunkShape: []int{16, 16}, DataType: DataType{Float, 8}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
 		"v2-F-i4":    {ZarrFormat: 2, Order: 'F', Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Int, 4}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 3, "shuffle": 1}}},
 	}
-	gpuUnshuffled = map[string]bool{"2d-f32": true, "3d-f16": true, "1d-f64": true, "rows-f32": true, "odd-blk": true, "sharded": true, "sharded-3d": true, "v2-f4": true}
+	gpuUnshuffled = map[string]bool{"2d-f32": true, "3d-f32": true, "1d-f64": true, "rows-f32": true, "odd-blk": true, "sharded": true, "sharded-3d": true, "v2-f4": true}
 	// In the region layout, only chunks that lie in one stretch of
 	// their band (as wide as the array) are left shuffled.
 	gpuUnshuffledRegion = map[string]bool{"1d-f64": true, "rows-f32": true}
