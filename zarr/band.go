@@ -436,11 +436,7 @@ func (p *shardPlan) band(ctx context.Context, b *band, i int) error {
 			})
 		}
 	}
-	var capBuf int64
-	if i < int(zarrtune.SmallFirstSpans.Load()) {
-		capBuf = spanMin
-	}
-	b.spans = p.a.spansCapped(ps, view{shape: b.box.count, es: p.a.meta.DataType.Size, start: negate(b.box.start)}, true, p.together, capBuf)
+	b.spans = p.a.spans(ps, view{shape: b.box.count, es: p.a.meta.DataType.Size, start: negate(b.box.start)}, true, p.together)
 	b.n = len(b.spans)
 	if p.lay != nil {
 		p.lay(b)
@@ -721,11 +717,7 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 		// fetchers wait while nw items are fetched and not begun. An
 		// item's parts wait in the queue back to back.
 		queue := make(chan item, 4*(nf+nw))
-		ready := nw
-		if k := zarrtune.ReadyItems.Load(); k > 0 {
-			ready = int(k)
-		}
-		gate := newReadyGate(ready)
+		gate := newReadyGate(nw)
 		defer context.AfterFunc(ctx, gate.close)()
 		var fetching sync.WaitGroup
 		for fetcher := range nf {

@@ -79,16 +79,7 @@ func (a *Array) spanSizes(pieces []piece, together int) (direct, buffered int64)
 // (see span.direct); a device read allows them only where the store can
 // read into device memory. together is as for spanSizes.
 func (a *Array) spans(pieces []piece, out view, chain bool, together int) []span {
-	return a.spansCapped(pieces, out, chain, together, 0)
-}
-
-// spansCapped is spans with buffered spans of at most capBuf bytes (0:
-// no cap).
-func (a *Array) spansCapped(pieces []piece, out view, chain bool, together int, capBuf int64) []span {
 	bigMax, smallMax := a.spanSizes(pieces, together)
-	if capBuf > 0 {
-		smallMax = min(smallMax, capBuf)
-	}
 	var spans []span
 	var ranged []piece
 	flush := func() {

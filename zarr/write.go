@@ -29,11 +29,7 @@ func (a *Array) WriteRegion(ctx context.Context, start, stop []int, src []byte) 
 	var tasks []chunkTask
 	forChunks(a.meta.ChunkShape, a.grid, r, func(t chunkTask) error { tasks = append(tasks, t); return nil })
 	a.spreadDirs(tasks)
-	w := a.concurrency()
-	if n := zarrtune.WriteWorkers.Load(); n > 0 {
-		w = int(n)
-	}
-	return parallel(ctx, len(tasks), w, func(ctx context.Context, _, i int) error { return a.writeChunk(ctx, tasks[i], in) })
+	return a.run(ctx, len(tasks), func(ctx context.Context, _, i int) error { return a.writeChunk(ctx, tasks[i], in) })
 }
 
 // spreadsDirs reports whether a's writes spread their chunks over

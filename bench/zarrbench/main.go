@@ -56,7 +56,6 @@ func main() {
 	keep := flag.Bool("keep", false, "leave the arrays in -dir")
 	workers := flag.Int("workers", 0, "decode workers (0: GOMAXPROCS)")
 	altRows := flag.Bool("alt-rowwrites", false, "in each round, also write each array with its chunks taken in C order, a row (one directory) at once (zarrtune.RowMajorWrites), from host and device memory: RESULT NAME_write_rows, NAME_devwrite_rows")
-	altWriters := flag.Int("alt-writeworkers", 0, "in each round, also write each array from host memory with this many goroutines (zarrtune.WriteWorkers) instead of the array's workers: RESULT NAME_write_workers")
 	altUnshuffle := flag.Bool("alt-unshuffle", false, "in each round, also read each array into device memory with Blosc's byte shuffle undone on the CPU (zarrtune.CPUUnshuffle) instead of on the GPU: RESULT NAME_gpu_cpuunshuffle")
 	profile := flag.String("profile", "", "a directory for a CPU profile of 5 more writes of each codec (each into a new array) and a trace of one more (NAME-write.prof, .trace), of as many encode ceilings (NAME-encode.prof, .trace), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
 	flag.Parse()
@@ -129,12 +128,6 @@ func main() {
 				keep("write_rows", timed(func() { check(a.WriteRegion(bg, []int{0, 0}, shape, data)) }))
 				zarrtune.RowMajorWrites.Store(false)
 			}
-			if *altWriters > 0 {
-				_, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
-				zarrtune.WriteWorkers.Store(int32(*altWriters))
-				keep("write_workers", timed(func() { check(a.WriteRegion(bg, []int{0, 0}, shape, data)) }))
-				zarrtune.WriteWorkers.Store(0)
-			}
 			keep("encode", timed(c.encode))
 			keep("decode", timed(c.decode))
 			keep("decode_hot", timed(c.decodeHot))
@@ -196,7 +189,7 @@ func main() {
 		}
 		dec, enc, write := row["decode"], row["encode"], row["write"]
 		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"], row["gpu_region"], row["gpu_cells"])
-		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_rows", "write_workers", "devwrite", "devwrite_rows", "host", "gpu", "gpu_region", "gpu_cells", "gpu_cpuunshuffle"} {
+		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_rows", "devwrite", "devwrite_rows", "host", "gpu", "gpu_region", "gpu_cells", "gpu_cpuunshuffle"} {
 			if v, ok := row[k]; ok {
 				result(name+"_"+k, v)
 			}
@@ -204,7 +197,7 @@ func main() {
 		// The median over rounds of each round's ratio: drift over the
 		// rounds (clocks, neighbours) moves both sides of a round alike,
 		// where the best of each can come from different rounds.
-		for _, p := range [][2]string{{"gpu", "decode"}, {"gpu_cpuunshuffle", "decode"}, {"gpu", "gpu_cpuunshuffle"}, {"host", "decode"}, {"write", "encode"}, {"write_workers", "encode"}, {"write_workers", "write"}, {"devwrite", "encode"}} {
+		for _, p := range [][2]string{{"gpu", "decode"}, {"gpu_cpuunshuffle", "decode"}, {"gpu", "gpu_cpuunshuffle"}, {"host", "decode"}, {"write", "encode"}, {"devwrite", "encode"}} {
 			if v, ok := pairedMedian(rounds[p[0]], rounds[p[1]]); ok {
 				result(name+"_"+p[0]+"_"+p[1]+"_paired", v)
 			}

@@ -82,8 +82,6 @@ func main() {
 	altNoYield := flag.Bool("alt-noyield", false, "the alternative reads' workers do not yield before they decode (zarrtune.NoYield)")
 	altWholeSpans := flag.Bool("alt-wholespans", false, "the alternative reads' workers decode each fetched span of a shard whole, not in parts (zarrtune.WholeSpans)")
 	altEagerPlan := flag.Bool("alt-eagerplan", false, "the alternative reads of sharded arrays read every shard index before any chunk (zarrtune.EagerShardPlan)")
-	altReady := flag.Int("alt-ready", 0, "the alternative reads let this many fetched items wait for a worker before their fetchers hold back (zarrtune.ReadyItems; 0: as many as the workers)")
-	altFirstSpans := flag.Int("alt-firstspans", 0, "the alternative reads of sharded arrays fetch their first N bands in spans of at most 1 MiB (zarrtune.SmallFirstSpans)")
 	altCPUUnshuffle := flag.Bool("alt-cpuunshuffle", false, "the alternative reads of device memory undo Blosc's byte shuffle on the CPU, not the GPU (zarrtune.CPUUnshuffle)")
 	altWhole := flag.Bool("alt-whole", false, "also read each sharded array through a store opened with zarr.WithWholeShards (runs named \"... whole\"), in the same rounds")
 	host := flag.Bool("host", false, "read into host memory (no GPU needed)")
@@ -176,10 +174,6 @@ func main() {
 					k.Store(on)
 					defer k.Store(false)
 				}
-				zarrtune.ReadyItems.Store(int32(*altReady))
-				defer zarrtune.ReadyItems.Store(0)
-				zarrtune.SmallFirstSpans.Store(int32(*altFirstSpans))
-				defer zarrtune.SmallFirstSpans.Store(0)
 				return t.region(alt, shape)
 			}})
 		}

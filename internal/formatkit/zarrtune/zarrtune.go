@@ -55,17 +55,3 @@ var RowMajorWrites atomic.Bool
 // on the CPU, as host reads do, instead of on the GPU after their copy
 // (zarr's GPU unshuffle), to compare.
 var CPUUnshuffle atomic.Bool
-
-// WriteWorkers, when above 0, is how many goroutines a region write to a
-// store runs (unset: the array's workers, zarr's design), to compare.
-var WriteWorkers atomic.Int32
-
-// ReadyItems, when above 0, is how many fetched items a read from a
-// remote store lets wait for a worker before its fetchers hold back
-// (unset: as many as the workers, zarr's readyGate), to compare.
-var ReadyItems atomic.Int32
-
-// SmallFirstSpans makes the first SmallFirstSpans bands of a read of a
-// sharded array from a remote store fetch their inner chunks in spans
-// of at most 1 MiB, so that decoding starts sooner, to compare.
-var SmallFirstSpans atomic.Int32
