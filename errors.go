@@ -33,10 +33,13 @@ var (
 	// ErrNotRegular reports a save (CreatePending, SaveFile, the formats'
 	// Save) whose destination exists and is not a regular file, nor a
 	// symbolic link to one: a directory, a device node, a FIFO or a
-	// socket, which a save would replace with a regular file; and a read
-	// of a stored value (a Zarr DirStore's) whose file is not a regular
-	// file, which could block or never end. The error names the path and
-	// what it is.
+	// socket, which a save would replace with a regular file; a read of
+	// a stored value (a Zarr DirStore's) whose file is not a regular
+	// file, which could block or never end; and the open of a directory,
+	// FIFO or socket by Open, OpenFile, OpenMmap (which takes only
+	// regular files and block devices) and the page-cache helpers
+	// (PageCacheInfo, DropFilePageCache), which a FIFO's open would have
+	// blocked. The error names the path and what it is.
 	ErrNotRegular = errors.New("kvik: not a regular file")
 )
 

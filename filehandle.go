@@ -71,7 +71,9 @@ func Open(path, flags string, perm fs.FileMode, opts ...Option) (*FileHandle, er
 // OpenFile opens the file at path with os.O_* flags, like os.OpenFile.
 // O_APPEND is refused, since positioned writes cannot honour it; O_DIRECT
 // is ignored, since the handle opens its own O_DIRECT descriptor. perm
-// applies when the file is created; 0 means DefaultPerm.
+// applies when the file is created; 0 means DefaultPerm. A directory, FIFO
+// or socket fails with ErrNotRegular, naming what it is, without waiting
+// for a FIFO's other end; regular files and device nodes open.
 func OpenFile(path string, flag int, perm fs.FileMode, opts ...Option) (*FileHandle, error) {
 	var o openOptions
 	for _, opt := range opts {
@@ -104,7 +106,7 @@ func openFile(path string, flag int, perm fs.FileMode, o openOptions) (*FileHand
 		perm = DefaultPerm
 	}
 	flag &^= unix.O_DIRECT
-	fd, err := posix.Open(path, flag|unix.O_CLOEXEC, uint32(perm.Perm()))
+	fd, st, err := openKind(path, flag|unix.O_CLOEXEC, uint32(perm.Perm()), regularOrDevice)
 	if err != nil {
 		return nil, err
 	}
@@ -117,8 +119,7 @@ func openFile(path string, flag int, perm fs.FileMode, o openOptions) (*FileHand
 		}
 		return dev.Key()
 	})
-	// The O_DIRECT descriptor must not create or truncate a second time.
-	dfd, derr := posix.Open(path, (flag&^(os.O_CREATE|os.O_TRUNC|os.O_EXCL))|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	dfd, derr := openDirect(path, flag, &st)
 	if derr == nil {
 		f.fdDirect = dfd
 	}
@@ -132,6 +133,21 @@ func openFile(path string, flag int, perm fs.FileMode, o openOptions) (*FileHand
 	}
 	f.logOpen(mode, refused, derr)
 	return f, nil
+}
+
+// openDirect opens path's O_DIRECT descriptor, with flag less those that
+// create or truncate, which the first open did. It must reach the file
+// of that open, whose stat is st.
+func openDirect(path string, flag int, st *unix.Stat_t) (int, error) {
+	fd, dst, err := posix.OpenStat(path, (flag&^(os.O_CREATE|os.O_TRUNC|os.O_EXCL))|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if dst.Dev != st.Dev || dst.Ino != st.Ino {
+		unix.Close(fd)
+		return -1, errors.New("the path was replaced by another file after the first open")
+	}
+	return fd, nil
 }
 
 // logOpen records the compat decision of a handle and why (at LevelWarn

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik/cuda"
-	"github.com/kvikgo/kvik/internal/posix"
 )
 
 // ErrOutOfRange reports a read of bytes inside the file but outside the
@@ -72,7 +71,10 @@ func WithMapOffset(off int64) MmapOption {
 // OpenMmap maps the file at path read-only. flags are KvikIO's open flags;
 // only "r" (or "rb") is accepted, since an MmapHandle cannot write: other
 // flags fail with ErrNotWritable. The region is the whole file unless
-// WithMapOffset or WithMapSize narrow it; an empty file maps nothing.
+// WithMapOffset or WithMapSize narrow it; an empty file maps nothing. A
+// file that is neither a regular file nor a block device (a directory, a
+// FIFO, a socket, a character device) fails with ErrNotRegular, naming
+// what it is.
 func OpenMmap(path, flags string, opts ...MmapOption) (*MmapHandle, error) {
 	h, err := openMmap(path, flags, opts)
 	if err != nil {
@@ -93,15 +95,11 @@ func openMmap(path, flags string, opts []MmapOption) (*MmapHandle, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	fd, err := posix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, st, err := openKind(path, unix.O_RDONLY|unix.O_CLOEXEC, 0, regularOrBlock)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd) // the mapping outlives the descriptor
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
-	}
 	h := &MmapHandle{name: path, fileSize: st.Size, mapOff: o.off}
 	h.initGate()
 	h.readMethods = readMethods{h}
@@ -118,6 +116,10 @@ func openMmap(path, flags string, opts []MmapOption) (*MmapHandle, error) {
 	}
 	return h, nil
 }
+
+// regularOrBlock takes the files that can be mapped: regular files and
+// block devices.
+func regularOrBlock(mode fs.FileMode) bool { return mode.IsRegular() || mode.Type() == fs.ModeDevice }
 
 // setRegion checks the region asked for against the file.
 func (h *MmapHandle) setRegion(o mmapOptions) error {

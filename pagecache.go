@@ -9,8 +9,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/kvikgo/kvik/internal/posix"
 )
 
 // pageCacheWindow is the most bytes of a file that PageCacheInfo maps at a
@@ -28,7 +26,8 @@ var pageCacheDropPath = "/proc/sys/vm/drop_caches"
 // spans. The range is widened to page boundaries and clamped to the size of
 // the file; a length of zero or less means "to the end of the file", and an
 // offset at or past the end gives (0, 0, nil). A negative offset is an
-// error that matches ErrInvalidArgument.
+// error that matches ErrInvalidArgument. A directory, FIFO or socket is
+// an error that matches ErrNotRegular.
 //
 // Errors are of type *fs.PathError with Op "pagecacheinfo".
 func PageCacheInfo(path string, offset, length int64) (resident, total int, err error) {
@@ -53,7 +52,8 @@ func PageCacheInfoFd(fd int, offset, length int64) (resident, total int, err err
 // length of zero or less means "to the end of the file". The kernel may
 // keep pages that are in use or that share a large folio with data outside
 // the range, and file systems that live in memory, such as tmpfs, keep all
-// of them.
+// of them. A directory, FIFO or socket is an error that matches
+// ErrNotRegular.
 //
 // Errors are of type *fs.PathError with Op "dropfilepagecache".
 func DropFilePageCache(path string, offset, length int64) error {
@@ -185,10 +185,12 @@ func pcDrop(fd int, name string, offset, length int64) error {
 	return nil
 }
 
-// pcOpen opens path read-only and returns its file descriptor
-// (posix.Open retries EINTR).
+// pcOpen opens path read-only and returns its file descriptor. A
+// directory, FIFO or socket fails with ErrNotRegular; a FIFO cannot block
+// the open.
 func pcOpen(path string) (int, error) {
-	return posix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, _, err := openKind(path, unix.O_RDONLY|unix.O_CLOEXEC, 0, regularOrDevice)
+	return fd, err
 }
 
 // pcIgnoringEINTR calls fn until it fails with an error other than EINTR.

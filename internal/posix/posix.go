@@ -6,6 +6,7 @@ package posix
 import (
 	"errors"
 	"io"
+	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -70,6 +71,48 @@ func Open(path string, flags int, perm uint32) (int, error) {
 			return fd, err
 		}
 	}
+}
+
+// OpenStat is Open with O_NONBLOCK, so that opening a FIFO cannot wait
+// for its other end, and returns the file's fstat(2) for the caller to
+// refuse the kinds of file it does not take. O_NONBLOCK is then cleared,
+// unless flag has it, keeping the other status flags (O_DIRECT). An open
+// that a lease delays (EWOULDBLOCK, which only a regular file gives) is
+// retried blocking, as without O_NONBLOCK. When the open fails with ENXIO
+// (a socket, a FIFO opened for writing without a reader, a device node
+// without a driver) or EISDIR, st is the stat(2) of path, or zero if that
+// fails too, so that the caller can name what path is.
+func OpenStat(path string, flag int, perm uint32) (fd int, st unix.Stat_t, err error) {
+	fd, err = Open(path, flag|unix.O_NONBLOCK, perm)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		fd, err = Open(path, flag, perm)
+	}
+	if err != nil {
+		if (errors.Is(err, unix.ENXIO) || errors.Is(err, unix.EISDIR)) && unix.Stat(path, &st) != nil {
+			st = unix.Stat_t{}
+		}
+		return -1, st, err
+	}
+	if err = unix.Fstat(fd, &st); err != nil {
+		err = os.NewSyscallError("fstat", err)
+	} else if flag&unix.O_NONBLOCK == 0 {
+		err = setBlocking(fd)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, unix.Stat_t{}, err
+	}
+	return fd, st, nil
+}
+
+// setBlocking clears O_NONBLOCK of fd's open file, keeping its other
+// status flags.
+func setBlocking(fd int) error {
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err == nil && fl&unix.O_NONBLOCK != 0 {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
+	}
+	return os.NewSyscallError("fcntl", err)
 }
 
 // maxRetries bounds consecutive EINTR retries so that a broken fault layer

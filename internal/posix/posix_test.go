@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -191,4 +192,117 @@ func TestOpen(t *testing.T) {
 	if fi, err := os.Stat(created); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("created: %v, %v; want mode 0600", fi, err)
 	}
+}
+
+// TestOpenStat opens a FIFO without a writer, which Open would wait on,
+// and gets its stat, blocking again; a FIFO opened to write without a
+// reader and a socket give ENXIO, and a directory opened to write
+// EISDIR, each with the path's stat; O_DIRECT survives, as does an
+// O_NONBLOCK that the caller asked for.
+func TestOpenStat(t *testing.T) {
+	dir := t.TempDir()
+	fifo, sock, reg := filepath.Join(dir, "fifo"), filepath.Join(dir, "socket"), filepath.Join(dir, "regular")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(reg, make([]byte, 8192), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(s)
+	if err := unix.Bind(s, &unix.SockaddrUnix{Name: sock}); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan struct{})
+	var fd int
+	var st unix.Stat_t
+	go func() { fd, st, err = OpenStat(fifo, unix.O_RDONLY|unix.O_CLOEXEC, 0); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("OpenStat of a FIFO without a writer did not return within 5s")
+	}
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		t.Fatalf("FIFO: mode %#o, %v", st.Mode, err)
+	}
+	checkFlags(t, "FIFO", fd, 0, unix.O_NONBLOCK)
+	unix.Close(fd)
+
+	for _, c := range []struct {
+		path string
+		flag int
+		err  error
+		mode uint32
+	}{
+		{fifo, unix.O_WRONLY, unix.ENXIO, unix.S_IFIFO},
+		{sock, unix.O_RDONLY, unix.ENXIO, unix.S_IFSOCK},
+		{dir, unix.O_WRONLY, unix.EISDIR, unix.S_IFDIR},
+		{filepath.Join(dir, "missing"), unix.O_RDONLY, unix.ENOENT, 0},
+	} {
+		fd, st, err := OpenStat(c.path, c.flag|unix.O_CLOEXEC, 0)
+		if fd != -1 || !errors.Is(err, c.err) || st.Mode&unix.S_IFMT != c.mode {
+			t.Errorf("%s, flags %#o: fd %d, mode %#o, %v; want -1, type %#o, %v", c.path, c.flag, fd, st.Mode, err, c.mode, c.err)
+		}
+	}
+
+	fd, st, err = OpenStat(reg, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil || st.Size != 8192 {
+		t.Fatalf("regular file with O_NONBLOCK: size %d, %v", st.Size, err)
+	}
+	checkFlags(t, "O_NONBLOCK asked for", fd, unix.O_NONBLOCK, 0)
+	unix.Close(fd)
+	fd, _, err = OpenStat(reg, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_DIRECT, 0)
+	if errors.Is(err, unix.EINVAL) {
+		t.Skipf("no O_DIRECT on %s: %v", dir, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFlags(t, "O_DIRECT", fd, unix.O_DIRECT, unix.O_NONBLOCK)
+	unix.Close(fd)
+}
+
+// checkFlags fails unless fd's status flags have all of set and none of
+// clear.
+func checkFlags(t *testing.T, what string, fd, set, clear int) {
+	t.Helper()
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fl&set != set || fl&clear != 0 {
+		t.Errorf("%s: flags %#o, want %#o set and %#o clear", what, fl, set, clear)
+	}
+}
+
+// TestOpenStatLease opens to write a file on which a read lease is held:
+// the non-blocking open fails with EWOULDBLOCK, and OpenStat waits for
+// the lease to go, as a blocking open does, rather than fail.
+func TestOpenStatLease(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "leased")
+	if err := os.WriteFile(p, []byte("leased"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(holder)
+	if _, err := unix.FcntlInt(uintptr(holder), unix.F_SETLEASE, unix.F_RDLCK); err != nil {
+		t.Skipf("no lease here: %v", err)
+	}
+	if _, err := Open(p, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Fatalf("a non-blocking open of a leased file: %v, want EWOULDBLOCK", err)
+	}
+	time.AfterFunc(100*time.Millisecond, func() { unix.FcntlInt(uintptr(holder), unix.F_SETLEASE, unix.F_UNLCK) })
+	fd, st, err := OpenStat(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil || st.Size != 6 {
+		t.Fatalf("OpenStat of a leased file: size %d, %v", st.Size, err)
+	}
+	checkFlags(t, "leased", fd, unix.O_WRONLY, unix.O_NONBLOCK)
+	unix.Close(fd)
 }

@@ -1,0 +1,268 @@
+package kvik_test
+
+// Opens of every kind of file: a directory, FIFO or socket fails at once
+// with ErrNotRegular naming its kind, where a FIFO's open used to wait for
+// its other end; regular files, and the device nodes each open takes,
+// open as before.
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/testkit/fskinds"
+)
+
+// kindNames are the names errors give the kinds of fskinds.
+var kindNames = map[string]string{
+	"regular": "a regular file", "dir": "a directory", "fifo": "a FIFO", "socket": "a socket",
+	"char-device": "a character device", "block-device": "a block device",
+}
+
+// kindPath is a path to open and the kind of file it leads to.
+type kindPath struct{ kind, path string }
+
+// kindPaths makes a path of every kind in a new directory, and a link to
+// each; /dev/null stands for character devices, and /dev/loop0, where
+// present, for block devices. fskinds' block device node is left out: no
+// driver answers its numbers, and opening it may have the kernel make
+// the loop device.
+func kindPaths(t *testing.T) []kindPath {
+	var ps []kindPath
+	for _, d := range fskinds.Make(t, t.TempDir(), []byte("regular file")) {
+		kind := strings.TrimPrefix(d.Kind, "link-to-")
+		if kind == "chain-to-regular" {
+			kind = "regular"
+		}
+		if _, ok := kindNames[kind]; ok && kind != "block-device" {
+			ps = append(ps, kindPath{kind, d.Path})
+		}
+	}
+	ps = append(ps, kindPath{"char-device", "/dev/null"})
+	if fi, err := os.Stat("/dev/loop0"); err == nil && fi.Mode().Type() == fs.ModeDevice && unix.Access("/dev/loop0", unix.R_OK) == nil {
+		ps = append(ps, kindPath{"block-device", "/dev/loop0"})
+	} else {
+		t.Logf("no block device to open: /dev/loop0: %v (needs root)", err)
+	}
+	return ps
+}
+
+// promptly returns what open returns; an open that has not returned
+// within five seconds (a FIFO's, waiting for its other end) fails the
+// test, and ok is false.
+func promptly(t *testing.T, what string, open func() error) (err error, ok bool) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- open() }()
+	select {
+	case err := <-done:
+		return err, true
+	case <-time.After(5 * time.Second):
+		t.Errorf("%s: did not return within 5s", what)
+		return nil, false
+	}
+}
+
+// opener is one way to open a path, and the kinds of file it takes.
+type opener struct {
+	name  string
+	open  func(path string) error
+	takes func(kind string) bool
+	touch bool // opens to write, or drops cached pages: not tried on block devices
+}
+
+func openers() []opener {
+	fileOrDevice := func(k string) bool { return k == "regular" || strings.HasSuffix(k, "-device") }
+	fileOrBlock := func(k string) bool { return k == "regular" || k == "block-device" }
+	handle := func(flags string) func(string) error {
+		return func(p string) error {
+			f, err := kvik.Open(p, flags, 0)
+			if err == nil {
+				err = f.Close()
+			}
+			return err
+		}
+	}
+	handleFlag := func(flag int) func(string) error {
+		return func(p string) error {
+			f, err := kvik.OpenFile(p, flag, 0)
+			if err == nil {
+				err = f.Close()
+			}
+			return err
+		}
+	}
+	return []opener{
+		{"Open r", handle("r"), fileOrDevice, false},
+		{"OpenFile O_RDONLY", handleFlag(os.O_RDONLY), fileOrDevice, false},
+		{"Open r+", handle("r+"), fileOrDevice, true},
+		{"Open w", handle("w"), fileOrDevice, true},
+		{"OpenFile O_WRONLY|O_CREATE", handleFlag(os.O_WRONLY | os.O_CREATE), fileOrDevice, true},
+		{"OpenMmap", func(p string) error {
+			h, err := kvik.OpenMmap(p, "r")
+			if err == nil {
+				err = h.Close()
+			}
+			return err
+		}, fileOrBlock, false},
+		{"PageCacheInfo", func(p string) error { _, _, err := kvik.PageCacheInfo(p, 0, 0); return err }, fileOrDevice, false},
+		{"DropFilePageCache", func(p string) error { return kvik.DropFilePageCache(p, 0, 0) }, fileOrDevice, true},
+	}
+}
+
+// TestOpenKinds opens a path of every kind each way kvik opens a user's
+// path: a directory, FIFO or socket (or a link to one) fails at once with
+// ErrNotRegular in an *fs.PathError naming the path and the kind, as
+// does a character device for OpenMmap; a regular file opens, and so do
+// device nodes where the open takes them (a device's later calls, such
+// as fdatasync of /dev/null, may fail, but not with ErrNotRegular).
+func TestOpenKinds(t *testing.T) {
+	paths := kindPaths(t)
+	for _, o := range openers() {
+		t.Run(o.name, func(t *testing.T) {
+			for _, p := range paths {
+				if o.touch && p.kind == "block-device" {
+					continue
+				}
+				what := o.name + " of " + p.path + " (" + p.kind + ")"
+				err, ok := promptly(t, what, func() error { return o.open(p.path) })
+				switch {
+				case !ok:
+				case o.takes(p.kind) && p.kind == "regular":
+					if err != nil {
+						t.Errorf("%s: %v", what, err)
+					}
+				case o.takes(p.kind):
+					if errors.Is(err, kvik.ErrNotRegular) {
+						t.Errorf("%s: %v, a device it takes", what, err)
+					} else if err != nil {
+						t.Logf("%s: %v", what, err)
+					}
+				default:
+					checkNotRegular(t, what, err, p.path, kindNames[p.kind])
+				}
+			}
+		})
+	}
+}
+
+// checkNotRegular fails unless err is an *fs.PathError for path that
+// matches ErrNotRegular and names kind.
+func checkNotRegular(t *testing.T, what string, err error, path, kind string) {
+	t.Helper()
+	var pe *fs.PathError
+	switch {
+	case !errors.Is(err, kvik.ErrNotRegular):
+		t.Errorf("%s: %v, want ErrNotRegular", what, err)
+	case !errors.As(err, &pe) || pe.Path != path:
+		t.Errorf("%s: %v, want an *fs.PathError for the path", what, err)
+	case !strings.Contains(err.Error(), kind):
+		t.Errorf("%s: %q does not say %q", what, err, kind)
+	}
+}
+
+// TestOpenFIFOWithWriter opens a FIFO that has a writer, and one with a
+// reader for writing: the opens would not have blocked, and are refused
+// all the same.
+func TestOpenFIFOWithWriter(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0) // both ends
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(other)
+	for _, flags := range []string{"r", "w", "r+"} {
+		err, ok := promptly(t, "Open "+flags, func() error {
+			f, err := kvik.Open(p, flags, 0)
+			if err == nil {
+				f.Close()
+			}
+			return err
+		})
+		if ok {
+			checkNotRegular(t, "Open "+flags, err, p, "a FIFO")
+		}
+	}
+}
+
+// TestOpenRegularReadsAndWrites opens regular files as Open always has:
+// reads at a random unaligned offset give the file's bytes, through
+// descriptors that are blocking again (O_DIRECT kept on the second);
+// "w+" creates and truncates, O_EXCL refuses an existing file.
+func TestOpenRegularReadsAndWrites(t *testing.T) {
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	dir := t.TempDir()
+	p := filepath.Join(dir, "data")
+	data := make([]byte, 3<<20+rng.IntN(1<<20))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := kvik.Open(p, "r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	checkBlocking(t, "Fd", f.Fd(), false)
+	if fd := f.FdDirect(); fd >= 0 {
+		checkBlocking(t, "FdDirect", fd, true)
+	} else {
+		t.Logf("no O_DIRECT descriptor here")
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := 1 + rng.IntN(1<<20)
+	got := make([]byte, len(want)-off-rng.IntN(4096))
+	if n, err := f.ReadAt(got, int64(off)); n != len(got) || err != nil || !bytes.Equal(got, want[off:off+len(got)]) {
+		t.Fatalf("ReadAt %d bytes at %d: %d, %v; bytes equal: %v", len(got), off, n, err, bytes.Equal(got[:n], want[off:off+n]))
+	}
+
+	w, err := kvik.Open(p, "w+", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.WriteAt(data[:12345], 7); n != 12345 || err != nil {
+		t.Fatalf("WriteAt: %d, %v", n, err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, append(make([]byte, 7), data[:12345]...)) {
+		t.Fatalf("after w+ and WriteAt the file has %d bytes, %v; want 7 zeros and 12345 written", len(got), err)
+	}
+	if _, err := kvik.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("O_EXCL of an existing file: %v, want fs.ErrExist", err)
+	}
+}
+
+// checkBlocking fails if fd's open file has O_NONBLOCK, or lacks
+// O_DIRECT when direct says it has it.
+func checkBlocking(t *testing.T, name string, fd int, direct bool) {
+	t.Helper()
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fl&unix.O_NONBLOCK != 0 {
+		t.Errorf("%s has O_NONBLOCK (flags %#o)", name, fl)
+	}
+	if direct && fl&unix.O_DIRECT == 0 {
+		t.Errorf("%s lost O_DIRECT (flags %#o)", name, fl)
+	}
+}
