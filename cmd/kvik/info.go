@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/kvikgo/kvik"
@@ -18,6 +19,7 @@ import (
 	"github.com/kvikgo/kvik/cufile"
 	"github.com/kvikgo/kvik/internal/blockdev"
 	"github.com/kvikgo/kvik/internal/numa"
+	"github.com/kvikgo/kvik/internal/posix"
 	"github.com/kvikgo/kvik/zarr"
 )
 
@@ -368,6 +370,11 @@ func probePath(path string, withKvik bool) pathInfo {
 		if withKvik {
 			p.ReadPolicy = readPolicyOf(path, &p)
 		}
+	} else {
+		// "FIFO", "socket", "block device", ...: kvik's open says
+		// below whether it takes one.
+		k := posix.FileKind(fi.Mode())
+		p.Kind = k[strings.IndexByte(k, ' ')+1:]
 	}
 	if withKvik {
 		p.openWithKvik(target)
@@ -378,7 +385,7 @@ func probePath(path string, withKvik bool) pathInfo {
 // addError records err unless the same message is recorded already.
 func (p *pathInfo) addError(err error) {
 	if !slices.Contains(p.Errors, err.Error()) {
-		p.addError(err)
+		p.Errors = append(p.Errors, err.Error())
 	}
 }
 
