@@ -253,28 +253,16 @@ func (s *DirStore) openHost(key string) (*valueFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := posix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	fd, st, err := posix.OpenStat(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		var st unix.Stat_t
-		if errors.Is(err, unix.ENXIO) && unix.Stat(p, &st) == nil { // a socket
+		if st.Mode != 0 { // a socket
 			err = fmt.Errorf("%w: %s (%w)", kvik.ErrNotRegular, posix.FileKind(posix.StatMode(st.Mode)), err)
 		}
 		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, &fs.PathError{Op: "stat", Path: p, Err: err}
-	}
 	if err := notRegular(p, st.Mode); err != nil {
 		unix.Close(fd)
 		return nil, err
-	}
-	// Reads of a regular file ignore O_NONBLOCK on Linux, but a FUSE
-	// daemon sees each read's flags: it goes once the file is known.
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, 0); err != nil {
-		unix.Close(fd)
-		return nil, &fs.PathError{Op: "fcntl", Path: p, Err: err}
 	}
 	return &valueFile{fd: fd, path: p, key: key, size: st.Size, dev: st.Dev, ino: st.Ino}, nil
 }
@@ -365,18 +353,18 @@ func (s *DirStore) ReadRangeDevice(ctx context.Context, key string, off int64, b
 	if err != nil {
 		return -1, err
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(p, &st); err != nil {
-		return -1, &fs.PathError{Op: "stat", Path: p, Err: err}
-	}
-	if err := notRegular(p, st.Mode); err != nil { // a FIFO would block the FileHandle's open
-		return -1, err
-	}
-	f, err := kvik.Open(p, "r", 0)
+	f, err := kvik.Open(p, "r", 0) // refuses a FIFO, socket or directory
 	if err != nil {
 		return -1, err
 	}
 	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(f.Fd(), &st); err != nil {
+		return -1, &fs.PathError{Op: "stat", Path: p, Err: err}
+	}
+	if err := notRegular(p, st.Mode); err != nil { // a device node
+		return -1, err
+	}
 	vsize, err := f.Size()
 	if err != nil {
 		return -1, err
