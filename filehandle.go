@@ -248,7 +248,8 @@ func (f *FileHandle) CompatMode() CompatMode { return f.compat }
 // CompatReason says why the handle resolved to its compat mode.
 func (f *FileHandle) CompatReason() string { return f.reason }
 
-// Size returns the file's current size in bytes.
+// Size returns the file's current size in bytes; a block device's is
+// the device's size (its stat says 0).
 func (f *FileHandle) Size() (int64, error) {
 	if err := f.enter(); err != nil {
 		return 0, &fs.PathError{Op: "stat", Path: f.name, Err: err}
@@ -258,7 +259,11 @@ func (f *FileHandle) Size() (int64, error) {
 	if err := unix.Fstat(f.fd, &st); err != nil {
 		return 0, &fs.PathError{Op: "stat", Path: f.name, Err: err}
 	}
-	return st.Size, nil
+	n, err := posix.SizeOf(f.fd, &st)
+	if err != nil {
+		return 0, &fs.PathError{Op: "stat", Path: f.name, Err: err}
+	}
+	return n, nil
 }
 
 // Sync commits the file's data and metadata to storage (fsync). Data

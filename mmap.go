@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/posix"
 )
 
 // ErrOutOfRange reports a read of bytes inside the file but outside the
@@ -100,7 +101,11 @@ func openMmap(path, flags string, opts []MmapOption) (*MmapHandle, error) {
 		return nil, err
 	}
 	defer unix.Close(fd) // the mapping outlives the descriptor
-	h := &MmapHandle{name: path, fileSize: st.Size, mapOff: o.off}
+	size, err := posix.SizeOf(fd, &st)
+	if err != nil {
+		return nil, err
+	}
+	h := &MmapHandle{name: path, fileSize: size, mapOff: o.off}
 	h.initGate()
 	h.readMethods = readMethods{h}
 	if err := h.setRegion(o); err != nil {

@@ -7,6 +7,7 @@ package kvik_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"math/rand/v2"
@@ -264,5 +265,63 @@ func checkBlocking(t *testing.T, name string, fd int, direct bool) {
 	}
 	if direct && fl&unix.O_DIRECT == 0 {
 		t.Errorf("%s lost O_DIRECT (flags %#o)", name, fl)
+	}
+}
+
+// blockDevice returns a loop device over random bytes (a multiple of 512,
+// 1-4 MiB) and the bytes; it skips t where none can be attached.
+func blockDevice(t *testing.T, seed uint64) (string, []byte) {
+	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
+	data := make([]byte, 512*(2048+rng.IntN(6144)))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	return fskinds.LoopDevice(t, t.TempDir(), data), data
+}
+
+// TestBlockDeviceSize: a FileHandle and an MmapHandle of a block device
+// have the device's size (its stat says 0: ReadFileToDevice read
+// nothing) and read its bytes at an unaligned offset.
+func TestBlockDeviceSize(t *testing.T) {
+	dev, data := blockDevice(t, 91)
+	f, err := kvik.Open(dev, "r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n, err := f.Size(); err != nil || n != int64(len(data)) {
+		t.Fatalf("FileHandle.Size of %s: %d, %v; want %d", dev, n, err, len(data))
+	}
+	off, n := int64(len(data)/3+7), len(data)/2-11
+	got := make([]byte, n)
+	if m, err := f.PRead(context.Background(), got, off).Get(); err != nil || m != n || !bytes.Equal(got, data[off:off+int64(n)]) {
+		t.Fatalf("PRead of %s: %d bytes, %v (equal %t)", dev, m, err, bytes.Equal(got, data[off:off+int64(n)]))
+	}
+	h, err := kvik.OpenMmap(dev, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if n, err := h.Size(); err != nil || n != int64(len(data)) {
+		t.Fatalf("MmapHandle.Size of %s: %d, %v; want %d", dev, n, err, len(data))
+	}
+	clear(got)
+	if m, err := h.ReadAt(got, off); err != nil || m != n || !bytes.Equal(got, data[off:off+int64(n)]) {
+		t.Fatalf("MmapHandle.ReadAt of %s: %d bytes, %v", dev, m, err)
+	}
+}
+
+// TestBlockDeviceToGPU: ReadFileToDevice of a block device loads all of
+// it.
+func TestBlockDeviceToGPU(t *testing.T) {
+	needGPU(t)
+	dev, data := blockDevice(t, 92)
+	buf, err := kvik.ReadFileToDevice(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	if buf.Size() != len(data) || !bytes.Equal(fromDevice(t, buf.Context(), buf.Ptr(), len(data)), data) {
+		t.Fatalf("ReadFileToDevice of %s: %d bytes of %d, or different", dev, buf.Size(), len(data))
 	}
 }

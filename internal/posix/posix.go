@@ -105,6 +105,18 @@ func OpenStat(path string, flag int, perm uint32) (fd int, st unix.Stat_t, err e
 	return fd, st, nil
 }
 
+// SizeOf returns the size of fd's file, whose fstat(2) is st: st.Size,
+// but for a block device, whose st_size is 0, the device's size, from
+// an lseek(2) to its end (which moves only the offset that read(2) and
+// write(2) use, not pread(2)'s).
+func SizeOf(fd int, st *unix.Stat_t) (int64, error) {
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return st.Size, nil
+	}
+	n, err := unix.Seek(fd, 0, io.SeekEnd)
+	return n, os.NewSyscallError("lseek", err)
+}
+
 // setBlocking clears O_NONBLOCK of fd's open file, keeping its other
 // status flags.
 func setBlocking(fd int) error {

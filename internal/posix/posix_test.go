@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kvikgo/kvik/internal/testkit/fskinds"
 )
 
 // fakeFile serves pread/pwrite from memory, at most step bytes a call, with
@@ -305,4 +307,37 @@ func TestOpenStatLease(t *testing.T) {
 	}
 	checkFlags(t, "leased", fd, unix.O_WRONLY, unix.O_NONBLOCK)
 	unix.Close(fd)
+}
+
+// TestSizeOf: a regular file's size is its stat's; a block device's,
+// whose stat says 0, is the device's (a loop device over a file of
+// random size).
+func TestSizeOf(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
+	size := func(path string) int64 {
+		fd, st, err := OpenStat(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		n, err := SizeOf(fd, &st)
+		if err != nil {
+			t.Fatalf("SizeOf(%s): %v", path, err)
+		}
+		return n
+	}
+	reg := filepath.Join(dir, "f")
+	data := make([]byte, 1+rng.IntN(1<<20))
+	if err := os.WriteFile(reg, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := size(reg); got != int64(len(data)) {
+		t.Errorf("regular file: SizeOf %d, want %d", got, len(data))
+	}
+	blk := make([]byte, 512*(1+rng.IntN(4096)))
+	dev := fskinds.LoopDevice(t, dir, blk)
+	if got := size(dev); got != int64(len(blk)) {
+		t.Errorf("block device %s over %d bytes: SizeOf %d", dev, len(blk), got)
+	}
 }

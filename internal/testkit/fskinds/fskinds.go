@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -216,4 +217,24 @@ func Changed(before, after map[string]State) []string {
 	}
 	slices.Sort(ps)
 	return ps
+}
+
+// LoopDevice returns a block device whose bytes are data's (a multiple
+// of 512 bytes): a loop device attached to a file of data in dir, with
+// losetup(8), detached when the test ends. It skips the test, saying
+// why, where no loop device can be attached (not root, no losetup, a
+// container without /dev/loop-control).
+func LoopDevice(t testing.TB, dir string, data []byte) string {
+	t.Helper()
+	img := filepath.Join(dir, "loop.img")
+	if err := os.WriteFile(img, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
+	if err != nil {
+		t.Skipf("no loop device to test with: losetup: %v: %s", err, bytes.TrimSpace(out))
+	}
+	dev := string(bytes.TrimSpace(out))
+	t.Cleanup(func() { exec.Command("losetup", "--detach", dev).Run() })
+	return dev
 }
