@@ -81,6 +81,7 @@ type opener struct {
 	touch bool // opens to write, or drops cached pages: not tried on block devices
 }
 
+// openers are the ways kvik opens a user's path.
 func openers() []opener {
 	fileOrDevice := func(k string) bool { return k == "regular" || strings.HasSuffix(k, "-device") }
 	fileOrBlock := func(k string) bool { return k == "regular" || k == "block-device" }

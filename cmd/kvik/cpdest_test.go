@@ -205,21 +205,7 @@ func TestCpSourceFIFO(t *testing.T) {
 	}
 	for _, src := range []string{fifo, link} {
 		dst := filepath.Join(dir, "dst-"+filepath.Base(src))
-		k := kvikCommand(nil, "cp", "--memory", "host", src, dst)
-		if err := k.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- k.cmd.Wait() }()
-		var err error
-		select {
-		case err = <-done:
-		case <-time.After(20 * time.Second):
-			k.cmd.Process.Kill()
-			<-done
-			t.Fatalf("kvik cp %s: still running after 20 s (blocked opening the FIFO)", src)
-		}
-		r := k.result(t, err)
+		r := runKvikWithin(t, 20*time.Second, nil, "cp", "--memory", "host", src, dst)
 		if r.code != exitFailure {
 			t.Errorf("kvik cp %s: exit %d, want %d", src, r.code, exitFailure)
 		}

@@ -19,21 +19,7 @@ func TestInfoNotRegular(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"info", "--json", fifo}, {"info", fifo}} {
-		k := kvikCommand(nil, args...)
-		if err := k.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- k.cmd.Wait() }()
-		var err error
-		select {
-		case err = <-done:
-		case <-time.After(20 * time.Second):
-			k.cmd.Process.Kill()
-			<-done
-			t.Fatalf("kvik %v did not end within 20 s", args)
-		}
-		r := k.result(t, err).expect(t, 1)
+		r := runKvikWithin(t, 20*time.Second, nil, args...).expect(t, 1)
 		if strings.Contains(r.stderr, "overflow") || strings.Contains(r.stderr, "goroutine") {
 			t.Fatalf("kvik %v crashed:\n%s", args, r.stderr)
 		}

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvikgo/kvik/cuda"
 )
@@ -54,6 +55,27 @@ func runKvik(t *testing.T, env []string, args ...string) result {
 	t.Helper()
 	k := kvikCommand(env, args...)
 	return k.result(t, k.cmd.Run())
+}
+
+// runKvikWithin is runKvik for a run that must end within d: one still
+// running then (blocked, say, opening a FIFO) is killed and fails t.
+func runKvikWithin(t *testing.T, d time.Duration, env []string, args ...string) result {
+	t.Helper()
+	k := kvikCommand(env, args...)
+	if err := k.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- k.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return k.result(t, err)
+	case <-time.After(d):
+		k.cmd.Process.Kill()
+		<-done
+		t.Fatalf("kvik %v: still running after %v", args, d)
+		return result{}
+	}
 }
 
 // kvikRun is a run of the binary and its output.
