@@ -489,7 +489,7 @@ func unshufflePlanes(dst, src []byte, n, i0, ts int) {
 		}
 	case 4:
 		r0, r1, r2, r3, d := plane(0), plane(1), plane(2), plane(3), dst[:4*m]
-		i := 0
+		i := interleave4(d, r0, r1, r2, r3)
 		for ; i+8 <= m; i += 8 { // eight elements at once: two 4x4 byte transposes
 			le := binary.LittleEndian
 			e0, e1, e2, e3 := byteTranspose4(le.Uint64(r0[i:]), le.Uint64(r1[i:]), le.Uint64(r2[i:]), le.Uint64(r3[i:]))
@@ -559,7 +559,7 @@ func shufflePlanes(dst []byte, n, i0 int, src []byte, ts int) {
 		}
 	case 4:
 		r0, r1, r2, r3, s := plane(0), plane(1), plane(2), plane(3), src[:4*m]
-		i := 0
+		i := deinterleave4(r0, r1, r2, r3, s)
 		for ; i+8 <= m; i += 8 { // the transposes of unshuffle, the other way
 			le := binary.LittleEndian
 			in := s[4*i : 4*i+32]

@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -315,7 +316,8 @@ func BenchmarkBloscEncodeRuns(b *testing.B) {
 // BenchmarkBloscDecodeRuns decodes 512 x 512 float32 Blosc LZ4 chunks
 // (byte shuffle) into their places in a 128 MiB region, 16384 wide, in
 // turn: into a chunk buffer, then copied (what a host read did), and
-// unshuffled straight into the region's rows (decodeRuns).
+// unshuffled straight into the region's rows (decodeRuns), with the
+// vector unshuffle (AVX2) and without.
 func BenchmarkBloscDecodeRuns(b *testing.B) {
 	const rows, side, chunk = 2048, 16384, 512
 	c := bloscCodec{cname: "lz4", clevel: 5, shuffle: 1, typesize: 4}
@@ -339,16 +341,24 @@ func BenchmarkBloscDecodeRuns(b *testing.B) {
 			i++
 		}
 	})
-	b.Run("runs", func(b *testing.B) {
-		b.SetBytes(int64(len(buf)))
-		i := 0
-		for b.Loop() {
-			if err := c.decodeRuns(enc, runsOf(v.sub(at(i)), count)); err != nil {
-				b.Fatal(err)
-			}
-			i++
+	vector := vectorInterleave
+	b.Cleanup(func() { vectorInterleave = vector })
+	for _, vec := range []bool{false, true} {
+		if vec && !vector {
+			continue
 		}
-	})
+		b.Run(fmt.Sprintf("runs/vector=%t", vec), func(b *testing.B) {
+			vectorInterleave = vec
+			b.SetBytes(int64(len(buf)))
+			i := 0
+			for b.Loop() {
+				if err := c.decodeRuns(enc, runsOf(v.sub(at(i)), count)); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
 }
 
 // cellOrigin returns the origin of cell i, taken in turn and wrapping, of

@@ -236,3 +236,83 @@ func TestBloscDecodeRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestShufflePlanes4 shuffles and unshuffles runs of 4-byte elements
+// into and out of shuffled blocks, of random sizes from random elements
+// on (as a region write or read takes a chunk's rows), with the vector
+// code (AVX2, where the CPU has it) and without, against the format's
+// definition: byte k of element i0+i is block[k*n+i0+i]; the block's
+// other bytes are left as they were.
+func TestShufflePlanes4(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	vector := vectorInterleave
+	t.Cleanup(func() { vectorInterleave = vector })
+	if !vector {
+		t.Log("no vector code here (no AVX2, or not amd64): the 64-bit transposes only")
+	}
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	for range 400 {
+		n := rng.IntN(3000)
+		i0 := 0
+		if n > 0 {
+			i0 = rng.IntN(n)
+		}
+		m := rng.IntN(n - i0 + 1)
+		block, elems := random(4*n), random(4*m)
+		unshuffled, shuffled := make([]byte, 4*m), bytes.Clone(block)
+		for i := range m {
+			for k := range 4 {
+				unshuffled[4*i+k] = block[k*n+i0+i]
+				shuffled[k*n+i0+i] = elems[4*i+k]
+			}
+		}
+		for _, v := range []bool{false, vector} {
+			vectorInterleave = v
+			got := make([]byte, 4*m)
+			unshufflePlanes(got, block, n, i0, 4)
+			if !bytes.Equal(got, unshuffled) {
+				t.Fatalf("unshuffle of %d of %d elements from %d (vector %t) differs from the definition", m, n, i0, v)
+			}
+			got = bytes.Clone(block)
+			shufflePlanes(got, n, i0, elems, 4)
+			if !bytes.Equal(got, shuffled) {
+				t.Fatalf("shuffle of %d of %d elements from %d (vector %t) differs from the definition", m, n, i0, v)
+			}
+		}
+	}
+}
+
+// BenchmarkShuffle4 unshuffles and shuffles a 256 KiB block of 4-byte
+// elements, with the vector code and without.
+func BenchmarkShuffle4(b *testing.B) {
+	src := make([]byte, 256<<10)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	dst := make([]byte, len(src))
+	vector := vectorInterleave
+	b.Cleanup(func() { vectorInterleave = vector })
+	for _, v := range []bool{false, true} {
+		if v && !vector {
+			continue
+		}
+		for _, f := range []struct {
+			name string
+			f    func(dst, src []byte, ts int)
+		}{{"unshuffle", unshuffle}, {"shuffle", shuffle}} {
+			b.Run(fmt.Sprintf("%s/vector=%t", f.name, v), func(b *testing.B) {
+				vectorInterleave = v
+				b.SetBytes(int64(len(src)))
+				for b.Loop() {
+					f.f(dst, src, 4)
+				}
+			})
+		}
+	}
+}

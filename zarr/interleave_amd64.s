@@ -1,0 +1,117 @@
+#include "textflag.h"
+
+// func interleave4AVX2(dst, p0, p1, p2, p3 *byte, blocks int)
+//
+// For each block of 32 elements: byte k of element i is plane k's byte
+// i. The bytes of planes 0-1 and 2-3 are interleaved (words: bytes 0-1
+// and 2-3 of each element), those words interleaved (elements), then
+// the 128-bit lanes put in order, since AVX2's unpacks work per lane.
+TEXT ·interleave4AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ p0+8(FP), AX
+	MOVQ p1+16(FP), BX
+	MOVQ p2+24(FP), CX
+	MOVQ p3+32(FP), DX
+	MOVQ blocks+40(FP), SI
+	XORQ R8, R8
+
+loop:
+	TESTQ SI, SI
+	JZ    done
+	VMOVDQU (AX)(R8*1), Y0
+	VMOVDQU (BX)(R8*1), Y1
+	VMOVDQU (CX)(R8*1), Y2
+	VMOVDQU (DX)(R8*1), Y3
+	VPUNPCKLBW Y1, Y0, Y4 // lanes: elements 0-7 | 16-23, bytes 0-1
+	VPUNPCKHBW Y1, Y0, Y5 // 8-15 | 24-31
+	VPUNPCKLBW Y3, Y2, Y6 // bytes 2-3
+	VPUNPCKHBW Y3, Y2, Y7
+	VPUNPCKLWD Y6, Y4, Y0 // elements 0-3 | 16-19
+	VPUNPCKHWD Y6, Y4, Y1 // 4-7 | 20-23
+	VPUNPCKLWD Y7, Y5, Y2 // 8-11 | 24-27
+	VPUNPCKHWD Y7, Y5, Y3 // 12-15 | 28-31
+	VPERM2I128 $0x20, Y1, Y0, Y4 // 0-7
+	VPERM2I128 $0x20, Y3, Y2, Y5 // 8-15
+	VPERM2I128 $0x31, Y1, Y0, Y6 // 16-23
+	VPERM2I128 $0x31, Y3, Y2, Y7 // 24-31
+	VMOVDQU Y4, (DI)
+	VMOVDQU Y5, 32(DI)
+	VMOVDQU Y6, 64(DI)
+	VMOVDQU Y7, 96(DI)
+	ADDQ  $32, R8
+	ADDQ  $128, DI
+	DECQ  SI
+	JMP   loop
+
+done:
+	VZEROUPPER
+	RET
+
+// Within each 128-bit lane of four elements: byte 0 of each, then byte
+// 1, 2 and 3 (a dword per byte of the element).
+DATA lanePlanes<>+0(SB)/8, $0x0d0905010c080400
+DATA lanePlanes<>+8(SB)/8, $0x0f0b07030e0a0602
+DATA lanePlanes<>+16(SB)/8, $0x0d0905010c080400
+DATA lanePlanes<>+24(SB)/8, $0x0f0b07030e0a0602
+GLOBL lanePlanes<>(SB), RODATA|NOPTR, $32
+
+// Dwords 0, 4, 1, 5, 2, 6, 3, 7: the two lanes' dwords of each byte side
+// by side (a qword per byte of eight elements).
+DATA pairLanes<>+0(SB)/8, $0x0000000400000000
+DATA pairLanes<>+8(SB)/8, $0x0000000500000001
+DATA pairLanes<>+16(SB)/8, $0x0000000600000002
+DATA pairLanes<>+24(SB)/8, $0x0000000700000003
+GLOBL pairLanes<>(SB), RODATA|NOPTR, $32
+
+// func deinterleave4AVX2(p0, p1, p2, p3, src *byte, blocks int)
+//
+// The inverse of interleave4AVX2: for each block of 32 elements of src,
+// byte k of element i goes to plane k's byte i. Each register of eight
+// elements is sorted into a qword per byte, then the four registers'
+// qwords transposed.
+TEXT ·deinterleave4AVX2(SB), NOSPLIT, $0-48
+	MOVQ p0+0(FP), AX
+	MOVQ p1+8(FP), BX
+	MOVQ p2+16(FP), CX
+	MOVQ p3+24(FP), DX
+	MOVQ src+32(FP), SI
+	MOVQ blocks+40(FP), DI
+	VMOVDQU lanePlanes<>(SB), Y14
+	VMOVDQU pairLanes<>(SB), Y15
+	XORQ R8, R8
+
+dloop:
+	TESTQ DI, DI
+	JZ    ddone
+	VMOVDQU (SI), Y0   // elements 0-7
+	VMOVDQU 32(SI), Y1 // 8-15
+	VMOVDQU 64(SI), Y2 // 16-23
+	VMOVDQU 96(SI), Y3 // 24-31
+	VPSHUFB Y14, Y0, Y0
+	VPSHUFB Y14, Y1, Y1
+	VPSHUFB Y14, Y2, Y2
+	VPSHUFB Y14, Y3, Y3
+	VPERMD  Y0, Y15, Y0 // qword k: byte k of elements 0-7
+	VPERMD  Y1, Y15, Y1
+	VPERMD  Y2, Y15, Y2
+	VPERMD  Y3, Y15, Y3
+	VPUNPCKLQDQ Y1, Y0, Y4 // bytes 0 | 2 of elements 0-15
+	VPUNPCKHQDQ Y1, Y0, Y5 // bytes 1 | 3
+	VPUNPCKLQDQ Y3, Y2, Y6 // bytes 0 | 2 of elements 16-31
+	VPUNPCKHQDQ Y3, Y2, Y7 // bytes 1 | 3
+	VPERM2I128 $0x20, Y6, Y4, Y0
+	VPERM2I128 $0x20, Y7, Y5, Y1
+	VPERM2I128 $0x31, Y6, Y4, Y2
+	VPERM2I128 $0x31, Y7, Y5, Y3
+	VMOVDQU Y0, (AX)(R8*1)
+	VMOVDQU Y1, (BX)(R8*1)
+	VMOVDQU Y2, (CX)(R8*1)
+	VMOVDQU Y3, (DX)(R8*1)
+	ADDQ  $32, R8
+	ADDQ  $128, SI
+	DECQ  DI
+	JMP   dloop
+
+ddone:
+	VZEROUPPER
+	RET

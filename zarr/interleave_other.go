@@ -1,0 +1,12 @@
+//go:build !amd64
+
+package zarr
+
+// vectorInterleave is false: no vector code for this architecture.
+var vectorInterleave = false
+
+// interleave4 writes nothing (see the amd64 version) and returns 0.
+func interleave4(d, r0, r1, r2, r3 []byte) int { return 0 }
+
+// deinterleave4 writes nothing (see the amd64 version) and returns 0.
+func deinterleave4(r0, r1, r2, r3, s []byte) int { return 0 }
