@@ -484,7 +484,7 @@ func unshufflePlanes(dst, src []byte, n, i0, ts int) {
 	switch ts {
 	case 2:
 		r0, r1, d := plane(0), plane(1), dst[:2*m]
-		for i := range r0 {
+		for i := interleave2(d, r0, r1); i < m; i++ {
 			binary.LittleEndian.PutUint16(d[2*i:], uint16(r0[i])|uint16(r1[i])<<8)
 		}
 	case 4:
@@ -553,7 +553,7 @@ func shufflePlanes(dst []byte, n, i0 int, src []byte, ts int) {
 	switch ts {
 	case 2:
 		r0, r1, s := plane(0), plane(1), src[:2*m]
-		for i := range r0 {
+		for i := deinterleave2(r0, r1, s); i < m; i++ {
 			v := binary.LittleEndian.Uint16(s[2*i:])
 			r0[i], r1[i] = byte(v), byte(v>>8)
 		}

@@ -39,3 +39,33 @@ func deinterleave4(r0, r1, r2, r3, s []byte) int {
 
 //go:noescape
 func deinterleave4AVX2(p0, p1, p2, p3, src *byte, blocks int)
+
+// interleave2 is interleave4 for 2-byte elements.
+func interleave2(d, r0, r1 []byte) int {
+	blocks := len(r0) / 32
+	if !vectorInterleave || blocks == 0 {
+		return 0
+	}
+	n := 32 * blocks
+	_, _ = d[2*n-1], r1[n-1] // bounds the assembly relies on
+	interleave2AVX2(&d[0], &r0[0], &r1[0], blocks)
+	return n
+}
+
+// deinterleave2 is deinterleave4 for 2-byte elements.
+func deinterleave2(r0, r1, s []byte) int {
+	blocks := len(r0) / 32
+	if !vectorInterleave || blocks == 0 {
+		return 0
+	}
+	n := 32 * blocks
+	_, _ = s[2*n-1], r1[n-1] // bounds the assembly relies on
+	deinterleave2AVX2(&r0[0], &r1[0], &s[0], blocks)
+	return n
+}
+
+//go:noescape
+func interleave2AVX2(dst, p0, p1 *byte, blocks int)
+
+//go:noescape
+func deinterleave2AVX2(p0, p1, src *byte, blocks int)

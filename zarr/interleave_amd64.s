@@ -115,3 +115,77 @@ dloop:
 ddone:
 	VZEROUPPER
 	RET
+
+// func interleave2AVX2(dst, p0, p1 *byte, blocks int)
+//
+// interleave4AVX2 for 2-byte elements: the two planes' bytes
+// interleaved, then the lanes put in order.
+TEXT ·interleave2AVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ p0+8(FP), AX
+	MOVQ p1+16(FP), BX
+	MOVQ blocks+24(FP), SI
+	XORQ R8, R8
+
+loop2:
+	TESTQ SI, SI
+	JZ    done2
+	VMOVDQU (AX)(R8*1), Y0
+	VMOVDQU (BX)(R8*1), Y1
+	VPUNPCKLBW Y1, Y0, Y2 // elements 0-7 | 16-23
+	VPUNPCKHBW Y1, Y0, Y3 // 8-15 | 24-31
+	VPERM2I128 $0x20, Y3, Y2, Y4 // 0-15
+	VPERM2I128 $0x31, Y3, Y2, Y5 // 16-31
+	VMOVDQU Y4, (DI)
+	VMOVDQU Y5, 32(DI)
+	ADDQ  $32, R8
+	ADDQ  $64, DI
+	DECQ  SI
+	JMP   loop2
+
+done2:
+	VZEROUPPER
+	RET
+
+// Within each 128-bit lane of eight elements: byte 0 of each, then
+// byte 1 (a qword per byte of the element).
+DATA lanePlanes2<>+0(SB)/8, $0x0e0c0a0806040200
+DATA lanePlanes2<>+8(SB)/8, $0x0f0d0b0907050301
+DATA lanePlanes2<>+16(SB)/8, $0x0e0c0a0806040200
+DATA lanePlanes2<>+24(SB)/8, $0x0f0d0b0907050301
+GLOBL lanePlanes2<>(SB), RODATA|NOPTR, $32
+
+// func deinterleave2AVX2(p0, p1, src *byte, blocks int)
+//
+// The inverse of interleave2AVX2: each register of 16 elements sorted
+// into a qword per byte and lane, the qwords of each byte side by side
+// (VPERMQ 0, 2, 1, 3), then the two registers' halves paired.
+TEXT ·deinterleave2AVX2(SB), NOSPLIT, $0-32
+	MOVQ p0+0(FP), AX
+	MOVQ p1+8(FP), BX
+	MOVQ src+16(FP), SI
+	MOVQ blocks+24(FP), DI
+	VMOVDQU lanePlanes2<>(SB), Y14
+	XORQ R8, R8
+
+dloop2:
+	TESTQ DI, DI
+	JZ    ddone2
+	VMOVDQU (SI), Y0   // elements 0-15
+	VMOVDQU 32(SI), Y1 // 16-31
+	VPSHUFB Y14, Y0, Y0
+	VPSHUFB Y14, Y1, Y1
+	VPERMQ  $0xd8, Y0, Y0 // byte 0 of 0-15 | byte 1 of 0-15
+	VPERMQ  $0xd8, Y1, Y1 // the same of 16-31
+	VPERM2I128 $0x20, Y1, Y0, Y2
+	VPERM2I128 $0x31, Y1, Y0, Y3
+	VMOVDQU Y2, (AX)(R8*1)
+	VMOVDQU Y3, (BX)(R8*1)
+	ADDQ  $32, R8
+	ADDQ  $64, SI
+	DECQ  DI
+	JMP   dloop2
+
+ddone2:
+	VZEROUPPER
+	RET

@@ -10,3 +10,9 @@ func interleave4(d, r0, r1, r2, r3 []byte) int { return 0 }
 
 // deinterleave4 writes nothing (see the amd64 version) and returns 0.
 func deinterleave4(r0, r1, r2, r3, s []byte) int { return 0 }
+
+// interleave2 writes nothing and returns 0.
+func interleave2(d, r0, r1 []byte) int { return 0 }
+
+// deinterleave2 writes nothing and returns 0.
+func deinterleave2(r0, r1, s []byte) int { return 0 }

@@ -237,13 +237,13 @@ func TestBloscDecodeRuns(t *testing.T) {
 	}
 }
 
-// TestShufflePlanes4 shuffles and unshuffles runs of 4-byte elements
-// into and out of shuffled blocks, of random sizes from random elements
+// TestShufflePlanesVector shuffles and unshuffles runs of 2- and 4-byte
+// elements (those with vector code) into and out of shuffled blocks, of random sizes from random elements
 // on (as a region write or read takes a chunk's rows), with the vector
 // code (AVX2, where the CPU has it) and without, against the format's
 // definition: byte k of element i0+i is block[k*n+i0+i]; the block's
 // other bytes are left as they were.
-func TestShufflePlanes4(t *testing.T) {
+func TestShufflePlanesVector(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	vector := vectorInterleave
 	t.Cleanup(func() { vectorInterleave = vector })
@@ -257,40 +257,41 @@ func TestShufflePlanes4(t *testing.T) {
 		}
 		return b
 	}
-	for range 400 {
+	for j := range 800 {
+		ts := 2 + 2*(j%2)
 		n := rng.IntN(3000)
 		i0 := 0
 		if n > 0 {
 			i0 = rng.IntN(n)
 		}
 		m := rng.IntN(n - i0 + 1)
-		block, elems := random(4*n), random(4*m)
-		unshuffled, shuffled := make([]byte, 4*m), bytes.Clone(block)
+		block, elems := random(ts*n), random(ts*m)
+		unshuffled, shuffled := make([]byte, ts*m), bytes.Clone(block)
 		for i := range m {
-			for k := range 4 {
-				unshuffled[4*i+k] = block[k*n+i0+i]
-				shuffled[k*n+i0+i] = elems[4*i+k]
+			for k := range ts {
+				unshuffled[ts*i+k] = block[k*n+i0+i]
+				shuffled[k*n+i0+i] = elems[ts*i+k]
 			}
 		}
 		for _, v := range []bool{false, vector} {
 			vectorInterleave = v
-			got := make([]byte, 4*m)
-			unshufflePlanes(got, block, n, i0, 4)
+			got := make([]byte, ts*m)
+			unshufflePlanes(got, block, n, i0, ts)
 			if !bytes.Equal(got, unshuffled) {
-				t.Fatalf("unshuffle of %d of %d elements from %d (vector %t) differs from the definition", m, n, i0, v)
+				t.Fatalf("unshuffle of %d of %d %d-byte elements from %d (vector %t) differs from the definition", m, n, ts, i0, v)
 			}
 			got = bytes.Clone(block)
-			shufflePlanes(got, n, i0, elems, 4)
+			shufflePlanes(got, n, i0, elems, ts)
 			if !bytes.Equal(got, shuffled) {
-				t.Fatalf("shuffle of %d of %d elements from %d (vector %t) differs from the definition", m, n, i0, v)
+				t.Fatalf("shuffle of %d of %d %d-byte elements from %d (vector %t) differs from the definition", m, n, ts, i0, v)
 			}
 		}
 	}
 }
 
-// BenchmarkShuffle4 unshuffles and shuffles a 256 KiB block of 4-byte
-// elements, with the vector code and without.
-func BenchmarkShuffle4(b *testing.B) {
+// BenchmarkShuffleVector unshuffles and shuffles a 256 KiB block of 2-
+// and 4-byte elements, with the vector code and without.
+func BenchmarkShuffleVector(b *testing.B) {
 	src := make([]byte, 256<<10)
 	for i := range src {
 		src[i] = byte(i * 7)
@@ -306,13 +307,15 @@ func BenchmarkShuffle4(b *testing.B) {
 			name string
 			f    func(dst, src []byte, ts int)
 		}{{"unshuffle", unshuffle}, {"shuffle", shuffle}} {
-			b.Run(fmt.Sprintf("%s/vector=%t", f.name, v), func(b *testing.B) {
-				vectorInterleave = v
-				b.SetBytes(int64(len(src)))
-				for b.Loop() {
-					f.f(dst, src, 4)
-				}
-			})
+			for _, ts := range []int{2, 4} {
+				b.Run(fmt.Sprintf("%s/ts=%d/vector=%t", f.name, ts, v), func(b *testing.B) {
+					vectorInterleave = v
+					b.SetBytes(int64(len(src)))
+					for b.Loop() {
+						f.f(dst, src, ts)
+					}
+				})
+			}
 		}
 	}
 }
