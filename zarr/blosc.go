@@ -505,7 +505,7 @@ func unshufflePlanes(dst, src []byte, n, i0, ts int) {
 	case 8:
 		r0, r1, r2, r3 := plane(0), plane(1), plane(2), plane(3)
 		r4, r5, r6, r7, d := plane(4), plane(5), plane(6), plane(7), dst[:8*m]
-		i := 0
+		i := interleave8(d, src, n, i0, m)
 		for ; i+8 <= m; i += 8 { // eight elements at once: an 8x8 byte transpose
 			le := binary.LittleEndian
 			y0, y1, y2, y3, y4, y5, y6, y7 := byteTranspose8(le.Uint64(r0[i:]), le.Uint64(r1[i:]), le.Uint64(r2[i:]), le.Uint64(r3[i:]),

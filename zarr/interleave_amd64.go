@@ -69,3 +69,19 @@ func interleave2AVX2(dst, p0, p1 *byte, blocks int)
 
 //go:noescape
 func deinterleave2AVX2(p0, p1, src *byte, blocks int)
+
+// interleave8 is interleave4 for 8-byte elements, whose planes are
+// src[k*n+i0:] (the caller's bounds: 8 planes of m bytes from i0).
+func interleave8(d, src []byte, n, i0, m int) int {
+	blocks := m / 32
+	if !vectorInterleave || blocks == 0 {
+		return 0
+	}
+	k := 32 * blocks
+	_, _ = d[8*k-1], src[7*n+i0+k-1] // bounds the assembly relies on
+	interleave8AVX2(&d[0], &src[i0], n, blocks)
+	return k
+}
+
+//go:noescape
+func interleave8AVX2(dst, p *byte, n, blocks int)

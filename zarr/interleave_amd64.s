@@ -189,3 +189,77 @@ dloop2:
 ddone2:
 	VZEROUPPER
 	RET
+
+// func interleave8AVX2(dst, p *byte, n, blocks int)
+//
+// interleave4AVX2 for 8-byte elements, from the planes p, p+n, ...
+// p+7n: bytes of plane pairs interleaved (words), then words (dwords),
+// then dwords (elements), then the lanes put in order.
+TEXT ·interleave8AVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ p+8(FP), AX
+	MOVQ n+16(FP), BX
+	MOVQ blocks+24(FP), SI
+	LEAQ (BX)(BX*2), CX // 3n
+	LEAQ (AX)(BX*4), DX // plane 4
+
+loop8:
+	TESTQ SI, SI
+	JZ    done8
+	VMOVDQU (AX), Y0
+	VMOVDQU (AX)(BX*1), Y1
+	VMOVDQU (AX)(BX*2), Y2
+	VMOVDQU (AX)(CX*1), Y3
+	VMOVDQU (DX), Y4
+	VMOVDQU (DX)(BX*1), Y5
+	VMOVDQU (DX)(BX*2), Y6
+	VMOVDQU (DX)(CX*1), Y7
+	VPUNPCKLBW Y1, Y0, Y8  // elements 0-7 | 16-23, bytes 0-1
+	VPUNPCKHBW Y1, Y0, Y9  // 8-15 | 24-31
+	VPUNPCKLBW Y3, Y2, Y10 // bytes 2-3
+	VPUNPCKHBW Y3, Y2, Y11
+	VPUNPCKLBW Y5, Y4, Y12 // bytes 4-5
+	VPUNPCKHBW Y5, Y4, Y13
+	VPUNPCKLBW Y7, Y6, Y14 // bytes 6-7
+	VPUNPCKHBW Y7, Y6, Y15
+	VPUNPCKLWD Y10, Y8, Y0  // elements 0-3 | 16-19, bytes 0-3
+	VPUNPCKHWD Y10, Y8, Y1  // 4-7 | 20-23
+	VPUNPCKLWD Y11, Y9, Y2  // 8-11 | 24-27
+	VPUNPCKHWD Y11, Y9, Y3  // 12-15 | 28-31
+	VPUNPCKLWD Y14, Y12, Y4 // the same, bytes 4-7
+	VPUNPCKHWD Y14, Y12, Y5
+	VPUNPCKLWD Y15, Y13, Y6
+	VPUNPCKHWD Y15, Y13, Y7
+	VPUNPCKLDQ Y4, Y0, Y8  // elements 0-1 | 16-17
+	VPUNPCKHDQ Y4, Y0, Y9  // 2-3 | 18-19
+	VPUNPCKLDQ Y5, Y1, Y10 // 4-5 | 20-21
+	VPUNPCKHDQ Y5, Y1, Y11 // 6-7 | 22-23
+	VPUNPCKLDQ Y6, Y2, Y12 // 8-9 | 24-25
+	VPUNPCKHDQ Y6, Y2, Y13 // 10-11 | 26-27
+	VPUNPCKLDQ Y7, Y3, Y14 // 12-13 | 28-29
+	VPUNPCKHDQ Y7, Y3, Y15 // 14-15 | 30-31
+	VPERM2I128 $0x20, Y9, Y8, Y0
+	VPERM2I128 $0x20, Y11, Y10, Y1
+	VPERM2I128 $0x20, Y13, Y12, Y2
+	VPERM2I128 $0x20, Y15, Y14, Y3
+	VPERM2I128 $0x31, Y9, Y8, Y4
+	VPERM2I128 $0x31, Y11, Y10, Y5
+	VPERM2I128 $0x31, Y13, Y12, Y6
+	VPERM2I128 $0x31, Y15, Y14, Y7
+	VMOVDQU Y0, (DI)    // elements 0-3
+	VMOVDQU Y1, 32(DI)  // 4-7
+	VMOVDQU Y2, 64(DI)  // 8-11
+	VMOVDQU Y3, 96(DI)  // 12-15
+	VMOVDQU Y4, 128(DI) // 16-19
+	VMOVDQU Y5, 160(DI)
+	VMOVDQU Y6, 192(DI)
+	VMOVDQU Y7, 224(DI)
+	ADDQ  $32, AX
+	ADDQ  $32, DX
+	ADDQ  $256, DI
+	DECQ  SI
+	JMP   loop8
+
+done8:
+	VZEROUPPER
+	RET

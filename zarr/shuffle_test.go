@@ -237,8 +237,8 @@ func TestBloscDecodeRuns(t *testing.T) {
 	}
 }
 
-// TestShufflePlanesVector shuffles and unshuffles runs of 2- and 4-byte
-// elements (those with vector code) into and out of shuffled blocks, of random sizes from random elements
+// TestShufflePlanesVector shuffles and unshuffles runs of 2-, 4- and
+// 8-byte elements (those with vector code) into and out of shuffled blocks, of random sizes from random elements
 // on (as a region write or read takes a chunk's rows), with the vector
 // code (AVX2, where the CPU has it) and without, against the format's
 // definition: byte k of element i0+i is block[k*n+i0+i]; the block's
@@ -257,8 +257,8 @@ func TestShufflePlanesVector(t *testing.T) {
 		}
 		return b
 	}
-	for j := range 800 {
-		ts := 2 + 2*(j%2)
+	for j := range 1200 {
+		ts := []int{2, 4, 8}[j%3]
 		n := rng.IntN(3000)
 		i0 := 0
 		if n > 0 {
@@ -289,8 +289,8 @@ func TestShufflePlanesVector(t *testing.T) {
 	}
 }
 
-// BenchmarkShuffleVector unshuffles and shuffles a 256 KiB block of 2-
-// and 4-byte elements, with the vector code and without.
+// BenchmarkShuffleVector unshuffles and shuffles a 256 KiB block of 2-,
+// 4- and 8-byte elements, with the vector code and without.
 func BenchmarkShuffleVector(b *testing.B) {
 	src := make([]byte, 256<<10)
 	for i := range src {
@@ -307,7 +307,7 @@ func BenchmarkShuffleVector(b *testing.B) {
 			name string
 			f    func(dst, src []byte, ts int)
 		}{{"unshuffle", unshuffle}, {"shuffle", shuffle}} {
-			for _, ts := range []int{2, 4} {
+			for _, ts := range []int{2, 4, 8} {
 				b.Run(fmt.Sprintf("%s/ts=%d/vector=%t", f.name, ts, v), func(b *testing.B) {
 					vectorInterleave = v
 					b.SetBytes(int64(len(src)))
