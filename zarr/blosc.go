@@ -578,7 +578,7 @@ func shufflePlanes(dst []byte, n, i0 int, src []byte, ts int) {
 	case 8:
 		r0, r1, r2, r3 := plane(0), plane(1), plane(2), plane(3)
 		r4, r5, r6, r7, s := plane(4), plane(5), plane(6), plane(7), src[:8*m]
-		i := 0
+		i := deinterleave8(dst, n, i0, s, m)
 		for ; i+8 <= m; i += 8 { // the transpose of unshuffle, the other way
 			le := binary.LittleEndian
 			in := s[8*i : 8*i+64]

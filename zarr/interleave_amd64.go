@@ -2,10 +2,9 @@ package zarr
 
 import "golang.org/x/sys/cpu"
 
-// vectorInterleave: the byte shuffles of 2- and 4-byte elements, and
-// the unshuffle of 8-byte ones, use AVX2 (interleave_amd64.s), 11-30x
-// the loops of blosc.go on a block in cache; tests turn it off to
-// compare.
+// vectorInterleave: the byte shuffles of 2-, 4- and 8-byte elements
+// use AVX2 (interleave_amd64.s), 10-30x the loops of blosc.go on a
+// block in cache; tests turn it off to compare.
 var vectorInterleave = cpu.X86.HasAVX2
 
 // interleave4 writes the first elements of four planes of bytes into d,
@@ -87,3 +86,19 @@ func interleave8(d, src []byte, n, i0, m int) int {
 
 //go:noescape
 func interleave8AVX2(dst, p *byte, n, blocks int)
+
+// deinterleave8 is deinterleave4 for 8-byte elements, whose planes are
+// dst[k*n+i0:] (the caller's bounds: 8 planes of m bytes from i0).
+func deinterleave8(dst []byte, n, i0 int, s []byte, m int) int {
+	blocks := m / 32
+	if !vectorInterleave || blocks == 0 {
+		return 0
+	}
+	k := 32 * blocks
+	_, _ = s[8*k-1], dst[7*n+i0+k-1] // bounds the assembly relies on
+	deinterleave8AVX2(&dst[i0], n, &s[0], blocks)
+	return k
+}
+
+//go:noescape
+func deinterleave8AVX2(p *byte, n int, src *byte, blocks int)

@@ -263,3 +263,96 @@ loop8:
 done8:
 	VZEROUPPER
 	RET
+
+// Dwords 0, 2, 4, 6, 1, 3, 5, 7: the low halves of four 8-byte elements
+// in the low lane, their high halves in the high one.
+DATA halves<>+0(SB)/8, $0x0000000200000000
+DATA halves<>+8(SB)/8, $0x0000000600000004
+DATA halves<>+16(SB)/8, $0x0000000300000001
+DATA halves<>+24(SB)/8, $0x0000000700000005
+GLOBL halves<>(SB), RODATA|NOPTR, $32
+
+// func deinterleave8AVX2(p *byte, n int, src *byte, blocks int)
+//
+// The inverse of interleave8AVX2: each register of four elements sorted
+// into a dword per byte (their halves split between the lanes, then
+// each lane's bytes sorted as for 4-byte elements), then the eight
+// registers' dwords transposed.
+TEXT ·deinterleave8AVX2(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), BX
+	MOVQ src+16(FP), SI
+	MOVQ blocks+24(FP), DI
+	LEAQ (BX)(BX*2), CX // 3n
+	LEAQ (AX)(BX*4), DX // plane 4
+	VMOVDQU lanePlanes<>(SB), Y14
+	VMOVDQU halves<>(SB), Y15
+
+dloop8:
+	TESTQ DI, DI
+	JZ    ddone8
+	VMOVDQU (SI), Y0    // elements 0-3
+	VMOVDQU 32(SI), Y1  // 4-7
+	VMOVDQU 64(SI), Y2
+	VMOVDQU 96(SI), Y3
+	VMOVDQU 128(SI), Y4
+	VMOVDQU 160(SI), Y5
+	VMOVDQU 192(SI), Y6
+	VMOVDQU 224(SI), Y7 // 28-31
+	VPERMD  Y0, Y15, Y0
+	VPERMD  Y1, Y15, Y1
+	VPERMD  Y2, Y15, Y2
+	VPERMD  Y3, Y15, Y3
+	VPERMD  Y4, Y15, Y4
+	VPERMD  Y5, Y15, Y5
+	VPERMD  Y6, Y15, Y6
+	VPERMD  Y7, Y15, Y7
+	VPSHUFB Y14, Y0, Y0 // dword k: byte k of elements 0-3
+	VPSHUFB Y14, Y1, Y1
+	VPSHUFB Y14, Y2, Y2
+	VPSHUFB Y14, Y3, Y3
+	VPSHUFB Y14, Y4, Y4
+	VPSHUFB Y14, Y5, Y5
+	VPSHUFB Y14, Y6, Y6
+	VPSHUFB Y14, Y7, Y7
+	VPUNPCKLDQ Y1, Y0, Y8   // bytes 0-1 | 4-5 of elements 0-7
+	VPUNPCKHDQ Y1, Y0, Y9   // bytes 2-3 | 6-7
+	VPUNPCKLDQ Y3, Y2, Y10  // the same of 8-15
+	VPUNPCKHDQ Y3, Y2, Y11
+	VPUNPCKLDQ Y5, Y4, Y12  // 16-23
+	VPUNPCKHDQ Y5, Y4, Y13
+	VPUNPCKLDQ Y7, Y6, Y0   // 24-31
+	VPUNPCKHDQ Y7, Y6, Y1
+	VPUNPCKLQDQ Y10, Y8, Y2 // byte 0 | 4 of elements 0-15
+	VPUNPCKHQDQ Y10, Y8, Y3 // 1 | 5
+	VPUNPCKLQDQ Y11, Y9, Y4 // 2 | 6
+	VPUNPCKHQDQ Y11, Y9, Y5 // 3 | 7
+	VPUNPCKLQDQ Y0, Y12, Y6 // the same of 16-31
+	VPUNPCKHQDQ Y0, Y12, Y7
+	VPUNPCKLQDQ Y1, Y13, Y8
+	VPUNPCKHQDQ Y1, Y13, Y9
+	VPERM2I128 $0x20, Y6, Y2, Y10
+	VMOVDQU Y10, (AX)        // plane 0
+	VPERM2I128 $0x20, Y7, Y3, Y10
+	VMOVDQU Y10, (AX)(BX*1)  // 1
+	VPERM2I128 $0x20, Y8, Y4, Y10
+	VMOVDQU Y10, (AX)(BX*2)  // 2
+	VPERM2I128 $0x20, Y9, Y5, Y10
+	VMOVDQU Y10, (AX)(CX*1)  // 3
+	VPERM2I128 $0x31, Y6, Y2, Y10
+	VMOVDQU Y10, (DX)        // 4
+	VPERM2I128 $0x31, Y7, Y3, Y10
+	VMOVDQU Y10, (DX)(BX*1)  // 5
+	VPERM2I128 $0x31, Y8, Y4, Y10
+	VMOVDQU Y10, (DX)(BX*2)  // 6
+	VPERM2I128 $0x31, Y9, Y5, Y10
+	VMOVDQU Y10, (DX)(CX*1)  // 7
+	ADDQ  $32, AX
+	ADDQ  $32, DX
+	ADDQ  $256, SI
+	DECQ  DI
+	JMP   dloop8
+
+ddone8:
+	VZEROUPPER
+	RET

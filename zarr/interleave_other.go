@@ -19,3 +19,6 @@ func deinterleave2(r0, r1, s []byte) int { return 0 }
 
 // interleave8 writes nothing and returns 0.
 func interleave8(d, src []byte, n, i0, m int) int { return 0 }
+
+// deinterleave8 writes nothing and returns 0.
+func deinterleave8(dst []byte, n, i0 int, s []byte, m int) int { return 0 }
