@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/posix"
 )
 
 const cpDesc = `
@@ -205,11 +206,11 @@ func (j *copyJob) open() error {
 	}
 	j.unchanged = kvik.WatchFile(j.in)
 	fi, err := os.Stat(j.src)
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case !fi.Mode().IsRegular(): // replaced since the check above
-		return fmt.Errorf("%s: not a regular file", j.src)
+	}
+	if err := notRegularSource(j.src, fi.Mode()); err != nil { // replaced since the check above
+		return err
 	}
 	j.size = fi.Size()
 	if j.dst, err = destPath(j.src, j.dst); err != nil {
@@ -437,8 +438,14 @@ func regularSource(src string) error {
 	if err != nil {
 		return err
 	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s: not a regular file", src)
+	return notRegularSource(src, fi.Mode())
+}
+
+// notRegularSource refuses a source of a mode that is not a regular
+// file's, naming what it is.
+func notRegularSource(src string, mode fs.FileMode) error {
+	if mode.IsRegular() {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%s: not a regular file: %s", src, posix.FileKind(mode))
 }

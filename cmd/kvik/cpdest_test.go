@@ -209,7 +209,7 @@ func TestCpSourceFIFO(t *testing.T) {
 		if r.code != exitFailure {
 			t.Errorf("kvik cp %s: exit %d, want %d", src, r.code, exitFailure)
 		}
-		r.oneLineError(t, "not a regular file", src)
+		r.oneLineError(t, "not a regular file: a FIFO", src)
 		if _, err := os.Lstat(dst); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("kvik cp %s made %s (%v)", src, dst, err)
 		}
