@@ -282,7 +282,8 @@ func blockDevice(t *testing.T, seed uint64) (string, []byte) {
 
 // TestBlockDeviceSize: a FileHandle and an MmapHandle of a block device
 // have the device's size (its stat says 0: ReadFileToDevice read
-// nothing) and read its bytes at an unaligned offset.
+// nothing), as do its page-cache count and read plan, and read its bytes
+// at an unaligned offset.
 func TestBlockDeviceSize(t *testing.T) {
 	dev, data := blockDevice(t, 91)
 	f, err := kvik.Open(dev, "r", 0)
@@ -297,6 +298,13 @@ func TestBlockDeviceSize(t *testing.T) {
 	got := make([]byte, n)
 	if m, err := f.PRead(context.Background(), got, off).Get(); err != nil || m != n || !bytes.Equal(got, data[off:off+int64(n)]) {
 		t.Fatalf("PRead of %s: %d bytes, %v (equal %t)", dev, m, err, bytes.Equal(got, data[off:off+int64(n)]))
+	}
+	pages := (len(data) + os.Getpagesize() - 1) / os.Getpagesize()
+	if _, total, err := kvik.PageCacheInfo(dev, 0, 0); err != nil || total != pages {
+		t.Errorf("PageCacheInfo of %s: %d pages, %v; want %d", dev, total, err, pages)
+	}
+	if p, err := f.ReadPlan(0, 0); err != nil || p.TotalPages != pages || p.DirectBytes+p.BufferedBytes != int64(len(data)) {
+		t.Errorf("ReadPlan of %s: %+v, %v; want %d pages, %d bytes", dev, p, err, pages, len(data))
 	}
 	h, err := kvik.OpenMmap(dev, "r")
 	if err != nil {

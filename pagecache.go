@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kvikgo/kvik/internal/posix"
 )
 
 // pageCacheWindow is the most bytes of a file that PageCacheInfo maps at a
@@ -112,7 +114,10 @@ func pcInfo(fd int, name string, offset, length int64) (resident, total int, err
 	if err := unix.Fstat(fd, &st); err != nil {
 		return 0, 0, &fs.PathError{Op: op, Path: name, Err: os.NewSyscallError("fstat", err)}
 	}
-	size := st.Size
+	size, err := posix.SizeOf(fd, &st)
+	if err != nil {
+		return 0, 0, &fs.PathError{Op: op, Path: name, Err: err}
+	}
 	if offset >= size {
 		return 0, 0, nil
 	}

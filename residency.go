@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kvikgo/kvik/internal/posix"
 	"github.com/kvikgo/kvik/internal/sched"
 	"github.com/kvikgo/kvik/internal/staging"
 )
@@ -278,8 +279,12 @@ func (f *FileHandle) ReadPlan(offset, length int64) (ReadPlan, error) {
 	if err := unix.Fstat(f.fd, &st); err != nil {
 		return p, &fs.PathError{Op: "stat", Path: f.name, Err: err}
 	}
-	end := st.Size
-	if length > 0 && length < st.Size-offset {
+	size, err := posix.SizeOf(f.fd, &st)
+	if err != nil {
+		return p, &fs.PathError{Op: "stat", Path: f.name, Err: err}
+	}
+	end := size
+	if length > 0 && length < size-offset {
 		end = offset + length
 	}
 	for off := offset; off < end; off += int64(d.TaskSize) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -106,15 +107,17 @@ func OpenStat(path string, flag int, perm uint32) (fd int, st unix.Stat_t, err e
 }
 
 // SizeOf returns the size of fd's file, whose fstat(2) is st: st.Size,
-// but for a block device, whose st_size is 0, the device's size, from
-// an lseek(2) to its end (which moves only the offset that read(2) and
-// write(2) use, not pread(2)'s).
+// but for a block device, whose st_size is 0, the device's size
+// (BLKGETSIZE64, which leaves the descriptor's offset alone).
 func SizeOf(fd int, st *unix.Stat_t) (int64, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
 		return st.Size, nil
 	}
-	n, err := unix.Seek(fd, 0, io.SeekEnd)
-	return n, os.NewSyscallError("lseek", err)
+	var n uint64
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&n))); e != 0 {
+		return 0, os.NewSyscallError("ioctl BLKGETSIZE64", e)
+	}
+	return int64(n), nil
 }
 
 // setBlocking clears O_NONBLOCK of fd's open file, keeping its other

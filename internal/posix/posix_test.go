@@ -325,6 +325,9 @@ func TestSizeOf(t *testing.T) {
 		if err != nil {
 			t.Fatalf("SizeOf(%s): %v", path, err)
 		}
+		if off, err := unix.Seek(fd, 0, io.SeekCurrent); err != nil || off != 0 {
+			t.Errorf("SizeOf(%s) moved the descriptor's offset to %d (%v)", path, off, err)
+		}
 		return n
 	}
 	reg := filepath.Join(dir, "f")
