@@ -33,24 +33,12 @@ func ParseOpenFlags(flags string) (int, error) {
 	return 0, fmt.Errorf("%w: open flags %q (want r, r+, w or w+)", ErrInvalidArgument, flags)
 }
 
-// openKind opens path with flag and perm without waiting on a FIFO
-// (posix.OpenStat), and refuses a file of a type that ok does not take
-// with ErrNotRegular, naming the type. It returns the descriptor and the
+// openKind opens path with flag and perm without waiting on a FIFO, and
+// refuses a file of a type that ok does not take with ErrNotRegular,
+// naming the type (posix.OpenKind). It returns the descriptor and the
 // file's stat.
 func openKind(path string, flag int, perm uint32, ok func(fs.FileMode) bool) (int, unix.Stat_t, error) {
-	fd, st, err := posix.OpenStat(path, flag, perm)
-	if err != nil && st.Mode == 0 {
-		return -1, st, err
-	}
-	mode := posix.StatMode(st.Mode)
-	switch {
-	case ok(mode):
-		return fd, st, err // err: a device node without a driver
-	case err != nil: // a socket, a FIFO without a reader, a directory opened to write
-		return -1, st, fmt.Errorf("%w: %s (%w)", ErrNotRegular, posix.FileKind(mode), err)
-	}
-	unix.Close(fd)
-	return -1, st, fmt.Errorf("%w: %s", ErrNotRegular, posix.FileKind(mode))
+	return posix.OpenKind(path, flag, perm, ok, ErrNotRegular)
 }
 
 // regularOrDevice takes regular files and device nodes, block or

@@ -253,16 +253,9 @@ func (s *DirStore) openHost(key string) (*valueFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, st, err := posix.OpenStat(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, st, err := posix.OpenKind(p, unix.O_RDONLY|unix.O_CLOEXEC, 0, fs.FileMode.IsRegular, kvik.ErrNotRegular)
 	if err != nil {
-		if st.Mode != 0 { // a socket
-			err = fmt.Errorf("%w: %s (%w)", kvik.ErrNotRegular, posix.FileKind(posix.StatMode(st.Mode)), err)
-		}
 		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
-	}
-	if err := notRegular(p, st.Mode); err != nil {
-		unix.Close(fd)
-		return nil, err
 	}
 	return &valueFile{fd: fd, path: p, key: key, size: st.Size, dev: st.Dev, ino: st.Ino}, nil
 }

@@ -5,7 +5,9 @@ package posix
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"syscall"
 	"unsafe"
@@ -118,6 +120,26 @@ func SizeOf(fd int, st *unix.Stat_t) (int64, error) {
 		return 0, os.NewSyscallError("ioctl BLKGETSIZE64", e)
 	}
 	return int64(n), nil
+}
+
+// OpenKind is OpenStat that refuses a file of a type that ok does not
+// take with an error wrapping refused and naming the type ("a FIFO"),
+// also where the open itself failed on one (a socket, a FIFO without a
+// reader, a directory opened to write: that error is wrapped too).
+func OpenKind(path string, flag int, perm uint32, ok func(fs.FileMode) bool, refused error) (int, unix.Stat_t, error) {
+	fd, st, err := OpenStat(path, flag, perm)
+	if err != nil && st.Mode == 0 {
+		return -1, st, err
+	}
+	mode := StatMode(st.Mode)
+	switch {
+	case ok(mode):
+		return fd, st, err // err: a device node without a driver
+	case err != nil:
+		return -1, st, fmt.Errorf("%w: %s (%w)", refused, FileKind(mode), err)
+	}
+	unix.Close(fd)
+	return -1, st, fmt.Errorf("%w: %s", refused, FileKind(mode))
 }
 
 // setBlocking clears O_NONBLOCK of fd's open file, keeping its other
