@@ -18,15 +18,10 @@ import (
 // may be shorter), byte j of element i at j*(len/ts)+i, the bytes after
 // the last whole element as they are.
 func refUnshuffle(b []byte, sh shuffled) []byte {
-	out := bytes.Clone(b)
+	out := make([]byte, len(b))
 	for off := 0; off < len(b); off += sh.blocksize {
-		blk := b[off:min(off+sh.blocksize, len(b))]
-		neb := len(blk) / sh.typesize
-		for i := range neb {
-			for j := range sh.typesize {
-				out[off+i*sh.typesize+j] = blk[j*neb+i]
-			}
-		}
+		end := min(off+sh.blocksize, len(b))
+		unshuffleRef(out[off:end], b[off:end], sh.typesize)
 	}
 	return out
 }
