@@ -831,12 +831,11 @@ func (s *deviceSink) queuePieces(b *band) error {
 	if err := cuda.MemcpyHtoDAsync(dev, b.buf[:numElements(b.box.count)*s.es], st); err != nil {
 		return err
 	}
-	for _, c := range b.copies {
-		if all {
-			break
-		}
-		if err := cuda.MemcpyDtoD2DAsync(s.dst+cuda.DevicePtr(c.dst), rowPitch(c), dev+cuda.DevicePtr(c.src), max(c.srcPitch, c.width), c.width, c.height, st); err != nil {
-			return err
+	if !all { // the pieces left as they are go from the device buffer
+		for _, c := range b.copies {
+			if err := cuda.MemcpyDtoD2DAsync(s.dst+cuda.DevicePtr(c.dst), rowPitch(c), dev+cuda.DevicePtr(c.src), max(c.srcPitch, c.width), c.width, c.height, st); err != nil {
+				return err
+			}
 		}
 	}
 	for _, p := range gpu {
