@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/testkit/fskinds"
 )
 
@@ -126,7 +127,8 @@ func openers() []opener {
 // ErrNotRegular in an *fs.PathError naming the path and the kind, as
 // does a character device for OpenMmap; a regular file opens, and so do
 // device nodes where the open takes them (a device's later calls, such
-// as fdatasync of /dev/null, may fail, but not with ErrNotRegular).
+// as the ioctls of a node no driver answers, may fail, but not with
+// ErrNotRegular).
 func TestOpenKinds(t *testing.T) {
 	paths := kindPaths(t)
 	for _, o := range openers() {
@@ -332,5 +334,49 @@ func TestBlockDeviceToGPU(t *testing.T) {
 	defer buf.Close()
 	if buf.Size() != len(data) || !bytes.Equal(fromDevice(t, buf.Context(), buf.Ptr(), len(data)), data) {
 		t.Fatalf("ReadFileToDevice of %s: %d bytes of %d, or different", dev, buf.Size(), len(data))
+	}
+}
+
+// TestBlockDeviceZeroCopy: a read of a block device's cached bytes on one
+// worker takes the zero-copy lane, as a regular file's does (the lane
+// checked the range against the stat size, 0 for a device, and so never
+// ran), and lands the device's bytes, from unaligned offsets.
+func TestBlockDeviceZeroCopy(t *testing.T) {
+	ctx := needGPU(t)
+	dev, data := blockDevice(t, 93)
+	if got, err := os.ReadFile(dev); err != nil || !bytes.Equal(got, data) { // into the page cache
+		t.Fatalf("reading %s: %d bytes, %v", dev, len(got), err)
+	}
+	f, err := kvik.Open(dev, "r", 0, kvik.WithCompatMode(kvik.CompatOn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rng := rand.New(rand.NewPCG(93, uint64(time.Now().UnixNano())))
+	setDefaults(t, func(d *kvik.Defaults) { d.NumThreads, d.TaskSize = 1, 256<<10+rng.IntN(16)*4096 })
+	restore, err := kvik.SetStagingVariant("zc512k+zcmin512k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	buf := devAlloc(t, ctx, len(data)+4096)
+	before, _ := kvik.ZeroCopyLane()
+	for range 3 {
+		off := int64(rng.IntN(4096))
+		n, devOff := len(data)-int(off)-rng.IntN(4096), int64(rng.IntN(4096))
+		if got, err := f.ReadDevice(buf.Ptr(), n, off, devOff); got != n || err != nil {
+			t.Fatalf("ReadDevice of %s: %d bytes of %d at %d, %v", dev, got, n, off, err)
+		}
+		if b := fromDevice(t, ctx, buf.Ptr()+cuda.DevicePtr(devOff), n); !bytes.Equal(b, data[off:off+int64(n)]) {
+			t.Fatalf("ReadDevice of %s: %d bytes at %d differ", dev, n, off)
+		}
+	}
+	switch moved, refused := kvik.ZeroCopyLane(); {
+	case refused:
+		t.Logf("the driver refused to register the device's pages: the lane fell back to bounce buffers")
+	case moved == before:
+		t.Errorf("no zero-copy lane ran for %s", dev)
+	default:
+		t.Logf("the lane moved %d bytes of %s", moved-before, dev)
 	}
 }

@@ -55,7 +55,7 @@ func PageCacheInfoFd(fd int, offset, length int64) (resident, total int, err err
 // keep pages that are in use or that share a large folio with data outside
 // the range, and file systems that live in memory, such as tmpfs, keep all
 // of them. A directory, FIFO or socket is an error that matches
-// ErrNotRegular.
+// ErrNotRegular; a character device (which has no page cache) succeeds.
 //
 // Errors are of type *fs.PathError with Op "dropfilepagecache".
 func DropFilePageCache(path string, offset, length int64) error {
@@ -181,7 +181,9 @@ func pcDrop(fd int, name string, offset, length int64) error {
 	if offset < 0 {
 		return &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)}
 	}
-	if err := pcIgnoringEINTR(func() error { return unix.Fdatasync(fd) }); err != nil {
+	// EINVAL: a special file that has nothing to write back (fdatasync(2));
+	// a character device, whose page cache PageCacheInfo reports empty.
+	if err := pcIgnoringEINTR(func() error { return unix.Fdatasync(fd) }); err != nil && err != unix.EINVAL {
 		return &fs.PathError{Op: op, Path: name, Err: os.NewSyscallError("fdatasync", err)}
 	}
 	if err := unix.Fadvise(fd, offset, max(length, 0), unix.FADV_DONTNEED); err != nil {

@@ -395,3 +395,31 @@ func ExamplePageCacheInfo() {
 	fmt.Println("all cached:", resident == total)
 	// Output: all cached: true
 }
+
+// TestPageCacheCharDevice: a character device has no page cache, so
+// PageCacheInfo counts nothing and DropFilePageCache has nothing to drop:
+// both succeed, by path and by descriptor (fdatasync(2) of /dev/null
+// fails with EINVAL, which the drop took for an error before).
+func TestPageCacheCharDevice(t *testing.T) {
+	const dev = "/dev/null"
+	if st, err := os.Stat(dev); err != nil || st.Mode()&fs.ModeCharDevice == 0 {
+		t.Skipf("%s is not a character device here (%v)", dev, err)
+	}
+	if r, n, err := PageCacheInfo(dev, 0, 0); err != nil || r != 0 || n != 0 {
+		t.Errorf("PageCacheInfo(%s) = (%d, %d, %v), want (0, 0, nil)", dev, r, n, err)
+	}
+	if err := DropFilePageCache(dev, 0, 0); err != nil {
+		t.Errorf("DropFilePageCache(%s): %v", dev, err)
+	}
+	f, err := os.OpenFile(dev, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := DropFilePageCacheFd(int(f.Fd()), 4096, 1); err != nil {
+		t.Errorf("DropFilePageCacheFd(%s): %v", dev, err)
+	}
+	if err := DropFilePageCacheFd(-1, 0, 0); !errors.Is(err, unix.EBADF) {
+		t.Errorf("DropFilePageCacheFd(-1) = %v, want EBADF", err)
+	}
+}

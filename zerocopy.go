@@ -94,11 +94,11 @@ func (f *FileHandle) withLane(d Defaults, r devmem.Range, tasks []sched.Task, fn
 	return append([]sched.Task{laneTask}, tasks...), run
 }
 
-// cachedRange reports whether [off, off+n) is inside the file and in the
-// page cache (or on a memory file system).
+// cachedRange reports whether [off, off+n) is inside the file (a block
+// device's size is not its stat's: see Size) and in the page cache (or
+// on a memory file system).
 func (f *FileHandle) cachedRange(d Defaults, off int64, n int) bool {
-	var st unix.Stat_t
-	if unix.Fstat(f.fd, &st) != nil || off+int64(n) > st.Size {
+	if size, err := f.Size(); err != nil || off+int64(n) > size {
 		return false
 	}
 	if d.ReadPolicy() == ReadPolicyDirect {
