@@ -239,9 +239,9 @@ func rowPitch(c copy2D) int {
 // are. Whole chunks (inner chunks) of Blosc with byte shuffle over plain
 // little-endian elements are decoded with their blocks left shuffled and
 // unshuffled by the GPU after their copy (a kernel of kvik's own, loaded
-// into the context by the first such read): with the CPU's unshuffle in
-// AVX2, device reads still ran 1.08-1.10x faster so (Blosc-lz4 and
-// Blosc-zstd, from a directory and from S3, H200). Missing chunks read
+// into the context by the first such read): device reads of Blosc-lz4
+// and Blosc-zstd ran 1.08-1.10x as fast so as with the CPU's AVX2
+// unshuffle (from a directory and from S3, H200). Missing chunks read
 // as the fill value. Cancelling ctx stops the requests in flight.
 func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cuda.DevicePtr) error {
 	r, size, err := a.region(start, stop)
