@@ -42,7 +42,8 @@ func PageCacheInfo(path string, offset, length int64) (resident, total int, err 
 }
 
 // PageCacheInfoFd is PageCacheInfo for the open file fd, which must be open
-// for reading. Errors name the file as "fd N".
+// for reading; it refuses the kinds of file PageCacheInfo refuses. Errors
+// name the file as "fd N".
 func PageCacheInfoFd(fd int, offset, length int64) (resident, total int, err error) {
 	return pcInfo(fd, pcFdName(fd), offset, length)
 }
@@ -67,8 +68,9 @@ func DropFilePageCache(path string, offset, length int64) error {
 	return pcDrop(fd, path, offset, length)
 }
 
-// DropFilePageCacheFd is DropFilePageCache for the open file fd. Errors
-// name the file as "fd N".
+// DropFilePageCacheFd is DropFilePageCache for the open file fd; it
+// refuses the kinds of file DropFilePageCache refuses. Errors name the
+// file as "fd N".
 func DropFilePageCacheFd(fd int, offset, length int64) error {
 	return pcDrop(fd, pcFdName(fd), offset, length)
 }
@@ -110,9 +112,9 @@ func pcInfo(fd int, name string, offset, length int64) (resident, total int, err
 	if offset < 0 {
 		return 0, 0, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)}
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return 0, 0, &fs.PathError{Op: op, Path: name, Err: os.NewSyscallError("fstat", err)}
+	st, err := pcStat(fd)
+	if err != nil {
+		return 0, 0, &fs.PathError{Op: op, Path: name, Err: err}
 	}
 	size, err := posix.SizeOf(fd, &st)
 	if err != nil {
@@ -181,6 +183,9 @@ func pcDrop(fd int, name string, offset, length int64) error {
 	if offset < 0 {
 		return &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)}
 	}
+	if _, err := pcStat(fd); err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
+	}
 	// EINVAL: a special file that has nothing to write back (fdatasync(2));
 	// a character device, whose page cache PageCacheInfo reports empty.
 	if err := pcIgnoringEINTR(func() error { return unix.Fdatasync(fd) }); err != nil && err != unix.EINVAL {
@@ -190,6 +195,21 @@ func pcDrop(fd int, name string, offset, length int64) error {
 		return &fs.PathError{Op: op, Path: name, Err: os.NewSyscallError("fadvise", err)}
 	}
 	return nil
+}
+
+// pcStat returns fd's stat, or for a file that pcOpen refuses (a
+// directory, FIFO or socket: no page cache of its own) ErrNotRegular
+// naming it, so that the Fd functions take the files their path
+// functions take.
+func pcStat(fd int) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return st, os.NewSyscallError("fstat", err)
+	}
+	if mode := posix.StatMode(st.Mode); !regularOrDevice(mode) {
+		return st, fmt.Errorf("%w: %s", ErrNotRegular, posix.FileKind(mode))
+	}
+	return st, nil
 }
 
 // pcOpen opens path read-only and returns its file descriptor. A

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kvikgo/kvik/internal/blockdev"
@@ -421,5 +422,37 @@ func TestPageCacheCharDevice(t *testing.T) {
 	}
 	if err := DropFilePageCacheFd(-1, 0, 0); !errors.Is(err, unix.EBADF) {
 		t.Errorf("DropFilePageCacheFd(-1) = %v, want EBADF", err)
+	}
+}
+
+// TestPageCacheFdKinds: the Fd functions refuse what their path functions
+// refuse (a pipe's and a directory's descriptors) with ErrNotRegular
+// naming the kind, where they used to answer a pipe with no pages and
+// a directory's drop with success.
+func TestPageCacheFdKinds(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	d, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, c := range []struct {
+		f    *os.File
+		kind string
+	}{{r, "a FIFO"}, {d, "a directory"}} {
+		fd := int(c.f.Fd())
+		_, _, ierr := PageCacheInfoFd(fd, 0, 0)
+		derr := DropFilePageCacheFd(fd, 0, 0)
+		for _, err := range []error{ierr, derr} {
+			var pe *fs.PathError
+			if !errors.Is(err, ErrNotRegular) || !errors.As(err, &pe) || pe.Path != pcFdName(fd) || !strings.Contains(err.Error(), c.kind) {
+				t.Errorf("%s: %v, want ErrNotRegular naming %q in a PathError for %q", c.kind, err, c.kind, pcFdName(fd))
+			}
+		}
 	}
 }
