@@ -43,7 +43,7 @@ REPS=${REPS:-3} SIDE=${SIDE:-16384} CHUNK=${CHUNK:-512}
 D=/dev/shm/kvik-zarr-local
 mkdir -p "$OUT"
 rm -rf "$D"
-{ nproc | sed 's/^/cores: /'; nvidia-smi --query-gpu=name --format=csv,noheader; } | tee "$OUT/machine.txt"
+machine_info | tee "$OUT/machine.txt"
 
 echo "=== zarrbench" | tee "$OUT/zarrbench.txt"
 timeout ${T1:-300} "$G/zarrbench" -dir "$D" -side "$SIDE" -chunk "$CHUNK" -reps "$REPS" -keep ${ZB_ARGS:-} 2>&1 | tee -a "$OUT/zarrbench.txt"

@@ -37,7 +37,7 @@ G=$(s3_unpack "$1")
 OUT=${OUT:-/tmp/out}
 REPS=${REPS:-5} SIZE=${SIZE:-1073741824} CHUNK=${CHUNK:-1048576} REQUESTS=${REQUESTS:-0}
 mkdir -p "$OUT"
-{ nproc | sed 's/^/cores: /'; nvidia-smi --query-gpu=name --format=csv,noheader 2>&1; } | tee "$OUT/machine.txt"
+machine_info | tee "$OUT/machine.txt"
 s3_modes "$G" "$OUT" -size "$SIZE" -chunk "$CHUNK" -reps "$REPS" -requests "$REQUESTS"
 if [ "${REQ2:-0}" = 1 ]; then
   # The same with twice the requests in flight, for the choice of default.

@@ -27,6 +27,8 @@
 # OUT/s3-MODE.txt (ZRB_ARGS: more arguments, e.g. -host where there is
 # no GPU); s3_summary OUT prints the table of each mode.
 
+source "$(dirname "${BASH_SOURCE[0]}")/machine.sh"
+
 S3_PORT=${S3_PORT:-7072}
 KEEPALIVE=${KEEPALIVE:-1}
 MODES=${MODES:-shared split}

@@ -19,6 +19,7 @@
 # there: bash bench/zarr_writes_gpu.sh G
 # REPS (default 3), ROUNDS (2), SIDE (16384), CODECS.
 set -u
+source "$(dirname "$0")/machine.sh"
 G=$(cd "$1" && pwd)
 OUT=${OUT:-/tmp/out}
 REPS=${REPS:-3} ROUNDS=${ROUNDS:-2} SIDE=${SIDE:-16384}
@@ -26,7 +27,7 @@ CODECS=${CODECS:-zstd,blosc-lz4,blosc-zstd,gzip,sharded-zstd}
 D=/dev/shm/kvik-zarr-writes
 mkdir -p "$OUT" /dev/shm/kvik-zarr-writes-tmp
 trap 'rm -rf "$D" /dev/shm/kvik-zarr-writes-tmp' EXIT
-{ nproc | sed 's/^/cores: /'; nvidia-smi --query-gpu=name --format=csv,noheader; } | tee "$OUT/machine.txt"
+machine_info | tee "$OUT/machine.txt"
 builds=(new)
 [ -x "$G/base/zarrbench" ] && builds+=(base)
 bin() { if [ "$1" = base ]; then echo "$G/base/$2"; else echo "$G/$2"; fi; }

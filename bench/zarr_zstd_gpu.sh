@@ -13,6 +13,7 @@
 # then there: bash bench/zarr_zstd_gpu.sh G
 # REPS (default 3); SIDE (16384) and CHUNK (512) for zarrbench.
 set -u
+source "$(dirname "$0")/machine.sh"
 G=$(cd "$1" && pwd)
 OUT=${OUT:-/tmp/out}
 REPS=${REPS:-3} SIDE=${SIDE:-16384} CHUNK=${CHUNK:-512}
@@ -20,7 +21,7 @@ CODECS=zstd,blosc-zstd,sharded-zstd
 D=/dev/shm/kvik-zarr-zstd
 mkdir -p "$OUT"
 trap 'rm -rf "$D"' EXIT
-{ nproc | sed 's/^/cores: /'; nvidia-smi --query-gpu=name --format=csv,noheader; ldconfig -p | grep 'libzstd.so.1 ' || echo "no libzstd.so.1 in the loader's cache"; } | tee "$OUT/machine.txt"
+{ machine_info; ldconfig -p | grep 'libzstd.so.1 ' || echo "no libzstd.so.1 in the loader's cache"; } | tee "$OUT/machine.txt"
 
 for impl in go native; do
   rm -rf "$D"
