@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kvikgo/kvik/internal/posix"
 	"github.com/kvikgo/kvik/internal/sched"
 	"github.com/kvikgo/kvik/internal/staging"
 )
@@ -275,13 +273,9 @@ func (f *FileHandle) ReadPlan(offset, length int64) (ReadPlan, error) {
 	if p.ResidentPages, p.TotalPages, err = pcInfo(f.fd, f.name, offset, length); err != nil {
 		return p, err
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(f.fd, &st); err != nil {
-		return p, &fs.PathError{Op: "stat", Path: f.name, Err: err}
-	}
-	size, err := posix.SizeOf(f.fd, &st)
+	size, err := f.Size()
 	if err != nil {
-		return p, &fs.PathError{Op: "stat", Path: f.name, Err: err}
+		return p, err
 	}
 	end := size
 	if length > 0 && length < size-offset {
