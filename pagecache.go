@@ -183,13 +183,16 @@ func pcDrop(fd int, name string, offset, length int64) error {
 	if offset < 0 {
 		return &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)}
 	}
-	if _, err := pcStat(fd); err != nil {
+	st, err := pcStat(fd)
+	if err != nil {
 		return &fs.PathError{Op: op, Path: name, Err: err}
 	}
-	// EINVAL: a special file that has nothing to write back (fdatasync(2));
-	// a character device, whose page cache PageCacheInfo reports empty.
-	if err := pcIgnoringEINTR(func() error { return unix.Fdatasync(fd) }); err != nil && err != unix.EINVAL {
-		return &fs.PathError{Op: op, Path: name, Err: os.NewSyscallError("fdatasync", err)}
+	// A character device has nothing to write back (its fdatasync(2)
+	// fails with EINVAL) and no page cache: PageCacheInfo counts none.
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		if err := pcIgnoringEINTR(func() error { return unix.Fdatasync(fd) }); err != nil {
+			return &fs.PathError{Op: op, Path: name, Err: os.NewSyscallError("fdatasync", err)}
+		}
 	}
 	if err := unix.Fadvise(fd, offset, max(length, 0), unix.FADV_DONTNEED); err != nil {
 		return &fs.PathError{Op: op, Path: name, Err: os.NewSyscallError("fadvise", err)}
