@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 )
 
 // Benchmarks read and write a file of KVIK_BENCH_SIZE bytes (default 64
@@ -101,11 +102,9 @@ func pinnedHost(b *testing.B, ctx cuda.Context, n int, flags uint32) []byte {
 func hostAndDeviceReads(b *testing.B, f *kvik.FileHandle, off int64, n int) map[string]func() (int, error) {
 	buf := hostBuffer(b, n)
 	reads := map[string]func() (int, error){"host": func() (int, error) { return f.ReadAt(buf, off) }}
-	if cuda.Init() == nil {
-		if c, err := cuda.DeviceGetCount(); err == nil && c > 0 {
-			dev := devAlloc(b, needGPU(b), n)
-			reads["device"] = func() (int, error) { return f.ReadDevice(dev.Ptr(), n, off, 0) }
-		}
+	if gputest.Count() > 0 {
+		dev := devAlloc(b, needGPU(b), n)
+		reads["device"] = func() (int, error) { return f.ReadDevice(dev.Ptr(), n, off, 0) }
 	}
 	return reads
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 )
 
 // TestDeviceSeveralGPUs reads one file into memory on every GPU at once,
@@ -38,12 +39,7 @@ func TestDeviceSeveralGPUs(t *testing.T) {
 			bufs := make([]*cuda.DeviceBuffer, n)
 			ctxs := make([]cuda.Context, n)
 			for i := range n {
-				dev, _ := cuda.DeviceGet(i)
-				ctx, err := dev.PrimaryCtxRetain()
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer dev.PrimaryCtxRelease()
+				ctx := gputest.Primary(t, i)
 				ctxs[i], bufs[i] = ctx, devAlloc(t, ctx, len(data))
 			}
 			var wg sync.WaitGroup

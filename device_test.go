@@ -16,28 +16,14 @@ import (
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/cufile"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 )
 
 // needGPU skips the test, with the reason, where no CUDA device is usable,
 // and returns device 0's primary context.
 func needGPU(t testing.TB) cuda.Context {
 	t.Helper()
-	if err := cuda.Init(); err != nil {
-		t.Skipf("no CUDA driver: %v", err)
-	}
-	if n, err := cuda.DeviceGetCount(); err != nil || n == 0 {
-		t.Skipf("no CUDA device (count %d, %v)", n, err)
-	}
-	dev, err := cuda.DeviceGet(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, err := dev.PrimaryCtxRetain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.PrimaryCtxRelease() })
-	return ctx
+	return gputest.Primary(t, 0)
 }
 
 // testDir returns a directory for files that cuFile may serve: the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 	"github.com/kvikgo/kvik/safetensors"
 )
 
@@ -40,15 +41,7 @@ func BenchmarkGPUs(b *testing.B) {
 	bufs := make([]*cuda.DeviceBuffer, count)
 	ctxs := make([]cuda.Context, count)
 	for i := range count {
-		dev, err := cuda.DeviceGet(i)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, err := dev.PrimaryCtxRetain()
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { dev.PrimaryCtxRelease() })
+		ctx := gputest.Primary(b, i)
 		bufs[i], ctxs[i] = devAlloc(b, ctx, size), ctx
 	}
 	if os.Getenv("KVIK_BENCH_FRESH") == "1" {

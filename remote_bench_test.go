@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik"
-	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
 	"golang.org/x/sys/unix"
 )
@@ -137,18 +137,16 @@ func BenchmarkRemoteVariants(b *testing.B) {
 	if os.Getenv("KVIK_BENCH_REMOTE_COLD") != "0" {
 		runs = append(runs, coldRun(b, u, v.Opts(), ref))
 	}
-	if cuda.Init() == nil {
-		if c, err := cuda.DeviceGetCount(); err == nil && c > 0 {
-			cctx := needGPU(b)
-			dev := devAlloc(b, cctx, size)
-			h := openVariant(b, "default", u, v.Opts())
-			runs = append(runs, &remoteRun{name: "device", read: func() error {
-				if n, err := h.ReadDevice(dev.Ptr(), size, 0, 0); n != size || err != nil {
-					return fmt.Errorf("device: read %d of %d bytes: %v", n, size, err)
-				}
-				return nil
-			}, check: func() bool { return bytes.Equal(fromDevice(b, cctx, dev.Ptr(), size), ref) }})
-		}
+	if gputest.Count() > 0 {
+		cctx := needGPU(b)
+		dev := devAlloc(b, cctx, size)
+		h := openVariant(b, "default", u, v.Opts())
+		runs = append(runs, &remoteRun{name: "device", read: func() error {
+			if n, err := h.ReadDevice(dev.Ptr(), size, 0, 0); n != size || err != nil {
+				return fmt.Errorf("device: read %d of %d bytes: %v", n, size, err)
+			}
+			return nil
+		}, check: func() bool { return bytes.Equal(fromDevice(b, cctx, dev.Ptr(), size), ref) }})
 	}
 	// One untimed, checked round faults the buffer in and opens the
 	// connections.

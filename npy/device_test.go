@@ -10,42 +10,20 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 )
 
-func needGPU(t testing.TB) {
-	t.Helper()
-	if err := cuda.Init(); err != nil {
-		t.Skipf("no CUDA driver: %v", err)
-	}
-	if n, err := cuda.DeviceGetCount(); err != nil || n == 0 {
-		t.Skipf("no CUDA device (count %d, %v)", n, err)
-	}
-}
-
+// fromDevice copies a's bytes from its device to the host.
 func fromDevice(t testing.TB, a *Array) []byte {
 	t.Helper()
-	out := make([]byte, a.Size())
-	if len(out) == 0 {
-		return out
-	}
-	dev, _ := cuda.DeviceGet(a.Device)
-	ctx, err := dev.PrimaryCtxRetain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.PrimaryCtxRelease()
-	if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyDtoH(out, a.Ptr) }); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return gputest.FromDevice(t, a.Device, a.Ptr, a.Size())
 }
 
 // TestDeviceNumpyFiles loads numpy's files to device 0 and compares the
 // device bytes with what numpy loaded, then saves each back from device
 // memory and checks the file loads to the same header and bytes.
 func TestDeviceNumpyFiles(t *testing.T) {
-	needGPU(t)
+	gputest.Need(t)
 	dir := refDir()
 	e := readExpected(t, dir)
 	tmp := t.TempDir()
@@ -79,7 +57,7 @@ func TestWriteForNumpy(t *testing.T) {
 	if out == "" {
 		t.Skip("KVIK_NPY_XCHECK_OUT not set")
 	}
-	needGPU(t)
+	gputest.Need(t)
 	rng := rand.New(rand.NewPCG(51, 52))
 	e := expected{Generator: "kvik npy.SaveDevice", Files: map[string]expectedFile{}}
 	tmp := t.TempDir()

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 	"github.com/kvikgo/kvik/internal/testkit/httpfault"
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
@@ -231,7 +232,7 @@ func TestHTTPFaults(t *testing.T) {
 // small tasks so that large arrays take several parallel ranged GETs,
 // and compares with the local host load.
 func TestRemoteDevice(t *testing.T) {
-	needGPU(t)
+	gputest.Need(t)
 	restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.TaskSize = 4 << 10 })
 	if err != nil {
 		t.Fatal(err)

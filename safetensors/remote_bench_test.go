@@ -78,15 +78,7 @@ func BenchmarkS3Load(b *testing.B) {
 	v := s3test.Start(b)
 	writeCheckpoint(b, filepath.Join(v.Dir, s3test.Bucket, "model.safetensors"), size)
 	url := v.URLOf("model.safetensors")
-	dev, err := cuda.DeviceGet(0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, err := dev.PrimaryCtxRetain() // kept for the whole benchmark
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer dev.PrimaryCtxRelease()
+	ctx := gputest.Primary(b, 0) // kept for the whole benchmark
 	load := func() error {
 		m, err := Load(context.Background(), url, nil, v.Opts()...)
 		if err != nil {

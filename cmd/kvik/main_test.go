@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 )
 
 // kvikBin is the kvik binary built once by TestMain, or the one named by
@@ -150,13 +151,7 @@ func randomFile(t *testing.T, n int) string {
 }
 
 // hasGPU reports whether a CUDA device is usable here.
-func hasGPU() bool {
-	if cuda.Init() != nil {
-		return false
-	}
-	n, err := cuda.DeviceGetCount()
-	return err == nil && n > 0
-}
+func hasGPU() bool { return gputest.Count() > 0 }
 
 func TestHelp(t *testing.T) {
 	r := runKvik(t, nil, "help").expect(t, 0)
