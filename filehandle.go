@@ -255,6 +255,12 @@ func (f *FileHandle) Size() (int64, error) {
 		return 0, &fs.PathError{Op: "stat", Path: f.name, Err: err}
 	}
 	defer f.release()
+	return f.size()
+}
+
+// size is Size for callers inside an operation, which hold the handle
+// open already.
+func (f *FileHandle) size() (int64, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(f.fd, &st); err != nil {
 		return 0, &fs.PathError{Op: "stat", Path: f.name, Err: err}

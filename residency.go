@@ -273,7 +273,7 @@ func (f *FileHandle) ReadPlan(offset, length int64) (ReadPlan, error) {
 	if p.ResidentPages, p.TotalPages, err = pcInfo(f.fd, f.name, offset, length); err != nil {
 		return p, err
 	}
-	size, err := f.Size()
+	size, err := f.size()
 	if err != nil {
 		return p, err
 	}

@@ -96,9 +96,9 @@ func (f *FileHandle) withLane(d Defaults, r devmem.Range, tasks []sched.Task, fn
 
 // cachedRange reports whether [off, off+n) is inside the file (a block
 // device's size is not its stat's: see Size) and in the page cache (or
-// on a memory file system).
+// on a memory file system). It runs inside a read, which holds f open.
 func (f *FileHandle) cachedRange(d Defaults, off int64, n int) bool {
-	if size, err := f.Size(); err != nil || off+int64(n) > size {
+	if size, err := f.size(); err != nil || off+int64(n) > size {
 		return false
 	}
 	if d.ReadPolicy() == ReadPolicyDirect {
