@@ -240,7 +240,7 @@ func rowPitch(c copy2D) int {
 // little-endian elements are decoded with their blocks left shuffled and
 // unshuffled by the GPU after their copy (a kernel of kvik's own, loaded
 // into the context by the first such read): device reads of Blosc-lz4
-// and Blosc-zstd ran 1.08-1.10x as fast so as with the CPU's AVX2
+// and Blosc-zstd ran 1.08-1.10x as fast as with the CPU's AVX2
 // unshuffle (from a directory and from S3, H200). Missing chunks read
 // as the fill value. Cancelling ctx stops the requests in flight.
 func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cuda.DevicePtr) error {

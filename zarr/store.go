@@ -358,7 +358,7 @@ func (s *DirStore) ReadRangeDevice(ctx context.Context, key string, off int64, b
 	if err := notRegular(p, st.Mode); err != nil { // a device node
 		return -1, err
 	}
-	vsize := st.Size // a regular file's: the stat above is f.Size's
+	vsize := st.Size // a regular file's size: no second fstat through f.Size
 	if off, err = inRange(key, off, int64(size), vsize); err != nil {
 		return vsize, err
 	}
