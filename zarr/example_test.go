@@ -236,3 +236,54 @@ func ExampleWithWholeShards() {
 	fmt.Println(right)
 	// Output: [4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31]
 }
+
+// ExampleWithProcessLocks writes the two halves of one chunk at once
+// through two stores opened on one directory with WithProcessLocks, as
+// two processes would: each write of the chunk holds its lock file, so
+// neither half is lost.
+func ExampleWithProcessLocks() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "zarr-example")
+	defer os.RemoveAll(dir)
+	m := zarr.Metadata{Shape: []int{8}, ChunkShape: []int{8}, DataType: zarr.DataType{Kind: zarr.Uint, Size: 1}}
+	open := func() *zarr.Array {
+		s, err := zarr.NewDirStore(dir, zarr.WithProcessLocks())
+		if err != nil {
+			log.Fatal(err)
+		}
+		a, err := zarr.Open(ctx, s, "counts")
+		if err != nil {
+			log.Fatal(err)
+		}
+		return a
+	}
+	s, err := zarr.NewDirStore(dir, zarr.WithProcessLocks())
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := zarr.Create(ctx, s, "counts", m); err != nil {
+		log.Fatal(err)
+	}
+	done := make(chan error)
+	for half := range 2 {
+		go func() {
+			a := open()
+			v := []byte{1, 1, 1, 1}
+			if half == 1 {
+				v = []byte{2, 2, 2, 2}
+			}
+			done <- a.WriteRegion(ctx, []int{4 * half}, []int{4*half + 4}, v)
+		}()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			log.Fatal(err)
+		}
+	}
+	got := make([]byte, 8)
+	if err := open().ReadRegion(ctx, []int{0}, []int{8}, got); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(got)
+	// Output: [1 1 1 1 2 2 2 2]
+}

@@ -14,7 +14,8 @@ import (
 // store the chunk with only its own update. Values are named as they are
 // stored (a file's real path, an object's URL), so that writes through
 // two Arrays or two stores opened on one directory or prefix wait for
-// each other too. Other processes are not covered.
+// each other too. Other processes are covered only with WithProcessLocks
+// (lockFile).
 var chunkLocks = keyedMutex{m: map[any]*keyLock{}}
 
 // keyedMutex is a set of locks by name, each kept while held or awaited.
@@ -61,9 +62,25 @@ type storeKey struct {
 	key   string
 }
 
-// lockChunk takes the write lock of the value stored under key.
+// lockChunk takes the write lock of the value stored under key: the
+// process's, then, for a DirStore opened WithProcessLocks, the file lock
+// other processes take too.
 func (a *Array) lockChunk(ctx context.Context, key string) (unlock func(), err error) {
-	return chunkLocks.lock(ctx, a.lockName(key))
+	name := a.lockName(key)
+	inProcess, err := chunkLocks.lock(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	path, ok := name.(string) // a DirStore's file
+	if s, dir := a.store.(*DirStore); !ok || !dir || !s.processLocks {
+		return inProcess, nil
+	}
+	release, err := lockFile(ctx, path)
+	if err != nil {
+		inProcess()
+		return nil, err
+	}
+	return func() { release(); inProcess() }, nil
 }
 
 // lockName names the value stored under key: a DirStore's file by its

@@ -57,41 +57,12 @@ func concurrentPartialWrites(t *testing.T, rng *rand.Rand, m Metadata, how strin
 	if err := os.Symlink(dir, link); err != nil && how == "an array each" {
 		t.Fatal(err)
 	}
-	es := m.DataType.Size
-	want := model{shape: m.Shape, es: es, buf: randValues(rng, m.DataType, numElements(m.Shape))}
+	want, p := partialPlanOf(rng, m, 4+rng.IntN(9))
 	origin := make([]int, 2)
-	if err := a.WriteRegion(bg, origin, m.Shape, want.buf); err != nil {
+	if err := a.WriteRegion(bg, origin, m.Shape, p.initial); err != nil {
 		t.Fatal(err)
 	}
-	// Chunk (1, 1) whole inside the array: each writer gets random
-	// elements of it, in row-major runs; some elements get no writer.
-	writers := 4 + rng.IntN(9)
-	owner := make([]int, numElements(m.ChunkShape))
-	for i := range owner {
-		owner[i] = rng.IntN(writers+1) - 1 // -1: nobody's
-	}
-	type run struct{ start, stop []int }
-	runs := make([][]run, writers)
-	cols := m.ChunkShape[1]
-	for i := 0; i < len(owner); {
-		j := i + 1
-		for j < len(owner) && owner[j] == owner[i] && j%cols != 0 && rng.IntN(4) != 0 {
-			j++
-		}
-		if w := owner[i]; w >= 0 {
-			r, c := m.ChunkShape[0]+i/cols, cols+i%cols
-			runs[w] = append(runs[w], run{[]int{r, c}, []int{r + 1, c + j - i}})
-		}
-		i = j
-	}
-	data := make([][][]byte, writers)
-	for w := range writers {
-		for _, r := range runs[w] {
-			v := randValues(rng, m.DataType, r.stop[1]-r.start[1])
-			data[w] = append(data[w], v)
-			want.write(r.start, r.stop, v)
-		}
-	}
+	writers := len(p.runs)
 	var wg sync.WaitGroup
 	errs := make([]error, writers)
 	for w := range writers {
@@ -111,31 +82,87 @@ func concurrentPartialWrites(t *testing.T, rng *rand.Rand, m Metadata, how strin
 					return
 				}
 			}
-			for i, r := range runs[w] {
-				if err := b.WriteRegion(bg, r.start, r.stop, data[w][i]); err != nil {
-					errs[w] = err
-					return
-				}
-			}
+			errs[w] = p.write(b, w)
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
+	if lost := lostElements(t, a, want); lost > 0 {
+		t.Fatalf("%d writers, %d elements of %d differ from what was written", writers, lost, len(want.buf)/want.es)
+	}
+}
+
+// partialRun is one WriteRegion of a partialPlan: one row's run of
+// elements.
+type partialRun struct {
+	Start, Stop []int
+	Data        []byte
+}
+
+// partialPlan is an array's first contents and, per writer, the runs it
+// writes of one chunk.
+type partialPlan struct {
+	initial []byte
+	runs    [][]partialRun
+}
+
+// partialPlanOf gives each of writers random elements of chunk (1, 1) of
+// a 2-D array of metadata m (whole inside it), in row-major runs of
+// random lengths, and leaves some elements to nobody. It returns the
+// plan and the array as it must be once the initial contents and then
+// every run are written, in any order.
+func partialPlanOf(rng *rand.Rand, m Metadata, writers int) (model, partialPlan) {
+	es := m.DataType.Size
+	want := model{shape: m.Shape, es: es, buf: randValues(rng, m.DataType, numElements(m.Shape))}
+	p := partialPlan{initial: bytes.Clone(want.buf), runs: make([][]partialRun, writers)}
+	owner := make([]int, numElements(m.ChunkShape))
+	for i := range owner {
+		owner[i] = rng.IntN(writers+1) - 1 // -1: nobody's
+	}
+	cols := m.ChunkShape[1]
+	for i := 0; i < len(owner); {
+		j := i + 1
+		for j < len(owner) && owner[j] == owner[i] && j%cols != 0 && rng.IntN(4) != 0 {
+			j++
+		}
+		if w := owner[i]; w >= 0 {
+			r, c := m.ChunkShape[0]+i/cols, cols+i%cols
+			run := partialRun{[]int{r, c}, []int{r + 1, c + j - i}, randValues(rng, m.DataType, j-i)}
+			p.runs[w] = append(p.runs[w], run)
+			want.write(run.Start, run.Stop, run.Data)
+		}
+		i = j
+	}
+	return want, p
+}
+
+// write writes the runs of writer w to a, in order.
+func (p partialPlan) write(a *Array, w int) error {
+	for _, r := range p.runs[w] {
+		if err := a.WriteRegion(bg, r.Start, r.Stop, r.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lostElements reads a whole and counts the elements that differ from
+// want.
+func lostElements(t *testing.T, a *Array, want model) int {
+	t.Helper()
 	got := make([]byte, len(want.buf))
-	if err := a.ReadRegion(bg, origin, m.Shape, got); err != nil {
+	if err := a.ReadRegion(bg, make([]int, len(want.shape)), want.shape, got); err != nil {
 		t.Fatal(err)
 	}
 	lost := 0
-	for i := 0; i < len(got); i += es {
-		if !bytes.Equal(got[i:i+es], want.buf[i:i+es]) {
+	for i := 0; i < len(got); i += want.es {
+		if !bytes.Equal(got[i:i+want.es], want.buf[i:i+want.es]) {
 			lost++
 		}
 	}
-	if lost > 0 {
-		t.Fatalf("%d writers, %d elements of %d differ from what was written", writers, lost, len(got)/es)
-	}
+	return lost
 }
 
 // TestKeyedMutex: a lock is held by one caller at a time, a waiter gives

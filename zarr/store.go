@@ -52,6 +52,7 @@ type storeConfig struct {
 	dimSep        string
 	maxRequests   int
 	wholeShards   bool
+	processLocks  bool
 	maxDocument   int64
 	remote        []kvik.RemoteOption
 }
@@ -422,8 +423,8 @@ func (s *DirStore) Delete(ctx context.Context, key string) error {
 }
 
 // List returns the keys that start with prefix, sorted. Temporary files
-// of writes in progress are left out; a root that does not exist has no
-// keys.
+// of writes in progress and lock files (WithProcessLocks) are left out;
+// a root that does not exist has no keys.
 func (s *DirStore) List(ctx context.Context, prefix string) ([]string, error) {
 	if s.normalizeKeys {
 		prefix = strings.ToLower(prefix)
@@ -442,7 +443,7 @@ func (s *DirStore) List(ctx context.Context, prefix string) ([]string, error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if d.IsDir() || kvik.IsPendingName(d.Name()) {
+		if d.IsDir() || kvik.IsPendingName(d.Name()) || isLockName(d.Name()) {
 			return nil
 		}
 		rel, err := filepath.Rel(s.root, p)

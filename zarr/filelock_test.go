@@ -1,0 +1,337 @@
+package zarr
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+)
+
+// TestProcessLocksAcrossProcesses: processes write random disjoint sets
+// of elements of one chunk (one shard) at once, each run its own
+// WriteRegion, through DirStores opened WithProcessLocks (half of them
+// through a symbolic link to the directory). Every element must hold
+// what its writer wrote and no lock file may remain. The same writers
+// without the option are run too, and the elements they lose are logged
+// (not asserted: a race that may not happen): what the option prevents.
+func TestProcessLocksAcrossProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	gzip := []Codec{{Name: "bytes"}, {Name: "gzip", Configuration: map[string]any{"level": 1}}}
+	metas := []struct {
+		name string
+		m    Metadata
+	}{
+		{"v3 gzip", Metadata{Shape: []int{23, 70}, ChunkShape: []int{10, 32}, DataType: DataType{Uint, 2}, Codecs: gzip}},
+		{"sharded", Metadata{Shape: []int{19, 40}, ChunkShape: []int{8, 16}, DataType: DataType{Float, 4}, Codecs: shardCodecs([]int{4, 4}, false, gzip)}},
+	}
+	rng := rand.New(rand.NewPCG(43, 7))
+	for _, c := range metas {
+		for _, locks := range []bool{true, false} {
+			name := c.name + "/locks"
+			if !locks {
+				name = c.name + "/no locks"
+			}
+			t.Run(name, func(t *testing.T) {
+				processWrites(t, rand.New(rand.NewPCG(rng.Uint64(), 2)), c.m, locks)
+			})
+		}
+	}
+}
+
+// lockChildPlan is what a child of TestProcessLocksAcrossProcesses
+// writes: its runs, into the array at Path of the store at Root.
+type lockChildPlan struct {
+	Root, Path, Go string
+	Locks          bool
+	Runs           []partialRun
+	Rounds         int
+}
+
+func processWrites(t *testing.T, rng *rand.Rand, m Metadata, locks bool) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "a.zarr")
+	link := filepath.Join(tmp, "link.zarr")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Create(bg, s, "g/x", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writers := 3 + rng.IntN(4)
+	want, p := partialPlanOf(rng, m, writers)
+	if err := a.WriteRegion(bg, make([]int, 2), m.Shape, p.initial); err != nil {
+		t.Fatal(err)
+	}
+	start := filepath.Join(tmp, "go")
+	ctx, cancel := context.WithTimeout(bg, 2*time.Minute)
+	defer cancel()
+	cmds := make([]*exec.Cmd, writers)
+	outs := make([]bytes.Buffer, writers)
+	for w := range writers {
+		root := dir
+		if w%2 == 1 {
+			root = link
+		}
+		// Each child writes its runs several times over (the same
+		// values), so that its writes overlap the others' for longer.
+		plan, err := json.Marshal(lockChildPlan{Root: root, Path: "g/x", Go: start, Locks: locks, Runs: p.runs[w], Rounds: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(tmp, "plan-"+strconv.Itoa(w))
+		if err := os.WriteFile(f, plan, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmds[w] = exec.CommandContext(ctx, os.Args[0], "-test.run=^TestProcessLocksChild$", "-test.count=1", "-test.timeout=90s")
+		cmds[w].Env = append(os.Environ(), "KVIK_ZARR_LOCK_PLAN="+f)
+		cmds[w].Stdout, cmds[w].Stderr = &outs[w], &outs[w]
+		if err := cmds[w].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(start, nil, 0o644); err != nil { // all start at once
+		t.Fatal(err)
+	}
+	var errs []error
+	for w, c := range cmds {
+		if err := c.Wait(); err != nil {
+			errs = append(errs, err)
+			t.Errorf("writer %d: %v\n%s", w, err, outs[w].Bytes())
+		}
+	}
+	if len(errs) > 0 {
+		t.FailNow()
+	}
+	lost := lostElements(t, a, want)
+	switch {
+	case locks && lost > 0:
+		t.Fatalf("%d processes with WithProcessLocks: %d elements of %d differ from what was written", writers, lost, len(want.buf)/want.es)
+	case !locks:
+		t.Logf("%d processes without locks: %d elements of %d lost", writers, lost, len(want.buf)/want.es)
+	}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && isLockName(d.Name()) {
+			t.Errorf("lock file %s left behind", p)
+		}
+		return nil
+	})
+}
+
+// TestProcessLocksChild is a writer of TestProcessLocksAcrossProcesses,
+// run in a process of its own; it does nothing otherwise.
+func TestProcessLocksChild(t *testing.T) {
+	f := os.Getenv("KVIK_ZARR_LOCK_PLAN")
+	if f == "" {
+		t.Skip("a child of TestProcessLocksAcrossProcesses")
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan lockChildPlan
+	if err := json.Unmarshal(b, &plan); err != nil {
+		t.Fatal(err)
+	}
+	var opts []StoreOption
+	if plan.Locks {
+		opts = append(opts, WithProcessLocks())
+	}
+	s, err := NewDirStore(plan.Root, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(bg, s, plan.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(plan.Go); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never told to start")
+		}
+	}
+	p := partialPlan{runs: [][]partialRun{plan.Runs}}
+	for range plan.Rounds {
+		if err := p.write(a, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestLockFile: the lock of a file is held by one caller at a time, also
+// through two opens in one process (flock(2) locks an open file, not a
+// process); a waiter gives up when its context ends; a lock file left
+// behind (a holder killed) is taken at once; the file goes with its
+// release; a FIFO, a directory or a link at its name fails the lock and
+// never hangs it; a name too long for a lock file's gets a digest; and
+// a store's List never shows lock files.
+func TestLockFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c", "0", "1")
+	release, err := lockFile(bg, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(lockPath(path)); err != nil {
+		t.Fatalf("no lock file while held: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
+	defer cancel()
+	if _, err := lockFile(ctx, path); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("lock of a held file: %v, want DeadlineExceeded", err)
+	}
+	got := make(chan error)
+	go func() {
+		r, err := lockFile(bg, path)
+		if err == nil {
+			r()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("a second holder while the first holds: %v", err)
+	case <-time.After(30 * time.Millisecond):
+	}
+	release()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(lockPath(path)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("lock file after its release: %v", err)
+	}
+
+	// Left behind by a holder that died: unlocked, so taken at once.
+	if err := os.WriteFile(lockPath(path), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithTimeout(bg, 5*time.Second)
+	defer cancel2()
+	r, err := lockFile(ctx2, path)
+	if err != nil {
+		t.Fatalf("lock with a stale lock file: %v", err)
+	}
+	r()
+	if _, err := os.Lstat(lockPath(path)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("stale lock file after the release: %v", err)
+	}
+
+	// Not a regular file at the lock's name: an error, at once.
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(lockPath(fifo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockFile(ctx2, fifo); !errors.Is(err, kvik.ErrNotRegular) {
+		t.Fatalf("lock with a FIFO at its name: %v, want ErrNotRegular", err)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(lockPath(sub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockFile(ctx2, sub); err == nil || !errors.Is(err, syscall.EISDIR) {
+		t.Fatalf("lock with a directory at its name: %v, want EISDIR", err)
+	}
+	linked := filepath.Join(dir, "linked")
+	if err := os.Symlink(filepath.Join(dir, "elsewhere"), lockPath(linked)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockFile(ctx2, linked); !errors.Is(err, syscall.ELOOP) {
+		t.Fatalf("lock with a link at its name: %v, want ELOOP", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "elsewhere")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a lock created the target of a link at its name: %v", err)
+	}
+
+	long := filepath.Join(dir, strings.Repeat("n", 250))
+	if n := len(filepath.Base(lockPath(long))); n > 255 || !isLockName(filepath.Base(lockPath(long))) {
+		t.Fatalf("lock file name of %d bytes for a 250-byte name: %s", n, lockPath(long))
+	}
+	r, err = lockFile(bg, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r()
+
+	s, err := NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set(bg, "c/0/1", []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := lockFile(bg, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held()
+	keys, err := s.List(bg, "c/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != "c/0/1" {
+		t.Fatalf("List with a lock held: %q, want [c/0/1]", keys)
+	}
+}
+
+// BenchmarkProcessLocks measures what WithProcessLocks costs a write:
+// each iteration writes the 64 MiB zstd array of 256 KiB chunks (a
+// smooth field plus noise) into a new DirStore without the option and
+// then with it; locked/plain is the second's time over the first's.
+func BenchmarkProcessLocks(b *testing.B) {
+	const side = 4096
+	shape := []int{side, side}
+	src := fielddata.Float32(side, side, 1)
+	m := Metadata{Shape: shape, ChunkShape: []int{256, 256}, DataType: DataType{Float, 4},
+		Codecs: []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}}}
+	root := b.TempDir()
+	write := func(opts ...StoreOption) time.Duration {
+		dir := filepath.Join(root, "a")
+		if err := os.RemoveAll(dir); err != nil {
+			b.Fatal(err)
+		}
+		s, err := NewDirStore(dir, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		a, err := Create(bg, s, "a", m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t := time.Now()
+		if err := a.WriteRegion(bg, []int{0, 0}, shape, src); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t)
+	}
+	var plain, locked time.Duration
+	for b.Loop() {
+		plain += write()
+		locked += write(WithProcessLocks())
+	}
+	n := float64(len(src)) * float64(b.N)
+	b.ReportMetric(n/plain.Seconds()/1e6, "plain-MB/s")
+	b.ReportMetric(n/locked.Seconds()/1e6, "locked-MB/s")
+	b.ReportMetric(locked.Seconds()/plain.Seconds(), "locked/plain")
+}
