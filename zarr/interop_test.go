@@ -255,8 +255,8 @@ func dtypeString(m *Metadata) string {
 // and attribute. The matrix: 12 dtypes in both byte orders, zlib, gzip,
 // zstd and blosc with each inner compressor and shuffle, Delta filters
 // with narrower and wider astypes, fill values incl. NaN, ±Infinity and
-// null, C and F order, both separators, ranks 0 to 5, partial writes,
-// nested groups.
+// null, C and F order, both separators, ranks 0 to 5, partial writes
+// (through a store WithProcessLocks), nested groups.
 func TestZarrPythonInterop(t *testing.T) {
 	py := zarrPython(t)
 	seed := uint64(rand.Int64())
@@ -347,7 +347,12 @@ func TestZarrPythonInterop(t *testing.T) {
 		return
 	}
 
-	// kvik writes into every third array zarr-python created.
+	// kvik writes into every third array zarr-python created, with
+	// process locks (whose lock files zarr-python must read past).
+	ls, err := NewDirStore(pyDir, WithProcessLocks())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var km []interopArray
 	expect := func(store, path string, m *Metadata, b []byte, attrs map[string]any) {
 		name := filepath.Join("expect", "kvik", strconv.Itoa(len(km))+".bin")
@@ -366,7 +371,7 @@ func TestZarrPythonInterop(t *testing.T) {
 	refused := 0
 	for i := 0; i < len(pm.Arrays); i += 3 {
 		pa := pm.Arrays[i]
-		a, err := Open(bg, s, pa.Path)
+		a, err := Open(bg, ls, pa.Path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,9 @@ package zarr
 
 import (
 	"context"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/kvikgo/kvik/internal/realpath"
@@ -63,19 +65,24 @@ type storeKey struct {
 }
 
 // lockChunk takes the write lock of the value stored under key: the
-// process's, then, for a DirStore opened WithProcessLocks, the file lock
-// other processes take too.
+// process's, then, for a DirStore opened WithProcessLocks, the lock
+// other processes take too (lockFile).
 func (a *Array) lockChunk(ctx context.Context, key string) (unlock func(), err error) {
 	name := a.lockName(key)
 	inProcess, err := chunkLocks.lock(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	path, ok := name.(string) // a DirStore's file
-	if s, dir := a.store.(*DirStore); !ok || !dir || !s.processLocks {
+	s, ok := a.store.(*DirStore)
+	if !ok || !s.processLocks {
 		return inProcess, nil
 	}
-	release, err := lockFile(ctx, path)
+	doc, err := s.path(a.path + "zarr.json") // in the array's directory
+	if err != nil {
+		inProcess()
+		return nil, err
+	}
+	release, err := lockFile(ctx, realpath.Resolve(filepath.Dir(doc)), strings.TrimPrefix(key, a.path))
 	if err != nil {
 		inProcess()
 		return nil, err

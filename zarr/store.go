@@ -443,7 +443,7 @@ func (s *DirStore) List(ctx context.Context, prefix string) ([]string, error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if d.IsDir() || kvik.IsPendingName(d.Name()) || isLockName(d.Name()) {
+		if d.IsDir() || kvik.IsPendingName(d.Name()) || d.Name() == lockName {
 			return nil
 		}
 		rel, err := filepath.Rel(s.root, p)
