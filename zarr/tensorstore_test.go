@@ -37,8 +37,9 @@ func tensorStorePython(t *testing.T) string {
 // TestTensorStoreInterop writes v3 arrays with kvik in every codec chain
 // both implement (uncompressed, zstd, Blosc LZ4 and zstd with byte and
 // bit shuffle, gzip, sharded with zstd and crc32c), partial edge chunks
-// and a missing chunk included, and checks that TensorStore reads them
-// byte for byte; TensorStore then writes arrays of the same metadata and
+// and a missing chunk included, some through a store WithProcessLocks
+// (its lock file beside the metadata), and checks that TensorStore reads
+// them byte for byte; TensorStore then writes arrays of the same metadata and
 // values, which kvik must read byte for byte, whole and in a region.
 func TestTensorStoreInterop(t *testing.T) {
 	py := tensorStorePython(t)
@@ -73,7 +74,14 @@ func TestTensorStoreInterop(t *testing.T) {
 		if strings.HasPrefix(name, "sharded") {
 			chunks = []int{64, 48} // shards of 4 x 2 inner chunks of 16 x 24
 		}
-		s, err := NewDirStore(filepath.Join(dir, "kvik-"+name))
+		// Some written with process locks: TensorStore must read past
+		// their lock file.
+		var opts []StoreOption
+		locked := name == "zstd" || name == "blosc-lz4" || name == "sharded-zstd"
+		if locked {
+			opts = append(opts, WithProcessLocks())
+		}
+		s, err := NewDirStore(filepath.Join(dir, "kvik-"+name), opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,6 +91,9 @@ func TestTensorStoreInterop(t *testing.T) {
 		}
 		if err := a.WriteRegion(bg, []int{0, 0}, shape, data); err != nil {
 			t.Fatal(err)
+		}
+		if _, err := os.Lstat(filepath.Join(s.Root(), lockName)); locked && err != nil {
+			t.Fatalf("%s: written with process locks, no lock file: %v", name, err)
 		}
 		manifest = append(manifest, entry{s.Root(), filepath.Join(dir, "ts-"+name), filepath.Join(dir, name+".bin")})
 		if err := os.WriteFile(manifest[len(manifest)-1].Data, data, 0o644); err != nil {
