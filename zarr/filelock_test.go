@@ -208,28 +208,7 @@ func TestLockFile(t *testing.T) {
 		}
 		r()
 	}
-	ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
-	defer cancel()
-	if _, err := lockFile(ctx, dir, key); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("lock of a held chunk: %v, want DeadlineExceeded", err)
-	}
-	got := make(chan error)
-	go func() {
-		r, err := lockFile(bg, dir, key)
-		if err == nil {
-			r()
-		}
-		got <- err
-	}()
-	select {
-	case err := <-got:
-		t.Fatalf("a second holder while the first holds: %v", err)
-	case <-time.After(30 * time.Millisecond):
-	}
-	release()
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
+	heldAlone(t, release, func(ctx context.Context) (func(), error) { return lockFile(ctx, dir, key) })
 
 	// Not a regular file at the lock's name: an error, at once.
 	ctx2, cancel2 := context.WithTimeout(bg, 5*time.Second)

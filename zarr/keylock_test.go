@@ -165,6 +165,35 @@ func lostElements(t *testing.T, a *Array, want model) int {
 	return lost
 }
 
+// heldAlone checks the lock that lock takes, held now (release frees it):
+// another lock gives up when its context ends, and one that waits takes
+// it only once it is released.
+func heldAlone(t *testing.T, release func(), lock func(ctx context.Context) (func(), error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
+	defer cancel()
+	if _, err := lock(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("lock of a held lock: %v, want DeadlineExceeded", err)
+	}
+	got := make(chan error)
+	go func() {
+		r, err := lock(bg)
+		if err == nil {
+			r()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("a second holder while the first holds: %v", err)
+	case <-time.After(30 * time.Millisecond):
+	}
+	release()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestKeyedMutex: a lock is held by one caller at a time, a waiter gives
 // up when its context ends, and no name is kept once nobody holds or
 // awaits it.
@@ -179,28 +208,7 @@ func TestKeyedMutex(t *testing.T) {
 		t.Fatal(err)
 	}
 	other()
-	ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
-	defer cancel()
-	if _, err := k.lock(ctx, "a"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("lock of a held name: %v, want DeadlineExceeded", err)
-	}
-	got := make(chan error)
-	go func() {
-		u, err := k.lock(bg, "a")
-		if err == nil {
-			u()
-		}
-		got <- err
-	}()
-	select {
-	case err := <-got:
-		t.Fatalf("a second holder while the first holds: %v", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	unlock()
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
+	heldAlone(t, unlock, func(ctx context.Context) (func(), error) { return k.lock(ctx, "a") })
 	if len(k.m) != 0 {
 		t.Fatalf("%d names kept after every lock was released", len(k.m))
 	}
