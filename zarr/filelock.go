@@ -92,7 +92,7 @@ func lockFile(ctx context.Context, dir, name string) (release func(), err error)
 // but a regular file: a FIFO or device planted at the name is never
 // waited on, a link never followed.
 func openLock(lp string) (int, error) {
-	fd, err := unix.Open(lp, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o644)
+	fd, err := unix.Open(lp, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o666) // as a new chunk: 0666 less the umask
 	if err != nil {
 		return -1, &fs.PathError{Op: "open", Path: lp, Err: err}
 	}
