@@ -69,6 +69,8 @@ var (
 	// read it: a ranged request found another ETag than the handle's
 	// first response (HTTP 412 to its If-Match, or another ETag in the
 	// answer). It is not retried: no read returns bytes of two versions.
+	// It also reports a RemotePrefix.SaveIf whose condition failed (HTTP
+	// 412, 409 or 404): the object is not the version it was read at.
 	ErrObjectChanged = remote.ErrObjectChanged
 	// ErrBadResponse reports an answer with an expected status whose
 	// body is not what the request asks for: an upload's

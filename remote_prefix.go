@@ -153,6 +153,21 @@ func (p *RemotePrefix) GetMax(ctx context.Context, key string, buf []byte, limit
 	return buf, nil
 }
 
+// GetWithETag is GetMax that also returns the object's ETag, its version
+// as the server names it, for a later SaveIf; "" when the server names
+// none (then SaveIf cannot ask for that version).
+func (p *RemotePrefix) GetWithETag(ctx context.Context, key string, buf []byte, limit int64) ([]byte, string, error) {
+	e, c, err := p.endpoint(key)
+	var tag string
+	if err == nil {
+		buf, tag, err = c.GetObjectTag(ctx, e, buf, limit)
+	}
+	if err != nil {
+		return nil, "", p.pathErr("read", key, err)
+	}
+	return buf, tag, nil
+}
+
 // ReadRange fills b with the bytes of object key at off, with one ranged
 // GET, and returns the object's size. A negative off counts from the end
 // (the request asks for the last -off bytes). A range past the end fails
@@ -198,9 +213,25 @@ const RemoteMaxSlack = remote.MaxSlack
 // or a multipart upload aborted on failure). Plain HTTP prefixes are
 // read-only: errors.ErrUnsupported.
 func (p *RemotePrefix) Save(ctx context.Context, key string, pieces []Piece) error {
+	return p.save(ctx, key, pieces, remote.Condition{})
+}
+
+// SaveIf is Save on a condition (S3's conditional writes): with etag
+// set, object key must still have that ETag (as GetWithETag gave it);
+// with etag "", there must be no object key. Where the condition fails
+// the object is left as it is and SaveIf fails with an error matching
+// ErrObjectChanged: read the object again and retry, an optimistic
+// read-modify-write that no other writer's update can slip through. A
+// server that ignores the condition (an S3-compatible one from before
+// conditional writes) writes regardless; AWS S3 and versitygw honour it.
+func (p *RemotePrefix) SaveIf(ctx context.Context, key string, pieces []Piece, etag string) error {
+	return p.save(ctx, key, pieces, remote.Condition{IfMatch: etag, IfAbsent: etag == ""})
+}
+
+func (p *RemotePrefix) save(ctx context.Context, key string, pieces []Piece, cond remote.Condition) error {
 	e, c, err := p.writeEndpoint(key)
 	if err == nil {
-		err = uploadToEndpoint(ctx, e, c, pieces)
+		err = uploadToEndpoint(ctx, e, c, pieces, cond)
 	}
 	if err != nil {
 		return p.pathErr("write", key, err)

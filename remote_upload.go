@@ -150,7 +150,7 @@ func uploadURL(ctx context.Context, url string, opts []RemoteOption, src func(De
 			return err
 		}
 		defer c.Close()
-		return uploadObject(ctx, ep, c, d, src(d), o.uploadCRC)
+		return uploadObject(ctx, ep, c, d, src(d), o.uploadCRC, remote.Condition{})
 	}()
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: RedactURL(url), Err: err}
@@ -160,7 +160,7 @@ func uploadURL(ctx context.Context, url string, opts []RemoteOption, src func(De
 
 // uploadToEndpoint uploads the concatenated pieces as the object of ep
 // with c (a RemotePrefix's object and client).
-func uploadToEndpoint(ctx context.Context, ep *remote.Endpoint, c *remote.Client, pieces []Piece) error {
+func uploadToEndpoint(ctx context.Context, ep *remote.Endpoint, c *remote.Client, pieces []Piece, cond remote.Condition) error {
 	devs, err := resolvePieces(pieces)
 	if err != nil {
 		return err
@@ -169,13 +169,14 @@ func uploadToEndpoint(ctx context.Context, ep *remote.Endpoint, c *remote.Client
 	if err != nil {
 		return err
 	}
-	return uploadObject(ctx, ep, c, d, piecesSource(d, pieces, devs), nil)
+	return uploadObject(ctx, ep, c, d, piecesSource(d, pieces, devs), nil, cond)
 }
 
 // uploadObject uploads body as the object of ep with c: one PUT, or a
-// multipart upload aborted on any error. With crc not nil, *crc gets the
-// CRC-32C of the bytes sent (WithUploadCRC32C).
-func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d Defaults, body bodySource, crc *uint32) error {
+// multipart upload aborted on any error, on the condition cond (see
+// RemotePrefix.SaveIf). With crc not nil, *crc gets the CRC-32C of the
+// bytes sent (WithUploadCRC32C).
+func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d Defaults, body bodySource, crc *uint32, cond remote.Condition) error {
 	size := body.size
 	part := remote.PartSize(size, d.TaskSize)
 	if size <= part && !body.reread && checksummed(ep) {
@@ -220,7 +221,7 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 		return nil
 	}
 	if size <= part {
-		err := c.PutObject(ctx, ep, size, src(0, int(size)), putChecksum(ep, body))
+		err := c.PutObject(ctx, ep, size, src(0, int(size)), putChecksum(ep, body), cond)
 		if err == nil {
 			err = sent()
 		}
@@ -256,7 +257,7 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 		err = body.unchanged()
 	}
 	if err == nil {
-		err = c.CompleteMultipart(ctx, ep, id, etags)
+		err = c.CompleteMultipart(ctx, ep, id, etags, cond)
 	}
 	if err == nil {
 		if l := logAt(LevelInfo); l != nil {

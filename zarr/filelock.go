@@ -13,21 +13,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// WithProcessLocks makes the array writes of a DirStore wait for those of
+// WithProcessLocks makes the array writes of a store wait for those of
 // other processes too, not only for those of the process (see
-// Array.WriteRegion), as zarr-python's ProcessSynchronizer does: each
-// write of a chunk (of a shard) holds a lock on one byte of ".kvik-lock"
-// in the array's directory (an open file description lock, fcntl(2)
-// F_OFD_SETLK, at a hash of the chunk's key) from reading the chunk until
-// it is stored. Processes on one machine, or sharing the directory
-// through a file system with POSIX locks (NFS), may then write disjoint
-// parts of one chunk at once; every one of them must use this option.
-// The lock file stays (List never shows it); removing it while writes
-// run lets two writers in. A file system without locks fails the write
-// (ENOLCK, EINVAL or EOPNOTSUPP, in a *fs.PathError). The lock costs a
-// chunk write an open and a close: 0.98-1.03x the time of a write of
-// 256 KiB zstd chunks (BenchmarkProcessLocks). It has no effect on a
-// RemoteStore.
+// Array.WriteRegion), as zarr-python's ProcessSynchronizer does, so that
+// processes may write disjoint parts of one chunk (shard) at once; every
+// one of them must use this option.
+//
+// A DirStore's write of a chunk then holds a lock on one byte of
+// ".kvik-lock" in the array's directory (an open file description lock,
+// fcntl(2) F_OFD_SETLK, at a hash of the chunk's key) from reading the
+// chunk until it is stored, on one machine or across machines sharing
+// the directory through a file system with POSIX locks (NFS). The lock
+// file stays (List never shows it); removing it while writes run lets
+// two writers in. A file system without locks fails the write (ENOLCK,
+// EINVAL or EOPNOTSUPP, in a *fs.PathError). The lock costs a chunk
+// write an open and a close: 0.98-1.03x the time of a write of 256 KiB
+// zstd chunks (BenchmarkProcessLocks).
+//
+// A RemoteStore's write of part of a chunk stores it on S3's condition
+// that the chunk is still the version it read (kvik.RemotePrefix.SaveIf),
+// and reads, merges and writes again where another version came between,
+// up to 100 times, then fails with an error matching
+// kvik.ErrObjectChanged. A server that names no version (ETag) fails
+// such a write with errors.ErrUnsupported; one that ignores the
+// condition (from before S3's conditional writes) cannot keep writers
+// apart. Writes of whole chunks need no condition.
 func WithProcessLocks() StoreOption {
 	return func(c *storeConfig) error { c.processLocks = true; return nil }
 }

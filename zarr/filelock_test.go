@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -22,12 +23,14 @@ import (
 
 // TestProcessLocksAcrossProcesses: processes write random disjoint sets
 // of elements of one chunk (one shard) at once, each run its own
-// WriteRegion, through DirStores opened WithProcessLocks (half of them
-// through a symbolic link to the directory). Every element must hold
-// what its writer wrote. The same writers
-// without the option are run too, and the elements they lose are logged
-// (not asserted: a race that may not happen): what the option prevents.
-// List never shows the lock files.
+// WriteRegion, with WithProcessLocks: through DirStores (half of them
+// through a symbolic link to the directory), and through RemoteStores
+// on an S3 bucket that honours conditional writes (condBucket). Every
+// element must hold what its writer wrote. The same writers without the
+// option are run too, and the elements they lose are logged (not
+// asserted: a race that may not happen): what the option prevents.
+// List never shows the lock files; the remote writers' conditions are
+// refused and the writes done again where they met.
 func TestProcessLocksAcrossProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -41,40 +44,63 @@ func TestProcessLocksAcrossProcesses(t *testing.T) {
 		{"sharded", Metadata{Shape: []int{19, 40}, ChunkShape: []int{8, 16}, DataType: DataType{Float, 4}, Codecs: shardCodecs([]int{4, 4}, false, gzip)}},
 	}
 	rng := rand.New(rand.NewPCG(43, 7))
-	for _, c := range metas {
-		for _, locks := range []bool{true, false} {
-			name := c.name + "/locks"
-			if !locks {
-				name = c.name + "/no locks"
+	for _, where := range []string{"dir", "s3"} {
+		for _, c := range metas {
+			for _, locks := range []bool{true, false} {
+				name := where + "/" + c.name + "/locks"
+				if !locks {
+					name = where + "/" + c.name + "/no locks"
+				}
+				t.Run(name, func(t *testing.T) {
+					processWrites(t, rand.New(rand.NewPCG(rng.Uint64(), 2)), c.m, locks, where == "s3")
+				})
 			}
-			t.Run(name, func(t *testing.T) {
-				processWrites(t, rand.New(rand.NewPCG(rng.Uint64(), 2)), c.m, locks)
-			})
 		}
 	}
 }
 
 // lockChildPlan is what a child of TestProcessLocksAcrossProcesses
-// writes: its runs, into the array at Path of the store at Root.
+// writes: its runs, into the array at Path of the store at Root (a
+// directory, or with S3 set an s3:// URL of a bucket served there).
 type lockChildPlan struct {
-	Root, Path, Go string
-	Locks          bool
-	Runs           []partialRun
-	Rounds         int
+	Root, Path, Go, S3 string
+	Locks              bool
+	Runs               []partialRun
+	Rounds             int
 }
 
-func processWrites(t *testing.T, rng *rand.Rand, m Metadata, locks bool) {
+// open opens the plan's store.
+func (p lockChildPlan) open() (Store, error) {
+	var opts []StoreOption
+	if p.Locks {
+		opts = append(opts, WithProcessLocks())
+	}
+	if p.S3 != "" {
+		return OpenURL(bg, p.Root, s3Options(p.S3, opts...)...)
+	}
+	return NewDirStore(p.Root, opts...)
+}
+
+func processWrites(t *testing.T, rng *rand.Rand, m Metadata, locks, remote bool) {
 	tmp := t.TempDir()
-	dir := filepath.Join(tmp, "a.zarr")
+	plan := lockChildPlan{Root: filepath.Join(tmp, "a.zarr"), Path: "g/x", Go: filepath.Join(tmp, "go"), Locks: locks, Rounds: 4}
 	link := filepath.Join(tmp, "link.zarr")
-	if err := os.Symlink(dir, link); err != nil {
+	if err := os.Symlink(plan.Root, link); err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewDirStore(dir)
+	var bkt *condBucket
+	if remote {
+		bkt = newCondBucket(t)
+		plan.Root, plan.S3 = "s3://bkt/a.zarr", bkt.URL
+	}
+	s, err := plan.open()
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := Create(bg, s, "g/x", m)
+	if c, ok := s.(io.Closer); ok {
+		t.Cleanup(func() { c.Close() })
+	}
+	a, err := Create(bg, s, plan.Path, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,24 +109,24 @@ func processWrites(t *testing.T, rng *rand.Rand, m Metadata, locks bool) {
 	if err := a.WriteRegion(bg, make([]int, 2), m.Shape, p.initial); err != nil {
 		t.Fatal(err)
 	}
-	start := filepath.Join(tmp, "go")
 	ctx, cancel := context.WithTimeout(bg, 2*time.Minute)
 	defer cancel()
 	cmds := make([]*exec.Cmd, writers)
 	outs := make([]bytes.Buffer, writers)
 	for w := range writers {
-		root := dir
-		if w%2 == 1 {
-			root = link
-		}
 		// Each child writes its runs several times over (the same
 		// values), so that its writes overlap the others' for longer.
-		plan, err := json.Marshal(lockChildPlan{Root: root, Path: "g/x", Go: start, Locks: locks, Runs: p.runs[w], Rounds: 4})
+		wp := plan
+		wp.Runs = p.runs[w]
+		if w%2 == 1 && !remote {
+			wp.Root = link
+		}
+		b, err := json.Marshal(wp)
 		if err != nil {
 			t.Fatal(err)
 		}
 		f := filepath.Join(tmp, "plan-"+strconv.Itoa(w))
-		if err := os.WriteFile(f, plan, 0o644); err != nil {
+		if err := os.WriteFile(f, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		cmds[w] = exec.CommandContext(ctx, os.Args[0], "-test.run=^TestProcessLocksChild$", "-test.count=1", "-test.timeout=90s")
@@ -110,7 +136,7 @@ func processWrites(t *testing.T, rng *rand.Rand, m Metadata, locks bool) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(start, nil, 0o644); err != nil { // all start at once
+	if err := os.WriteFile(plan.Go, nil, 0o644); err != nil { // all start at once
 		t.Fatal(err)
 	}
 	var errs []error
@@ -129,6 +155,15 @@ func processWrites(t *testing.T, rng *rand.Rand, m Metadata, locks bool) {
 		t.Fatalf("%d processes with WithProcessLocks: %d elements of %d differ from what was written", writers, lost, len(want.buf)/want.es)
 	case !locks:
 		t.Logf("%d processes without locks: %d elements of %d lost", writers, lost, len(want.buf)/want.es)
+	}
+	if remote {
+		if locks {
+			if bkt.conditional.Load() == 0 {
+				t.Errorf("no conditional write reached the bucket")
+			}
+			t.Logf("%d conditional writes, %d refused and done again", bkt.conditional.Load(), bkt.refused.Load())
+		}
+		return
 	}
 	keys, err := s.List(bg, "")
 	if err != nil {
@@ -156,13 +191,12 @@ func TestProcessLocksChild(t *testing.T) {
 	if err := json.Unmarshal(b, &plan); err != nil {
 		t.Fatal(err)
 	}
-	var opts []StoreOption
-	if plan.Locks {
-		opts = append(opts, WithProcessLocks())
-	}
-	s, err := NewDirStore(plan.Root, opts...)
+	s, err := plan.open()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c, ok := s.(io.Closer); ok {
+		defer c.Close()
 	}
 	a, err := Open(bg, s, plan.Path)
 	if err != nil {

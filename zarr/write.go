@@ -118,34 +118,51 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 		}
 	}
 	// The chunk is assembled in a pooled buffer (a new one per chunk
-	// was garbage of a chunk at every chunk), filled first unless every
-	// byte is the region's.
+	// was garbage of a chunk at every chunk).
 	pooled = getBuf(n)
 	buf = *pooled
+	if !a.covers(t) {
+		if s, ok := a.store.(*RemoteStore); ok && s.processLocks {
+			enc, err = a.writeChunkIf(ctx, s, t, in, key, buf, dst)
+			return err
+		}
+	}
+	var old []byte
+	found := false
+	if !a.covers(t) {
+		if old, found, err = a.fetch(ctx, piece{key: key, n: -1}, nil); err != nil {
+			return err
+		}
+	}
+	if enc, err = a.merge(t, in, key, buf, old, found, dst); err != nil {
+		return err
+	}
+	return a.store.Set(ctx, key, enc)
+}
+
+// merge assembles chunk t, of key, in buf and encodes it into dst: the
+// fill value, unless every byte is the region's; then the stored bytes
+// old, decoded, where found; then the region's part from in.
+func (a *Array) merge(t chunkTask, in view, key string, buf, old []byte, found bool, dst []byte) ([]byte, error) {
+	shape := a.meta.ChunkShape
 	if !a.covers(t) || !a.insideArray(t) {
 		fillRepeat(buf, a.pipe.fill)
 	}
-	if !a.covers(t) {
-		b, ok, err := a.fetch(ctx, piece{key: key, n: -1}, nil)
+	if found {
+		// Decoded into buf where the codecs can (no chunk-sized
+		// buffer of its own, then copied); the copy is then in place.
+		c, err := a.pipe.decode(old, shape, buf)
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("chunk %s: %w", key, err)
 		}
-		if ok {
-			// Decoded into buf where the codecs can (no chunk-sized
-			// buffer of its own, then copied); the copy is then in place.
-			c, err := a.pipe.decode(b, shape, buf)
-			if err != nil {
-				return fmt.Errorf("chunk %s: %w", key, err)
-			}
-			buf = append(buf[:0], c.data...)
-		}
+		buf = append(buf[:0], c.data...)
 	}
-	copyBox(view{buf: buf, shape: shape, es: es, start: t.sel.start}, in.sub(t.dstStart), t.sel.count)
-	enc, err = a.pipe.encode(chunkArray{shape: shape, data: buf}, dst)
+	copyBox(view{buf: buf, shape: shape, es: a.meta.DataType.Size, start: t.sel.start}, in.sub(t.dstStart), t.sel.count)
+	enc, err := a.pipe.encode(chunkArray{shape: shape, data: buf}, dst)
 	if err != nil {
-		return fmt.Errorf("chunk %s: %w", key, err)
+		return nil, fmt.Errorf("chunk %s: %w", key, err)
 	}
-	return a.store.Set(ctx, key, enc)
+	return enc, nil
 }
 
 // maxPooledOutput bounds the chunks whose encoded bytes a write puts in

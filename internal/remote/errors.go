@@ -47,7 +47,8 @@ var (
 	// ErrObjectChanged reports an object replaced while it was being
 	// read: a ranged request after the first found another version (HTTP
 	// 412 to its If-Match, or another ETag). It is not retried, so that
-	// no read returns bytes of two versions.
+	// no read returns bytes of two versions. It also reports a
+	// conditional write whose Condition failed.
 	ErrObjectChanged = errors.New("remote: object changed during the read")
 	// ErrBadResponse reports an answer with an expected status whose
 	// body is not what the request asks for: a CompleteMultipartUpload

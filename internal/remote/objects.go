@@ -20,7 +20,16 @@ import (
 // A body shorter than its Content-Length is retried, then ErrShortBody; a
 // missing object is a *StatusError matching fs.ErrNotExist.
 func (c *Client) GetObject(ctx context.Context, e *Endpoint, buf []byte, limit int64) ([]byte, error) {
+	out, _, err := c.GetObjectTag(ctx, e, buf, limit)
+	return out, err
+}
+
+// GetObjectTag is GetObject that also returns the object's ETag, the
+// version a conditional write may then require ("" when the server
+// names none).
+func (c *Client) GetObjectTag(ctx context.Context, e *Endpoint, buf []byte, limit int64) ([]byte, string, error) {
 	var out []byte
+	var tag string
 	err := c.do(ctx, e, http.MethodGet, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL.String(), nil)
 		if err != nil {
@@ -36,9 +45,10 @@ func (c *Client) GetObject(ctx context.Context, e *Endpoint, buf []byte, limit i
 			return err
 		}
 		out, err = readWholeBody(resp, buf, limit)
+		tag = resp.Header.Get("ETag")
 		return err
 	})
-	return out, err
+	return out, tag, err
 }
 
 // minGrow is the first allocation for a body of unknown length.

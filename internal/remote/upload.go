@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -136,12 +137,50 @@ func (e *Endpoint) keepReply(method string, resp *http.Response, limit int64) (r
 // (an attempt abandoned mid-way, which some servers store as it is, and
 // which may land after the retry that replaced it) is refused instead
 // of becoming the object.
-func (c *Client) PutObject(ctx context.Context, e *Endpoint, size int64, body Body, sum *uint32) error {
-	var hdr http.Header
+func (c *Client) PutObject(ctx context.Context, e *Endpoint, size int64, body Body, sum *uint32, cond Condition) error {
+	hdr := cond.header()
 	if sum != nil {
-		hdr = http.Header{"X-Amz-Checksum-Crc32c": {base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, *sum))}}
+		hdr.Set("X-Amz-Checksum-Crc32c", base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, *sum)))
 	}
 	_, err := c.requestLimit(ctx, e, http.MethodPut, "", body, size, replyKeep, hdr)
+	return cond.failed(err)
+}
+
+// Condition is what a conditional write (S3's If-Match and
+// If-None-Match on PutObject and CompleteMultipartUpload) asks of the
+// object it replaces: with IfMatch set, that it still have that ETag;
+// with IfAbsent, that there be none. The zero Condition asks nothing.
+type Condition struct {
+	IfMatch  string
+	IfAbsent bool
+}
+
+func (c Condition) header() http.Header {
+	h := http.Header{}
+	if c.IfMatch != "" {
+		h.Set("If-Match", c.IfMatch)
+	}
+	if c.IfAbsent {
+		h.Set("If-None-Match", "*")
+	}
+	return h
+}
+
+// failed turns the answers of a write whose condition did not hold into
+// ErrObjectChanged: 412; 409, a conflicting write in flight (which S3
+// asks the writer to retry); and, with IfMatch, 404 (the object deleted
+// meanwhile, as versitygw answers). A retry of a write that succeeded
+// unseen gets one of them too: its caller reads the object again.
+func (c Condition) failed(err error) error {
+	var se *StatusError
+	if c == (Condition{}) || !errors.As(err, &se) {
+		return err
+	}
+	switch {
+	case se.Code == http.StatusPreconditionFailed, se.Code == http.StatusConflict,
+		se.Code == http.StatusNotFound && c.IfMatch != "":
+		return fmt.Errorf("%w: %w", ErrObjectChanged, se)
+	}
 	return err
 }
 
@@ -178,7 +217,7 @@ func (c *Client) UploadPart(ctx context.Context, e *Endpoint, id string, num int
 // succeeds only on a CompleteMultipartUploadResult (checkComplete): a
 // 200 with an error document is tried again, as S3 advises, and any
 // other answer fails with ErrBadResponse.
-func (c *Client) CompleteMultipart(ctx context.Context, e *Endpoint, id string, etags []string) error {
+func (c *Client) CompleteMultipart(ctx context.Context, e *Endpoint, id string, etags []string, cond Condition) error {
 	type part struct {
 		PartNumber int
 		ETag       string
@@ -195,9 +234,9 @@ func (c *Client) CompleteMultipart(ctx context.Context, e *Endpoint, id string, 
 		return err
 	}
 	_, err = c.exchange(ctx, e, http.MethodPost, "uploadId="+url.QueryEscape(id),
-		func() (io.Reader, error) { return bytes.NewReader(body), nil }, int64(len(body)), nil,
+		func() (io.Reader, error) { return bytes.NewReader(body), nil }, int64(len(body)), cond.header(),
 		func(resp *http.Response) (reply, error) { return reply{}, e.checkComplete(resp.Body) })
-	return err
+	return cond.failed(err)
 }
 
 // AbortMultipart discards an upload and the parts it holds; an upload

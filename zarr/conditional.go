@@ -1,0 +1,92 @@
+package zarr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"time"
+
+	"github.com/kvikgo/kvik"
+)
+
+// maxWriteTries bounds the reads and conditional writes of one chunk
+// that writeChunkIf makes while other writers' versions come between.
+var maxWriteTries = 100
+
+// writeChunkIf writes the region's part of chunk t, of key, into a
+// RemoteStore opened WithProcessLocks (an optimistic read-modify-write):
+// it reads the chunk with its ETag, merges the part into it and stores
+// the result on the condition that the chunk is still the version read
+// (or still missing); where another writer's version came between, it
+// backs off and does it all again. It returns the encoded chunk.
+func (a *Array) writeChunkIf(ctx context.Context, s *RemoteStore, t chunkTask, in view, key string, buf, dst []byte) ([]byte, error) {
+	limit := maxStored(a.meta.ChunkShape, a.meta.DataType.Size)
+	for try := 1; ; try++ {
+		old, tag, err := s.getWithETag(ctx, key, limit)
+		found := err == nil
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		if found && tag == "" {
+			return nil, fmt.Errorf("%w: %s: the server names no version (ETag) of the chunk, which a write of part of it must ask for", errors.ErrUnsupported, key)
+		}
+		enc, err := a.merge(t, in, key, buf, old, found, dst)
+		if err != nil {
+			return nil, err
+		}
+		err = s.setIf(ctx, key, enc, tag)
+		if !errors.Is(err, kvik.ErrObjectChanged) {
+			return enc, err
+		}
+		if try == maxWriteTries {
+			return nil, fmt.Errorf("chunk %s: another version came between read and write %d times: %w", key, try, err)
+		}
+		if err := backOff(ctx, try); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// backOff waits before try+1 of a conflicting write: a random time up
+// to 1 ms doubled per try, at most 100 ms, so that writers that met
+// part ways; or until ctx ends.
+func backOff(ctx context.Context, try int) error {
+	d := time.Duration(rand.Int64N(int64(min(time.Millisecond<<min(try, 7), 100*time.Millisecond)))) + 1
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// getWithETag reads key's whole object, of at most limit bytes, and its
+// ETag.
+func (s *RemoteStore) getWithETag(ctx context.Context, key string, limit int64) ([]byte, string, error) {
+	key, err := s.key(key)
+	if err != nil {
+		return nil, "", err
+	}
+	var b []byte
+	var tag string
+	err = s.request(ctx, func() (err error) {
+		b, tag, err = s.p.GetWithETag(ctx, key, nil, limit)
+		return err
+	})
+	return b, tag, err
+}
+
+// setIf stores value as key's object on the condition of
+// kvik.RemotePrefix.SaveIf: that it still has ETag tag, or, with tag "",
+// that there is none.
+func (s *RemoteStore) setIf(ctx context.Context, key string, value []byte, tag string) error {
+	key, err := s.key(key)
+	if err != nil {
+		return err
+	}
+	return s.request(ctx, func() error { return s.p.SaveIf(ctx, key, []kvik.Piece{{Data: value}}, tag) })
+}
