@@ -19,13 +19,15 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // TestProcessLocksAcrossProcesses: processes write random disjoint sets
 // of elements of one chunk (one shard) at once, each run its own
 // WriteRegion, with WithProcessLocks: through DirStores (half of them
 // through a symbolic link to the directory), and through RemoteStores
-// on an S3 bucket that honours conditional writes (condBucket). Every
+// on an S3 bucket that honours conditional writes (condBucket) and on
+// versitygw. Every
 // element must hold what its writer wrote. The same writers without the
 // option are run too, and the elements they lose are logged (not
 // asserted: a race that may not happen): what the option prevents.
@@ -44,15 +46,16 @@ func TestProcessLocksAcrossProcesses(t *testing.T) {
 		{"sharded", Metadata{Shape: []int{19, 40}, ChunkShape: []int{8, 16}, DataType: DataType{Float, 4}, Codecs: shardCodecs([]int{4, 4}, false, gzip)}},
 	}
 	rng := rand.New(rand.NewPCG(43, 7))
-	for _, where := range []string{"dir", "s3"} {
+	for _, where := range []string{"dir", "s3", "versitygw"} {
 		for _, c := range metas {
 			for _, locks := range []bool{true, false} {
 				name := where + "/" + c.name + "/locks"
 				if !locks {
 					name = where + "/" + c.name + "/no locks"
 				}
+				seed := rng.Uint64()
 				t.Run(name, func(t *testing.T) {
-					processWrites(t, rand.New(rand.NewPCG(rng.Uint64(), 2)), c.m, locks, where == "s3")
+					processWrites(t, rand.New(rand.NewPCG(seed, 2)), c.m, locks, where)
 				})
 			}
 		}
@@ -64,7 +67,7 @@ func TestProcessLocksAcrossProcesses(t *testing.T) {
 // directory, or with S3 set an s3:// URL of a bucket served there).
 type lockChildPlan struct {
 	Root, Path, Go, S3 string
-	Locks              bool
+	Signed, Locks      bool // Signed: with s3test's credentials
 	Runs               []partialRun
 	Rounds             int
 }
@@ -75,13 +78,19 @@ func (p lockChildPlan) open() (Store, error) {
 	if p.Locks {
 		opts = append(opts, WithProcessLocks())
 	}
-	if p.S3 != "" {
+	switch {
+	case p.Signed:
+		opts = append(opts, WithRemoteOptions(kvik.WithS3Credentials(s3test.Key, s3test.Secret, ""), kvik.WithS3Region(s3test.Region), kvik.WithS3Endpoint(p.S3)))
+		return OpenURL(bg, p.Root, opts...)
+	case p.S3 != "":
 		return OpenURL(bg, p.Root, s3Options(p.S3, opts...)...)
 	}
 	return NewDirStore(p.Root, opts...)
 }
 
-func processWrites(t *testing.T, rng *rand.Rand, m Metadata, locks, remote bool) {
+// processWrites runs the writers of TestProcessLocksAcrossProcesses
+// against where: "dir", "s3" (a condBucket) or "versitygw".
+func processWrites(t *testing.T, rng *rand.Rand, m Metadata, locks bool, where string) {
 	tmp := t.TempDir()
 	plan := lockChildPlan{Root: filepath.Join(tmp, "a.zarr"), Path: "g/x", Go: filepath.Join(tmp, "go"), Locks: locks, Rounds: 4}
 	link := filepath.Join(tmp, "link.zarr")
@@ -89,9 +98,14 @@ func processWrites(t *testing.T, rng *rand.Rand, m Metadata, locks, remote bool)
 		t.Fatal(err)
 	}
 	var bkt *condBucket
-	if remote {
+	remote := where != "dir"
+	switch where {
+	case "s3":
 		bkt = newCondBucket(t)
 		plan.Root, plan.S3 = "s3://bkt/a.zarr", bkt.URL
+	case "versitygw":
+		v := s3test.Start(t)
+		plan.Root, plan.S3, plan.Signed = v.URLOf("a.zarr"), v.URL, true
 	}
 	s, err := plan.open()
 	if err != nil {
@@ -157,7 +171,7 @@ func processWrites(t *testing.T, rng *rand.Rand, m Metadata, locks, remote bool)
 		t.Logf("%d processes without locks: %d elements of %d lost", writers, lost, len(want.buf)/want.es)
 	}
 	if remote {
-		if locks {
+		if locks && bkt != nil {
 			if bkt.conditional.Load() == 0 {
 				t.Errorf("no conditional write reached the bucket")
 			}
