@@ -122,7 +122,9 @@ var (
 	}
 	gpuUnshuffled = map[string]bool{"2d-f32": true, "3d-f32": true, "1d-f64": true, "rows-f32": true, "odd-blk": true, "sharded": true, "sharded-3d": true, "v2-f4": true}
 	// In the region layout, only chunks that lie in one stretch of
-	// their band (as wide as the array) are left shuffled.
+	// their band (as wide as the region) are left shuffled: always for
+	// these arrays, for others only where a region is as narrow as a
+	// chunk.
 	gpuUnshuffledRegion = map[string]bool{"1d-f64": true, "rows-f32": true}
 )
 
@@ -193,11 +195,16 @@ func checkUnshuffle(t *testing.T, ctx cuda.Context, seed uint64, store func(t *t
 					before := unshuffledOnGPU.Load()
 					checkDeviceRegions(t, ctx, rng, store(t, fmt.Sprintf("%s-%d-%v", name, layout, cpu)), m)
 					got := unshuffledOnGPU.Load() - before
-					want := gpuUnshuffled[name]
+					want, may := gpuUnshuffled[name] && !cpu, gpuUnshuffled[name] && !cpu
 					if layout == zarrtune.Region {
-						want = gpuUnshuffledRegion[name]
+						// Other arrays of gpuUnshuffled may have a chunk
+						// unshuffled on the GPU too, where a random region
+						// is no wider than a chunk (the chunk is then one
+						// stretch of its band): the shim run of 0545fb3
+						// met one of "sharded".
+						want = gpuUnshuffledRegion[name] && !cpu
 					}
-					if want = want && !cpu; want != (got > 0) {
+					if want && got == 0 || !may && got > 0 {
 						t.Errorf("layout %d, CPU unshuffle %v: %d chunks unshuffled on the GPU, want some: %v", layout, cpu, got, want)
 					}
 				}
