@@ -17,7 +17,7 @@ import (
 // through any Array on the same store (see docs/zarr.md): concurrent
 // calls may write disjoint parts of one chunk. Across processes only
 // writes of disjoint chunks are safe, unless every process opens its
-// DirStore WithProcessLocks.
+// store WithProcessLocks.
 func (a *Array) WriteRegion(ctx context.Context, start, stop []int, src []byte) error {
 	r, size, err := a.region(start, stop)
 	if err != nil {
