@@ -3,8 +3,10 @@ package zarr
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/kvikgo/kvik/cuda"
@@ -42,7 +44,8 @@ func fromDevice(t testing.TB, ctx cuda.Context, p cuda.DevicePtr, n int) []byte 
 // TestDeviceRegionReads compares device region reads with host reads of
 // the same regions for uncompressed (direct and gathered), compressed,
 // sharded and v2 arrays with missing chunks, then writes from device
-// memory and reads back.
+// memory and reads back; for the arrays of lockedCases also through a
+// store WithProcessLocks (device writes of parts of chunks locked).
 func TestDeviceRegionReads(t *testing.T) {
 	ctx := needGPU(t)
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -50,7 +53,7 @@ func TestDeviceRegionReads(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	for name, m := range deviceCases {
+	for name, m := range withLocked(deviceCases) {
 		t.Run(name, func(t *testing.T) {
 			// A store of its own, new: Create refuses an array a run
 			// before left at the path (ErrExists).
@@ -58,13 +61,35 @@ func TestDeviceRegionReads(t *testing.T) {
 			if err := os.RemoveAll(root); err != nil {
 				t.Fatal(err)
 			}
-			s, err := NewDirStore(root)
+			s, err := NewDirStore(root, lockedOptions(name)...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkDeviceRegions(t, ctx, rng, s, m)
 		})
 	}
+}
+
+// lockedCases are the arrays of deviceCases the device tests also write
+// through a store opened WithProcessLocks, named NAME-locked.
+var lockedCases = []string{"zstd", "sharded", "raw-small"}
+
+// withLocked returns cases with the lockedCases added again as
+// NAME-locked.
+func withLocked(cases map[string]Metadata) map[string]Metadata {
+	out := maps.Clone(cases)
+	for _, name := range lockedCases {
+		out[name+"-locked"] = cases[name]
+	}
+	return out
+}
+
+// lockedOptions returns WithProcessLocks for a case named NAME-locked.
+func lockedOptions(name string) []StoreOption {
+	if strings.HasSuffix(name, "-locked") {
+		return []StoreOption{WithProcessLocks()}
+	}
+	return nil
 }
 
 // TestDeviceBands runs the checks of TestDeviceRegionReads with bands of
@@ -109,14 +134,16 @@ func TestDeviceBands(t *testing.T) {
 
 // TestRemoteDeviceRegionReads runs the checks of TestDeviceRegionReads on
 // arrays in S3 (versitygw): region reads from S3 into device memory
-// against host reads, and device writes uploaded as chunks.
+// against host reads, and device writes uploaded as chunks (on S3's
+// conditions for the lockedCases).
 func TestRemoteDeviceRegionReads(t *testing.T) {
 	ctx := needGPU(t)
 	rng := rand.New(rand.NewPCG(7, 9))
 	srv := s3test.Start(t)
-	for name, m := range deviceCases {
+	for name, m := range withLocked(deviceCases) {
 		t.Run(name, func(t *testing.T) {
-			s, err := OpenURL(bg, srv.URLOf(name), WithRemoteOptions(srv.Opts()...), WithMaxRequests(1+rng.IntN(8)))
+			opts := append(lockedOptions(name), WithRemoteOptions(srv.Opts()...), WithMaxRequests(1+rng.IntN(8)))
+			s, err := OpenURL(bg, srv.URLOf(name), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
