@@ -108,25 +108,28 @@ func DropSystemPageCache(reclaimDentriesAndInodes bool) error {
 
 // pcInfo implements PageCacheInfoFd; name names the file in errors.
 func pcInfo(fd int, name string, offset, length int64) (resident, total int, err error) {
+	resident, total, _, err = pcInfoSize(fd, name, offset, length)
+	return resident, total, err
+}
+
+// pcInfoSize is pcInfo that also returns the file's size (a block
+// device's own, posix.SizeOf), which it takes anyway.
+func pcInfoSize(fd int, name string, offset, length int64) (resident, total int, size int64, err error) {
 	const op = "pagecacheinfo"
 	if offset < 0 {
-		return 0, 0, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)}
+		return 0, 0, 0, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)}
 	}
 	st, err := pcStat(fd)
 	if err != nil {
-		return 0, 0, &fs.PathError{Op: op, Path: name, Err: err}
+		return 0, 0, 0, &fs.PathError{Op: op, Path: name, Err: err}
 	}
-	size, err := posix.SizeOf(fd, &st)
-	if err != nil {
-		return 0, 0, &fs.PathError{Op: op, Path: name, Err: err}
+	if size, err = posix.SizeOf(fd, &st); err != nil {
+		return 0, 0, 0, &fs.PathError{Op: op, Path: name, Err: err}
 	}
 	if offset >= size {
-		return 0, 0, nil
+		return 0, 0, size, nil
 	}
-	end := size
-	if length > 0 && length < size-offset {
-		end = offset + length
-	}
+	end := rangeEnd(size, offset, length)
 
 	ps := int64(unix.Getpagesize())
 	start := offset / ps * ps
@@ -135,11 +138,20 @@ func pcInfo(fd int, name string, offset, length int64) (resident, total int, err
 	for off := start; off < end; off += window {
 		n, err := pcResident(fd, off, min(end-off, window), vec)
 		if err != nil {
-			return 0, 0, &fs.PathError{Op: op, Path: name, Err: err}
+			return 0, 0, 0, &fs.PathError{Op: op, Path: name, Err: err}
 		}
 		resident += n
 	}
-	return resident, int((end - start + ps - 1) / ps), nil
+	return resident, int((end - start + ps - 1) / ps), size, nil
+}
+
+// rangeEnd returns where the range of length bytes at offset ends in a
+// file of size bytes: at its end where length <= 0 or runs past it.
+func rangeEnd(size, offset, length int64) int64 {
+	if length > 0 && length < size-offset {
+		return offset + length
+	}
+	return size
 }
 
 // pcResident maps length bytes of fd at the page-aligned offset and returns

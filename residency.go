@@ -269,18 +269,12 @@ func (f *FileHandle) ReadPlan(offset, length int64) (ReadPlan, error) {
 	defer f.release()
 	d, _ := GetDefaults()
 	p := ReadPlan{Policy: d.ReadPolicy()}
+	var size int64
 	var err error
-	if p.ResidentPages, p.TotalPages, err = pcInfo(f.fd, f.name, offset, length); err != nil {
+	if p.ResidentPages, p.TotalPages, size, err = pcInfoSize(f.fd, f.name, offset, length); err != nil {
 		return p, err
 	}
-	size, err := f.size()
-	if err != nil {
-		return p, err
-	}
-	end := size
-	if length > 0 && length < size-offset {
-		end = offset + length
-	}
+	end := rangeEnd(size, offset, length)
 	for off := offset; off < end; off += int64(d.TaskSize) {
 		n := int(min(int64(d.TaskSize), end-off))
 		var segs []sched.Segment
