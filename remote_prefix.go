@@ -143,14 +143,8 @@ func (p *RemotePrefix) Get(ctx context.Context, key string, buf []byte) ([]byte,
 // GetMax is Get for an object of at most limit bytes, the size the caller
 // expects: a longer one fails with an error matching ErrTooLarge.
 func (p *RemotePrefix) GetMax(ctx context.Context, key string, buf []byte, limit int64) ([]byte, error) {
-	e, c, err := p.endpoint(key)
-	if err == nil {
-		buf, err = c.GetObject(ctx, e, buf, limit)
-	}
-	if err != nil {
-		return nil, p.pathErr("read", key, err)
-	}
-	return buf, nil
+	buf, _, err := p.GetWithETag(ctx, key, buf, limit)
+	return buf, err
 }
 
 // GetWithETag is GetMax that also returns the object's ETag, its version

@@ -46,13 +46,6 @@ func getChunk(ctx context.Context, s Store, key string, buf []byte, shape []int,
 // with an error matching kvik.ErrTooLarge (whatever its Content-Length
 // claims, before that memory is taken).
 func (s *RemoteStore) GetMax(ctx context.Context, key string, buf []byte, limit int64) ([]byte, error) {
-	key, err := s.key(key)
-	if err != nil {
-		return nil, err
-	}
-	err = s.request(ctx, func() (err error) {
-		buf, err = s.p.GetMax(ctx, key, buf, limit)
-		return err
-	})
+	buf, _, err := s.getWithETag(ctx, key, buf, limit)
 	return buf, err
 }

@@ -24,7 +24,7 @@ var maxWriteTries = 100
 func (a *Array) writeChunkIf(ctx context.Context, s *RemoteStore, t chunkTask, in view, key string, buf, dst []byte) ([]byte, error) {
 	limit := maxStored(a.meta.ChunkShape, a.meta.DataType.Size)
 	for try := 1; ; try++ {
-		old, tag, err := s.getWithETag(ctx, key, limit)
+		old, tag, err := s.getWithETag(ctx, key, nil, limit)
 		found := err == nil
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
@@ -36,7 +36,7 @@ func (a *Array) writeChunkIf(ctx context.Context, s *RemoteStore, t chunkTask, i
 		if err != nil {
 			return nil, err
 		}
-		err = s.setIf(ctx, key, enc, tag)
+		err = s.saveIf(ctx, key, kvik.Piece{Data: enc}, tag)
 		if !errors.Is(err, kvik.ErrObjectChanged) {
 			return enc, err
 		}
@@ -53,7 +53,11 @@ func (a *Array) writeChunkIf(ctx context.Context, s *RemoteStore, t chunkTask, i
 // to 1 ms doubled per try, at most 100 ms, so that writers that met
 // part ways; or until ctx ends.
 func backOff(ctx context.Context, try int) error {
-	d := time.Duration(rand.Int64N(int64(min(time.Millisecond<<min(try, 7), 100*time.Millisecond)))) + 1
+	return sleep(ctx, time.Duration(rand.Int64N(int64(min(time.Millisecond<<min(try, 7), 100*time.Millisecond))))+1)
+}
+
+// sleep waits d, or until ctx ends (its error).
+func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -64,29 +68,16 @@ func backOff(ctx context.Context, try int) error {
 	}
 }
 
-// getWithETag reads key's whole object, of at most limit bytes, and its
-// ETag.
-func (s *RemoteStore) getWithETag(ctx context.Context, key string, limit int64) ([]byte, string, error) {
+// getWithETag is GetMax that also returns the object's ETag.
+func (s *RemoteStore) getWithETag(ctx context.Context, key string, buf []byte, limit int64) ([]byte, string, error) {
 	key, err := s.key(key)
 	if err != nil {
 		return nil, "", err
 	}
-	var b []byte
 	var tag string
 	err = s.request(ctx, func() (err error) {
-		b, tag, err = s.p.GetWithETag(ctx, key, nil, limit)
+		buf, tag, err = s.p.GetWithETag(ctx, key, buf, limit)
 		return err
 	})
-	return b, tag, err
-}
-
-// setIf stores value as key's object on the condition of
-// kvik.RemotePrefix.SaveIf: that it still has ETag tag, or, with tag "",
-// that there is none.
-func (s *RemoteStore) setIf(ctx context.Context, key string, value []byte, tag string) error {
-	key, err := s.key(key)
-	if err != nil {
-		return err
-	}
-	return s.request(ctx, func() error { return s.p.SaveIf(ctx, key, []kvik.Piece{{Data: value}}, tag) })
+	return buf, tag, err
 }

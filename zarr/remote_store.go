@@ -279,11 +279,24 @@ func (s *RemoteStore) SetDevice(ctx context.Context, key string, buf cuda.Device
 }
 
 func (s *RemoteStore) save(ctx context.Context, key string, piece kvik.Piece) error {
+	return s.write(ctx, key, func(key string) error { return s.p.Save(ctx, key, []kvik.Piece{piece}) })
+}
+
+// saveIf is save on the condition of kvik.RemotePrefix.SaveIf: that the
+// object still has ETag tag, or, with tag "", that there is none.
+func (s *RemoteStore) saveIf(ctx context.Context, key string, piece kvik.Piece, tag string) error {
+	return s.write(ctx, key, func(key string) error { return s.p.SaveIf(ctx, key, []kvik.Piece{piece}, tag) })
+}
+
+// write runs put, a write of key's object under its prefixed key, in one
+// of the store's request slots, and drops the consolidated metadata of a
+// metadata key it wrote.
+func (s *RemoteStore) write(ctx context.Context, key string, put func(key string) error) error {
 	key, err := s.key(key)
 	if err != nil {
 		return err
 	}
-	err = s.request(ctx, func() error { return s.p.Save(ctx, key, []kvik.Piece{piece}) })
+	err = s.request(ctx, func() error { return put(key) })
 	if err == nil && IsMetadataKey(key) {
 		s.dropConsolidated(key)
 	}
