@@ -87,13 +87,9 @@ func lockFile(ctx context.Context, dir, name string) (release func(), err error)
 			unix.Close(fd)
 			return nil, &fs.PathError{Op: "lock", Path: lp, Err: err}
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if err := sleep(ctx, wait); err != nil {
 			unix.Close(fd)
-			return nil, ctx.Err()
-		case <-t.C:
+			return nil, err
 		}
 	}
 }

@@ -121,15 +121,13 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 	// was garbage of a chunk at every chunk).
 	pooled = getBuf(n)
 	buf = *pooled
+	var old []byte
+	found := false
 	if !a.covers(t) {
 		if s, ok := a.store.(*RemoteStore); ok && s.processLocks {
 			enc, err = a.writeChunkIf(ctx, s, t, in, key, buf, dst)
 			return err
 		}
-	}
-	var old []byte
-	found := false
-	if !a.covers(t) {
 		if old, found, err = a.fetch(ctx, piece{key: key, n: -1}, nil); err != nil {
 			return err
 		}
