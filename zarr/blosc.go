@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
@@ -726,9 +727,11 @@ func (c bloscCodec) encodeRuns(src runList, dst []byte) ([]byte, error) {
 	}
 	binary.LittleEndian.PutUint32(out[4:], uint32(nbytes))
 	binary.LittleEndian.PutUint32(out[8:], uint32(bs))
-	if nbytes == 0 {
+	if nbytes == 0 || c.clevel <= 0 {
+		// Level 0 stores the bytes as they are, as Blosc does.
+		out = src.appendTo(out)
 		out[2] = flags | bloscMemcpy
-		binary.LittleEndian.PutUint32(out[12:], bloscHeader)
+		binary.LittleEndian.PutUint32(out[12:], uint32(len(out)))
 		return out, nil
 	}
 	if len(src.runs) > 2 && (flags&bloscBitShuffle != 0 || !src.splits(bs, ts)) {
@@ -803,7 +806,7 @@ func (c bloscCodec) compress(format int, in, buf []byte) ([]byte, error) {
 		if c.cname == "lz4hc" {
 			n, err = lz4.CompressBlockHC(in, buf, lz4.CompressionLevel(max(c.clevel, 1)), nil, nil)
 		} else {
-			n, err = lz4.CompressBlock(in, buf, nil)
+			n, err = lz4Fast(in, buf, c.clevel)
 		}
 		if err != nil {
 			return nil, nil // incompressible: caller stores raw
@@ -812,9 +815,34 @@ func (c bloscCodec) compress(format int, in, buf []byte) ([]byte, error) {
 	case 3:
 		return zlibCodec{level: min(max(c.clevel, 0), 9)}.encode(in, buf)
 	case 4:
-		return zstdCodec{level: max(c.clevel, 1), impl: c.zstd}.encode(in, buf)
+		return zstdCodec{level: bloscZstdLevel(c.clevel), impl: c.zstd}.encode(in, buf)
 	}
 	return nil, fmt.Errorf("%w: blosc compressor %q", ErrUnsupportedCodec, c.cname)
+}
+
+// lz4Compressors hold the LZ4 compressors of Blosc's "lz4" (16 KiB
+// tables each).
+var lz4Compressors = sync.Pool{New: func() any { return new(lz4.CompressorCCompat) }}
+
+// lz4Fast compresses in into buf as Blosc's "lz4" does at level clevel:
+// LZ4's fast algorithm with an acceleration of 10 - clevel (1 at level
+// 9), the output of the reference LZ4_compress_fast, so that a level
+// trades speed for size as it does in c-blosc (zarr-python's numcodecs,
+// TensorStore).
+func lz4Fast(in, buf []byte, clevel int) (int, error) {
+	c := lz4Compressors.Get().(*lz4.CompressorCCompat)
+	defer lz4Compressors.Put(c)
+	c.Acceleration = max(10-clevel, 1)
+	return c.CompressBlock(in, buf)
+}
+
+// bloscZstdLevel is the zstd level of Blosc's "zstd" at level clevel
+// (1-9), as c-blosc sets it: 2 clevel - 1, and zstd's highest (22) at 9.
+func bloscZstdLevel(clevel int) int {
+	if clevel >= 9 {
+		return 22
+	}
+	return max(2*clevel-1, 1)
 }
 
 // blosclzDecompress decodes a BloscLZ stream (a FastLZ-style LZ77 format)

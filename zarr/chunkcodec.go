@@ -19,10 +19,30 @@ func (a *Array) DecodeChunk(stored, dst []byte) error {
 
 // EncodeChunk encodes chunk, one chunk's decoded bytes (its shape's
 // elements, C order, little-endian), as a stores it: what a write does
-// with each chunk before storing it. It is safe to call concurrently.
+// with each chunk before storing it. It returns a new slice, never chunk
+// itself. It is safe to call concurrently.
 func (a *Array) EncodeChunk(chunk []byte) ([]byte, error) {
+	return a.AppendEncodedChunk(nil, chunk)
+}
+
+// AppendEncodedChunk is EncodeChunk appending the stored bytes to dst:
+// the encoders write into dst's spare capacity where they fit, so that a
+// loop handing back the same buffer encodes without allocating (as a
+// write's pooled buffers do). On error dst is returned unchanged.
+func (a *Array) AppendEncodedChunk(dst, chunk []byte) ([]byte, error) {
 	if n := numElements(a.meta.ChunkShape) * a.meta.DataType.Size; len(chunk) != n {
-		return nil, fmt.Errorf("%w: buffer of %d bytes for a %d-byte chunk", ErrInvalidRegion, len(chunk), n)
+		return dst, fmt.Errorf("%w: buffer of %d bytes for a %d-byte chunk", ErrInvalidRegion, len(chunk), n)
 	}
-	return a.pipe.encode(chunkArray{shape: a.meta.ChunkShape, data: chunk}, nil)
+	tail := dst[len(dst):]
+	b, err := a.pipe.encode(chunkArray{shape: a.meta.ChunkShape, data: chunk}, tail)
+	if err != nil {
+		return dst, err
+	}
+	switch {
+	case len(b) > 0 && cap(tail) > 0 && &b[0] == &tail[:1][0]:
+		return dst[:len(dst)+len(b)], nil // encoded in place
+	case dst == nil && len(b) > 0 && &b[0] != &chunk[0]:
+		return b, nil // a buffer the encoders made (a chain of no codec but bytes returns chunk)
+	}
+	return append(dst, b...), nil
 }

@@ -3,6 +3,9 @@ package zarr
 import (
 	"bytes"
 	"errors"
+	"math"
+	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
@@ -55,6 +58,10 @@ func TestDecodeEncodeChunk(t *testing.T) {
 			if err := a.DecodeChunk(enc, back); err != nil || !bytes.Equal(back, want) {
 				t.Fatalf("DecodeChunk of EncodeChunk's bytes: %v, or they differ", err)
 			}
+			if len(enc) > 0 && &enc[0] == &got[0] {
+				t.Errorf("EncodeChunk returned the chunk itself")
+			}
+			checkAppendEncoded(t, a, got, enc)
 			if err := a.DecodeChunk(stored, got[1:]); !errors.Is(err, ErrInvalidRegion) {
 				t.Errorf("DecodeChunk into a short buffer: %v", err)
 			}
@@ -63,4 +70,50 @@ func TestDecodeEncodeChunk(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkAppendEncoded checks AppendEncodedChunk of chunk (whose
+// EncodeChunk is enc) after a random prefix, into a buffer with room for
+// it and into one without; with room it must allocate at least half the
+// encoded size less than EncodeChunk (it encodes in place); a short
+// chunk leaves the buffer as it was.
+func checkAppendEncoded(t *testing.T, a *Array, chunk, enc []byte) {
+	t.Helper()
+	prefix := make([]byte, 1+rand.IntN(100))
+	for i := range prefix {
+		prefix[i] = byte(rand.Uint32())
+	}
+	for _, room := range []int{0, 2*len(chunk) + 1024} {
+		dst := append(make([]byte, 0, len(prefix)+room), prefix...)
+		out, err := a.AppendEncodedChunk(dst, chunk)
+		if err != nil {
+			t.Fatalf("AppendEncodedChunk (room %d): %v", room, err)
+		}
+		if !bytes.Equal(out[:len(prefix)], prefix) || !bytes.Equal(out[len(prefix):], enc) {
+			t.Fatalf("AppendEncodedChunk (room %d): the prefix or the encoded bytes differ", room)
+		}
+		if room > 0 && !raceEnabled {
+			without := heapGrowth(func() { a.EncodeChunk(chunk) })
+			with := heapGrowth(func() { a.AppendEncodedChunk(dst, chunk) })
+			if with+uint64(len(enc))/2 > without {
+				t.Errorf("AppendEncodedChunk with room allocated %d bytes, %d without: not in place", with, without)
+			}
+		}
+		if got, err := a.AppendEncodedChunk(dst, chunk[1:]); !errors.Is(err, ErrInvalidRegion) || len(got) != len(dst) || &got[0] != &dst[0] {
+			t.Errorf("AppendEncodedChunk of a short chunk: %v, or dst changed", err)
+		}
+	}
+}
+
+// heapGrowth returns the fewest bytes the heap grew by over 5 calls of f.
+func heapGrowth(f func()) uint64 {
+	least := uint64(math.MaxUint64)
+	for range 5 {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		f()
+		runtime.ReadMemStats(&m1)
+		least = min(least, m1.TotalAlloc-m0.TotalAlloc)
+	}
+	return least
 }
