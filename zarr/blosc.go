@@ -681,6 +681,10 @@ func (c bloscCodec) writable() error {
 	if c.cname == "blosclz" || c.cname == "snappy" {
 		return fmt.Errorf("%w: writing blosc with compressor %q (reading is supported)", ErrUnsupportedCodec, c.cname)
 	}
+	if c.clevel < 0 || c.clevel > 9 {
+		// c-blosc refuses to compress at such a level too.
+		return fmt.Errorf("%w: writing blosc at clevel %d (Blosc takes 0 to 9; reading is supported)", ErrInvalidMetadata, c.clevel)
+	}
 	return nil
 }
 

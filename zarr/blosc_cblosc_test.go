@@ -2,11 +2,13 @@ package zarr
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
@@ -115,5 +117,60 @@ func TestBloscLevelsLikeCBlosc(t *testing.T) {
 		if r := float64(len(kvik[i])) / float64(len(theirs)); r < 0.98 || r > 1.02 {
 			t.Errorf("%s: kvik's chunk is %d bytes, c-blosc's %d (%.3fx)", c.spec, len(kvik[i]), len(theirs), r)
 		}
+	}
+}
+
+// TestBloscLevelRange checks that Create refuses a Blosc level c-blosc
+// would not compress at (below 0, above 9) with ErrInvalidMetadata,
+// writing nothing, and that an array whose metadata names one (written
+// by hand) still reads, its writes refused.
+func TestBloscLevelRange(t *testing.T) {
+	blosc := func(level int) Codec {
+		return Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": level, "shuffle": "shuffle", "typesize": 4}}
+	}
+	meta := func(level int) Metadata {
+		return Metadata{Shape: []int{8}, ChunkShape: []int{4}, DataType: DataType{Float, 4}, Codecs: []Codec{{Name: "bytes"}, blosc(level)}}
+	}
+	for _, level := range []int{-1, 10, 1 << 20} {
+		s, _ := NewDirStore(t.TempDir())
+		if _, err := Create(bg, s, "a", meta(level)); !errors.Is(err, ErrInvalidMetadata) || !strings.Contains(err.Error(), "clevel") {
+			t.Errorf("clevel %d: %v, want ErrInvalidMetadata", level, err)
+		}
+		if keys, _ := s.List(bg, ""); len(keys) != 0 {
+			t.Errorf("clevel %d: refused Create wrote %q", level, keys)
+		}
+	}
+	dir := t.TempDir()
+	s, _ := NewDirStore(dir)
+	a, err := Create(bg, s, "a", meta(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fielddata.Float32(1, 8, rand.Uint64())
+	if err := a.WriteRegion(bg, []int{0}, []int{8}, want); err != nil {
+		t.Fatal(err)
+	}
+	doc := filepath.Join(dir, "a", "zarr.json")
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := bytes.Replace(b, []byte(`"clevel": 9`), []byte(`"clevel": 12`), 1)
+	if bytes.Equal(edited, b) {
+		t.Fatalf("no clevel 9 in %s", b)
+	}
+	if err := os.WriteFile(doc, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err = Open(bg, s, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	if err := a.ReadRegion(bg, []int{0}, []int{8}, got); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("reading an array at clevel 12: %v, or other bytes", err)
+	}
+	if err := a.WriteRegion(bg, []int{0}, []int{8}, want); !errors.Is(err, ErrInvalidMetadata) {
+		t.Errorf("writing an array at clevel 12: %v, want ErrInvalidMetadata", err)
 	}
 }
