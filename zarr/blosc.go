@@ -824,7 +824,7 @@ func (c bloscCodec) compress(format int, in, buf []byte) ([]byte, error) {
 	return nil, fmt.Errorf("%w: blosc compressor %q", ErrUnsupportedCodec, c.cname)
 }
 
-// lz4Compressors hold the LZ4 compressors of Blosc's "lz4" (16 KiB
+// lz4Compressors hold the LZ4 compressors of Blosc's "lz4" (48 KiB of
 // tables each).
 var lz4Compressors = sync.Pool{New: func() any { return new(lz4.CompressorCCompat) }}
 
