@@ -754,15 +754,27 @@ func (c bloscCodec) encodeRuns(src runList, dst []byte) ([]byte, error) {
 		blen := min(bs, nbytes-j*bs)
 		in := c.blockInput(&at, src, j*bs, blen, flags, ts, tmp[:blen])
 		binary.LittleEndian.PutUint32(out[bloscHeader+4*j:], uint32(len(out)))
-		z, err := c.compress(format, in, comp)
+		out = append(out, 0, 0, 0, 0) // the block's stored size, set below
+		// The block is compressed straight into out where out has the
+		// room for its bound (a copy of every block saved), else into
+		// comp.
+		buf, room := comp, out[len(out):cap(out)]
+		if len(room) >= len(comp) {
+			buf = room
+		}
+		z, err := c.compress(format, in, buf)
 		if err != nil {
 			return nil, err
 		}
 		if len(z) == 0 || len(z) >= len(in) {
 			z = in // stored raw: its size equals the uncompressed size
 		}
-		out = binary.LittleEndian.AppendUint32(out, uint32(len(z)))
-		out = append(out, z...)
+		binary.LittleEndian.PutUint32(out[len(out)-4:], uint32(len(z)))
+		if len(room) > 0 && &z[0] == &room[0] {
+			out = out[:len(out)+len(z)]
+		} else {
+			out = append(out, z...)
+		}
 	}
 	if len(out) >= nbytes+bloscHeader {
 		// Plain copy is smaller.
