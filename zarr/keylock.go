@@ -58,6 +58,12 @@ func (k *keyedMutex) release(name any, l *keyLock) {
 	}
 }
 
+// lockPaths resolves the paths that name locks: a chunk's path resolved
+// component by component (realpath.Resolve) took a fifth of the time of
+// a write of 64 KiB chunks to tmpfs; its directory's resolution, kept,
+// costs a stat.
+var lockPaths realpath.Cache
+
 // storeKey names a key of a store that is not a DirStore or RemoteStore.
 type storeKey struct {
 	store any
@@ -82,7 +88,7 @@ func (a *Array) lockChunk(ctx context.Context, key string) (unlock func(), err e
 		inProcess()
 		return nil, err
 	}
-	release, err := lockFile(ctx, realpath.Resolve(filepath.Dir(doc)), strings.TrimPrefix(key, a.path))
+	release, err := lockFile(ctx, lockPaths.Resolve(filepath.Dir(doc)), strings.TrimPrefix(key, a.path))
 	if err != nil {
 		inProcess()
 		return nil, err
@@ -98,7 +104,7 @@ func (a *Array) lockName(key string) any {
 	switch s := a.store.(type) {
 	case *DirStore:
 		if p, err := s.path(key); err == nil {
-			return realpath.Resolve(p)
+			return lockPaths.Resolve(p)
 		}
 	case *RemoteStore:
 		if k, err := s.key(key); err == nil {

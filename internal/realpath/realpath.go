@@ -4,9 +4,11 @@
 package realpath
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // Resolve returns p as an absolute path in which the part that exists
@@ -41,4 +43,65 @@ func Resolve(p string) string {
 func Within(outer, inner string) bool {
 	o, i := Resolve(outer), Resolve(inner)
 	return i == o || strings.HasPrefix(i, strings.TrimSuffix(o, string(filepath.Separator))+string(filepath.Separator))
+}
+
+// Cache resolves paths as Resolve does for paths that name files in
+// directories it has resolved before, at the cost of a stat of the
+// directory and an lstat of the file where Resolve takes an lstat per
+// component (twice for a file that does not exist yet). A directory's
+// resolution is kept with the directory's identity and used while the
+// same spelling still leads to that directory: a link along it pointed
+// elsewhere, or the directory removed and another made in its place,
+// leads to another and is resolved again. Only a directory moved while a
+// link still leads to it keeps the path it had. The zero Cache is ready
+// to use; it holds at most maxCached directories.
+type Cache struct {
+	mu   sync.Mutex
+	dirs map[string]cachedDir
+}
+
+type cachedDir struct {
+	id   fs.FileInfo // the directory when it was resolved
+	real string
+}
+
+// maxCached bounds a Cache: a Zarr array of more chunk directories than
+// that evicts one at random for each new one.
+var maxCached = 1 << 14
+
+// Resolve returns Resolve(p).
+func (c *Cache) Resolve(p string) string {
+	dir, base := filepath.Split(p)
+	if base == "" || base == "." || base == ".." {
+		return Resolve(p)
+	}
+	if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return Resolve(p) // the name stands for its target
+	}
+	if dir == "" {
+		dir = "."
+	}
+	id, err := os.Stat(dir)
+	if err != nil || !id.IsDir() {
+		return Resolve(p)
+	}
+	c.mu.Lock()
+	e, ok := c.dirs[dir]
+	c.mu.Unlock()
+	if !ok || !os.SameFile(e.id, id) {
+		e = cachedDir{id: id, real: Resolve(dir)}
+		c.mu.Lock()
+		if c.dirs == nil {
+			c.dirs = map[string]cachedDir{}
+		}
+		if _, ok := c.dirs[dir]; !ok && len(c.dirs) >= maxCached {
+			for k := range c.dirs {
+				delete(c.dirs, k)
+				break
+			}
+		}
+		c.dirs[dir] = e
+		c.mu.Unlock()
+	}
+	return filepath.Join(e.real, base)
 }

@@ -3,6 +3,7 @@ package realpath
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -52,5 +53,88 @@ func TestResolve(t *testing.T) {
 		if got := Within(c.outer, c.inner); got != c.want {
 			t.Errorf("Within(%q, %q) = %v, want %v", c.outer, c.inner, got, c.want)
 		}
+	}
+}
+
+// TestCache: a Cache resolves each spelling as Resolve does (a file that
+// is a link, one not there yet, a relative path, a directory not there
+// yet), again after a link along the path is pointed elsewhere and after
+// a directory is replaced, and keeps at most maxCached directories.
+func TestCache(t *testing.T) {
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"a/c/0", "b/c/0"} {
+		if err := os.MkdirAll(filepath.Join(tmp, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "b", "c", "0", "1"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// a/c/0/2 -> ../../../b/c/0/1: a chunk file that is a link.
+	if err := os.Symlink("../../../b/c/0/1", filepath.Join(tmp, "a", "c", "0", "2")); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(tmp, "link")
+	if err := os.Symlink("a", link); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(tmp)
+	var c Cache
+	check := func(when string) {
+		t.Helper()
+		for _, p := range []string{
+			"link/c/0/1", "link/c/0/2", "link/c/0/new", "link/c/9/new", "a/c/0/1",
+			filepath.Join(link, "c", "0", "1"), "link/c/0", "link/c/0/", "x", "link/../b/c/0/1",
+		} {
+			for range 2 { // the second from the cache
+				if got, want := c.Resolve(p), Resolve(p); got != want {
+					t.Errorf("%s: Cache.Resolve(%q) = %q, Resolve: %q", when, p, got, want)
+				}
+			}
+		}
+	}
+	check("first")
+	if got, want := c.Resolve("link/c/0/1"), filepath.Join(tmp, "a", "c", "0", "1"); got != want {
+		t.Fatalf("Cache.Resolve(link/c/0/1) = %q, want %q", got, want)
+	}
+	// The link pointed at b: link/c/0 is another directory now.
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("b", link); err != nil {
+		t.Fatal(err)
+	}
+	check("link to b")
+	if got, want := c.Resolve("link/c/0/1"), filepath.Join(tmp, "b", "c", "0", "1"); got != want {
+		t.Fatalf("after the link changed: Cache.Resolve(link/c/0/1) = %q, want %q", got, want)
+	}
+	// a/c replaced by a link to b/c.
+	if err := os.RemoveAll(filepath.Join(tmp, "a", "c")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../b/c", filepath.Join(tmp, "a", "c")); err != nil {
+		t.Fatal(err)
+	}
+	check("a/c a link")
+	if got, want := c.Resolve("a/c/0/1"), filepath.Join(tmp, "b", "c", "0", "1"); got != want {
+		t.Fatalf("after a/c was replaced: Cache.Resolve(a/c/0/1) = %q, want %q", got, want)
+	}
+	defer func(n int) { maxCached = n }(maxCached)
+	maxCached = 8
+	for i := range 40 {
+		d := filepath.Join(tmp, "many", strconv.Itoa(i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(d, "f")
+		if got := c.Resolve(p); got != p {
+			t.Fatalf("Cache.Resolve(%q) = %q", p, got)
+		}
+	}
+	if len(c.dirs) != maxCached {
+		t.Fatalf("%d directories cached, at most %d", len(c.dirs), maxCached)
 	}
 }
