@@ -299,7 +299,8 @@ func nodeAbsent(ctx context.Context, s Store, prefix string) error {
 // every key of the store under path (the whole store for ""), metadata
 // documents last, so that a Delete cut short leaves nodes that still
 // exist (Create fails there with ErrExists), never chunks without
-// metadata that a new array would read as its own. Deleting a path with
+// metadata that a new array would read as its own. A DirStore's
+// directories left empty go too (see DirStore.prune). Deleting a path with
 // nothing under it is not an error; a path no key may lie under ("..",
 // an empty segment) fails with ErrInvalidKey. Consolidated metadata
 // above path (.zmetadata) is not rewritten: consolidate again. Stores
@@ -324,6 +325,11 @@ func Delete(ctx context.Context, s Store, path string) error {
 	for _, ks := range [][]string{rest, docs} {
 		err := parallel(ctx, len(ks), storeWorkers(s), func(ctx context.Context, _, i int) error { return s.Delete(ctx, ks[i]) })
 		if err != nil {
+			return fmt.Errorf("delete %q: %w", path, err)
+		}
+	}
+	if d, ok := s.(*DirStore); ok {
+		if err := d.prune(ctx, prefix); err != nil {
 			return fmt.Errorf("delete %q: %w", path, err)
 		}
 	}

@@ -404,10 +404,17 @@ func (s *DirStore) setWith(ctx context.Context, key string, piece kvik.Piece) er
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
+	// The value's directory is made when a save finds it missing, not
+	// looked for before every save; the retry also covers a directory
+	// that a concurrent Delete pruned.
+	err = kvik.SaveFile(ctx, p, []kvik.Piece{piece})
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		err = kvik.SaveFile(ctx, p, []kvik.Piece{piece})
 	}
-	return kvik.SaveFile(ctx, p, []kvik.Piece{piece})
+	return err
 }
 
 // Delete removes key; deleting a missing key is not an error.
@@ -422,6 +429,54 @@ func (s *DirStore) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+// prune removes the directories under prefix (a keyPrefix: "" or a path
+// and "/") that its keys' deletion left empty, deepest first, with the
+// directory prefix names but not the root: a directory whose only entry
+// is the lock file of WithProcessLocks goes with it. A directory that
+// holds anything else (a concurrent write's temporary file, a new key)
+// stays, without an error.
+func (s *DirStore) prune(ctx context.Context, prefix string) error {
+	if s.normalizeKeys {
+		prefix = strings.ToLower(prefix)
+	}
+	top := s.root
+	if prefix != "" {
+		top = filepath.Join(s.root, filepath.FromSlash(strings.TrimSuffix(prefix, "/")))
+	}
+	var dirs []string
+	err := filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil && p == top && errors.Is(err, fs.ErrNotExist):
+			return fs.SkipAll
+		case err != nil:
+			return err
+		case d.IsDir() && (p != top || prefix != ""):
+			dirs = append(dirs, p)
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return err
+	}
+	for i := len(dirs) - 1; i >= 0; i-- { // a directory's after everything below it
+		ents, err := os.ReadDir(dirs[i])
+		if err != nil {
+			return err
+		}
+		if len(ents) == 1 && ents[0].Name() == lockName && ents[0].Type().IsRegular() {
+			if err := os.Remove(filepath.Join(dirs[i], lockName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		} else if len(ents) > 0 {
+			continue
+		}
+		if err := os.Remove(dirs[i]); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+			return err
+		}
+	}
+	return nil
+}
+
 // List returns the keys that start with prefix, sorted. Temporary files
 // of writes in progress and lock files (WithProcessLocks) are left out;
 // a root that does not exist has no keys.
@@ -430,13 +485,18 @@ func (s *DirStore) List(ctx context.Context, prefix string) ([]string, error) {
 		prefix = strings.ToLower(prefix)
 	}
 	var keys []string
-	// The separator makes a root that is a symbolic link to a directory
-	// be walked, as the directory it names.
-	root := s.root + string(filepath.Separator)
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	// The walk starts at the directory of prefix's last whole segment,
+	// not at the root: listing an array of a large store reads only the
+	// array's directories. The separator makes a start that is a
+	// symbolic link to a directory be walked, as the directory it names.
+	start := s.root + string(filepath.Separator)
+	if i := strings.LastIndexByte(prefix, '/'); i > 0 && checkKey(prefix[:i]) == nil {
+		start = filepath.Join(s.root, filepath.FromSlash(prefix[:i])) + string(filepath.Separator)
+	}
+	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p == root && errors.Is(err, fs.ErrNotExist) {
-				return fs.SkipAll
+			if p == start && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+				return fs.SkipAll // nothing there, or a value, not a directory
 			}
 			return err
 		}
