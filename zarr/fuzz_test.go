@@ -58,8 +58,22 @@ func FuzzShardIndex(f *testing.F) {
 // kernel takes, the same bytes once unshuffled), and one that does not
 // must fail left shuffled too, never panic.
 func FuzzBloscDecode(f *testing.F) {
-	for _, c := range []bloscCodec{{cname: "lz4", shuffle: 1, typesize: 4}, {cname: "zstd", shuffle: 2, typesize: 2, blocksize: 32}} {
-		enc, _ := c.encode([]byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"), nil)
+	// Seeds that compress (a level above 0, data with runs), so that the
+	// fuzzer starts from the codecs' streams, not from stored blocks.
+	src := make([]byte, 3000)
+	for i := range src {
+		src[i] = byte(i / 24 * 7)
+	}
+	for _, c := range []bloscCodec{
+		{cname: "lz4", clevel: 5, shuffle: 1, typesize: 4},
+		{cname: "lz4", clevel: 9, shuffle: 1, typesize: 4, blocksize: 512},
+		{cname: "zstd", clevel: 3, shuffle: 2, typesize: 2, blocksize: 256},
+		{cname: "zlib", clevel: 5, shuffle: 1, typesize: 8, blocksize: 1024},
+	} {
+		enc, err := c.encode(src, nil)
+		if err != nil || len(enc) >= len(src) {
+			f.Fatalf("seed %+v: %d bytes, %v: stored, not compressed", c, len(enc), err)
+		}
 		f.Add(enc)
 	}
 	f.Add([]byte{0x1f, 'a', 'b', 0x40, 0x01, 0x02})
