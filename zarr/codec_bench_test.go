@@ -411,3 +411,41 @@ func BenchmarkWriteSmallChunks(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadSmallChunks reads the array of BenchmarkWriteSmallChunks
+// (16 MiB of 64 KiB chunks) whole into host memory, in raw and
+// blosc-lz4: with chunks this small a read's cost beyond its codec is
+// the files' and the pipeline's, per chunk (cpu-MB/s as there).
+func BenchmarkReadSmallChunks(b *testing.B) {
+	const side, chunk = 2048, 128
+	shape := []int{side, side}
+	src := fielddata.Float32(side, side, 1)
+	for _, c := range benchCodecs[:3] {
+		if c.name == "zstd" {
+			continue
+		}
+		b.Run(c.name, func(b *testing.B) {
+			m := Metadata{Shape: shape, ChunkShape: []int{chunk, chunk}, DataType: DataType{Float, 4}, Codecs: c.codecs}
+			s, err := NewDirStore(filepath.Join(b.TempDir(), "s"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			a, err := Create(bg, s, "a", m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := a.WriteRegion(bg, []int{0, 0}, shape, src); err != nil {
+				b.Fatal(err)
+			}
+			dst := make([]byte, len(src))
+			b.SetBytes(int64(len(src)))
+			report := cpuRate(b, len(src))
+			for b.Loop() {
+				if err := a.ReadRegion(bg, []int{0, 0}, shape, dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+			report()
+		})
+	}
+}
