@@ -219,21 +219,7 @@ func BenchmarkWriteOverEncode(b *testing.B) {
 				m.ChunkShape = []int{2048, 2048}
 			}
 			root := b.TempDir()
-			newArray := func(name string) *Array {
-				dir := filepath.Join(root, name)
-				if err := os.RemoveAll(dir); err != nil {
-					b.Fatal(err)
-				}
-				s, err := NewDirStore(dir)
-				if err != nil {
-					b.Fatal(err)
-				}
-				a, err := Create(bg, s, "a", m)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return a
-			}
+			newArray := func(name string) *Array { return newDirArray(b, m, filepath.Join(root, name)) }
 			a := newArray("ceiling")
 			var chunks [][]byte
 			forChunks(m.ChunkShape, a.grid, box{start: []int{0, 0}, count: shape}, func(t chunkTask) error {
@@ -387,9 +373,9 @@ func smallChunks(b *testing.B, f func(b *testing.B, m Metadata, src []byte, dir 
 	}
 }
 
-// smallArray creates the array of m in a new DirStore at dir (anything
+// newDirArray creates the array of m in a new DirStore at dir (anything
 // there removed first).
-func smallArray(b *testing.B, m Metadata, dir string) *Array {
+func newDirArray(b *testing.B, m Metadata, dir string) *Array {
 	if err := os.RemoveAll(dir); err != nil {
 		b.Fatal(err)
 	}
@@ -411,7 +397,7 @@ func BenchmarkWriteSmallChunks(b *testing.B) {
 		var cpu time.Duration
 		for b.Loop() {
 			b.StopTimer()
-			a := smallArray(b, m, dir)
+			a := newDirArray(b, m, dir)
 			b.StartTimer()
 			c := cpuTime(b)
 			if err := a.WriteRegion(bg, []int{0, 0}, m.Shape, src); err != nil {
@@ -427,7 +413,7 @@ func BenchmarkWriteSmallChunks(b *testing.B) {
 // host memory.
 func BenchmarkReadSmallChunks(b *testing.B) {
 	smallChunks(b, func(b *testing.B, m Metadata, src []byte, dir string) {
-		a := smallArray(b, m, dir)
+		a := newDirArray(b, m, dir)
 		if err := a.WriteRegion(bg, []int{0, 0}, m.Shape, src); err != nil {
 			b.Fatal(err)
 		}
