@@ -171,3 +171,36 @@ func TestDirStoreListPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteConcurrent: Deletes of one array at once all succeed, each
+// finding directories the others removed, and leave nothing of it.
+func TestDeleteConcurrent(t *testing.T) {
+	root := t.TempDir()
+	s, err := NewDirStore(root, WithProcessLocks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Metadata{Shape: []int{64, 64}, ChunkShape: []int{4, 4}, DataType: DataType{Float, 4}}
+	for round := range 3 {
+		a, err := Create(bg, s, "g/a", m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := randValues(rand.New(rand.NewPCG(uint64(round), 2)), m.DataType, numElements(m.Shape))
+		if err := a.WriteRegion(bg, []int{0, 0}, m.Shape, src); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 4)
+		for range cap(errs) {
+			go func() { errs <- Delete(bg, s, "g/a") }()
+		}
+		for range cap(errs) {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: concurrent Delete: %v", round, err)
+			}
+		}
+		if _, err := os.Lstat(filepath.Join(root, "g", "a")); !os.IsNotExist(err) {
+			t.Fatalf("round %d: g/a after the Deletes: %v", round, err)
+		}
+	}
+}

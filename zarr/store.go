@@ -446,8 +446,8 @@ func (s *DirStore) prune(ctx context.Context, prefix string) error {
 	var dirs []string
 	err := filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
 		switch {
-		case err != nil && p == top && errors.Is(err, fs.ErrNotExist):
-			return fs.SkipAll
+		case err != nil && errors.Is(err, fs.ErrNotExist):
+			return nil // gone meanwhile (a concurrent Delete)
 		case err != nil:
 			return err
 		case d.IsDir() && (p != top || prefix != ""):
@@ -460,7 +460,9 @@ func (s *DirStore) prune(ctx context.Context, prefix string) error {
 	}
 	for i := len(dirs) - 1; i >= 0; i-- { // a directory's after everything below it
 		ents, err := os.ReadDir(dirs[i])
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
 			return err
 		}
 		if len(ents) == 1 && ents[0].Name() == lockName && ents[0].Type().IsRegular() {
@@ -495,8 +497,11 @@ func (s *DirStore) List(ctx context.Context, prefix string) ([]string, error) {
 	}
 	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p == start && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+			switch {
+			case p == start && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)):
 				return fs.SkipAll // nothing there, or a value, not a directory
+			case errors.Is(err, fs.ErrNotExist):
+				return nil // removed since its directory was read (a Delete)
 			}
 			return err
 		}
