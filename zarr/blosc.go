@@ -749,7 +749,7 @@ func (c bloscCodec) encodeRuns(src runList, dst []byte) ([]byte, error) {
 	defer putBuf(pt)
 	defer putBuf(pc)
 	tmp, comp := *pt, *pc
-	var at runCursor
+	at := runCursor{ahead: true} // rows of a region: see prefetchAhead
 	for j := 0; j < nblocks; j++ {
 		blen := min(bs, nbytes-j*bs)
 		in := c.blockInput(&at, src, j*bs, blen, flags, ts, tmp[:blen])

@@ -119,14 +119,30 @@ func (l runList) splits(bs, ts int) bool {
 }
 
 // runCursor is a position in a runList: run index (pairs) and offset in
-// it, for reading its bytes in order.
-type runCursor struct{ run, off int }
+// it, for reading its bytes in order. With ahead set, each run begun has
+// the start of the run prefetchAhead runs on prefetched.
+type runCursor struct {
+	run, off int
+	ahead    bool
+}
+
+// A Blosc write gathers a chunk from the region's rows, one run per row:
+// 512 bytes apart by a row's stride for a 128 x 128 float32 chunk, which
+// the hardware's prefetchers do not see coming. Prefetching 4 runs ahead
+// raised writes of such chunks from 0.50-0.55 to 0.60 of their encode
+// ceiling on the H200 (1 MiB chunks, runs of 2 KiB: no change).
+const prefetchAhead, prefetchMax = 4, 4096
 
 // next calls f with the pieces of the next n bytes of l, each with its
 // offset from the first of them, and moves past them.
 func (c *runCursor) next(l runList, n int, f func(off int, part []byte)) {
 	for done := 0; done < n; {
 		start, size := l.runs[c.run], l.runs[c.run+1]
+		if c.ahead && c.off == 0 {
+			if r := c.run + 2*prefetchAhead; r+1 < len(l.runs) && l.runs[r+1] > 0 {
+				prefetchLines(&l.buf[l.runs[r]], min(l.runs[r+1], prefetchMax))
+			}
+		}
 		m := min(n-done, size-c.off)
 		f(done, l.buf[start+c.off:start+c.off+m])
 		done += m

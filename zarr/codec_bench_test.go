@@ -263,40 +263,55 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkBloscEncodeRuns encodes the 512 x 512 float32 chunks (a
-// smooth field plus noise) of a 128 MiB region, 16384 wide, in turn, with
-// Blosc LZ4 and byte shuffle: gathered into a chunk buffer first, then
-// encoded (what a write did), and shuffled straight from the region's
-// rows (encodeRuns).
+// BenchmarkBloscEncodeRuns encodes float32 chunks (a smooth field plus
+// noise) of a 64 MiB region, 8192 wide, with Blosc LZ4 and byte shuffle,
+// in an order that leaves each cold in the caches: gathered into a chunk
+// buffer first, then encoded (what a write did); shuffled straight from
+// the region's rows (encodeRuns, what a write does, prefetching the rows
+// ahead); and, for comparison, each chunk's copy already contiguous (the
+// encode ceiling's input). 128 x 128 chunks have rows of 512 bytes, 512 x
+// 512 of 2 KiB.
 func BenchmarkBloscEncodeRuns(b *testing.B) {
-	const rows, side, chunk = 2048, 16384, 512
+	const rows, side = 2048, 8192
 	region := fielddata.Float32(rows, side, 1)
 	c := bloscCodec{cname: "lz4", clevel: 5, shuffle: 1, typesize: 4}
 	v := view{buf: region, shape: []int{rows, side}, es: 4}
-	buf, out := make([]byte, chunk*chunk*4), make([]byte, chunk*chunk*4)
-	at := func(i int) []int { return cellOrigin(i, rows, side, chunk) }
-	count := []int{chunk, chunk}
-	b.Run("gathered", func(b *testing.B) {
-		b.SetBytes(int64(len(buf)))
-		i := 0
-		for b.Loop() {
+	for _, chunk := range []int{128, 512} {
+		buf, out := make([]byte, chunk*chunk*4), make([]byte, chunk*chunk*4)
+		n := rows / chunk * (side / chunk)
+		at := func(i int) []int { return cellOrigin(i*7919%n, rows, side, chunk) } // 7919: a prime, for a scattered order
+		count := []int{chunk, chunk}
+		copies := make([][]byte, n)
+		for i := range copies {
+			copies[i] = make([]byte, len(buf))
+			copyBox(view{buf: copies[i], shape: count, es: 4, start: []int{0, 0}}, v.sub(cellOrigin(i, rows, side, chunk)), count)
+		}
+		run := func(name string, f func(i int) error) {
+			b.Run(fmt.Sprintf("%s-%d", name, chunk), func(b *testing.B) {
+				b.SetBytes(int64(len(buf)))
+				i := 0
+				for b.Loop() {
+					if err := f(i); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		}
+		run("gathered", func(i int) error {
 			copyBox(view{buf: buf, shape: count, es: 4, start: []int{0, 0}}, v.sub(at(i)), count)
-			if _, err := c.encode(buf, out); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-	})
-	b.Run("runs", func(b *testing.B) {
-		b.SetBytes(int64(len(buf)))
-		i := 0
-		for b.Loop() {
-			if _, err := c.encodeRuns(runsOf(v.sub(at(i)), count), out); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-	})
+			_, err := c.encode(buf, out)
+			return err
+		})
+		run("runs", func(i int) error {
+			_, err := c.encodeRuns(runsOf(v.sub(at(i)), count), out)
+			return err
+		})
+		run("contiguous", func(i int) error {
+			_, err := c.encode(copies[i*7919%n], out)
+			return err
+		})
+	}
 }
 
 // BenchmarkBloscDecodeRuns decodes 512 x 512 float32 Blosc LZ4 chunks

@@ -102,3 +102,10 @@ func interleave8AVX2(dst, p *byte, n, blocks int)
 
 //go:noescape
 func deinterleave8AVX2(p *byte, n int, src *byte, blocks int)
+
+// prefetchLines asks for the cache lines of the n bytes at p to be
+// fetched into the caches (PREFETCHT0, which never faults); it returns
+// at once.
+//
+//go:noescape
+func prefetchLines(p *byte, n int)

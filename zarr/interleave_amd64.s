@@ -356,3 +356,19 @@ dloop8:
 ddone8:
 	VZEROUPPER
 	RET
+
+// func prefetchLines(p *byte, n int)
+TEXT ·prefetchLines(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	ADDQ SI, CX
+
+ploop:
+	CMPQ       SI, CX
+	JAE        pdone
+	PREFETCHT0 (SI)
+	ADDQ       $64, SI
+	JMP        ploop
+
+pdone:
+	RET

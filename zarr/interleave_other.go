@@ -22,3 +22,6 @@ func interleave8(d, src []byte, n, i0, m int) int { return 0 }
 
 // deinterleave8 writes nothing and returns 0.
 func deinterleave8(dst []byte, n, i0 int, s []byte, m int) int { return 0 }
+
+// prefetchLines does nothing (see the amd64 version).
+func prefetchLines(p *byte, n int) {}
