@@ -1,9 +1,15 @@
 package kvik
 
 import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvikgo/kvik/internal/testkit/tmpfstest"
 )
 
 // TestIsPendingOf checks that the temporary names CreatePending makes,
@@ -32,5 +38,56 @@ func TestIsPendingOf(t *testing.T) {
 		if IsPendingOf(n, "model.bin") {
 			t.Errorf("%q taken for a temporary of model.bin", n)
 		}
+	}
+}
+
+// TestCommitInMemory: inMemory tells a file on a tmpfs from one on ext4
+// (each mounted for the test), and a save on the tmpfs, which skips its
+// syncs, leaves the file whole with its contents and no temporary file.
+func TestCommitInMemory(t *testing.T) {
+	for _, c := range []struct {
+		fs    string
+		mount func(t *testing.T) string
+		want  bool
+	}{
+		{"tmpfs", func(t *testing.T) string { return tmpfstest.Mount(t, "4m", "none: the syncs are only skipped") }, true},
+		{"ext4", func(t *testing.T) string { return tmpfstest.MountExt4(t, "8M", "none: the syncs are kept") }, false},
+	} {
+		t.Run(c.fs, func(t *testing.T) {
+			dir := c.mount(t)
+			f, err := os.Create(filepath.Join(dir, "probe"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if got := inMemory(int(f.Fd())); got != c.want {
+				t.Fatalf("inMemory on %s = %v", c.fs, got)
+			}
+			rng := rand.New(rand.NewPCG(uint64(len(c.fs)), 5))
+			data := make([]byte, 1+rng.IntN(300<<10))
+			for i := range data {
+				data[i] = byte(rng.Uint32())
+			}
+			path := filepath.Join(dir, "f.bin")
+			for range 2 { // new, then replaced
+				if err := SaveFile(context.Background(), path, []Piece{{Data: data}}); err != nil {
+					t.Fatal(err)
+				}
+				got, err := os.ReadFile(path)
+				if err != nil || !bytes.Equal(got, data) {
+					t.Fatalf("saved file differs (%v)", err)
+				}
+				data = data[:len(data)/2]
+			}
+			ents, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ents {
+				if IsPendingName(e.Name()) {
+					t.Fatalf("temporary file left: %s", e.Name())
+				}
+			}
+		})
 	}
 }

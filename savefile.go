@@ -450,7 +450,9 @@ func (p *PendingFile) Target() string { return p.target }
 
 // Commit syncs the temporary file, closes it, renames it over the target
 // and syncs the directory, so that the new contents are durable under the
-// target's name when Commit returns. On any error the temporary file is
+// target's name when Commit returns (on a file system held in memory,
+// tmpfs or ramfs, where a sync stores nothing, it syncs nothing). On any
+// error the temporary file is
 // removed and the target is left as it was: among them ErrNotRegular,
 // when the target has become something other than a regular file since
 // CreatePending (see replaceRegular).
@@ -461,14 +463,18 @@ func (p *PendingFile) Commit() error {
 	p.done = true
 	defer p.lock.Close()
 	tmp := p.tmp
+	volatile := inMemory(int(p.lock.Fd()))
 	var err error
-	if p.FileHandle == nil {
-		err = p.lock.Sync()
-	} else {
-		err = p.FileHandle.Sync()
+	switch {
+	case p.FileHandle != nil:
+		if !volatile {
+			err = p.FileHandle.Sync()
+		}
 		if cerr := p.FileHandle.Close(); err == nil {
 			err = cerr
 		}
+	case !volatile:
+		err = p.lock.Sync()
 	}
 	if err == nil {
 		err = replaceRegular(tmp, p.final, p.isNew)
@@ -480,7 +486,23 @@ func (p *PendingFile) Commit() error {
 		}
 		return err
 	}
+	if volatile {
+		return nil
+	}
 	return syncDir(filepath.Dir(p.final))
+}
+
+// inMemory reports whether the file of fd lies in a file system held in
+// memory only (tmpfs, /dev/shm; ramfs), where fsync(2) stores nothing: a
+// commit there skips its syncs, four system calls of the sixteen of a
+// Zarr chunk's save. Asked per file, not remembered per device number,
+// which a network file system may take over once a tmpfs is unmounted.
+func inMemory(fd int) bool {
+	var st unix.Statfs_t
+	if unix.Fstatfs(fd, &st) != nil {
+		return false
+	}
+	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
 }
 
 // replaceRegular renames tmp over final unless final is now something
