@@ -230,10 +230,7 @@ func createLocked(tmp string, perm fs.FileMode, old fs.FileInfo) (*os.File, erro
 	}
 	// Not os.OpenFile, which tries the file on the network poller: four
 	// more system calls per file, a tenth of a save of a Zarr chunk.
-	fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, uint32(mode))
-	for err == unix.EINTR { // as os.OpenFile: a signal can cut an open short (NFS, FUSE)
-		fd, err = unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, uint32(mode))
-	}
+	fd, err := posix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, uint32(mode))
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: tmp, Err: err}
 	}
