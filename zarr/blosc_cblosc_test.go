@@ -37,13 +37,13 @@ print('ok')
 `
 
 // TestBloscLevelsLikeCBlosc encodes a smooth field plus noise (a random
-// size) with kvik's Blosc at levels 0, 1, 5 and 9, LZ4 and zstd, a
+// size) with kvik's Blosc at levels 0, 1, 5 and 9, LZ4, LZ4HC and zstd, a
 // random shuffle and block size each, and with c-blosc (numcodecs, told
 // not to split blocks, as kvik never does): each decodes the other's
 // chunk to the input; a level means what it means to c-blosc (LZ4's
-// acceleration 10 - level: the same chunk byte for byte; zstd's level
-// 2 level - 1: within 2% of its size where kvik runs libzstd too); level
-// 0 stores the bytes as they are.
+// acceleration 10 - level: the same chunk byte for byte; LZ4HC's level:
+// at most 1.3x its size; zstd's level 2 level - 1: within 2% of its size
+// where kvik runs libzstd too); level 0 stores the bytes as they are.
 func TestBloscLevelsLikeCBlosc(t *testing.T) {
 	py := zarrPython(t)
 	rng := rand.New(rand.NewPCG(rand.Uint64(), 40))
@@ -59,7 +59,7 @@ func TestBloscLevelsLikeCBlosc(t *testing.T) {
 		spec string
 	}
 	var cases []tcase
-	for _, cname := range []string{"lz4", "zstd"} {
+	for _, cname := range []string{"lz4", "lz4hc", "zstd"} {
 		for _, level := range []int{0, 1, 5, 9} {
 			shuffle := rng.IntN(3)
 			bs := []int{1 << 14, 1 << 16, 1 << 18}[rng.IntN(3)]
@@ -111,6 +111,14 @@ func TestBloscLevelsLikeCBlosc(t *testing.T) {
 			}
 			continue
 		}
+		if c.c.cname == "lz4hc" {
+			// pierrec/lz4's high-compression parser is not LZ4's: its
+			// chunks run 2-25% larger at the same search depth.
+			if r := float64(len(kvik[i])) / float64(len(theirs)); r > 1.3 {
+				t.Errorf("%s: kvik's chunk is %d bytes, c-blosc's %d (%.3fx)", c.spec, len(kvik[i]), len(theirs), r)
+			}
+			continue
+		}
 		// zstd's output differs between its versions: the sizes are
 		// compared, where kvik runs libzstd too.
 		if z, _ := zstdNow(); z != (nativeZstd{}) {
@@ -119,6 +127,34 @@ func TestBloscLevelsLikeCBlosc(t *testing.T) {
 		if r := float64(len(kvik[i])) / float64(len(theirs)); r < 0.98 || r > 1.02 {
 			t.Errorf("%s: kvik's chunk is %d bytes, c-blosc's %d (%.3fx)", c.spec, len(kvik[i]), len(theirs), r)
 		}
+	}
+}
+
+// TestLZ4HCDepth checks that Blosc's "lz4hc" searches as deep as LZ4's
+// high-compression mode at each level (its level table: 2 matches tried
+// at levels 1 and 2, 4 at 3, twice as many at each level up to 9), and
+// that each level's chunks of a smooth field plus noise are no larger
+// than the level below's.
+func TestLZ4HCDepth(t *testing.T) {
+	want := map[int]int{1: 2, 2: 2, 3: 4, 4: 8, 5: 16, 6: 32, 7: 64, 8: 128, 9: 256}
+	src := fielddata.Float32(256, 512, rand.Uint64())
+	last := len(src) + bloscHeader
+	for level := 1; level <= 9; level++ {
+		if got := int(lz4hcDepth(level)); got != want[level] {
+			t.Errorf("level %d: depth %d, LZ4HC tries %d", level, got, want[level])
+		}
+		c := bloscCodec{cname: "lz4hc", clevel: level, shuffle: 1, typesize: 4}
+		enc, err := c.encode(src, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dec, err := c.decode(enc, nil, len(src)); err != nil || !bytes.Equal(dec, src) {
+			t.Fatalf("level %d: decodes to other bytes (%v)", level, err)
+		}
+		if len(enc) > last {
+			t.Errorf("level %d: %d bytes, more than level %d's %d", level, len(enc), level-1, last)
+		}
+		last = len(enc)
 	}
 }
 
