@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
@@ -39,6 +38,7 @@ type bloscCodec struct {
 	typesize  int
 	blocksize int
 	zstd      zstdImpl // nil: the one ZstdEnv picks
+	lz4       lz4Impl  // nil: the one LZ4Env picks
 }
 
 func newBlosc(cfg map[string]any, es int, v3 bool) (bloscCodec, error) {
@@ -822,7 +822,11 @@ func (c bloscCodec) compress(format int, in, buf []byte) ([]byte, error) {
 		if c.cname == "lz4hc" {
 			n, err = lz4.CompressBlockHC(in, buf, lz4hcDepth(c.clevel), nil, nil)
 		} else {
-			n, err = lz4Fast(in, buf, c.clevel)
+			l, lerr := lz4Or(c.lz4)
+			if lerr != nil {
+				return nil, lerr
+			}
+			n, err = lz4Fast(l, in, buf, c.clevel)
 		}
 		if err != nil {
 			return nil, nil // incompressible: caller stores raw
@@ -836,20 +840,11 @@ func (c bloscCodec) compress(format int, in, buf []byte) ([]byte, error) {
 	return nil, fmt.Errorf("%w: blosc compressor %q", ErrUnsupportedCodec, c.cname)
 }
 
-// lz4Compressors hold the LZ4 compressors of Blosc's "lz4" (48 KiB of
-// tables each).
-var lz4Compressors = sync.Pool{New: func() any { return new(lz4.CompressorCCompat) }}
-
-// lz4Fast compresses in into buf as Blosc's "lz4" does at level clevel:
-// LZ4's fast algorithm with an acceleration of 10 - clevel (1 at level
-// 9), the output of the reference LZ4_compress_fast, so that a level
-// trades speed for size as it does in c-blosc (zarr-python's numcodecs,
-// TensorStore).
-func lz4Fast(in, buf []byte, clevel int) (int, error) {
-	c := lz4Compressors.Get().(*lz4.CompressorCCompat)
-	defer lz4Compressors.Put(c)
-	c.Acceleration = max(10-clevel, 1)
-	return c.CompressBlock(in, buf)
+// lz4Fast compresses in into buf with l as Blosc's "lz4" does at level
+// clevel: LZ4's fast algorithm with an acceleration of 10 - clevel (1 at
+// level 9 and above), which is c-blosc's.
+func lz4Fast(l lz4Impl, in, buf []byte, clevel int) (int, error) {
+	return l.compressFast(buf, in, max(10-clevel, 1))
 }
 
 // lz4hcDepth is how many earlier matches Blosc's "lz4hc" at level

@@ -41,32 +41,53 @@ var zstdNow = sync.OnceValues(func() (zstdImpl, error) {
 })
 
 // pickZstd returns the implementation the value v of ZstdEnv (set or
-// not) picks; load opens libzstd. A value it does not know, or native
-// where load fails, is an error wrapping kvik.ErrBadEnv, never a silent
-// fallback.
+// not) picks; load opens libzstd.
 func pickZstd(v string, set bool, load func() error) (zstdImpl, error) {
+	native, err := pickNative(ZstdEnv, v, set, load)
+	switch {
+	case err != nil:
+		return nil, err
+	case native:
+		return nativeZstd{}, nil
+	}
+	return goZstd{}, nil
+}
+
+// pickNative reports whether the value v of the environment variable
+// env (set or not) that picks a codec's implementation picks the
+// system's library ("auto" where load opens it, or "native") rather
+// than the Go one ("go", or "auto" where load fails). A value it does
+// not know, or native where load fails, is an error wrapping
+// kvik.ErrBadEnv, never a silent fallback.
+func pickNative(env, v string, set bool, load func() error) (bool, error) {
 	v = strings.ToLower(strings.TrimSpace(v))
 	switch {
 	case !set:
 		v = "auto"
 	case v == "":
-		return nil, fmt.Errorf("%w: %s is set but empty", kvik.ErrBadEnv, ZstdEnv)
+		return false, fmt.Errorf("%w: %s is set but empty", kvik.ErrBadEnv, env)
 	}
 	switch v {
 	case "auto":
-		if load() == nil {
-			return nativeZstd{}, nil
-		}
-		return goZstd{}, nil
+		return load() == nil, nil
 	case "native":
 		if err := load(); err != nil {
-			return nil, fmt.Errorf("%w: %s=native: %w", kvik.ErrBadEnv, ZstdEnv, err)
+			return false, fmt.Errorf("%w: %s=native: %w", kvik.ErrBadEnv, env, err)
 		}
-		return nativeZstd{}, nil
+		return true, nil
 	case "go":
-		return goZstd{}, nil
+		return false, nil
 	}
-	return nil, fmt.Errorf("%w: %s=%q: want auto, native or go", kvik.ErrBadEnv, ZstdEnv, v)
+	return false, fmt.Errorf("%w: %s=%q: want auto, native or go", kvik.ErrBadEnv, env, v)
+}
+
+// goReason says why the Go implementation codes where env picks: env=go,
+// or why load cannot open the library.
+func goReason(env string, load func() error) string {
+	if v, set := os.LookupEnv(env); set && !strings.EqualFold(strings.TrimSpace(v), "auto") {
+		return env + "=go"
+	}
+	return load().Error()
 }
 
 // ZstdImplementation says which implementation codes zstd chunks and
@@ -82,11 +103,7 @@ func ZstdImplementation() (string, error) {
 	if _, ok := z.(nativeZstd); ok {
 		return fmt.Sprintf("native (libzstd %s, %s)", libzstd.Version(), libzstd.LibraryPath()), nil
 	}
-	why := ZstdEnv + "=go"
-	if v, set := os.LookupEnv(ZstdEnv); !set || strings.EqualFold(strings.TrimSpace(v), "auto") {
-		why = libzstd.Load().Error()
-	}
-	return "go (klauspost/compress; " + why + ")", nil
+	return "go (klauspost/compress; " + goReason(ZstdEnv, libzstd.Load) + ")", nil
 }
 
 // zstdCodec is v3 "zstd" and v2 "zstd".

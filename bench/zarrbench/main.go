@@ -76,6 +76,9 @@ func main() {
 	zstdImpl, err := zarr.ZstdImplementation()
 	check(err)
 	fmt.Printf("zstd: %s\n", zstdImpl)
+	lz4Impl, err := zarr.LZ4Implementation()
+	check(err)
+	fmt.Printf("lz4: %s\n", lz4Impl)
 
 	g := openGPU(size)
 	if g != nil {

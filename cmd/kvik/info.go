@@ -69,7 +69,7 @@ func runInfo(e *env, args []string) error {
 	if _, err := os.Stat(path); err != nil {
 		return err
 	}
-	r := infoReport{System: systemInfoNow(), CUDA: probeCUDA(), CuFile: probeCuFileInfo(), Defaults: defaultsNow(), Zstd: zstdNow()}
+	r := infoReport{System: systemInfoNow(), CUDA: probeCUDA(), CuFile: probeCuFileInfo(), Defaults: defaultsNow(), Zstd: zstdNow(), LZ4: lz4Now()}
 	// With a bad KVIKIO_* variable kvik opens no file: the report says so
 	// once, in its Defaults section, rather than once per open of the path.
 	r.Path = probePath(path, r.Defaults.Error == "")
@@ -80,7 +80,7 @@ func runInfo(e *env, args []string) error {
 	} else {
 		r.print(e.stdout)
 	}
-	if r.Defaults.Error != "" || r.Zstd.Error != "" || len(r.Path.Errors) > 0 {
+	if r.Defaults.Error != "" || r.Zstd.Error != "" || r.LZ4.Error != "" || len(r.Path.Errors) > 0 {
 		return reportedError{errors.New("kvik info reported errors")}
 	}
 	return nil
@@ -93,31 +93,34 @@ type infoReport struct {
 	CUDA     cudaInfo     `json:"cuda"`
 	CuFile   cufileInfo   `json:"cufile"`
 	Defaults defaultsInfo `json:"defaults"`
-	Zstd     zstdInfo     `json:"zarr_zstd"`
+	Zstd     codecInfo    `json:"zarr_zstd"`
+	LZ4      codecInfo    `json:"zarr_lz4"`
 	Path     pathInfo     `json:"path"`
 }
 
-// zstdInfo says which implementation zarr's zstd chunks use
-// (zarr.ZstdImplementation), or why none can be used.
-type zstdInfo struct {
+// codecInfo says which implementation codes a Zarr codec (zarr's
+// ZstdImplementation, LZ4Implementation), or why none can be used.
+type codecInfo struct {
 	Implementation string `json:"implementation,omitempty"`
 	Error          string `json:"error,omitempty"`
 }
 
-func zstdNow() zstdInfo {
-	impl, err := zarr.ZstdImplementation()
+func newCodecInfo(impl string, err error) codecInfo {
 	if err != nil {
-		return zstdInfo{Error: err.Error()}
+		return codecInfo{Error: err.Error()}
 	}
-	return zstdInfo{Implementation: impl}
+	return codecInfo{Implementation: impl}
 }
 
+func zstdNow() codecInfo { return newCodecInfo(zarr.ZstdImplementation()) }
+func lz4Now() codecInfo  { return newCodecInfo(zarr.LZ4Implementation()) }
+
 // String is the implementation, or the error.
-func (z zstdInfo) String() string {
-	if z.Error != "" {
-		return "error: " + z.Error
+func (c codecInfo) String() string {
+	if c.Error != "" {
+		return "error: " + c.Error
 	}
-	return z.Implementation
+	return c.Implementation
 }
 
 type systemInfo struct {
@@ -438,7 +441,7 @@ func (r infoReport) print(w io.Writer) {
 	r.CUDA.print(tw)
 	r.CuFile.print(tw)
 	r.Defaults.print(tw)
-	fmt.Fprintf(tw, "\nZarr\n  zstd\t%s\n", r.Zstd)
+	fmt.Fprintf(tw, "\nZarr\n  zstd\t%s\n  lz4 (Blosc writes)\t%s\n", r.Zstd, r.LZ4)
 	r.Path.print(tw)
 	tw.Flush()
 }

@@ -110,7 +110,8 @@ type zarrStoreInfo struct {
 	Endpoint     string          `json:"endpoint"`
 	Consolidated bool            `json:"consolidated"`
 	MaxRequests  int             `json:"max_requests,omitempty"`
-	Zstd         zstdInfo        `json:"zstd"`
+	Zstd         codecInfo       `json:"zstd"`
+	LZ4          codecInfo       `json:"lz4"`
 	Arrays       []zarrArrayInfo `json:"arrays"`
 }
 
@@ -122,7 +123,7 @@ func zarrInfo(e *env, name string, asJSON bool, opts []zarr.StoreOption) error {
 		return err
 	}
 	defer closeStore(s)
-	r := zarrStoreInfo{Store: name, Endpoint: "local directory", Zstd: zstdNow()}
+	r := zarrStoreInfo{Store: name, Endpoint: "local directory", Zstd: zstdNow(), LZ4: lz4Now()}
 	if rs, ok := s.(*zarr.RemoteStore); ok {
 		r.Endpoint, r.Consolidated, r.MaxRequests = rs.EndpointType().String(), rs.Consolidated(), rs.MaxRequests()
 	}
@@ -141,7 +142,7 @@ func zarrInfo(e *env, name string, asJSON bool, opts []zarr.StoreOption) error {
 	if r.MaxRequests > 0 {
 		fmt.Fprintf(tw, "Consolidated\t%v\nRequests\tup to %d in flight\n", r.Consolidated, r.MaxRequests)
 	}
-	fmt.Fprintf(tw, "zstd\t%s\n", r.Zstd)
+	fmt.Fprintf(tw, "zstd\t%s\nlz4 (Blosc writes)\t%s\n", r.Zstd, r.LZ4)
 	fmt.Fprintf(tw, "Arrays\t%d\n\narray\tformat\tdtype\tshape\tchunks\tcodecs\tsize\n", len(r.Arrays))
 	for _, a := range r.Arrays {
 		if a.Error != "" {

@@ -247,3 +247,35 @@ func GoString(p *byte) string {
 	}
 	return string(unsafe.Slice(p, n))
 }
+
+// VersionError reports a library older than the oldest a binding
+// accepts. It matches ErrNotFound: such a library is as good as missing.
+// Versions are numbered major*10000 + minor*100 + release, as zstd's and
+// LZ4's versionNumber functions give them.
+type VersionError struct {
+	What    string // what the library provides: "zstd library"
+	Path    string
+	Version uint32
+	Min     uint32
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("kvik: %s %s is version %s, older than %s", e.What, e.Path, VersionString(e.Version), VersionString(e.Min))
+}
+
+// Is reports whether target is ErrNotFound.
+func (e *VersionError) Is(target error) bool { return target == ErrNotFound }
+
+// VersionString formats a version numbered major*10000 + minor*100 +
+// release: "1.5.4".
+func VersionString(v uint32) string {
+	return fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100)
+}
+
+// CheckVersion returns a *VersionError when v is below min, else nil.
+func CheckVersion(what, path string, v, min uint32) error {
+	if v < min {
+		return &VersionError{What: what, Path: path, Version: v, Min: min}
+	}
+	return nil
+}

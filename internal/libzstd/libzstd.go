@@ -86,29 +86,12 @@ var load = sync.OnceValue(func() error {
 // checkVersion fails, matching ErrNotFound, for a version below
 // MinVersion.
 func checkVersion(v uint32, path string) error {
-	if v < MinVersion {
-		return &VersionError{Path: path, Version: v}
-	}
-	return nil
+	return dl.CheckVersion(lib.What, path, v, MinVersion)
 }
 
 // VersionError reports a library older than MinVersion. It matches
 // ErrNotFound: such a library is as good as missing.
-type VersionError struct {
-	Path    string
-	Version uint32 // as ZSTD_versionNumber returns it
-}
-
-func (e *VersionError) Error() string {
-	return fmt.Sprintf("kvik: zstd library %s is version %s, older than %s", e.Path, versionString(e.Version), versionString(MinVersion))
-}
-
-// Is reports whether target is ErrNotFound.
-func (e *VersionError) Is(target error) bool { return target == ErrNotFound }
-
-func versionString(v uint32) string {
-	return fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100)
-}
+type VersionError = dl.VersionError
 
 // Load opens the library if it is not open yet and checks its version.
 // Every function here loads it on demand; Load lets callers test
@@ -133,7 +116,7 @@ func Version() string {
 	if Load() != nil {
 		return ""
 	}
-	return versionString(loadedVersion)
+	return dl.VersionString(loadedVersion)
 }
 
 // Code is a zstd error code (zstd_errors.h's ZSTD_ErrorCode). Errors of
