@@ -441,7 +441,7 @@ func (r infoReport) print(w io.Writer) {
 	r.CUDA.print(tw)
 	r.CuFile.print(tw)
 	r.Defaults.print(tw)
-	fmt.Fprintf(tw, "\nZarr\n  zstd\t%s\n  lz4 (Blosc writes)\t%s\n", r.Zstd, r.LZ4)
+	fmt.Fprintf(tw, "\nZarr\n  zstd\t%s\n  lz4\t%s\n", r.Zstd, r.LZ4)
 	r.Path.print(tw)
 	tw.Flush()
 }

@@ -142,7 +142,7 @@ func zarrInfo(e *env, name string, asJSON bool, opts []zarr.StoreOption) error {
 	if r.MaxRequests > 0 {
 		fmt.Fprintf(tw, "Consolidated\t%v\nRequests\tup to %d in flight\n", r.Consolidated, r.MaxRequests)
 	}
-	fmt.Fprintf(tw, "zstd\t%s\nlz4 (Blosc writes)\t%s\n", r.Zstd, r.LZ4)
+	fmt.Fprintf(tw, "zstd\t%s\nlz4\t%s\n", r.Zstd, r.LZ4)
 	fmt.Fprintf(tw, "Arrays\t%d\n\narray\tformat\tdtype\tshape\tchunks\tcodecs\tsize\n", len(r.Arrays))
 	for _, a := range r.Arrays {
 		if a.Error != "" {
