@@ -50,8 +50,13 @@ func newBlosc(cfg map[string]any, es int, v3 bool) (bloscCodec, error) {
 	if _, ok := bloscCompressors[c.cname]; !ok {
 		return c, fmt.Errorf("%w: blosc compressor %q", ErrUnsupportedCodec, c.cname)
 	}
-	if c.cname == "zstd" {
+	switch c.cname {
+	case "zstd":
 		if _, err := zstdNow(); err != nil {
+			return c, err
+		}
+	case "zlib":
+		if _, err := deflateNow(); err != nil {
 			return c, err
 		}
 	}
@@ -248,7 +253,10 @@ func (h bloscChunk) block(j int) (start, bsize int, leftover bool) {
 
 // splitDecoder returns a decoder of h's splits.
 func (c bloscCodec) splitDecoder(h bloscChunk) (sd splitDecoder, err error) {
-	if h.format == 4 {
+	switch h.format {
+	case 3:
+		sd.nativeZlib, err = deflateNow()
+	case 4:
 		sd.zstd, err = zstdOr(c.zstd)
 	}
 	return sd, err
@@ -307,8 +315,9 @@ func (c bloscCodec) decodeShuffled(src, dst []byte) (sh shuffled, err error) {
 // as 4-byte offsets fit in it, all pointing at one split, and a new zlib
 // reader per split made a 262 KB chunk cost 2.3 GB of allocations.
 type splitDecoder struct {
-	zr   io.ReadCloser // the zlib reader, reset for each split
-	zstd zstdImpl      // the zstd implementation, for zstd chunks
+	zr         io.ReadCloser // the zlib reader, reset for each split
+	nativeZlib bool          // zlib splits decoded by libdeflate (DeflateEnv)
+	zstd       zstdImpl      // the zstd implementation, for zstd chunks
 }
 
 // block decodes the block at src[start:] into out.
@@ -397,6 +406,10 @@ func (sd *splitDecoder) decompress(format int, in, out []byte) error {
 // zlib decodes the zlib stream in into out, reusing sd's reader, and
 // returns the bytes it filled; a stream longer than out is an error.
 func (sd *splitDecoder) zlib(in, out []byte) (int, error) {
+	if sd.nativeZlib {
+		b, err := zlibNative(in, out[:0:len(out)], len(out))
+		return len(b), err
+	}
 	var err error
 	if sd.zr, err = zlibOn(sd.zr, in); err != nil {
 		return 0, err

@@ -121,6 +121,17 @@ func deflateEncode(name string, level int, src, dst []byte, newW func(io.Writer)
 var gzipReaders, zlibReaders sync.Pool
 
 func (c gzipCodec) decode(src, dst []byte, limit int) ([]byte, error) {
+	if native, err := deflateNow(); err != nil || native {
+		if err != nil {
+			return nil, err
+		}
+		return gzipNative(src, dst, limit)
+	}
+	return gzipGo(src, dst, limit)
+}
+
+// gzipGo decodes src with klauspost/compress, as gzipCodec.decode.
+func gzipGo(src, dst []byte, limit int) ([]byte, error) {
 	r, _ := gzipReaders.Get().(*gzip.Reader)
 	var err error
 	if r == nil {
@@ -151,6 +162,17 @@ func (c zlibCodec) decode(src, dst []byte, limit int) ([]byte, error) {
 }
 
 func zlibDecode(src, dst []byte, limit int) ([]byte, error) {
+	if native, err := deflateNow(); err != nil || native {
+		if err != nil {
+			return nil, err
+		}
+		return zlibNative(src, dst, limit)
+	}
+	return zlibGo(src, dst, limit)
+}
+
+// zlibGo decodes src with klauspost/compress, as zlibDecode.
+func zlibGo(src, dst []byte, limit int) ([]byte, error) {
 	r, _ := zlibReaders.Get().(io.ReadCloser)
 	r, err := zlibOn(r, src)
 	if r != nil {

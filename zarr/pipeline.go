@@ -301,6 +301,9 @@ func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
 		if lvl < -1 || lvl > 9 {
 			return nil, fmt.Errorf("%w: %s level %d", ErrInvalidMetadata, c.Name, lvl)
 		}
+		if _, err := deflateNow(); err != nil {
+			return nil, err
+		}
 		if c.Name == "gzip" {
 			return gzipCodec{lvl}, nil
 		}

@@ -79,6 +79,9 @@ func main() {
 	lz4Impl, err := zarr.LZ4Implementation()
 	check(err)
 	fmt.Printf("lz4: %s\n", lz4Impl)
+	deflateImpl, err := zarr.DeflateImplementation()
+	check(err)
+	fmt.Printf("deflate: %s\n", deflateImpl)
 
 	g := openGPU(size)
 	if g != nil {

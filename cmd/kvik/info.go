@@ -69,7 +69,7 @@ func runInfo(e *env, args []string) error {
 	if _, err := os.Stat(path); err != nil {
 		return err
 	}
-	r := infoReport{System: systemInfoNow(), CUDA: probeCUDA(), CuFile: probeCuFileInfo(), Defaults: defaultsNow(), Zstd: zstdNow(), LZ4: lz4Now()}
+	r := infoReport{System: systemInfoNow(), CUDA: probeCUDA(), CuFile: probeCuFileInfo(), Defaults: defaultsNow(), Zstd: zstdNow(), LZ4: lz4Now(), Deflate: deflateNow()}
 	// With a bad KVIKIO_* variable kvik opens no file: the report says so
 	// once, in its Defaults section, rather than once per open of the path.
 	r.Path = probePath(path, r.Defaults.Error == "")
@@ -80,7 +80,7 @@ func runInfo(e *env, args []string) error {
 	} else {
 		r.print(e.stdout)
 	}
-	if r.Defaults.Error != "" || r.Zstd.Error != "" || r.LZ4.Error != "" || len(r.Path.Errors) > 0 {
+	if r.Defaults.Error != "" || r.Zstd.Error != "" || r.LZ4.Error != "" || r.Deflate.Error != "" || len(r.Path.Errors) > 0 {
 		return reportedError{errors.New("kvik info reported errors")}
 	}
 	return nil
@@ -95,11 +95,13 @@ type infoReport struct {
 	Defaults defaultsInfo `json:"defaults"`
 	Zstd     codecInfo    `json:"zarr_zstd"`
 	LZ4      codecInfo    `json:"zarr_lz4"`
+	Deflate  codecInfo    `json:"zarr_deflate"`
 	Path     pathInfo     `json:"path"`
 }
 
 // codecInfo says which implementation codes a Zarr codec (zarr's
-// ZstdImplementation, LZ4Implementation), or why none can be used.
+// ZstdImplementation, LZ4Implementation, DeflateImplementation), or why
+// none can be used.
 type codecInfo struct {
 	Implementation string `json:"implementation,omitempty"`
 	Error          string `json:"error,omitempty"`
@@ -114,6 +116,9 @@ func newCodecInfo(impl string, err error) codecInfo {
 
 func zstdNow() codecInfo { return newCodecInfo(zarr.ZstdImplementation()) }
 func lz4Now() codecInfo  { return newCodecInfo(zarr.LZ4Implementation()) }
+func deflateNow() codecInfo {
+	return newCodecInfo(zarr.DeflateImplementation())
+}
 
 // String is the implementation, or the error.
 func (c codecInfo) String() string {
@@ -441,7 +446,7 @@ func (r infoReport) print(w io.Writer) {
 	r.CUDA.print(tw)
 	r.CuFile.print(tw)
 	r.Defaults.print(tw)
-	fmt.Fprintf(tw, "\nZarr\n  zstd\t%s\n  lz4\t%s\n", r.Zstd, r.LZ4)
+	fmt.Fprintf(tw, "\nZarr\n  zstd\t%s\n  lz4\t%s\n  deflate\t%s\n", r.Zstd, r.LZ4, r.Deflate)
 	r.Path.print(tw)
 	tw.Flush()
 }

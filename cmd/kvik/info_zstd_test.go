@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvikgo/kvik/internal/libdeflate"
 	"github.com/kvikgo/kvik/internal/liblz4"
 	"github.com/kvikgo/kvik/internal/libzstd"
 )
@@ -47,19 +48,28 @@ func TestInfoZstd(t *testing.T) {
 	}
 }
 
-// TestInfoLZ4 checks that kvik info, of a path and of a Zarr store,
-// names the implementation KVIK_LZ4 picks for Blosc's LZ4 blocks, and
-// that a bad value is reported, and fails the command.
-func TestInfoLZ4(t *testing.T) {
+// TestInfoCodecs checks that kvik info, of a path and of a Zarr store,
+// names the implementations KVIK_LZ4 (Blosc's LZ4 writes) and
+// KVIK_DEFLATE (gzip and zlib decoding) pick, and that a bad value of
+// either is reported, and fails the command.
+func TestInfoCodecs(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "s.zarr")
 	newStore(t, store)
-	auto := "go (pierrec/lz4; "
+	lz4Auto, deflateAuto := "go (pierrec/lz4; ", "go (klauspost/compress; "
 	if liblz4.Load() == nil {
-		auto = "native (liblz4 " + liblz4.Version()
+		lz4Auto = "native (liblz4 " + liblz4.Version()
 	}
-	for _, c := range []struct{ env, want string }{
-		{"", auto},
-		{"KVIK_LZ4=go", "go (pierrec/lz4; KVIK_LZ4=go)"},
+	if libdeflate.Load() == nil {
+		deflateAuto = "native (libdeflate, "
+	}
+	for _, c := range []struct {
+		env, label, want string
+		got              func(infoReport) codecInfo
+	}{
+		{"", "lz4", lz4Auto, func(r infoReport) codecInfo { return r.LZ4 }},
+		{"KVIK_LZ4=go", "lz4", "go (pierrec/lz4; KVIK_LZ4=go)", func(r infoReport) codecInfo { return r.LZ4 }},
+		{"", "deflate", deflateAuto, func(r infoReport) codecInfo { return r.Deflate }},
+		{"KVIK_DEFLATE=go", "deflate", "go (klauspost/compress; KVIK_DEFLATE=go)", func(r infoReport) codecInfo { return r.Deflate }},
 	} {
 		var env []string
 		if c.env != "" {
@@ -70,16 +80,18 @@ func TestInfoLZ4(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("%s: invalid JSON: %v\n%s", c.env, err, r.stdout)
 		}
-		if !strings.HasPrefix(rep.LZ4.Implementation, c.want) || rep.LZ4.Error != "" {
-			t.Errorf("%s: zarr_lz4 %+v, want %q", c.env, rep.LZ4, c.want)
+		if got := c.got(rep); !strings.HasPrefix(got.Implementation, c.want) || got.Error != "" {
+			t.Errorf("%s: %s %+v, want %q", c.env, c.label, got, c.want)
 		}
 		text := runKvik(t, env, "info", store).expect(t, exitOK).stdout
-		if !strings.Contains(text, "lz4") || !strings.Contains(text, c.want) {
-			t.Errorf("%s: the store's info lacks %q:\n%s", c.env, c.want, text)
+		if !strings.Contains(text, c.label+" ") || !strings.Contains(text, c.want) {
+			t.Errorf("%s: the store's info lacks %s %q:\n%s", c.env, c.label, c.want, text)
 		}
 	}
-	r := runKvik(t, []string{"KVIK_LZ4=fast"}, "info", t.TempDir()).expect(t, exitFailure)
-	if !strings.Contains(r.stdout, `KVIK_LZ4="fast"`) {
-		t.Errorf("info does not report a bad KVIK_LZ4:\n%s", r.stdout)
+	for _, v := range []string{"KVIK_LZ4", "KVIK_DEFLATE"} {
+		r := runKvik(t, []string{v + "=fast"}, "info", t.TempDir()).expect(t, exitFailure)
+		if !strings.Contains(r.stdout, v+`="fast"`) {
+			t.Errorf("info does not report a bad %s:\n%s", v, r.stdout)
+		}
 	}
 }

@@ -112,6 +112,7 @@ type zarrStoreInfo struct {
 	MaxRequests  int             `json:"max_requests,omitempty"`
 	Zstd         codecInfo       `json:"zstd"`
 	LZ4          codecInfo       `json:"lz4"`
+	Deflate      codecInfo       `json:"deflate"`
 	Arrays       []zarrArrayInfo `json:"arrays"`
 }
 
@@ -123,7 +124,7 @@ func zarrInfo(e *env, name string, asJSON bool, opts []zarr.StoreOption) error {
 		return err
 	}
 	defer closeStore(s)
-	r := zarrStoreInfo{Store: name, Endpoint: "local directory", Zstd: zstdNow(), LZ4: lz4Now()}
+	r := zarrStoreInfo{Store: name, Endpoint: "local directory", Zstd: zstdNow(), LZ4: lz4Now(), Deflate: deflateNow()}
 	if rs, ok := s.(*zarr.RemoteStore); ok {
 		r.Endpoint, r.Consolidated, r.MaxRequests = rs.EndpointType().String(), rs.Consolidated(), rs.MaxRequests()
 	}
@@ -142,7 +143,7 @@ func zarrInfo(e *env, name string, asJSON bool, opts []zarr.StoreOption) error {
 	if r.MaxRequests > 0 {
 		fmt.Fprintf(tw, "Consolidated\t%v\nRequests\tup to %d in flight\n", r.Consolidated, r.MaxRequests)
 	}
-	fmt.Fprintf(tw, "zstd\t%s\nlz4\t%s\n", r.Zstd, r.LZ4)
+	fmt.Fprintf(tw, "zstd\t%s\nlz4\t%s\ndeflate\t%s\n", r.Zstd, r.LZ4, r.Deflate)
 	fmt.Fprintf(tw, "Arrays\t%d\n\narray\tformat\tdtype\tshape\tchunks\tcodecs\tsize\n", len(r.Arrays))
 	for _, a := range r.Arrays {
 		if a.Error != "" {

@@ -180,14 +180,14 @@ func Decompress(dst, src []byte) ([]byte, error) {
 	if err := Load(); err != nil {
 		return nil, err
 	}
-	d, err := dctxs.get()
+	d, err := dctxs.Get()
 	if err != nil {
 		return nil, err
 	}
 	dst = dst[:cap(dst)]
 	r, _ := procDecompressDCtx.Call(d, uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(len(dst)),
 		uintptr(unsafe.Pointer(unsafe.SliceData(src))), uintptr(len(src)))
-	dctxs.put(d)
+	dctxs.Put(d)
 	if err := check("ZSTD_decompressDCtx", r); err != nil {
 		return nil, err
 	}
@@ -207,11 +207,11 @@ func Compress(dst, src []byte, level int, checksum bool) ([]byte, error) {
 	if cap(dst)-len(dst) < bound {
 		dst = append(make([]byte, 0, len(dst)+bound), dst...)
 	}
-	c, err := cctxs.get()
+	c, err := cctxs.Get()
 	if err != nil {
 		return nil, err
 	}
-	defer cctxs.put(c)
+	defer cctxs.Put(c)
 	if err := setParams(c, level, checksum); err != nil {
 		return nil, err
 	}

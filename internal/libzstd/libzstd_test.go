@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/kvikgo/kvik/internal/dl"
 )
 
 // need skips the test, saying why, where the library cannot be used
@@ -162,7 +164,7 @@ func TestContextsBounded(t *testing.T) {
 	var wg sync.WaitGroup
 	var most [2]int64
 	var mu sync.Mutex
-	for range 8 * cap(dctxs.idle) {
+	for range 8 * dctxs.MaxIdle() {
 		wg.Go(func() {
 			for range 20 {
 				out, err := Decompress(make([]byte, 0, len(src)), frame)
@@ -175,22 +177,22 @@ func TestContextsBounded(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				most[0], most[1] = max(most[0], dctxs.live.Load()), max(most[1], cctxs.live.Load())
+				most[0], most[1] = max(most[0], dctxs.Live()), max(most[1], cctxs.Live())
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	for i, l := range []*ctxList{dctxs, cctxs} {
+	for i, l := range []*dl.ObjectList{dctxs, cctxs} {
 		if most[i] == 0 {
 			t.Fatalf("list %d: no context was ever live", i)
 		}
-		if n := l.live.Load(); n > int64(cap(l.idle)) || n != int64(len(l.idle)) {
-			t.Errorf("list %d: %d contexts live, %d idle, at most %d kept (peak %d)", i, n, len(l.idle), cap(l.idle), most[i])
+		if n := l.Live(); n > int64(l.MaxIdle()) || n != int64(l.Idle()) {
+			t.Errorf("list %d: %d contexts live, %d idle, at most %d kept (peak %d)", i, n, l.Idle(), l.MaxIdle(), most[i])
 		}
 	}
 	Trim()
-	if d, c := dctxs.live.Load(), cctxs.live.Load(); d != 0 || c != 0 {
+	if d, c := dctxs.Live(), cctxs.Live(); d != 0 || c != 0 {
 		t.Errorf("after Trim: %d decompression and %d compression contexts live", d, c)
 	}
 }

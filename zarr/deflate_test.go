@@ -1,0 +1,210 @@
+package zarr
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/libdeflate"
+	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+)
+
+// needDeflate skips the test where libdeflate cannot be loaded (failing
+// with KVIK_TEST_LIBDEFLATE=require, as .ci/run sets after installing
+// it).
+func needDeflate(t testing.TB) {
+	t.Helper()
+	if err := libdeflate.Load(); err != nil {
+		if os.Getenv("KVIK_TEST_LIBDEFLATE") == "require" {
+			t.Fatalf("libdeflate.so.0 cannot be loaded with KVIK_TEST_LIBDEFLATE=require: %v", err)
+		}
+		t.Skipf("libdeflate.so.0 cannot be loaded, no native implementation to compare: %v", err)
+	}
+}
+
+// deflateCases returns gzip and zlib chunks of src, whole and spoiled:
+// two gzip members back to back, trailing bytes, truncations, flipped
+// bits, an empty input, random bytes.
+func deflateCases(t *testing.T, rng *rand.Rand, src []byte) (gz, zl [][]byte) {
+	g, err := gzipCodec{level: 1 + rng.IntN(9)}.encode(src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := zlibCodec{level: rng.IntN(10)}.encode(src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half, err := gzipCodec{level: 5}.encode(src[:len(src)/2], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, err := gzipCodec{level: 5}.encode(src[len(src)/2:], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spoil := func(c []byte) [][]byte {
+		out := [][]byte{c, append(bytes.Clone(c), 0), append(bytes.Clone(c), "junk after it"...), c[:len(c)/2], c[:len(c)-1], nil, {0x1f}}
+		for range 12 {
+			b := bytes.Clone(c)
+			b[rng.IntN(len(b))] ^= 1 << rng.IntN(8)
+			out = append(out, b)
+		}
+		junk := make([]byte, 1+rng.IntN(2000))
+		for i := range junk {
+			junk[i] = byte(rng.Uint32())
+		}
+		return append(out, junk)
+	}
+	return append(spoil(g), append(bytes.Clone(half), rest...)), spoil(z)
+}
+
+// TestDeflateImplsAgree decodes gzip and zlib chunks of field data of
+// random sizes, whole and spoiled (deflateCases), with libdeflate and
+// with klauspost/compress, into a buffer of the chunk's size and into
+// one too small: the two give the same bytes, or neither gives a whole
+// chunk (an error, ErrCorruptChunk, or fewer bytes, which the chunk's
+// size check above the codec refuses); and Blosc-zlib chunks decode to
+// the input both ways.
+func TestDeflateImplsAgree(t *testing.T) {
+	needDeflate(t)
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 42))
+	field := fielddata.Float32(256, 512, rng.Uint64())
+	decoders := map[string]func(native bool, src, dst []byte, limit int) ([]byte, error){
+		"gzip": func(native bool, src, dst []byte, limit int) ([]byte, error) {
+			if native {
+				return gzipNative(src, dst, limit)
+			}
+			return goDecode(gzipCodec{}, src, dst, limit)
+		},
+		"zlib": func(native bool, src, dst []byte, limit int) ([]byte, error) {
+			if native {
+				return zlibNative(src, dst, limit)
+			}
+			return goDecode(zlibCodec{}, src, dst, limit)
+		},
+	}
+	for i := range 16 {
+		n := 1 + rng.IntN(len(field)-1)
+		off := rng.IntN(len(field) - n + 1)
+		src := field[off : off+n]
+		gz, zl := deflateCases(t, rng, src)
+		for name, cases := range map[string][][]byte{"gzip": gz, "zlib": zl} {
+			for j, c := range cases {
+				for _, limit := range []int{n, n - 1 - rng.IntN(n)} {
+					goOut, goErr := decoders[name](false, c, make([]byte, 0, limit), limit)
+					nOut, nErr := decoders[name](true, c, make([]byte, 0, limit), limit)
+					// A chunk's decoded size is checked above the codec: an
+					// output short of it fails there (klauspost's reader
+					// ends a truncated stream quietly, libdeflate fails it).
+					whole := func(out []byte, err error) bool { return err == nil && len(out) == n }
+					agree := bytes.Equal(goOut, nOut) && (goErr == nil) == (nErr == nil) ||
+						!whole(goOut, goErr) && !whole(nOut, nErr)
+					if !agree {
+						t.Errorf("%d %s case %d (%d bytes, limit %d): go %d bytes, %v; libdeflate %d bytes, %v", i, name, j, len(c), limit, len(goOut), goErr, len(nOut), nErr)
+					}
+					if nErr != nil && !errors.Is(nErr, ErrCorruptChunk) {
+						t.Errorf("%s case %d: %v, not ErrCorruptChunk", name, j, nErr)
+					}
+				}
+			}
+		}
+		c := bloscCodec{cname: "zlib", clevel: 1 + i%9, shuffle: i % 3, typesize: 4, blocksize: []int{0, 1 << 13}[i%2]}
+		enc, err := c.encode(src[:n&^3], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dec, err := c.decode(enc, nil, n&^3); err != nil || !bytes.Equal(dec, src[:n&^3]) {
+			t.Errorf("Blosc-zlib, %d bytes: %v, or other bytes", n&^3, err)
+		}
+	}
+}
+
+// goDecode decodes with klauspost/compress whatever DeflateEnv says.
+func goDecode(c bytesCodec, src, dst []byte, limit int) ([]byte, error) {
+	switch c.(type) {
+	case gzipCodec:
+		return gzipGo(src, dst, limit)
+	}
+	return zlibGo(src, dst, limit)
+}
+
+// deflateEnvChild marks a test binary re-executed by TestDeflateEnv.
+const deflateEnvChild = "KVIK_ZARR_DEFLATE_CHILD"
+
+// TestDeflateEnv runs, in fresh processes, KVIK_DEFLATE=native with
+// libdeflate missing: opening a gzip, zlib or Blosc-zlib array fails
+// with kvik.ErrBadEnv naming the variable; and KVIK_DEFLATE=go and auto
+// with it missing, which read back what they write, the implementation
+// named with why.
+func TestDeflateEnv(t *testing.T) {
+	if mode := os.Getenv(deflateEnvChild); mode != "" {
+		deflateEnvChildTest(t, mode)
+		return
+	}
+	missing := filepath.Join(t.TempDir(), "no-libdeflate.so.0")
+	for _, mode := range []string{"native", "go", "auto"} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestDeflateEnv$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), deflateEnvChild+"="+mode, DeflateEnv+"="+mode, libdeflate.LibraryEnv+"="+missing)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestDeflateEnv") {
+			t.Fatalf("child %s failed (%v):\n%s", mode, err, out)
+		}
+	}
+}
+
+func deflateEnvChildTest(t *testing.T, mode string) {
+	impl, ierr := DeflateImplementation()
+	t.Logf("%s=%s: %q, %v", DeflateEnv, mode, impl, ierr)
+	s, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	chains := [][]Codec{
+		{{Name: "bytes"}, {Name: "gzip", Configuration: map[string]any{"level": 5}}},
+		{{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "zlib", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 0}}},
+	}
+	for i, codecs := range chains {
+		a, err := Create(bg, s, fmt.Sprint("a", i), Metadata{Shape: []int{100}, ChunkShape: []int{30}, DataType: DataType{Float, 4}, Codecs: codecs})
+		if mode == "native" {
+			if !errors.Is(err, kvik.ErrBadEnv) || !strings.Contains(fmt.Sprint(err), DeflateEnv+"=native") || !strings.Contains(fmt.Sprint(err), "libdeflate.so.0") {
+				t.Errorf("Create with %s: %v; want kvik.ErrBadEnv naming %s", codecs[1].Name, err, DeflateEnv)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := fielddata.Float32(1, 100, 4)
+		if err := a.WriteRegion(bg, []int{0}, []int{100}, data); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(data))
+		if err := a.ReadRegion(bg, []int{0}, []int{100}, got); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s read back: %v", codecs[1].Name, err)
+		}
+	}
+	switch mode {
+	case "native":
+		if !errors.Is(ierr, kvik.ErrBadEnv) {
+			t.Errorf("DeflateImplementation: %q, %v", impl, ierr)
+		}
+		if _, err := (zlibCodec{}).decode([]byte{0x78, 0x9c, 3, 0, 0, 0, 0, 1}, nil, 0); !errors.Is(err, kvik.ErrBadEnv) {
+			t.Errorf("zlib decode: %v", err)
+		}
+	case "go":
+		if ierr != nil || impl != "go (klauspost/compress; KVIK_DEFLATE=go)" {
+			t.Errorf("DeflateImplementation: %q, %v", impl, ierr)
+		}
+	case "auto":
+		if ierr != nil || !strings.HasPrefix(impl, "go (klauspost/compress; ") || !strings.Contains(impl, "no-libdeflate.so.0") {
+			t.Errorf("DeflateImplementation: %q, %v", impl, ierr)
+		}
+	}
+}
