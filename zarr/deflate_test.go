@@ -32,7 +32,7 @@ func needDeflate(t testing.TB) {
 // deflateCases returns gzip and zlib chunks of src, whole and spoiled:
 // two gzip members back to back, trailing bytes, truncations, flipped
 // bits, an empty input, random bytes.
-func deflateCases(t *testing.T, rng *rand.Rand, src []byte) (gz, zl [][]byte) {
+func deflateCases(t testing.TB, rng *rand.Rand, src []byte) (gz, zl [][]byte) {
 	g, err := gzipCodec{level: 1 + rng.IntN(9)}.encode(src, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -207,4 +207,45 @@ func deflateEnvChildTest(t *testing.T, mode string) {
 			t.Errorf("DeflateImplementation: %q, %v", impl, ierr)
 		}
 	}
+}
+
+// FuzzDeflateImpls decodes arbitrary bytes as a gzip and as a zlib chunk
+// with klauspost/compress and with libdeflate, seeded with
+// deflateCases' chunks: neither panics nor gives more than the limit,
+// failures are ErrCorruptChunk, and the two agree as TestDeflateImplsAgree
+// has them agree (the same bytes, or neither a whole chunk of want
+// bytes).
+//
+//	go test -run '^$' -fuzz FuzzDeflateImpls -fuzztime 10m ./zarr
+func FuzzDeflateImpls(f *testing.F) {
+	needDeflate(f)
+	rng := rand.New(rand.NewPCG(7, 8))
+	src := fielddata.Float32(16, 64, 9)
+	gz, zl := deflateCases(f, rng, src)
+	for _, c := range append(gz, zl...) {
+		f.Add(c, uint32(len(src)), false)
+		f.Add(c, uint32(len(src)), true)
+	}
+	f.Fuzz(func(t *testing.T, in []byte, want uint32, zlibFormat bool) {
+		n := int(want % (1 << 18))
+		dec := [2]func(src, dst []byte, limit int) ([]byte, error){gzipGo, gzipNative}
+		if zlibFormat {
+			dec = [2]func(src, dst []byte, limit int) ([]byte, error){zlibGo, zlibNative}
+		}
+		var out [2][]byte
+		var err [2]error
+		for i, d := range dec {
+			out[i], err[i] = d(in, nil, n)
+			if err[i] != nil && !errors.Is(err[i], ErrCorruptChunk) {
+				t.Fatalf("decoder %d: %v, not ErrCorruptChunk", i, err[i])
+			}
+			if len(out[i]) > n {
+				t.Fatalf("decoder %d: %d bytes, more than %d", i, len(out[i]), n)
+			}
+		}
+		whole := func(i int) bool { return err[i] == nil && len(out[i]) == n }
+		if !(bytes.Equal(out[0], out[1]) && (err[0] == nil) == (err[1] == nil)) && (whole(0) || whole(1)) {
+			t.Errorf("go %d bytes, %v; libdeflate %d bytes, %v", len(out[0]), err[0], len(out[1]), err[1])
+		}
+	})
 }
