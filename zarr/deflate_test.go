@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/libdeflate"
+	"github.com/kvikgo/kvik/internal/testkit/childtest"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 )
 
@@ -135,28 +135,20 @@ func goDecode(c bytesCodec, src, dst []byte, limit int) ([]byte, error) {
 	return zlibGo(src, dst, limit)
 }
 
-// deflateEnvChild marks a test binary re-executed by TestDeflateEnv.
-const deflateEnvChild = "KVIK_ZARR_DEFLATE_CHILD"
-
 // TestDeflateEnv runs, in fresh processes, KVIK_DEFLATE=native with
 // libdeflate missing: opening a gzip, zlib or Blosc-zlib array fails
 // with kvik.ErrBadEnv naming the variable; and KVIK_DEFLATE=go and auto
 // with it missing, which read back what they write, the implementation
 // named with why.
 func TestDeflateEnv(t *testing.T) {
-	if mode := os.Getenv(deflateEnvChild); mode != "" {
+	if mode := childtest.Mode(); mode != "" {
 		deflateEnvChildTest(t, mode)
 		return
 	}
 	missing := filepath.Join(t.TempDir(), "no-libdeflate.so.0")
-	for _, mode := range []string{"native", "go", "auto"} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestDeflateEnv$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), deflateEnvChild+"="+mode, DeflateEnv+"="+mode, libdeflate.LibraryEnv+"="+missing)
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestDeflateEnv") {
-			t.Fatalf("child %s failed (%v):\n%s", mode, err, out)
-		}
-	}
+	childtest.Run(t, "TestDeflateEnv", []string{"native", "go", "auto"}, func(mode string) []string {
+		return []string{DeflateEnv + "=" + mode, libdeflate.LibraryEnv + "=" + missing}
+	})
 }
 
 func deflateEnvChildTest(t *testing.T, mode string) {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/liblz4"
+	"github.com/kvikgo/kvik/internal/testkit/childtest"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 )
 
@@ -76,9 +76,6 @@ func TestPickLZ4(t *testing.T) {
 	}
 }
 
-// lz4EnvChild marks a test binary re-executed by TestLZ4Env.
-const lz4EnvChild = "KVIK_ZARR_LZ4_CHILD"
-
 // TestLZ4Env runs, in fresh processes (LZ4Env and the library are read
 // once), KVIK_LZ4=native with liblz4 missing: writing a Blosc-lz4 array
 // fails with kvik.ErrBadEnv naming the variable, while reading one
@@ -86,7 +83,7 @@ const lz4EnvChild = "KVIK_ZARR_LZ4_CHILD"
 // auto with it missing, which write and read back, LZ4Implementation
 // saying go and why.
 func TestLZ4Env(t *testing.T) {
-	if mode := os.Getenv(lz4EnvChild); mode != "" {
+	if mode := childtest.Mode(); mode != "" {
 		lz4EnvChildTest(t, mode)
 		return
 	}
@@ -103,14 +100,9 @@ func TestLZ4Env(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(t.TempDir(), "no-liblz4.so.1")
-	for _, mode := range []string{"native", "go", "auto"} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestLZ4Env$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), lz4EnvChild+"="+mode, LZ4Env+"="+mode, liblz4.LibraryEnv+"="+missing, "KVIK_LZ4_TEST_DIR="+dir)
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestLZ4Env") {
-			t.Fatalf("child %s failed (%v):\n%s", mode, err, out)
-		}
-	}
+	childtest.Run(t, "TestLZ4Env", []string{"native", "go", "auto"}, func(mode string) []string {
+		return []string{LZ4Env + "=" + mode, liblz4.LibraryEnv + "=" + missing, "KVIK_LZ4_TEST_DIR=" + dir}
+	})
 }
 
 func lz4EnvMeta() Metadata {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/libzstd"
+	"github.com/kvikgo/kvik/internal/testkit/childtest"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 )
 
@@ -373,28 +373,20 @@ func TestPickZstd(t *testing.T) {
 	}
 }
 
-// zstdEnvChild marks a test binary re-executed by TestZstdEnv.
-const zstdEnvChild = "KVIK_ZARR_ZSTD_CHILD"
-
 // TestZstdEnv runs, in fresh processes (ZstdEnv and the library are read
 // once), KVIK_ZSTD=native with libzstd missing: opening a zstd array or
 // a Blosc-zstd one fails with kvik.ErrBadEnv naming the variable, and so
 // does decoding a zstd chunk; and KVIK_ZSTD=go and auto with it missing,
 // where ZstdImplementation says go and why.
 func TestZstdEnv(t *testing.T) {
-	if mode := os.Getenv(zstdEnvChild); mode != "" {
+	if mode := childtest.Mode(); mode != "" {
 		zstdEnvChildTest(t, mode)
 		return
 	}
 	missing := filepath.Join(t.TempDir(), "no-libzstd.so.1")
-	for _, mode := range []string{"native", "go", "auto"} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestZstdEnv$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), zstdEnvChild+"="+mode, ZstdEnv+"="+mode, libzstd.LibraryEnv+"="+missing)
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestZstdEnv") {
-			t.Fatalf("child %s failed (%v):\n%s", mode, err, out)
-		}
-	}
+	childtest.Run(t, "TestZstdEnv", []string{"native", "go", "auto"}, func(mode string) []string {
+		return []string{ZstdEnv + "=" + mode, libzstd.LibraryEnv + "=" + missing}
+	})
 }
 
 func zstdEnvChildTest(t *testing.T, mode string) {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
 
+	"github.com/kvikgo/kvik/internal/testkit/childtest"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 )
 
@@ -170,14 +170,11 @@ func TestDecompressorsBounded(t *testing.T) {
 	}
 }
 
-// childEnv marks a test binary re-executed by TestMissingLibrary.
-const childEnv = "KVIK_LIBDEFLATE_TEST_CHILD"
-
 // TestMissingLibrary points LibraryEnv at a file that does not exist and
 // at a library without libdeflate's functions (libc) and checks, in a
 // fresh process each, that every function reports ErrNotFound.
 func TestMissingLibrary(t *testing.T) {
-	if os.Getenv(childEnv) != "" {
+	if childtest.Mode() != "" {
 		if err := Load(); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), os.Getenv(LibraryEnv)) {
 			t.Fatalf("Load() = %v", err)
 		}
@@ -191,14 +188,10 @@ func TestMissingLibrary(t *testing.T) {
 		}
 		return
 	}
-	for _, path := range []string{filepath.Join(t.TempDir(), "no-libdeflate.so.0"), "libc.so.6"} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestMissingLibrary$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), childEnv+"=1", LibraryEnv+"="+path)
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestMissingLibrary") {
-			t.Fatalf("child with %s failed (%v):\n%s", path, err, out)
-		}
-	}
+	missing := filepath.Join(t.TempDir(), "no-libdeflate.so.0")
+	childtest.Run(t, "TestMissingLibrary", []string{missing, "libc.so.6"}, func(path string) []string {
+		return []string{LibraryEnv + "=" + path}
+	})
 }
 
 // BenchmarkGzip decodes a 1 MiB chunk of a smooth float32 field plus

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/pierrec/lz4/v4"
 
+	"github.com/kvikgo/kvik/internal/testkit/childtest"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 )
 
@@ -124,7 +124,7 @@ const childEnv = "KVIK_LIBLZ4_TEST_CHILD"
 // process each (the library loads once per process), that every function
 // reports ErrNotFound naming the path.
 func TestMissingLibrary(t *testing.T) {
-	if os.Getenv(childEnv) != "" {
+	if childtest.Mode() != "" {
 		if err := Load(); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), os.Getenv(LibraryEnv)) {
 			t.Fatalf("Load() = %v", err)
 		}
@@ -139,14 +139,10 @@ func TestMissingLibrary(t *testing.T) {
 		}
 		return
 	}
-	for _, path := range []string{filepath.Join(t.TempDir(), "no-liblz4.so.1"), "libc.so.6"} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestMissingLibrary$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), childEnv+"=1", LibraryEnv+"="+path)
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestMissingLibrary") {
-			t.Fatalf("child with %s failed (%v):\n%s", path, err, out)
-		}
-	}
+	missing := filepath.Join(t.TempDir(), "no-liblz4.so.1")
+	childtest.Run(t, "TestMissingLibrary", []string{missing, "libc.so.6"}, func(path string) []string {
+		return []string{LibraryEnv + "=" + path}
+	})
 }
 
 // BenchmarkCompress compresses a 256 KiB block as Blosc-lz4 does (a

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/kvikgo/kvik/internal/dl"
+	"github.com/kvikgo/kvik/internal/testkit/childtest"
 )
 
 // need skips the test, saying why, where the library cannot be used
@@ -206,26 +206,19 @@ func TestCheckVersion(t *testing.T) {
 	}
 }
 
-// childEnv marks a test binary re-executed by TestMissingLibrary.
-const childEnv = "KVIK_LIBZSTD_TEST_CHILD"
-
 // TestMissingLibrary points LibraryEnv at a file that does not exist and
 // at a library without the zstd functions (libc) and checks, in a fresh
 // process each (the library loads once per process), that every function
 // reports ErrNotFound.
 func TestMissingLibrary(t *testing.T) {
-	if os.Getenv(childEnv) != "" {
+	if childtest.Mode() != "" {
 		missingChild(t)
 		return
 	}
-	for _, path := range []string{filepath.Join(t.TempDir(), "no-libzstd.so.1"), "libc.so.6"} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestMissingLibrary$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), childEnv+"=1", LibraryEnv+"="+path)
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestMissingLibrary") {
-			t.Fatalf("child with %s failed (%v):\n%s", path, err, out)
-		}
-	}
+	missing := filepath.Join(t.TempDir(), "no-libzstd.so.1")
+	childtest.Run(t, "TestMissingLibrary", []string{missing, "libc.so.6"}, func(path string) []string {
+		return []string{LibraryEnv + "=" + path}
+	})
 }
 
 func missingChild(t *testing.T) {
