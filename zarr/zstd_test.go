@@ -392,32 +392,10 @@ func TestZstdEnv(t *testing.T) {
 func zstdEnvChildTest(t *testing.T, mode string) {
 	impl, err := ZstdImplementation()
 	t.Logf("%s=%s: %q, %v", ZstdEnv, mode, impl, err)
-	s, serr := NewDirStore(t.TempDir())
-	if serr != nil {
-		t.Fatal(serr)
-	}
-	zstdC := []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}}
-	bloscC := []Codec{{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 3, "shuffle": "shuffle", "typesize": 4, "blocksize": 0}}}
-	for i, codecs := range [][]Codec{zstdC, bloscC} {
-		a, err := Create(bg, s, fmt.Sprint("a", i), Metadata{Shape: []int{100}, ChunkShape: []int{30}, DataType: DataType{Float, 4}, Codecs: codecs})
-		if mode == "native" {
-			if !errors.Is(err, kvik.ErrBadEnv) || !strings.Contains(err.Error(), ZstdEnv+"=native") || !strings.Contains(err.Error(), "libzstd.so.1") {
-				t.Errorf("Create with %v: %v; want kvik.ErrBadEnv naming %s", codecs[1].Name, err, ZstdEnv)
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data := fielddata.Float32(1, 100, 4)
-		if err := a.WriteRegion(bg, []int{0}, []int{100}, data); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]byte, len(data))
-		if err := a.ReadRegion(bg, []int{0}, []int{100}, got); err != nil || !bytes.Equal(got, data) {
-			t.Errorf("%v read back: %v", codecs[1].Name, err)
-		}
-	}
+	checkEnvChains(t, mode, ZstdEnv, "libzstd.so.1", [][]Codec{
+		{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}},
+		{{Name: "bytes"}, {Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 3, "shuffle": "shuffle", "typesize": 4, "blocksize": 0}}},
+	})
 	switch mode {
 	case "native":
 		if !errors.Is(err, kvik.ErrBadEnv) {
@@ -434,6 +412,39 @@ func zstdEnvChildTest(t *testing.T, mode string) {
 	case "auto":
 		if err != nil || !strings.HasPrefix(impl, "go (klauspost/compress; ") || !strings.Contains(impl, "libzstd.so.1") {
 			t.Errorf("ZstdImplementation: %q, %v", impl, err)
+		}
+	}
+}
+
+// checkEnvChains creates a small array in each codec chain of chains in
+// a new DirStore, in a child process of an Env test whose variable env
+// has the value mode and whose library lib is missing: with mode native
+// each Create fails with kvik.ErrBadEnv naming env=native and lib; with
+// another each array reads back what it was written.
+func checkEnvChains(t *testing.T, mode, env, lib string, chains [][]Codec) {
+	t.Helper()
+	s, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, codecs := range chains {
+		a, err := Create(bg, s, fmt.Sprint("a", i), Metadata{Shape: []int{100}, ChunkShape: []int{30}, DataType: DataType{Float, 4}, Codecs: codecs})
+		if mode == "native" {
+			if !errors.Is(err, kvik.ErrBadEnv) || !strings.Contains(fmt.Sprint(err), env+"=native") || !strings.Contains(fmt.Sprint(err), lib) {
+				t.Errorf("Create with %s: %v; want kvik.ErrBadEnv naming %s", codecs[1].Name, err, env)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := fielddata.Float32(1, 100, 4)
+		if err := a.WriteRegion(bg, []int{0}, []int{100}, data); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(data))
+		if err := a.ReadRegion(bg, []int{0}, []int{100}, got); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s read back: %v", codecs[1].Name, err)
 		}
 	}
 }
