@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,19 +12,14 @@ import (
 	"github.com/kvikgo/kvik/internal/libdeflate"
 	"github.com/kvikgo/kvik/internal/testkit/childtest"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+	"github.com/kvikgo/kvik/internal/testkit/libtest"
 )
 
 // needDeflate skips the test where libdeflate cannot be loaded (failing
 // with KVIK_TEST_LIBDEFLATE=require, as .ci/run sets after installing
 // it).
 func needDeflate(t testing.TB) {
-	t.Helper()
-	if err := libdeflate.Load(); err != nil {
-		if os.Getenv("KVIK_TEST_LIBDEFLATE") == "require" {
-			t.Fatalf("libdeflate.so.0 cannot be loaded with KVIK_TEST_LIBDEFLATE=require: %v", err)
-		}
-		t.Skipf("libdeflate.so.0 cannot be loaded, no native implementation to compare: %v", err)
-	}
+	libtest.Need(t, "libdeflate.so.0", libdeflate.Load, "KVIK_TEST_LIBDEFLATE")
 }
 
 // deflateCases returns gzip and zlib chunks of src, whole and spoiled:

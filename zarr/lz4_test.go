@@ -14,19 +14,12 @@ import (
 	"github.com/kvikgo/kvik/internal/liblz4"
 	"github.com/kvikgo/kvik/internal/testkit/childtest"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+	"github.com/kvikgo/kvik/internal/testkit/libtest"
 )
 
 // needLZ4 skips the test where liblz4 cannot be loaded (failing under
 // CI=true: Debian always has it).
-func needLZ4(t testing.TB) {
-	t.Helper()
-	if err := liblz4.Load(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("liblz4.so.1 cannot be loaded under CI=true: %v", err)
-		}
-		t.Skipf("liblz4.so.1 cannot be loaded, no native implementation to compare: %v", err)
-	}
-}
+func needLZ4(t testing.TB) { libtest.Need(t, "liblz4.so.1", liblz4.Load, "") }
 
 // TestLZ4ImplsAgree encodes samples of random sizes (field data from an
 // unaligned offset, random bytes, field data with random bytes in it)

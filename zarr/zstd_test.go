@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/kvikgo/kvik/internal/libzstd"
 	"github.com/kvikgo/kvik/internal/testkit/childtest"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+	"github.com/kvikgo/kvik/internal/testkit/libtest"
 )
 
 // zstdImpl names for tests: each implementation with its name.
@@ -30,12 +30,7 @@ type namedZstd struct {
 // runs on Debian, which always has it).
 func bothZstd(t testing.TB) []namedZstd {
 	t.Helper()
-	if err := libzstd.Load(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("libzstd.so.1 cannot be loaded under CI=true: %v", err)
-		}
-		t.Skipf("libzstd.so.1 cannot be loaded, no native implementation to compare: %v", err)
-	}
+	libtest.Need(t, "libzstd.so.1", libzstd.Load, "")
 	return []namedZstd{{"go", goZstd{}}, {"native", nativeZstd{}}}
 }
 

@@ -16,20 +16,13 @@ import (
 
 	"github.com/kvikgo/kvik/internal/testkit/childtest"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+	"github.com/kvikgo/kvik/internal/testkit/libtest"
 )
 
 // need skips the test, saying why, where the library cannot be used;
 // with KVIK_TEST_LIBDEFLATE=require (.ci/run, which installs it) it
 // fails instead.
-func need(t testing.TB) {
-	t.Helper()
-	if err := Load(); err != nil {
-		if os.Getenv("KVIK_TEST_LIBDEFLATE") == "require" {
-			t.Fatalf("no usable libdeflate with KVIK_TEST_LIBDEFLATE=require: %v", err)
-		}
-		t.Skipf("no usable libdeflate: %v", err)
-	}
-}
+func need(t testing.TB) { libtest.Need(t, "libdeflate", Load, "KVIK_TEST_LIBDEFLATE") }
 
 // compressed returns src as a gzip member or a zlib stream written by
 // klauspost/compress at level.

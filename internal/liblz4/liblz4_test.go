@@ -13,19 +13,12 @@ import (
 
 	"github.com/kvikgo/kvik/internal/testkit/childtest"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+	"github.com/kvikgo/kvik/internal/testkit/libtest"
 )
 
 // need skips the test, saying why, where the library cannot be used
 // (under CI=true failing: CI runs on Debian, which always has it).
-func need(t testing.TB) {
-	t.Helper()
-	if err := Load(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no usable liblz4 under CI=true: %v", err)
-		}
-		t.Skipf("no usable liblz4: %v", err)
-	}
-}
+func need(t testing.TB) { libtest.Need(t, "liblz4", Load, "") }
 
 // sample returns n bytes that compress (runs of small values and
 // repeats), never all the same.

@@ -14,19 +14,12 @@ import (
 
 	"github.com/kvikgo/kvik/internal/dl"
 	"github.com/kvikgo/kvik/internal/testkit/childtest"
+	"github.com/kvikgo/kvik/internal/testkit/libtest"
 )
 
 // need skips the test, saying why, where the library cannot be used
 // (under CI=true failing: CI runs on Debian, which always has it).
-func need(t testing.TB) {
-	t.Helper()
-	if err := Load(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no usable libzstd under CI=true: %v", err)
-		}
-		t.Skipf("no usable libzstd: %v", err)
-	}
-}
+func need(t testing.TB) { libtest.Need(t, "libzstd", Load, "") }
 
 // sample returns n bytes that compress (runs of small values), never
 // all the same.
