@@ -121,10 +121,11 @@ func deflateEncode(name string, level int, src, dst []byte, newW func(io.Writer)
 var gzipReaders, zlibReaders sync.Pool
 
 func (c gzipCodec) decode(src, dst []byte, limit int) ([]byte, error) {
-	if native, err := deflateNow(); err != nil || native {
-		if err != nil {
-			return nil, err
-		}
+	native, err := deflateNow()
+	switch {
+	case err != nil:
+		return nil, err
+	case native:
 		return gzipNative(src, dst, limit)
 	}
 	return gzipGo(src, dst, limit)
@@ -162,10 +163,11 @@ func (c zlibCodec) decode(src, dst []byte, limit int) ([]byte, error) {
 }
 
 func zlibDecode(src, dst []byte, limit int) ([]byte, error) {
-	if native, err := deflateNow(); err != nil || native {
-		if err != nil {
-			return nil, err
-		}
+	native, err := deflateNow()
+	switch {
+	case err != nil:
+		return nil, err
+	case native:
 		return zlibNative(src, dst, limit)
 	}
 	return zlibGo(src, dst, limit)

@@ -48,14 +48,18 @@ func DeflateImplementation() (string, error) {
 func gzipNative(src, dst []byte, limit int) ([]byte, error) {
 	out := limitBuf(dst, limit)
 	n := 0
-	for first := true; first || len(src) > 0; first = false {
+	for {
 		in, m, err := libdeflate.GzipDecompress(out[n:], src)
+		if err == nil && in == 0 {
+			err = libdeflate.BadData // a member takes 18 bytes at least
+		}
 		if err != nil {
 			return nil, deflateError("gzip", limit, err)
 		}
-		src, n = src[in:], n+m
+		if src, n = src[in:], n+m; len(src) == 0 {
+			return out[:n], nil
+		}
 	}
-	return out[:n], nil
 }
 
 // zlibNative decodes the zlib stream at the start of src (bytes after
