@@ -114,11 +114,9 @@ func newCodecInfo(impl string, err error) codecInfo {
 	return codecInfo{Implementation: impl}
 }
 
-func zstdNow() codecInfo { return newCodecInfo(zarr.ZstdImplementation()) }
-func lz4Now() codecInfo  { return newCodecInfo(zarr.LZ4Implementation()) }
-func deflateNow() codecInfo {
-	return newCodecInfo(zarr.DeflateImplementation())
-}
+func zstdNow() codecInfo    { return newCodecInfo(zarr.ZstdImplementation()) }
+func lz4Now() codecInfo     { return newCodecInfo(zarr.LZ4Implementation()) }
+func deflateNow() codecInfo { return newCodecInfo(zarr.DeflateImplementation()) }
 
 // String is the implementation, or the error.
 func (c codecInfo) String() string {

@@ -272,10 +272,10 @@ func VersionString(v uint32) string {
 	return fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100)
 }
 
-// CheckVersion returns a *VersionError when v is below min, else nil.
-func CheckVersion(what, path string, v, min uint32) error {
-	if v < min {
-		return &VersionError{What: what, Path: path, Version: v, Min: min}
+// CheckVersion returns a *VersionError when v is below oldest, else nil.
+func CheckVersion(what, path string, v, oldest uint32) error {
+	if v < oldest {
+		return &VersionError{What: what, Path: path, Version: v, Min: oldest}
 	}
 	return nil
 }
