@@ -109,9 +109,6 @@ func TestNoRoom(t *testing.T) {
 	}
 }
 
-// childEnv marks a test binary re-executed by TestMissingLibrary.
-const childEnv = "KVIK_LIBLZ4_TEST_CHILD"
-
 // TestMissingLibrary points LibraryEnv at a file that does not exist and
 // at a library without the LZ4 functions (libc) and checks, in a fresh
 // process each (the library loads once per process), that every function
