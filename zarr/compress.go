@@ -27,9 +27,14 @@ func readLimited(r io.Reader, dst []byte, limit int, name string) ([]byte, error
 		}
 		return buf.Bytes(), nil
 	}
-	n, err := io.ReadFull(r, dst[:limit])
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return dst[:n], nil // shorter than the limit
+	// Read, not io.ReadFull, which would make a stream cut short (the
+	// reader's io.ErrUnexpectedEOF) look like one that ended early.
+	n := 0
+	var err error
+	for n < limit && err == nil {
+		var m int
+		m, err = r.Read(dst[n:limit])
+		n += m
 	}
 	if err == nil { // the end of the stream (its checksum), and nothing after
 		var one [1]byte
@@ -39,6 +44,9 @@ func readLimited(r io.Reader, dst []byte, limit int, name string) ([]byte, error
 		case nil:
 			return nil, fmt.Errorf("%w: %s output exceeds %d bytes", ErrCorruptChunk, name, limit)
 		}
+	}
+	if err == io.EOF {
+		return dst[:n], nil // shorter than the limit
 	}
 	return nil, fmt.Errorf("%w: %s: %v", ErrCorruptChunk, name, err)
 }
