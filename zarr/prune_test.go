@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // tree returns the paths below root (relative, with "/"), directories
@@ -125,6 +127,58 @@ func TestDeletePrunesDirs(t *testing.T) {
 	}
 	if _, err := os.Stat(root); err != nil {
 		t.Fatalf("root after Delete of the whole store: %v", err)
+	}
+}
+
+// TestDeletePruneStaysInside: an array whose tree holds links to
+// directories and files outside the store (an empty directory there, a
+// directory with a file, a file) and a FIFO is deleted: the links and
+// the FIFO go with the array (they are its entries, not followed), and
+// nothing outside the store changes, its empty directory included.
+func TestDeletePruneStaysInside(t *testing.T) {
+	base := t.TempDir()
+	root, outside := filepath.Join(base, "store"), filepath.Join(base, "outside")
+	for _, d := range []string{filepath.Join(outside, "empty"), filepath.Join(outside, "full", "sub")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(outside, "full", "sub", "f"), []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "file"), []byte("keep too"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewDirStore(root, WithProcessLocks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Metadata{Shape: []int{16, 16}, ChunkShape: []int{8, 8}, DataType: DataType{Float, 4}}
+	a, err := Create(bg, s, "a", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteRegion(bg, []int{0, 0}, m.Shape, randValues(rand.New(rand.NewPCG(3, 4)), m.DataType, 256)); err != nil {
+		t.Fatal(err)
+	}
+	c := filepath.Join(root, "a", "c")
+	for name, target := range map[string]string{"9": filepath.Join(outside, "empty"), "8": filepath.Join(outside, "full"), "0/7": filepath.Join(outside, "file")} {
+		if err := os.Symlink(target, filepath.Join(c, filepath.FromSlash(name))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mkfifo(filepath.Join(c, "1", "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := tree(t, outside)
+	if err := Delete(bg, s, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := tree(t, outside); !slices.Equal(got, before) {
+		t.Fatalf("outside the store after Delete:\n%v\nwas\n%v", got, before)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "a")); !os.IsNotExist(err) {
+		t.Fatalf("the array's directory after Delete: %v; left: %v", err, tree(t, filepath.Join(root, "a")))
 	}
 }
 
