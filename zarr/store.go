@@ -436,12 +436,12 @@ func (s *DirStore) Delete(ctx context.Context, key string) error {
 // holds anything else (a concurrent write's temporary file, a new key)
 // stays, without an error.
 func (s *DirStore) prune(ctx context.Context, prefix string) error {
-	if s.normalizeKeys {
-		prefix = strings.ToLower(prefix)
-	}
 	top := s.root
 	if prefix != "" {
-		top = filepath.Join(s.root, filepath.FromSlash(strings.TrimSuffix(prefix, "/")))
+		var err error
+		if top, err = s.path(strings.TrimSuffix(prefix, "/")); err != nil {
+			return err
+		}
 	}
 	var dirs []string
 	err := filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
@@ -492,8 +492,10 @@ func (s *DirStore) List(ctx context.Context, prefix string) ([]string, error) {
 	// array's directories. The separator makes a start that is a
 	// symbolic link to a directory be walked, as the directory it names.
 	start := s.root + string(filepath.Separator)
-	if i := strings.LastIndexByte(prefix, '/'); i > 0 && checkKey(prefix[:i]) == nil {
-		start = filepath.Join(s.root, filepath.FromSlash(prefix[:i])) + string(filepath.Separator)
+	if i := strings.LastIndexByte(prefix, '/'); i > 0 {
+		if dir, err := s.path(prefix[:i]); err == nil {
+			start = dir + string(filepath.Separator)
+		}
 	}
 	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
