@@ -55,13 +55,19 @@ var memFSMagics = map[int64]bool{unix.TMPFS_MAGIC: true, unix.RAMFS_MAGIC: true,
 // inMemoryFS reports whether f lives on a memory file system, where every
 // byte is cached and residency checks would be wasted.
 func (f *FileHandle) inMemoryFS() bool {
-	f.res.once.Do(func() {
-		var st unix.Statfs_t
-		if unix.Fstatfs(f.fd, &st) == nil {
-			f.res.memFS = memFSMagics[int64(st.Type)]
-		}
-	})
+	f.res.once.Do(func() { f.res.memFS = inMemory(f.fd) })
 	return f.res.memFS
+}
+
+// inMemory reports whether the file of fd lies in a file system held in
+// memory only (memFSMagics: tmpfs, /dev/shm, ramfs), where every byte is
+// cached and fsync(2) stores nothing: a PendingFile's commit there skips
+// its syncs, four system calls of the sixteen of a Zarr chunk's save.
+// Asked per file, not remembered per device number, which a network file
+// system may take over once a tmpfs is unmounted.
+func inMemory(fd int) bool {
+	var st unix.Statfs_t
+	return unix.Fstatfs(fd, &st) == nil && memFSMagics[int64(st.Type)]
 }
 
 // planRead plans one read task of n bytes at off under settings d.

@@ -489,19 +489,6 @@ func (p *PendingFile) Commit() error {
 	return syncDir(filepath.Dir(p.final))
 }
 
-// inMemory reports whether the file of fd lies in a file system held in
-// memory only (tmpfs, /dev/shm; ramfs), where fsync(2) stores nothing: a
-// commit there skips its syncs, four system calls of the sixteen of a
-// Zarr chunk's save. Asked per file, not remembered per device number,
-// which a network file system may take over once a tmpfs is unmounted.
-func inMemory(fd int) bool {
-	var st unix.Statfs_t
-	if unix.Fstatfs(fd, &st) != nil {
-		return false
-	}
-	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
-}
-
 // replaceRegular renames tmp over final unless final is now something
 // other than a regular file. Where final is missing, the rename is one
 // that fails if a file appeared meanwhile (RENAME_NOREPLACE), which is
