@@ -44,13 +44,7 @@ func (v view) runs(count []int, f func(off, n int) error) error {
 	if numElements(count) == 0 {
 		return nil
 	}
-	// Merge trailing dimensions that count covers whole.
-	k := nd - 1
-	run := count[k]
-	for k > 0 && count[k] == v.shape[k] {
-		k--
-		run *= count[k]
-	}
+	k, run := v.merged(count)
 	strides := cStrides(v.shape)
 	idx := make([]int, k)
 	base := v.offset()
@@ -76,6 +70,31 @@ func (v view) runs(count []int, f func(off, n int) error) error {
 	}
 }
 
+// merged returns how many leading dimensions of count the runs of v
+// step through, k, and the elements in each run: the trailing dimensions
+// that count covers whole are merged into the last one's runs.
+func (v view) merged(count []int) (k, run int) {
+	k = len(count) - 1
+	run = count[k]
+	for k > 0 && count[k] == v.shape[k] {
+		k--
+		run *= count[k]
+	}
+	return k, run
+}
+
+// numRuns returns how many runs v.runs(count, ...) calls its function with.
+func (v view) numRuns(count []int) int {
+	if len(count) == 0 {
+		return 1
+	}
+	if numElements(count) == 0 {
+		return 0
+	}
+	k, _ := v.merged(count)
+	return numElements(count[:k])
+}
+
 // runList is a chunk's bytes in C order as runs of a larger buffer (its
 // place in a region read or written), so that a codec can write or read
 // them where they lie rather than through a copy.
@@ -87,7 +106,9 @@ type runList struct {
 
 // runsOf lists the runs of count elements from v's position.
 func runsOf(v view, count []int) runList {
-	l := runList{buf: v.buf}
+	// Sized up front: grown by append, a 512-row chunk's list was ten
+	// allocations per chunk read or written.
+	l := runList{buf: v.buf, runs: make([]int, 0, 2*v.numRuns(count))}
 	v.runs(count, func(off, n int) error {
 		l.runs = append(l.runs, off, n)
 		l.n += n
