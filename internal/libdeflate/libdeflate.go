@@ -17,7 +17,6 @@ package libdeflate
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"unsafe"
 
 	"github.com/kvikgo/kvik/internal/dl"
@@ -69,36 +68,22 @@ var (
 	procGzip  = fn("libdeflate_gzip_decompress_ex")
 	procZlib  = fn("libdeflate_zlib_decompress_ex")
 
-	procsAll = []*dl.Func{procAlloc, procFree, procGzip, procZlib}
+	// libdeflate has no version function: the symbols are the check.
+	binding = &dl.Binding{Lib: lib, Funcs: []*dl.Func{procAlloc, procFree, procGzip, procZlib}}
 )
 
 var decompressors = dl.NewObjectList(procAlloc, procFree, func() error { return ErrNoMemory })
-
-// load opens the library and resolves every function, once.
-var load = sync.OnceValue(func() error {
-	for _, f := range procsAll {
-		if _, err := f.Addr(); err != nil {
-			return err
-		}
-	}
-	return nil
-})
 
 // Load opens the library if it is not open yet. Every function here
 // loads it on demand; Load lets callers test availability up front. The
 // error matches ErrNotFound when the library or one of its functions is
 // missing (LoadError or SymbolError of internal/dl, listing the paths
 // tried).
-func Load() error { return load() }
+func Load() error { return binding.Load() }
 
 // LibraryPath returns the path the library was loaded from, or "" when
 // Load fails.
-func LibraryPath() string {
-	if Load() != nil {
-		return ""
-	}
-	return lib.Path()
-}
+func LibraryPath() string { return binding.Path() }
 
 // GzipDecompress decodes the first gzip member of src (its CRC-32 and
 // size checked) into dst and returns how many bytes of src it took and

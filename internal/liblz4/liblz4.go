@@ -14,7 +14,6 @@ package liblz4
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"unsafe"
 
 	"github.com/kvikgo/kvik/internal/dl"
@@ -52,24 +51,9 @@ var (
 	procCompressFast  = fn("LZ4_compress_fast")
 	procCompressBound = fn("LZ4_compressBound")
 
-	procsAll = []*dl.Func{procVersionNumber, procCompressFast, procCompressBound}
+	binding = &dl.Binding{Lib: lib, VersionNumber: procVersionNumber, Min: MinVersion,
+		Funcs: []*dl.Func{procVersionNumber, procCompressFast, procCompressBound}}
 )
-
-// loadedVersion is LZ4_versionNumber's result, set by load.
-var loadedVersion uint32
-
-// load opens the library, resolves every function and checks the
-// version, once.
-var load = sync.OnceValue(func() error {
-	for _, f := range procsAll {
-		if _, err := f.Addr(); err != nil {
-			return err
-		}
-	}
-	r, _ := procVersionNumber.Call()
-	loadedVersion = uint32(r)
-	return dl.CheckVersion(lib.What, lib.Path(), loadedVersion, MinVersion)
-})
 
 // Load opens the library if it is not open yet and checks its version.
 // Every function here loads it on demand; Load lets callers test
@@ -77,25 +61,15 @@ var load = sync.OnceValue(func() error {
 // or one of its functions is missing (LoadError or SymbolError of
 // internal/dl, listing the paths tried) or when it is too old
 // (dl.VersionError).
-func Load() error { return load() }
+func Load() error { return binding.Load() }
 
 // LibraryPath returns the path the library was loaded from, or "" when
 // Load fails.
-func LibraryPath() string {
-	if Load() != nil {
-		return ""
-	}
-	return lib.Path()
-}
+func LibraryPath() string { return binding.Path() }
 
 // Version returns the library's version ("1.9.4"), or "" when Load
 // fails.
-func Version() string {
-	if Load() != nil {
-		return ""
-	}
-	return dl.VersionString(loadedVersion)
-}
+func Version() string { return binding.Version() }
 
 // CompressBound returns the largest block CompressFast may write for n
 // bytes (LZ4_compressBound), or 0 when n is negative or past MaxInput.

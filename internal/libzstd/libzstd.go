@@ -15,7 +15,6 @@ package libzstd
 
 import (
 	"fmt"
-	"sync"
 	"unsafe"
 
 	"github.com/kvikgo/kvik/internal/dl"
@@ -55,12 +54,10 @@ var (
 	procCompress2      = fn("ZSTD_compress2")
 	procCompressBound  = fn("ZSTD_compressBound")
 
-	procsAll = []*dl.Func{procVersionNumber, procIsError, procGetErrorName, procGetErrorCode, procCreateDCtx, procFreeDCtx,
-		procDecompressDCtx, procCreateCCtx, procFreeCCtx, procCCtxSetParam, procCCtxReset, procCompress2, procCompressBound}
+	binding = &dl.Binding{Lib: lib, VersionNumber: procVersionNumber, Min: MinVersion,
+		Funcs: []*dl.Func{procVersionNumber, procIsError, procGetErrorName, procGetErrorCode, procCreateDCtx, procFreeDCtx,
+			procDecompressDCtx, procCreateCCtx, procFreeCCtx, procCCtxSetParam, procCCtxReset, procCompress2, procCompressBound}}
 )
-
-// loadedVersion is ZSTD_versionNumber's result, set by load.
-var loadedVersion uint32
 
 // Values of zstd.h's enums (the same in every release since 1.4.0).
 const (
@@ -69,25 +66,6 @@ const (
 	cChecksumFlag            = 201 // ZSTD_c_checksumFlag
 	resetSessionAndParameter = 3   // ZSTD_reset_session_and_parameters
 )
-
-// load opens the library, resolves every function and checks the
-// version, once.
-var load = sync.OnceValue(func() error {
-	for _, f := range procsAll {
-		if _, err := f.Addr(); err != nil {
-			return err
-		}
-	}
-	r, _ := procVersionNumber.Call()
-	loadedVersion = uint32(r)
-	return checkVersion(loadedVersion, lib.Path())
-})
-
-// checkVersion fails, matching ErrNotFound, for a version below
-// MinVersion.
-func checkVersion(v uint32, path string) error {
-	return dl.CheckVersion(lib.What, path, v, MinVersion)
-}
 
 // VersionError reports a library older than MinVersion. It matches
 // ErrNotFound: such a library is as good as missing.
@@ -99,25 +77,15 @@ type VersionError = dl.VersionError
 // or one of its functions is missing (LoadError or SymbolError of
 // internal/dl, listing the paths tried) or when it is too old
 // (VersionError).
-func Load() error { return load() }
+func Load() error { return binding.Load() }
 
 // LibraryPath returns the path the library was loaded from, or "" when
 // Load fails.
-func LibraryPath() string {
-	if Load() != nil {
-		return ""
-	}
-	return lib.Path()
-}
+func LibraryPath() string { return binding.Path() }
 
 // Version returns the library's version ("1.5.4"), or "" when Load
 // fails.
-func Version() string {
-	if Load() != nil {
-		return ""
-	}
-	return dl.VersionString(loadedVersion)
-}
+func Version() string { return binding.Version() }
 
 // Code is a zstd error code (zstd_errors.h's ZSTD_ErrorCode). Errors of
 // this package match their Code with errors.Is.

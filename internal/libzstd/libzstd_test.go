@@ -191,10 +191,10 @@ func TestContextsBounded(t *testing.T) {
 }
 
 func TestCheckVersion(t *testing.T) {
-	if err := checkVersion(10399, "/x/libzstd.so.1"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "1.3.99") || !strings.Contains(err.Error(), "1.4.0") {
+	if err := dl.CheckVersion(lib.What, "/x/libzstd.so.1", 10399, MinVersion); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "1.3.99") || !strings.Contains(err.Error(), "1.4.0") {
 		t.Errorf("1.3.99: %v", err)
 	}
-	if err := checkVersion(MinVersion, ""); err != nil {
+	if err := dl.CheckVersion(lib.What, "", MinVersion, MinVersion); err != nil {
 		t.Errorf("1.4.0: %v", err)
 	}
 }
