@@ -132,29 +132,38 @@ func TestBloscLevelsLikeCBlosc(t *testing.T) {
 
 // TestLZ4HCDepth checks that Blosc's "lz4hc" searches as deep as LZ4's
 // high-compression mode at each level (its level table: 2 matches tried
-// at levels 1 and 2, 4 at 3, twice as many at each level up to 9), and
-// that each level's chunks of a smooth field plus noise are no larger
-// than the level below's.
+// at levels 1 and 2, 4 at 3, twice as many at each level up to 9), that
+// every level's chunks decode, and that deeper levels compress a smooth
+// field plus noise smaller: levels 1, 5 and 9, summed over three fields,
+// each at least 1-2% below the last. One level's chunk may be a few
+// percent larger than the level below's (a greedy parse that found a
+// longer match can end worse; 1.07x in 600 fields), so single steps are
+// not compared.
 func TestLZ4HCDepth(t *testing.T) {
 	want := map[int]int{1: 2, 2: 2, 3: 4, 4: 8, 5: 16, 6: 32, 7: 64, 8: 128, 9: 256}
-	src := fielddata.Float32(256, 512, rand.Uint64())
-	last := len(src) + bloscHeader
-	for level := 1; level <= 9; level++ {
-		if got := int(lz4hcDepth(level)); got != want[level] {
-			t.Errorf("level %d: depth %d, LZ4HC tries %d", level, got, want[level])
+	var sum [10]int
+	for k := range 3 {
+		src := fielddata.Float32(256, 512, rand.Uint64())
+		for level := 1; level <= 9; level++ {
+			if got := int(lz4hcDepth(level)); got != want[level] {
+				t.Fatalf("level %d: depth %d, LZ4HC tries %d", level, got, want[level])
+			}
+			c := bloscCodec{cname: "lz4hc", clevel: level, shuffle: 1, typesize: 4}
+			if k > 0 && level%4 != 1 {
+				continue // the other fields only at levels 1, 5 and 9
+			}
+			enc, err := c.encode(src, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dec, err := c.decode(enc, nil, len(src)); err != nil || !bytes.Equal(dec, src) {
+				t.Fatalf("level %d: decodes to other bytes (%v)", level, err)
+			}
+			sum[level] += len(enc)
 		}
-		c := bloscCodec{cname: "lz4hc", clevel: level, shuffle: 1, typesize: 4}
-		enc, err := c.encode(src, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if dec, err := c.decode(enc, nil, len(src)); err != nil || !bytes.Equal(dec, src) {
-			t.Fatalf("level %d: decodes to other bytes (%v)", level, err)
-		}
-		if len(enc) > last {
-			t.Errorf("level %d: %d bytes, more than level %d's %d", level, len(enc), level-1, last)
-		}
-		last = len(enc)
+	}
+	if float64(sum[5]) > 0.98*float64(sum[1]) || float64(sum[9]) > 0.99*float64(sum[5]) {
+		t.Errorf("three fields at levels 1, 5, 9: %d, %d, %d bytes; each deeper level should be smaller", sum[1], sum[5], sum[9])
 	}
 }
 
