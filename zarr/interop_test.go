@@ -253,7 +253,7 @@ func dtypeString(m *Metadata) string {
 // and creates a store of its own, with consolidated metadata, that
 // zarr-python then reads, consolidated and not, comparing every value
 // and attribute. The matrix: 12 dtypes in both byte orders, zlib, gzip,
-// zstd and blosc with each inner compressor and shuffle, Delta filters
+// zstd, LZ4 and blosc with each inner compressor and shuffle, Delta filters
 // with narrower and wider astypes, fill values incl. NaN, ±Infinity and
 // null, C and F order, both separators, ranks 0 to 5, partial writes
 // (through a store WithProcessLocks), nested groups.
@@ -527,7 +527,11 @@ func kvikSpecs(rng *rand.Rand) []Metadata {
 		return &Codec{Name: name, Configuration: map[string]any{"level": l}}
 	}
 	comps := func(k int) []*Codec {
-		out := []*Codec{nil, level("zlib", 1), level("zlib", 9), level("gzip", 5), level("zstd", 1), level("zstd", 5), level("zstd", -3)}
+		lz4 := func(acceleration int) *Codec {
+			return &Codec{Name: "lz4", Configuration: map[string]any{"acceleration": acceleration}}
+		}
+		out := []*Codec{nil, level("zlib", 1), level("zlib", 9), level("gzip", 5), level("zstd", 1), level("zstd", 5), level("zstd", -3),
+			lz4(1), lz4(12)}
 		cnames := []string{"lz4", "lz4hc", "zstd", "zlib"}
 		for j, shuffle := range []int{0, 1, 2, -1} {
 			out = append(out, &Codec{Name: "blosc", Configuration: map[string]any{

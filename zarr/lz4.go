@@ -1,6 +1,8 @@
 package zarr
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -12,7 +14,7 @@ import (
 )
 
 // LZ4Env names the environment variable that picks the implementation
-// of Blosc's "lz4" compression: "auto" (the default) is the system's
+// of LZ4 compression (Blosc's "lz4", numcodecs' LZ4): "auto" (the default) is the system's
 // liblz4.so.1 where it loads and is 1.7.0 or newer, else pierrec/lz4;
 // "native" is liblz4, an error where it cannot be used; "go" is
 // pierrec/lz4. Both write the blocks of LZ4_compress_fast, liblz4 about
@@ -50,11 +52,11 @@ func lz4Or(l lz4Impl) (lz4Impl, error) {
 	return lz4Now()
 }
 
-// LZ4Implementation says which implementation compresses Blosc's LZ4
-// blocks, as LZ4Env picks it: "native (liblz4 1.9.4, PATH)", or "go
+// LZ4Implementation says which implementation compresses LZ4 blocks
+// (Blosc's, numcodecs'), as LZ4Env picks it: "native (liblz4 1.9.4, PATH)", or "go
 // (pierrec/lz4)" followed by why liblz4 is not used. The error is
 // LZ4Env's when its value is bad or asks for a library that cannot be
-// used; every write of a Blosc-lz4 chunk fails with it then.
+// used; every write of a Blosc-lz4 or LZ4 chunk fails with it then.
 func LZ4Implementation() (string, error) {
 	l, err := lz4Now()
 	if err != nil {
@@ -89,4 +91,75 @@ func (nativeLZ4) compressFast(dst, src []byte, acceleration int) (int, error) {
 		return 0, nil // as pierrec/lz4 says it
 	}
 	return n, err
+}
+
+// lz4Codec is numcodecs' LZ4 compressor (v2 "lz4", v3 "numcodecs.lz4"):
+// the decoded size as a little-endian 32-bit integer, then one LZ4
+// block, written as LZ4_compress_fast writes it at acceleration (1, the
+// default, compresses most; LZ4Env picks liblz4 or pierrec/lz4).
+type lz4Codec struct {
+	acceleration int
+	impl         lz4Impl // nil: LZ4Env's
+}
+
+// lz4MaxBlock is the largest block LZ4 compresses (LZ4_MAX_INPUT_SIZE);
+// numcodecs' LZ4 cannot hold a larger chunk either.
+const lz4MaxBlock = liblz4.MaxInput
+
+func (c lz4Codec) encode(src, dst []byte) ([]byte, error) {
+	if len(src) > lz4MaxBlock {
+		return nil, fmt.Errorf("%w: lz4: a chunk of %d bytes, more than one LZ4 block holds (%d)", ErrUnsupportedCodec, len(src), lz4MaxBlock)
+	}
+	l, err := lz4Or(c.impl)
+	if err != nil {
+		return nil, err
+	}
+	need := 4 + lz4.CompressBlockBound(len(src))
+	out := dst[:0]
+	if cap(out) < need {
+		out = make([]byte, need)
+	}
+	out = out[:need]
+	binary.LittleEndian.PutUint32(out, uint32(len(src)))
+	n, err := l.compressFast(out[4:], src, max(c.acceleration, 1))
+	if err == nil && n == 0 {
+		err = errors.New("no room in a buffer of the block's bound")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("zarr: lz4: %w", err)
+	}
+	return out[:4+n], nil
+}
+
+// decode checks the size header against limit before it allocates, and
+// that the block decodes to exactly that size.
+func (lz4Codec) decode(src, dst []byte, limit int) ([]byte, error) {
+	if len(src) < 4 {
+		return nil, fmt.Errorf("%w: lz4: %d bytes, shorter than the size header", ErrCorruptChunk, len(src))
+	}
+	size := int64(binary.LittleEndian.Uint32(src))
+	if size > int64(limit) {
+		return nil, fmt.Errorf("%w: lz4: a block of %d bytes exceeds %d", ErrCorruptChunk, size, limit)
+	}
+	if size == 0 {
+		// The one block of nothing, LZ4's empty token; pierrec/lz4 must
+		// not see a nil destination (its decoder then dereferences nil).
+		if !bytes.Equal(src[4:], []byte{0}) {
+			return nil, fmt.Errorf("%w: lz4: a block of %d bytes for none", ErrCorruptChunk, len(src)-4)
+		}
+		return dst[:0], nil
+	}
+	out := dst[:0]
+	if int64(cap(out)) < size {
+		out = make([]byte, size)
+	}
+	out = out[:size]
+	n, err := lz4.UncompressBlock(src[4:], out)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorruptChunk, err) // pierrec/lz4's errors say "lz4: "
+	}
+	if int64(n) != size {
+		return nil, fmt.Errorf("%w: lz4: %d bytes decoded, the header says %d", ErrCorruptChunk, n, size)
+	}
+	return out, nil
 }

@@ -311,6 +311,15 @@ func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
 			break // v3 knows zlib only as numcodecs.zlib
 		}
 		return zlibCodec{lvl}, nil
+	case "lz4", "numcodecs.lz4":
+		if v3 && c.Name == "lz4" {
+			break // v3 knows numcodecs' LZ4 only as numcodecs.lz4
+		}
+		acc, err := cfgNumber(cfg, "acceleration", 1)
+		if err != nil {
+			return nil, err
+		}
+		return lz4Codec{acceleration: acc}, nil
 	case "zstd":
 		lvl, err := cfgNumber(cfg, "level", 0)
 		if err != nil {

@@ -48,7 +48,8 @@ def compressors(k):
     with each shuffle, the inner compressor turning with k so that each
     (compressor, shuffle) pair is used by four dtypes."""
     out = [None, numcodecs.Zlib(level=1), numcodecs.Zlib(level=9), numcodecs.GZip(level=5),
-           numcodecs.Zstd(level=1), numcodecs.Zstd(level=5), numcodecs.Zstd(level=-3)]
+           numcodecs.Zstd(level=1), numcodecs.Zstd(level=5), numcodecs.Zstd(level=-3),
+           numcodecs.LZ4(acceleration=1), numcodecs.LZ4(acceleration=20)]
     cnames = ("lz4", "lz4hc", "zstd", "zlib", "blosclz")
     for j, shuffle in enumerate((numcodecs.Blosc.NOSHUFFLE, numcodecs.Blosc.SHUFFLE,
                                  numcodecs.Blosc.BITSHUFFLE, numcodecs.Blosc.AUTOSHUFFLE)):
