@@ -14,10 +14,10 @@ import (
 )
 
 // LZ4Env names the environment variable that picks the implementation
-// of LZ4 compression (Blosc's "lz4", numcodecs' LZ4): "auto" (the default) is the system's
-// liblz4.so.1 where it loads and is 1.7.0 or newer, else pierrec/lz4;
-// "native" is liblz4, an error where it cannot be used; "go" is
-// pierrec/lz4. Both write the blocks of LZ4_compress_fast, liblz4 about
+// of LZ4 compression (Blosc's "lz4", numcodecs' LZ4): "auto" (the
+// default) is the system's liblz4.so.1 where it loads and is 1.7.0 or
+// newer, else pierrec/lz4; "native" is liblz4, an error where it cannot
+// be used; "go" is pierrec/lz4. Both write the blocks of LZ4_compress_fast, liblz4 about
 // 1.3x as fast (a byte-shuffled float32 field). Decoding, and Blosc's
 // "lz4hc", are pierrec/lz4's either way (its decoder is as fast). It is
 // read once, at the first write of an LZ4 block; a bad value fails that
@@ -53,8 +53,8 @@ func lz4Or(l lz4Impl) (lz4Impl, error) {
 }
 
 // LZ4Implementation says which implementation compresses LZ4 blocks
-// (Blosc's, numcodecs'), as LZ4Env picks it: "native (liblz4 1.9.4, PATH)", or "go
-// (pierrec/lz4)" followed by why liblz4 is not used. The error is
+// (Blosc's, numcodecs'), as LZ4Env picks it: "native (liblz4 1.9.4,
+// PATH)", or "go (pierrec/lz4)" followed by why liblz4 is not used. The error is
 // LZ4Env's when its value is bad or asks for a library that cannot be
 // used; every write of a Blosc-lz4 or LZ4 chunk fails with it then.
 func LZ4Implementation() (string, error) {
@@ -138,8 +138,8 @@ func (lz4Codec) decode(src, dst []byte, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: lz4: %d bytes, shorter than the size header", ErrCorruptChunk, len(src))
 	}
 	size := int64(binary.LittleEndian.Uint32(src))
-	if size > int64(limit) {
-		return nil, fmt.Errorf("%w: lz4: a block of %d bytes exceeds %d", ErrCorruptChunk, size, limit)
+	if size > int64(limit) || size > lz4MaxBlock {
+		return nil, fmt.Errorf("%w: lz4: a block of %d bytes exceeds %d", ErrCorruptChunk, size, min(int64(limit), lz4MaxBlock))
 	}
 	if size == 0 {
 		// The one block of nothing, LZ4's empty token; pierrec/lz4 must
