@@ -134,8 +134,9 @@ func cfgCodecs(cfg map[string]any, key string) ([]Codec, error) {
 
 // bytesCodecAB is the v3 "bytes" codec: elements in a byte order.
 type bytesCodecAB struct {
-	es  int
-	big bool
+	es   int
+	unit int // the bytes big-endian order reverses: es, or half a complex's
+	big  bool
 }
 
 func (c bytesCodecAB) encode(a chunkArray, dst []byte) ([]byte, error) {
@@ -143,7 +144,7 @@ func (c bytesCodecAB) encode(a chunkArray, dst []byte) ([]byte, error) {
 		return a.data, nil
 	}
 	out := outBuf(dst, len(a.data))[:len(a.data)]
-	swapInto(out, a.data, c.es)
+	swapInto(out, a.data, c.swapUnit())
 	return out, nil
 }
 
@@ -154,10 +155,18 @@ func (c bytesCodecAB) decode(b []byte, shape []int) (chunkArray, error) {
 	}
 	if c.big && c.es > 1 {
 		out := make([]byte, n)
-		swapInto(out, b, c.es)
+		swapInto(out, b, c.swapUnit())
 		b = out
 	}
 	return chunkArray{shape: shape, data: b}, nil
+}
+
+// swapUnit is c.unit, or the element's size where unset.
+func (c bytesCodecAB) swapUnit() int {
+	if c.unit > 0 {
+		return c.unit
+	}
+	return c.es
 }
 
 // swapInto reverses the byte order of each es-byte element.

@@ -18,6 +18,9 @@ const (
 	Int   Kind = 'i'
 	Uint  Kind = 'u'
 	Float Kind = 'f'
+	// Complex is a pair of floats, real then imaginary (complex64: two
+	// float32, complex128: two float64), as NumPy stores them.
+	Complex Kind = 'c'
 )
 
 // DataType is a numeric element type. Values in memory (region reads and
@@ -25,7 +28,16 @@ const (
 // property of the codecs (v3 bytes codec, v2 dtype string).
 type DataType struct {
 	Kind Kind
-	Size int // bytes per element: 1, 2, 4 or 8
+	Size int // bytes per element: 1, 2, 4 or 8, 16 for complex128
+}
+
+// swapUnit is the size of the parts of an element whose bytes a
+// big-endian order reverses: the element, or each float of a complex.
+func (t DataType) swapUnit() int {
+	if t.Kind == Complex {
+		return t.Size / 2
+	}
+	return t.Size
 }
 
 // Name returns the Zarr v3 name of t ("float32", "bool").
@@ -39,6 +51,8 @@ func (t DataType) Name() string {
 		return fmt.Sprintf("uint%d", t.Size*8)
 	case Float:
 		return fmt.Sprintf("float%d", t.Size*8)
+	case Complex:
+		return fmt.Sprintf("complex%d", t.Size*8)
 	}
 	return "invalid"
 }
@@ -57,6 +71,7 @@ var v3Types = map[string]DataType{
 	"bool": {Bool, 1}, "int8": {Int, 1}, "int16": {Int, 2}, "int32": {Int, 4}, "int64": {Int, 8},
 	"uint8": {Uint, 1}, "uint16": {Uint, 2}, "uint32": {Uint, 4}, "uint64": {Uint, 8},
 	"float16": {Float, 2}, "float32": {Float, 4}, "float64": {Float, 8},
+	"complex64": {Complex, 8}, "complex128": {Complex, 16},
 }
 
 // ParseDataType parses a Zarr v3 data type name such as "float32".
@@ -82,7 +97,7 @@ func parseV2Type(s string) (DataType, bool, error) {
 	t := DataType{kind, size}
 	switch {
 	case kind == Bool && size == 1, (kind == Int || kind == Uint) && (size == 1 || size == 2 || size == 4 || size == 8),
-		kind == Float && (size == 2 || size == 4 || size == 8):
+		kind == Float && (size == 2 || size == 4 || size == 8), kind == Complex && (size == 8 || size == 16):
 	default:
 		return DataType{}, false, bad
 	}
@@ -106,6 +121,9 @@ func fillBytes(t DataType, raw json.RawMessage, allowNull bool) ([]byte, error) 
 			return b, nil
 		}
 		return bad()
+	}
+	if t.Kind == Complex {
+		return complexFill(t, raw, s, bad)
 	}
 	if t.Kind == Bool {
 		switch s {
@@ -181,6 +199,26 @@ func fillBytes(t DataType, raw json.RawMessage, allowNull bool) ([]byte, error) 
 	return b, nil
 }
 
+// complexFill converts a complex fill value: [real, imaginary], each as
+// a float's (a number, "NaN", "Infinity", "-Infinity" or a "0x..." bit
+// pattern), or a lone float for the real part (hand-written metadata).
+func complexFill(t DataType, raw json.RawMessage, s string, bad func() ([]byte, error)) ([]byte, error) {
+	half := DataType{Float, t.Size / 2}
+	parts := []json.RawMessage{raw, json.RawMessage("0")}
+	if s[0] == '[' && (json.Unmarshal(raw, &parts) != nil || len(parts) != 2) {
+		return bad()
+	}
+	re, err := fillBytes(half, parts[0], false)
+	if err != nil {
+		return bad()
+	}
+	im, err := fillBytes(half, parts[1], false)
+	if err != nil {
+		return bad()
+	}
+	return append(re, im...), nil
+}
+
 // putUint stores the low len(b) bytes of v, little-endian.
 func putUint(b []byte, v uint64) {
 	for i := range b {
@@ -216,6 +254,10 @@ func putFloat(b []byte, f float64) {
 
 // fillJSON renders a little-endian element as a JSON fill value.
 func fillJSON(t DataType, b []byte) any {
+	if t.Kind == Complex {
+		half, h := DataType{Float, t.Size / 2}, t.Size/2
+		return []any{fillJSON(half, b[:h]), fillJSON(half, b[h:])}
+	}
 	var u uint64
 	for i := range b {
 		u |= uint64(b[i]) << (8 * i)

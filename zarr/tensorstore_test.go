@@ -2,7 +2,9 @@ package zarr
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -36,8 +38,9 @@ func tensorStorePython(t *testing.T) string {
 
 // TestTensorStoreInterop writes v3 arrays with kvik in every codec chain
 // both implement (uncompressed, zstd, Blosc LZ4 and zstd with byte and
-// bit shuffle, gzip, sharded with zstd and crc32c), partial edge chunks
-// and a missing chunk included, some through a store WithProcessLocks
+// bit shuffle, gzip, sharded with zstd and crc32c; float32, and
+// complex64 and complex128 stored big-endian), partial edge chunks and a
+// missing chunk included, some through a store WithProcessLocks
 // (its lock file beside the metadata), and checks that TensorStore reads
 // them byte for byte; TensorStore then writes arrays of the same metadata and
 // values, which kvik must read byte for byte, whole and in a region.
@@ -49,27 +52,42 @@ func TestTensorStoreInterop(t *testing.T) {
 		return Codec{Name: "blosc", Configuration: map[string]any{"cname": cname, "clevel": 5, "shuffle": shuffle, "typesize": 4, "blocksize": 0}}
 	}
 	zstd := Codec{Name: "zstd", Configuration: map[string]any{"level": 3, "checksum": true}}
-	cases := map[string][]Codec{
-		"raw":              {bytesLE},
-		"zstd":             {bytesLE, zstd},
-		"blosc-lz4":        {bytesLE, blosc("lz4", "shuffle")},
-		"blosc-zstd":       {bytesLE, blosc("zstd", "shuffle")},
-		"blosc-bitshuffle": {bytesLE, blosc("lz4", "bitshuffle")},
-		"gzip":             {bytesLE, {Name: "gzip", Configuration: map[string]any{"level": 5}}},
-		"sharded-zstd":     shardCodecs([]int{16, 24}, false, []Codec{bytesLE, zstd}),
+	bytesBE := Codec{Name: "bytes", Configuration: map[string]any{"endian": "big"}}
+	f32, c64, c128 := DataType{Float, 4}, DataType{Complex, 8}, DataType{Complex, 16}
+	type tsCase struct {
+		codecs []Codec
+		dt     DataType
+	}
+	cases := map[string]tsCase{
+		"raw":                {[]Codec{bytesLE}, f32},
+		"zstd":               {[]Codec{bytesLE, zstd}, f32},
+		"blosc-lz4":          {[]Codec{bytesLE, blosc("lz4", "shuffle")}, f32},
+		"blosc-zstd":         {[]Codec{bytesLE, blosc("zstd", "shuffle")}, f32},
+		"blosc-bitshuffle":   {[]Codec{bytesLE, blosc("lz4", "bitshuffle")}, f32},
+		"gzip":               {[]Codec{bytesLE, {Name: "gzip", Configuration: map[string]any{"level": 5}}}, f32},
+		"sharded-zstd":       {shardCodecs([]int{16, 24}, false, []Codec{bytesLE, zstd}), f32},
+		"complex64-zstd":     {[]Codec{bytesBE, zstd}, c64},
+		"complex128-sharded": {shardCodecs([]int{16, 24}, false, []Codec{bytesBE, zstd}), c128},
 	}
 	shape := []int{100, 90}
-	data := fielddata.Float32(shape[0], shape[1], 7)
-	// The last chunk row holds the fill value: a missing chunk (an
-	// inner chunk missing from its shard).
-	clear(data[4*90*96:])
+	datas := map[DataType][]byte{
+		f32:  fielddata.Float32(shape[0], shape[1], 7),
+		c64:  fielddata.Float32(shape[0], 2*shape[1], 8), // real, imaginary, ...
+		c128: widen(fielddata.Float32(shape[0], 2*shape[1], 9)),
+	}
+	for dt, data := range datas {
+		// The last chunk row holds the fill value: a missing chunk (an
+		// inner chunk missing from its shard).
+		clear(data[dt.Size*90*96:])
+	}
 	type entry struct {
 		Kvik string `json:"kvik"`
 		TS   string `json:"ts"`
 		Data string `json:"data"`
 	}
 	var manifest []entry
-	for name, codecs := range cases {
+	for name, c := range cases {
+		codecs, data := c.codecs, datas[c.dt]
 		chunks := []int{32, 48}
 		if strings.HasPrefix(name, "sharded") {
 			chunks = []int{64, 48} // shards of 4 x 2 inner chunks of 16 x 24
@@ -85,7 +103,7 @@ func TestTensorStoreInterop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := Create(bg, s, "", Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Float, 4}, Codecs: codecs})
+		a, err := Create(bg, s, "", Metadata{Shape: shape, ChunkShape: chunks, DataType: c.dt, Codecs: codecs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,15 +142,26 @@ func TestTensorStoreInterop(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", e.TS, err)
 		}
+		data := datas[a.DataType()]
 		got := make([]byte, len(data))
 		if err := a.ReadRegion(bg, []int{0, 0}, shape, got); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("%s: kvik reads other values than TensorStore wrote (%v)", e.TS, err)
 		}
 		start, stop := randRegion(rng, shape)
-		want := model{shape: shape, es: 4, buf: data}.region(start, stop)
+		want := model{shape: shape, es: a.DataType().Size, buf: data}.region(start, stop)
 		part := make([]byte, len(want))
 		if err := a.ReadRegion(bg, start, stop, part); err != nil || !bytes.Equal(part, want) {
 			t.Fatalf("%s: region %v-%v differs (%v)", e.TS, start, stop, err)
 		}
 	}
+}
+
+// widen converts little-endian float32s to float64s.
+func widen(f32 []byte) []byte {
+	out := make([]byte, 2*len(f32))
+	for i := 0; i < len(f32); i += 4 {
+		f := math.Float32frombits(binary.LittleEndian.Uint32(f32[i:]))
+		binary.LittleEndian.PutUint64(out[2*i:], math.Float64bits(float64(f)))
+	}
+	return out
 }
