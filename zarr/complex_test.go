@@ -81,7 +81,8 @@ func TestComplexTypes(t *testing.T) {
 // parts among them) in v3 with the bytes codec big-endian and a codec
 // after it, and in v2 stored big-endian with Blosc over 16-byte
 // elements, reads them back whole and in a region, and reads a chunk
-// never written as the [re, im] fill value. Big-endian storage must
+// never written as the [re, im] fill value (one given as a Go
+// complex128). Big-endian storage must
 // reverse each part's bytes, not the element's: the stored bytes are
 // checked against that.
 func TestComplexRoundTrip(t *testing.T) {
@@ -92,7 +93,7 @@ func TestComplexRoundTrip(t *testing.T) {
 			Codecs: []Codec{{Name: "bytes", Configuration: map[string]any{"endian": "big"}}, {Name: "zstd", Configuration: map[string]any{"level": 3}}}},
 		{Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Complex, 16}, FillValue: []any{-1.25, "Infinity"}, BigEndian: true, ZarrFormat: 2,
 			Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
-		{Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Complex, 8}, FillValue: 0, BigEndian: true, ZarrFormat: 2},
+		{Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Complex, 8}, FillValue: complex(math.Inf(1), -2), BigEndian: true, ZarrFormat: 2},
 	} {
 		name := string(rune('a' + i))
 		a, err := Create(bg, s, name, m)
@@ -114,6 +115,12 @@ func TestComplexRoundTrip(t *testing.T) {
 		}
 		// Rows 32-39, columns 16-29 stay unwritten: one chunk, the fill.
 		fill, _ := fillBytes(m.DataType, mustJSON(t, a.Metadata().FillValue), true)
+		if c, ok := m.FillValue.(complex128); ok {
+			re, im := math.Float32frombits(binary.LittleEndian.Uint32(fill)), math.Float32frombits(binary.LittleEndian.Uint32(fill[4:]))
+			if complex(float64(re), float64(im)) != c {
+				t.Fatalf("%s: fill %v is %v + %vi", name, c, re, im)
+			}
+		}
 		for r := 32; r < 40; r++ {
 			for c := 16; c < 30; c++ {
 				copy(want[(r*30+c)*m.DataType.Size:], fill)

@@ -32,7 +32,8 @@ type Metadata struct {
 	ChunkShape []int
 	DataType   DataType
 	// FillValue is a JSON-able value: a number, a bool, or "NaN",
-	// "Infinity", "-Infinity"; nil means zero. Open sets it from the
+	// "Infinity", "-Infinity"; for a complex type [re, im] of those, or
+	// a complex128 or complex64; nil means zero. Open sets it from the
 	// metadata as read.
 	FillValue any
 	// Codecs is the v3 codec chain; empty means [bytes (little)].
@@ -338,6 +339,14 @@ func checkDimensionNames(given bool, n, rank int) error {
 // jsonFill converts a user fill value to JSON, spelling non-finite
 // floats as Zarr does.
 func jsonFill(v any) (json.RawMessage, error) {
+	if c, ok := v.(complex64); ok {
+		v = complex128(c)
+	}
+	if c, ok := v.(complex128); ok {
+		re, _ := jsonFill(real(c))
+		im, _ := jsonFill(imag(c))
+		return json.RawMessage("[" + string(re) + "," + string(im) + "]"), nil
+	}
 	if f, ok := v.(float64); ok {
 		v = fillJSON(DataType{Float, 8}, func() []byte { b := make([]byte, 8); putFloat(b, f); return b }())
 	}
