@@ -143,7 +143,7 @@ func newArray(s Store, prefix string, m *Metadata) (*Array, error) {
 // zarr.json. Existing group documents are kept. A parent that holds an
 // array fails with ErrInvalidMetadata before anything is written, and so
 // does a codec chain that can be read but not written (blosc with
-// blosclz or snappy) with ErrUnsupportedCodec. A path that already holds
+// blosclz or snappy, bz2) with ErrUnsupportedCodec. A path that already holds
 // an array or a group fails with ErrExists (and fs.ErrExist), as
 // zarr-python's create does without overwrite: the old array's chunks
 // would read as the new one's. Delete removes a node to replace it.

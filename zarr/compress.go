@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"bytes"
+	"compress/bzip2"
 	"fmt"
 	"io"
 	"runtime"
@@ -201,4 +202,22 @@ func zlibOn(r io.ReadCloser, src []byte) (io.ReadCloser, error) {
 		return zlib.NewReader(bytes.NewReader(src))
 	}
 	return r, r.(zlib.Resetter).Reset(bytes.NewReader(src), nil)
+}
+
+// bz2Codec is numcodecs' BZ2 compressor (v2 "bz2", v3 "numcodecs.bz2"):
+// one bzip2 stream. It reads only (the standard library decodes bzip2;
+// an encoder would be a dependency for a rare codec): writable refuses,
+// so Create and writes fail before anything is written.
+type bz2Codec struct{}
+
+func (bz2Codec) encode(src, dst []byte) ([]byte, error) { return nil, bz2Codec{}.writable() }
+
+func (bz2Codec) writable() error {
+	return fmt.Errorf("%w: writing bz2 (reading is supported)", ErrUnsupportedCodec)
+}
+
+// decode reads the stream into dst, at most limit bytes (a small
+// stream that expands past the chunk fails without growing further).
+func (bz2Codec) decode(src, dst []byte, limit int) ([]byte, error) {
+	return readLimited(bzip2.NewReader(bytes.NewReader(src)), dst, limit, "bz2")
 }

@@ -176,8 +176,8 @@ func readWhole(t *testing.T, a *Array) []byte {
 }
 
 // TestZarrPythonV2Fixtures reads zarr-python's v2 format-compatibility
-// fixtures (every compressor it used that this package supports) and
-// checks each value against the generating rule.
+// fixtures (every compressor it used that this package supports, BZ2's
+// first chunk) and checks each value against the generating rule.
 func TestZarrPythonV2Fixtures(t *testing.T) {
 	s, err := NewDirStore(filepath.Join("testdata", "zarr-python-v2"))
 	if err != nil {
@@ -191,12 +191,6 @@ func TestZarrPythonV2Fixtures(t *testing.T) {
 		var i, j int
 		fmt.Sscanf(rel, "%d/%d", &i, &j)
 		a, err := Open(bg, s, rel)
-		if j == 2 { // BZ2
-			if !errors.Is(err, ErrUnsupportedCodec) || !strings.Contains(err.Error(), "bz2") {
-				t.Errorf("%s: got %v, want ErrUnsupportedCodec naming bz2", rel, err)
-			}
-			continue
-		}
 		if err != nil {
 			t.Errorf("%s: %v", rel, err)
 			continue
@@ -207,11 +201,22 @@ func TestZarrPythonV2Fixtures(t *testing.T) {
 			t.Fatal(err)
 		}
 		refBytes := readWhole(t, ref)
+		if j == 2 {
+			// BZ2 (0/2): only its first chunk is kept here (it was
+			// unsupported when the subset was taken); the rest reads as
+			// the fill value, 0.
+			n := a.Metadata().ChunkShape[0] * a.DataType().Size
+			clear(refBytes[n:])
+		}
 		if !bytes.Equal(got, refBytes) {
 			t.Errorf("%s differs from the uncompressed %d/0", rel, i)
 		}
 		shape, dt := a.Shape(), a.DataType()
-		for k := 0; k < numElements(shape); k++ {
+		rule := numElements(shape)
+		if j == 2 {
+			rule = a.Metadata().ChunkShape[0]
+		}
+		for k := 0; k < rule; k++ {
 			v, ok := expectZarrPython(i, shape, k)
 			if !ok {
 				break
@@ -291,9 +296,9 @@ func TestDimensionSeparatorFixtures(t *testing.T) {
 }
 
 // TestZarrsFixtures reads zarr-python-written v2 and v3 arrays kept by
-// zarrs (values: row*10+col as float32, by their generating scripts), the
-// zarrs-written sharded array (uint16 y*8+x) and checks unsupported
-// codecs are named.
+// zarrs (values: row*10+col as float32, by their generating scripts;
+// bz2 ones among them) and the zarrs-written sharded array (uint16
+// y*8+x).
 func TestZarrsFixtures(t *testing.T) {
 	s, err := NewDirStore(filepath.Join("testdata", "zarrs"))
 	if err != nil {
@@ -305,15 +310,7 @@ func TestZarrsFixtures(t *testing.T) {
 	for _, dir := range arrays {
 		rel, _ := filepath.Rel(s.Root(), dir)
 		rel = filepath.ToSlash(rel)
-		a, err := Open(bg, s, rel)
-		if strings.Contains(rel, "bz2") {
-			if !errors.Is(err, ErrUnsupportedCodec) {
-				t.Errorf("%s: got %v, want ErrUnsupportedCodec", rel, err)
-			} else {
-				t.Logf("%s: %v", rel, err)
-			}
-			continue
-		}
+		a, err := Open(bg, s, rel) // bz2 ones too, since bz2Codec reads them
 		if err != nil {
 			t.Errorf("%s: %v", rel, err)
 			continue

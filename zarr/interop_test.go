@@ -394,9 +394,9 @@ func TestZarrPythonInterop(t *testing.T) {
 		specials := len(m.Filters) == 0
 		src := interopValues(rng, m.DataType, len(ref.region(start, stop))/m.DataType.Size, specials)
 		err = a.WriteRegion(bg, start, stop, src)
-		if m.Compressor != nil && m.Compressor.Configuration["cname"] == "blosclz" {
+		if c := m.Compressor; c != nil && (c.Configuration["cname"] == "blosclz" || c.Name == "bz2") { // read-only
 			if !errors.Is(err, ErrUnsupportedCodec) {
-				t.Errorf("%s: writing blosclz: %v, want ErrUnsupportedCodec", pa.Path, err)
+				t.Errorf("%s: writing %v: %v, want ErrUnsupportedCodec", pa.Path, c, err)
 			}
 			refused++
 			continue
@@ -417,7 +417,7 @@ func TestZarrPythonInterop(t *testing.T) {
 		expect("py.zarr", pa.Path, m, got, nil)
 	}
 	if refused == 0 {
-		t.Errorf("no blosclz array among those written into")
+		t.Errorf("no blosclz or bz2 array among those written into")
 	}
 
 	// kvik creates a store of its own.
@@ -506,7 +506,7 @@ func TestZarrPythonInterop(t *testing.T) {
 	if res.Checked != wantChecked {
 		t.Errorf("zarr-python checked %d arrays, want %d (%v)", res.Checked, wantChecked, err)
 	}
-	t.Logf("kvik wrote into %d of zarr-python's arrays (%d blosclz refused) and created %d; zarr-python read them %d times", len(km)-len(kvikPaths), refused, len(kvikPaths), res.Checked)
+	t.Logf("kvik wrote into %d of zarr-python's arrays (%d blosclz or bz2 refused) and created %d; zarr-python read them %d times", len(km)-len(kvikPaths), refused, len(kvikPaths), res.Checked)
 }
 
 // pathsDiff describes how got differs from want.
@@ -842,8 +842,22 @@ func TestCreateMetadataForZarrPython(t *testing.T) {
 
 // TestCreateRefusesUnwritable checks that Create refuses a codec chain
 // it can read but not write (blosc with blosclz or snappy, also inside
-// shards) with ErrUnsupportedCodec before writing anything.
+// shards; bz2) with ErrUnsupportedCodec before writing anything.
 func TestCreateRefusesUnwritable(t *testing.T) {
+	bz2 := map[string]Metadata{
+		"v2 bz2": {ZarrFormat: 2, Compressor: &Codec{Name: "bz2", Configuration: map[string]any{"level": 5}}},
+		"v3 bz2": {Codecs: []Codec{{Name: "bytes"}, {Name: "numcodecs.bz2", Configuration: map[string]any{"level": 9}}}},
+	}
+	for name, m := range bz2 {
+		m.Shape, m.ChunkShape, m.DataType = []int{8}, []int{4}, DataType{Float, 4}
+		s, _ := NewDirStore(t.TempDir())
+		if _, err := Create(bg, s, "a", m); !errors.Is(err, ErrUnsupportedCodec) || !strings.Contains(err.Error(), "bz2") {
+			t.Errorf("%s: %v, want ErrUnsupportedCodec", name, err)
+		}
+		if keys, _ := s.List(bg, ""); len(keys) != 0 {
+			t.Errorf("%s: refused Create wrote %q", name, keys)
+		}
+	}
 	for _, cname := range []string{"blosclz", "snappy"} {
 		blosc := Codec{Name: "blosc", Configuration: map[string]any{"cname": cname, "clevel": 5, "shuffle": 1}}
 		v3 := Codec{Name: "blosc", Configuration: map[string]any{"cname": cname, "clevel": 5, "shuffle": "shuffle", "typesize": 4}}

@@ -311,6 +311,14 @@ func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
 			break // v3 knows zlib only as numcodecs.zlib
 		}
 		return zlibCodec{lvl}, nil
+	case "bz2", "numcodecs.bz2":
+		if v3 && c.Name == "bz2" {
+			break // v3 knows numcodecs' BZ2 only as numcodecs.bz2
+		}
+		if lvl, err := cfgNumber(cfg, "level", 1); err != nil || lvl < 1 || lvl > 9 {
+			return nil, fmt.Errorf("%w: %s level %v (1 to 9)", ErrInvalidMetadata, c.Name, cfg["level"])
+		}
+		return bz2Codec{}, nil
 	case "lz4", "numcodecs.lz4":
 		if v3 && c.Name == "lz4" {
 			break // v3 knows numcodecs' LZ4 only as numcodecs.lz4

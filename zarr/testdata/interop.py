@@ -6,7 +6,7 @@ python3-numcodecs 0.11). Run by the Go test with a fresh directory DIR:
 
   interop.py write DIR [SEED]
       zarr-python writes DIR/py.zarr: arrays of every dtype (both byte
-      orders), compressor (zlib, gzip, zstd, blosc with each inner
+      orders), compressor (zlib, gzip, zstd, LZ4, BZ2, blosc with each inner
       compressor and shuffle), Delta filters, fill value, order,
       dimension separator and rank 0 to 5, in nested groups, some
       partly written, two under a directory with no .zgroup, with
@@ -49,7 +49,7 @@ def compressors(k):
     (compressor, shuffle) pair is used by four dtypes."""
     out = [None, numcodecs.Zlib(level=1), numcodecs.Zlib(level=9), numcodecs.GZip(level=5),
            numcodecs.Zstd(level=1), numcodecs.Zstd(level=5), numcodecs.Zstd(level=-3),
-           numcodecs.LZ4(acceleration=1), numcodecs.LZ4(acceleration=20)]
+           numcodecs.LZ4(acceleration=1), numcodecs.LZ4(acceleration=20), numcodecs.BZ2(level=1)]
     cnames = ("lz4", "lz4hc", "zstd", "zlib", "blosclz")
     for j, shuffle in enumerate((numcodecs.Blosc.NOSHUFFLE, numcodecs.Blosc.SHUFFLE,
                                  numcodecs.Blosc.BITSHUFFLE, numcodecs.Blosc.AUTOSHUFFLE)):
