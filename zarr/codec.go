@@ -139,12 +139,17 @@ type bytesCodecAB struct {
 	big  bool
 }
 
+// newBytesAB returns the bytes codec of elements of dt, big-endian or not.
+func newBytesAB(dt DataType, big bool) bytesCodecAB {
+	return bytesCodecAB{es: dt.Size, unit: dt.swapUnit(), big: big}
+}
+
 func (c bytesCodecAB) encode(a chunkArray, dst []byte) ([]byte, error) {
 	if !c.big || c.es == 1 {
 		return a.data, nil
 	}
 	out := outBuf(dst, len(a.data))[:len(a.data)]
-	swapInto(out, a.data, c.swapUnit())
+	swapInto(out, a.data, c.unit)
 	return out, nil
 }
 
@@ -155,18 +160,10 @@ func (c bytesCodecAB) decode(b []byte, shape []int) (chunkArray, error) {
 	}
 	if c.big && c.es > 1 {
 		out := make([]byte, n)
-		swapInto(out, b, c.swapUnit())
+		swapInto(out, b, c.unit)
 		b = out
 	}
 	return chunkArray{shape: shape, data: b}, nil
-}
-
-// swapUnit is c.unit, or the element's size where unset.
-func (c bytesCodecAB) swapUnit() int {
-	if c.unit > 0 {
-		return c.unit
-	}
-	return c.es
 }
 
 // swapInto reverses the byte order of each es-byte element.

@@ -230,7 +230,7 @@ func newPipelineV3(codecs []Codec, dt DataType, fill []byte, shape []int) (*pipe
 			if e != "little" && e != "big" {
 				return nil, fmt.Errorf("%w: endian %q", ErrInvalidMetadata, e)
 			}
-			if err := p.setAB(bytesCodecAB{es: dt.Size, unit: dt.swapUnit(), big: e == "big"}); err != nil {
+			if err := p.setAB(newBytesAB(dt, e == "big")); err != nil {
 				return nil, err
 			}
 		case "sharding_indexed":
@@ -353,7 +353,7 @@ func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
 // newPipelineV2 builds the chain of a v2 array: F order as a transpose,
 // the dtype's byte order, then filters and the compressor.
 func newPipelineV2(m *Metadata) (*pipeline, error) {
-	p := &pipeline{dt: m.DataType, fill: m.fill, ab: bytesCodecAB{es: m.DataType.Size, unit: m.DataType.swapUnit(), big: m.BigEndian}}
+	p := &pipeline{dt: m.DataType, fill: m.fill, ab: newBytesAB(m.DataType, m.BigEndian)}
 	if m.Order == 'F' && len(m.ChunkShape) > 1 {
 		t := transposeCodec{order: make([]int, len(m.ChunkShape))}
 		for i := range t.order {

@@ -272,7 +272,7 @@ func TestShardedReadHTTPRequests(t *testing.T) {
 // and only pieces back to back in the store and in the region are
 // direct.
 func TestShardSpans(t *testing.T) {
-	raw := &pipeline{dt: DataType{Uint, 1}, ab: bytesCodecAB{es: 1}}
+	raw := &pipeline{dt: DataType{Uint, 1}, ab: newBytesAB(DataType{Uint, 1}, false)}
 	a := &Array{workers: 4, store: &countingStore{}}
 	out := view{shape: []int{1 << 30}, es: 1}
 	pc := func(off, n int64, dst int) piece {
