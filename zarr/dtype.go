@@ -255,8 +255,8 @@ func putFloat(b []byte, f float64) {
 // fillJSON renders a little-endian element as a JSON fill value.
 func fillJSON(t DataType, b []byte) any {
 	if t.Kind == Complex {
-		half, h := DataType{Float, t.Size / 2}, t.Size/2
-		return []any{fillJSON(half, b[:h]), fillJSON(half, b[h:])}
+		half := DataType{Float, t.Size / 2}
+		return []any{fillJSON(half, b[:half.Size]), fillJSON(half, b[half.Size:])}
 	}
 	var u uint64
 	for i := range b {

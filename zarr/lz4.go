@@ -54,9 +54,10 @@ func lz4Or(l lz4Impl) (lz4Impl, error) {
 
 // LZ4Implementation says which implementation compresses LZ4 blocks
 // (Blosc's, numcodecs'), as LZ4Env picks it: "native (liblz4 1.9.4,
-// PATH)", or "go (pierrec/lz4)" followed by why liblz4 is not used. The error is
-// LZ4Env's when its value is bad or asks for a library that cannot be
-// used; every write of a Blosc-lz4 or LZ4 chunk fails with it then.
+// PATH)", or "go (pierrec/lz4)" followed by why liblz4 is not used.
+// The error is LZ4Env's when its value is bad or asks for a library
+// that cannot be used; every write of a Blosc-lz4 or LZ4 chunk fails
+// with it then.
 func LZ4Implementation() (string, error) {
 	l, err := lz4Now()
 	if err != nil {
