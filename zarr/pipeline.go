@@ -288,9 +288,16 @@ func (p *pipeline) setAB(c arrayBytesCodec) error {
 	return nil
 }
 
+// v2Names are numcodecs' ids that v3 knows only as "numcodecs.<id>"
+// (or, for delta, not at all).
+var v2Names = map[string]bool{"zlib": true, "bz2": true, "lz4": true, "delta": true}
+
 // newBytesCodec builds a bytes-to-bytes codec, v3 or v2 (a compressor or
 // filter).
 func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
+	if v3 && v2Names[c.Name] {
+		return nil, fmt.Errorf("%w: %q", ErrUnsupportedCodec, c.Name)
+	}
 	cfg := c.Configuration
 	switch c.Name {
 	case "gzip", "zlib", "numcodecs.zlib":
@@ -307,22 +314,13 @@ func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
 		if c.Name == "gzip" {
 			return gzipCodec{lvl}, nil
 		}
-		if v3 && c.Name == "zlib" {
-			break // v3 knows zlib only as numcodecs.zlib
-		}
 		return zlibCodec{lvl}, nil
 	case "bz2", "numcodecs.bz2":
-		if v3 && c.Name == "bz2" {
-			break // v3 knows numcodecs' BZ2 only as numcodecs.bz2
-		}
 		if lvl, err := cfgNumber(cfg, "level", 1); err != nil || lvl < 1 || lvl > 9 {
 			return nil, fmt.Errorf("%w: %s level %v (1 to 9)", ErrInvalidMetadata, c.Name, cfg["level"])
 		}
 		return bz2Codec{}, nil
 	case "lz4", "numcodecs.lz4":
-		if v3 && c.Name == "lz4" {
-			break // v3 knows numcodecs' LZ4 only as numcodecs.lz4
-		}
 		acc, err := cfgNumber(cfg, "acceleration", 1)
 		if err != nil {
 			return nil, err
@@ -343,9 +341,7 @@ func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
 	case "crc32c":
 		return crc32cCodec{}, nil
 	case "delta":
-		if !v3 {
-			return newDelta(cfg, dt)
-		}
+		return newDelta(cfg, dt)
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnsupportedCodec, c.Name)
 }
