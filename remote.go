@@ -87,7 +87,8 @@ type HTTPStatusError = remote.StatusError
 // the target as RedactURL prints it.
 type RedirectError = remote.RedirectError
 
-// RemoteOption configures OpenRemote and the S3 uploads.
+// RemoteOption configures OpenRemote, the S3 uploads and SaveFile (and
+// so the file formats' Save functions, which pass theirs on).
 type RemoteOption func(*remoteOptions)
 
 type remoteOptions struct {
@@ -100,6 +101,7 @@ type remoteOptions struct {
 	maxDocument int64
 	uploadCRC   *uint32 // WithUploadCRC32C
 	noVersion   bool    // WithVersionCheck(false)
+	noSync      bool    // WithoutSync
 }
 
 // WithEndpointType forces an endpoint type instead of detecting it.
@@ -182,6 +184,18 @@ const DefaultMaxDocumentSize = 64 << 20
 // RemoteHandle reads ranges the caller sizes and ignores it; 0 or less
 // keeps the default.
 func WithMaxDocumentSize(n int64) RemoteOption { return func(o *remoteOptions) { o.maxDocument = n } }
+
+// WithoutSync makes SaveFile's saves of local files skip fsync(2), of
+// the new file before its rename and of its directory after, where a
+// disk's flushes set the pace of a save (a Zarr array of many chunks
+// written to an NVMe drive). The save stays atomic, to readers and to
+// other writers: they see the old file or the new one, whole. It is no
+// longer durable: a crash of the machine, not of the process, soon after
+// it may leave the old file, no file, or an empty or partly written one.
+// For data that can be made again (zarr-python never syncs; TensorStore
+// does unless its file_io_sync is false). Remote handles and S3 uploads
+// ignore it; in tmpfs, where nothing is synced, it changes nothing.
+func WithoutSync() RemoteOption { return func(o *remoteOptions) { o.noSync = true } }
 
 // newRemoteOptions applies opts and checks them.
 func newRemoteOptions(opts []RemoteOption) (remoteOptions, error) {

@@ -46,6 +46,7 @@ type PendingFile struct {
 	tmp    string   // the temporary file
 	lock   *os.File // the temporary file, locked; all there is without a FileHandle
 	isNew  bool     // final did not exist when the file was created
+	noSync bool     // commit without syncs (SaveFile's WithoutSync)
 	done   bool
 }
 
@@ -460,7 +461,7 @@ func (p *PendingFile) Commit() error {
 	p.done = true
 	defer p.lock.Close()
 	tmp := p.tmp
-	volatile := inMemory(int(p.lock.Fd()))
+	volatile := p.noSync || inMemory(int(p.lock.Fd()))
 	var err error
 	switch {
 	case p.FileHandle != nil:
@@ -471,7 +472,9 @@ func (p *PendingFile) Commit() error {
 			err = cerr
 		}
 	case !volatile:
-		err = p.lock.Sync()
+		if err = fsync(int(p.lock.Fd())); err != nil {
+			err = &fs.PathError{Op: "sync", Path: tmp, Err: err}
+		}
 	}
 	if err == nil {
 		err = replaceRegular(tmp, p.final, p.isNew)
@@ -675,7 +678,7 @@ func syncDir(dir string) error {
 		return &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
 	defer unix.Close(fd)
-	if err := unix.Fsync(fd); err != nil && !errors.Is(err, unix.EINVAL) { // EINVAL: a file system that cannot sync directories
+	if err := fsync(fd); err != nil && !errors.Is(err, unix.EINVAL) { // EINVAL: a file system that cannot sync directories
 		return &fs.PathError{Op: "sync", Path: dir, Err: err}
 	}
 	return nil
@@ -701,7 +704,9 @@ func syncDir(dir string) error {
 //     UploadS3 does, with opts: in one PUT or a multipart upload that is
 //     aborted on any error, so the object appears whole or not at all.
 //
-// ctx cancels the writes. The file formats' Save functions write through
+// A local file is synced (fsync(2)) before its rename, and its directory
+// after, so that a save that returned survives a crash of the machine;
+// WithoutSync skips both. ctx cancels the writes. The file formats' Save functions write through
 // SaveFile.
 func SaveFile(ctx context.Context, name string, pieces []Piece, opts ...RemoteOption) error {
 	if err := checkPieces(pieces); err != nil {
@@ -710,7 +715,11 @@ func SaveFile(ctx context.Context, name string, pieces []Piece, opts ...RemoteOp
 	if IsURL(name) {
 		return savePiecesS3(ctx, name, pieces, opts)
 	}
-	return savePiecesLocal(ctx, name, pieces)
+	var o remoteOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return savePiecesLocal(ctx, name, pieces, o.noSync)
 }
 
 const maxInt = int(^uint(0) >> 1)
@@ -725,13 +734,14 @@ func checkPieces(pieces []Piece) error {
 	return nil
 }
 
-func savePiecesLocal(ctx context.Context, path string, pieces []Piece) error {
+func savePiecesLocal(ctx context.Context, path string, pieces []Piece, noSync bool) error {
 	plain := plainSave(pieces)
 	f, err := createPending(path, 0, !plain, nil)
 	if err != nil {
 		return err
 	}
 	defer f.Abort()
+	f.noSync = noSync
 	if plain {
 		err = f.writePlain(ctx, pieces)
 	} else {

@@ -289,6 +289,40 @@ func ExampleWithProcessLocks() {
 	// Output: [1 1 1 1 2 2 2 2]
 }
 
+// ExampleWithoutSync writes scratch data to a disk at the pace of the page
+// cache: each chunk still replaced atomically, none synced.
+func ExampleWithoutSync() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "zarr-example")
+	defer os.RemoveAll(dir)
+	s, err := zarr.NewDirStore(dir, zarr.WithoutSync())
+	if err != nil {
+		log.Fatal(err)
+	}
+	m := zarr.Metadata{Shape: []int{6, 4}, ChunkShape: []int{2, 4}, DataType: zarr.DataType{Kind: zarr.Uint, Size: 2},
+		Codecs: []zarr.Codec{{Name: "bytes", Configuration: map[string]any{"endian": "little"}}, {Name: "zstd", Configuration: map[string]any{"level": 1}}}}
+	a, err := zarr.Create(ctx, s, "scratch", m)
+	if err != nil {
+		log.Fatal(err)
+	}
+	src := make([]byte, 6*4*2)
+	for i := range 6 * 4 {
+		binary.LittleEndian.PutUint16(src[2*i:], uint16(i*i))
+	}
+	if err := a.WriteRegion(ctx, []int{0, 0}, []int{6, 4}, src); err != nil {
+		log.Fatal(err)
+	}
+	got := make([]byte, 4*2)
+	if err := a.ReadRegion(ctx, []int{5, 0}, []int{6, 4}, got); err != nil {
+		log.Fatal(err)
+	}
+	for i := range 4 {
+		fmt.Print(binary.LittleEndian.Uint16(got[2*i:]), " ")
+	}
+	fmt.Println()
+	// Output: 400 441 484 529
+}
+
 // ExampleArray_AppendEncodedChunk encodes chunks for a transport of the
 // caller's own, one buffer reused for every chunk, and decodes one back.
 func ExampleArray_AppendEncodedChunk() {

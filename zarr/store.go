@@ -53,6 +53,7 @@ type storeConfig struct {
 	maxRequests   int
 	wholeShards   bool
 	processLocks  bool
+	noSync        bool
 	maxDocument   int64
 	remote        []kvik.RemoteOption
 }
@@ -109,6 +110,18 @@ func WithMaxDocumentSize(n int64) StoreOption {
 		c.maxDocument = n
 		return nil
 	}
+}
+
+// WithoutSync makes a DirStore's writes skip fsync(2) of each value's
+// file and of its directory (kvik.WithoutSync): a write of an array of
+// many chunks to a disk then runs at the pace of the page cache, not of
+// the disk's flushes, and each chunk is still replaced atomically, but a
+// crash of the machine soon after may lose chunks or leave them torn.
+// zarr-python never syncs; TensorStore does unless told not to
+// (file_io_sync). For arrays that can be written again; it has no effect
+// on a RemoteStore or in tmpfs.
+func WithoutSync() StoreOption {
+	return func(c *storeConfig) error { c.noSync = true; return nil }
 }
 
 // MaxDocumentSize returns the cap on the metadata documents Consolidate
@@ -399,20 +412,27 @@ func devicePiece(key string, buf cuda.DevicePtr, size int, devOff int64) (kvik.P
 	return kvik.Piece{Ptr: buf + cuda.DevicePtr(devOff), Size: int64(size)}, nil
 }
 
+// saveFile is kvik.SaveFile, a variable for the tests of WithoutSync.
+var saveFile = kvik.SaveFile
+
 func (s *DirStore) setWith(ctx context.Context, key string, piece kvik.Piece) error {
 	p, err := s.path(key)
 	if err != nil {
 		return err
 	}
+	var opts []kvik.RemoteOption
+	if s.noSync {
+		opts = append(opts, kvik.WithoutSync())
+	}
 	// The value's directory is made when a save finds it missing, not
 	// looked for before every save; the retry also covers a directory
 	// that a concurrent Delete pruned.
-	err = kvik.SaveFile(ctx, p, []kvik.Piece{piece})
+	err = saveFile(ctx, p, []kvik.Piece{piece}, opts...)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		err = kvik.SaveFile(ctx, p, []kvik.Piece{piece})
+		err = saveFile(ctx, p, []kvik.Piece{piece}, opts...)
 	}
 	return err
 }

@@ -57,6 +57,7 @@ func main() {
 	keep := flag.Bool("keep", false, "leave the arrays in -dir")
 	workers := flag.Int("workers", 0, "decode workers (0: GOMAXPROCS)")
 	altRows := flag.Bool("alt-rowwrites", false, "in each round, also write each array with its chunks taken in C order, a row (one directory) at once (zarrtune.RowMajorWrites), from host and device memory: RESULT NAME_write_rows, NAME_devwrite_rows")
+	altNoSync := flag.Bool("alt-nosync", false, "in each round, also write each array from host memory through a DirStore opened with zarr.WithoutSync (no fsync of each chunk's file and directory: what a disk's flushes cost): RESULT NAME_write_nosync")
 	altUnshuffle := flag.Bool("alt-unshuffle", false, "in each round, also read each array into device memory with Blosc's byte shuffle undone on the CPU (zarrtune.CPUUnshuffle) instead of on the GPU: RESULT NAME_gpu_cpuunshuffle")
 	profile := flag.String("profile", "", "a directory for a CPU profile of 5 more writes of each codec (each into a new array) and a trace of one more (NAME-write.prof, .trace), of as many encode ceilings (NAME-encode.prof, .trace), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
 	flag.Parse()
@@ -128,6 +129,10 @@ func main() {
 			if i > 0 {
 				_, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
 				keep("write", timed(func() { check(a.WriteRegion(bg, []int{0, 0}, shape, data)) }))
+			}
+			if *altNoSync {
+				_, a = create(filepath.Join(*dir, name+".zarr"), m, *workers, zarr.WithoutSync())
+				keep("write_nosync", timed(func() { check(a.WriteRegion(bg, []int{0, 0}, shape, data)) }))
 			}
 			if *altRows {
 				_, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
@@ -202,7 +207,7 @@ func main() {
 		}
 		dec, enc, write := row["decode"], row["encode"], row["write"]
 		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"], row["gpu_region"], row["gpu_cells"])
-		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_rows", "devwrite", "devwrite_rows", "host", "gpu", "gpu_region", "gpu_cells", "gpu_cpuunshuffle"} {
+		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_nosync", "write_rows", "devwrite", "devwrite_rows", "host", "gpu", "gpu_region", "gpu_cells", "gpu_cpuunshuffle"} {
 			if v, ok := row[k]; ok {
 				result(name+"_"+k, v)
 			}
@@ -210,7 +215,7 @@ func main() {
 		// The median over rounds of each round's ratio: drift over the
 		// rounds (clocks, neighbours) moves both sides of a round alike,
 		// where the best of each can come from different rounds.
-		for _, p := range [][2]string{{"gpu", "decode"}, {"gpu_cpuunshuffle", "decode"}, {"gpu", "gpu_cpuunshuffle"}, {"host", "decode"}, {"write", "encode"}, {"devwrite", "encode"}} {
+		for _, p := range [][2]string{{"gpu", "decode"}, {"gpu_cpuunshuffle", "decode"}, {"gpu", "gpu_cpuunshuffle"}, {"host", "decode"}, {"write", "encode"}, {"write_nosync", "encode"}, {"devwrite", "encode"}} {
 			if v, ok := pairedMedian(rounds[p[0]], rounds[p[1]]); ok {
 				result(name+"_"+p[0]+"_"+p[1]+"_paired", v)
 			}
@@ -257,9 +262,9 @@ func codecsOf(name string, chunk int) []zarr.Codec {
 
 // create makes an empty array of m in a new DirStore at dir (anything
 // there removed first).
-func create(dir string, m zarr.Metadata, workers int) (*zarr.DirStore, *zarr.Array) {
+func create(dir string, m zarr.Metadata, workers int, opts ...zarr.StoreOption) (*zarr.DirStore, *zarr.Array) {
 	check(os.RemoveAll(dir))
-	s, err := zarr.NewDirStore(dir)
+	s, err := zarr.NewDirStore(dir, opts...)
 	check(err)
 	a, err := zarr.Create(bg, s, "", m)
 	check(err)
