@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/kvikgo/kvik/internal/staging"
 )
@@ -161,4 +162,23 @@ func DeviceReadBatches(f *FileHandle, d Defaults, off int64, size, workers int) 
 		out = append(out, [2]int64{t.Off, int64(t.Len)})
 	}
 	return out
+}
+
+// CountSyncs makes every fsync(2) of the package add one to n, until
+// the returned function restores them.
+func CountSyncs(n *atomic.Int64) (restore func()) {
+	old := fsync
+	fsync = func(fd int) error { n.Add(1); return old(fd) }
+	return func() { fsync = old }
+}
+
+// DirInMemory reports whether dir lies in a file system held in memory
+// (tmpfs, ramfs), where saves skip their syncs.
+func DirInMemory(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return inMemory(int(f.Fd()))
 }

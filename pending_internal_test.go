@@ -3,15 +3,11 @@ package kvik
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik/internal/testkit/tmpfstest"
 )
@@ -93,67 +89,5 @@ func TestCommitInMemory(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestSaveFileWithoutSync checks on a disk's file system that SaveFile
-// syncs a new or replaced file and its directory, and that with
-// WithoutSync it syncs nothing and still leaves the file whole, with its
-// contents and mode and no temporary file: through the calling
-// goroutine (a small save) and through the engine (more than a task).
-func TestSaveFileWithoutSync(t *testing.T) {
-	dir := t.TempDir()
-	if f, err := os.Open(dir); err != nil {
-		t.Fatal(err)
-	} else if mem := inMemory(int(f.Fd())); f.Close() == nil && mem {
-		dir = tmpfstest.MountExt4(t, "32M", "none: TestCommitInMemory checks that the syncs are skipped in tmpfs only")
-	}
-	var syncs atomic.Int64
-	defer func(f func(int) error) { fsync = f }(fsync)
-	fsync = func(fd int) error { syncs.Add(1); return unix.Fsync(fd) }
-	d, err := GetDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(11, 7))
-	for _, size := range []int{1 + rng.IntN(64<<10), d.TaskSize + 1 + rng.IntN(d.TaskSize)} {
-		data := make([]byte, size)
-		for i := range data {
-			data[i] = byte(rng.Uint32())
-		}
-		path := filepath.Join(dir, fmt.Sprintf("f%d.bin", size))
-		for i, c := range []struct {
-			opts      []RemoteOption
-			wantSyncs bool
-		}{{nil, true}, {[]RemoteOption{WithoutSync()}, false}, {[]RemoteOption{WithoutSync()}, false}, {nil, true}} {
-			syncs.Store(0)
-			if err := SaveFile(context.Background(), path, []Piece{{Data: data}}, c.opts...); err != nil {
-				t.Fatal(err)
-			}
-			if n := syncs.Load(); (n >= 2) != c.wantSyncs || (!c.wantSyncs && n != 0) {
-				t.Errorf("%d bytes, save %d (WithoutSync %v): %d syncs", size, i, !c.wantSyncs, n)
-			}
-			got, err := os.ReadFile(path)
-			if err != nil || !bytes.Equal(got, data) {
-				t.Fatalf("%d bytes, save %d: saved file differs (%v)", size, i, err)
-			}
-			if i == 0 {
-				if err := os.Chmod(path, 0o640); err != nil {
-					t.Fatal(err)
-				}
-			} else if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o640 {
-				t.Fatalf("%d bytes, save %d: mode %v (%v), want the replaced file's 0640", size, i, st.Mode(), err)
-			}
-			data = data[:len(data)-1-rng.IntN(len(data)/2)]
-		}
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if IsPendingName(e.Name()) {
-			t.Fatalf("temporary file left: %s", e.Name())
-		}
 	}
 }
