@@ -16,73 +16,18 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/posix"
+	"github.com/kvikgo/kvik/internal/testkit/logtest"
 )
-
-// capture is a slog.Handler that keeps every record it is given, for
-// tests to inspect.
-type capture struct {
-	level slog.Level
-	mu    sync.Mutex
-	recs  []record
-}
-
-// record is a captured record: its level, message and attributes as text.
-type record struct {
-	level slog.Level
-	msg   string
-	attrs map[string]string
-}
-
-func (c *capture) Enabled(_ context.Context, l slog.Level) bool { return l >= c.level }
-func (c *capture) WithAttrs([]slog.Attr) slog.Handler           { return c }
-func (c *capture) WithGroup(string) slog.Handler                { return c }
-
-func (c *capture) Handle(_ context.Context, r slog.Record) error {
-	rec := record{level: r.Level, msg: r.Message, attrs: map[string]string{}}
-	r.Attrs(func(a slog.Attr) bool {
-		rec.attrs[a.Key] = a.Value.String()
-		return true
-	})
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.recs = append(c.recs, rec)
-	return nil
-}
-
-// find returns the records with message msg.
-func (c *capture) find(msg string) []record {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []record
-	for _, r := range c.recs {
-		if r.msg == msg {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// text renders every record, for checks that a string appears nowhere.
-func (c *capture) text() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var b strings.Builder
-	for _, r := range c.recs {
-		fmt.Fprintf(&b, "%v %s %v\n", r.level, r.msg, r.attrs)
-	}
-	return b.String()
-}
 
 // captureLogs sends kvik's records of level and above to a capture for
 // the rest of the test.
-func captureLogs(t *testing.T, level slog.Level) *capture {
-	c := &capture{level: level}
+func captureLogs(t *testing.T, level slog.Level) *logtest.Capture {
+	c := &logtest.Capture{Level: level}
 	t.Cleanup(kvik.SetLogger(slog.New(c)))
 	return c
 }
@@ -133,7 +78,7 @@ func TestLoggingOffByDefault(t *testing.T) {
 		t.Fatal("logging is on without KVIKIO_LOG_LEVEL")
 	}
 	// SetLogger(nil) goes back to the built-in logger.
-	c := &capture{level: kvik.LevelTrace}
+	c := &logtest.Capture{Level: kvik.LevelTrace}
 	restore := kvik.SetLogger(slog.New(c))
 	kvik.SetLogger(nil)
 	if kvik.Logger().Enabled(context.Background(), kvik.LevelCritical) {
@@ -254,22 +199,22 @@ func TestLogOpen(t *testing.T) {
 	c := captureLogs(t, kvik.LevelInfo)
 	path, _ := writeRandomFile(t, rand.New(rand.NewPCG(56, 57)), testDir(t), 4096)
 	for _, mode := range []kvik.CompatMode{kvik.CompatOn, kvik.CompatAuto, kvik.CompatOff} {
-		c.recs = nil
+		c.Reset()
 		f, err := kvik.Open(path, "r", 0, kvik.WithCompatMode(mode))
 		if err != nil {
 			if mode == kvik.CompatOff && errors.Is(err, kvik.ErrCuFileRequired) {
-				if len(c.find("kvik: open")) != 0 {
-					t.Fatalf("a refused open was logged: %s", c.text())
+				if len(c.Find("kvik: open")) != 0 {
+					t.Fatalf("a refused open was logged: %s", c.Text())
 				}
 				continue
 			}
 			t.Fatal(err)
 		}
-		recs := c.find("kvik: open")
+		recs := c.Find("kvik: open")
 		if len(recs) != 1 {
-			t.Fatalf("%v: %d open records:\n%s", mode, len(recs), c.text())
+			t.Fatalf("%v: %d open records:\n%s", mode, len(recs), c.Text())
 		}
-		a := recs[0].attrs
+		a := recs[0].Attrs
 		if a["path"] != path || a["requested"] != mode.String() || a["compat_mode"] != f.CompatMode().String() ||
 			a["reason"] != f.CompatReason() || a["direct_io"] != fmt.Sprint(f.IsDirectIOSupported()) {
 			t.Fatalf("%v: record %v for a handle with mode %v, reason %q", mode, a, f.CompatMode(), f.CompatReason())
@@ -290,11 +235,11 @@ func TestLogDirectFallback(t *testing.T) {
 	if n, err := f.ReadAt(got, 8192); n != len(got) || err != nil || !bytes.Equal(got, data[8192:8192+len(got)]) {
 		t.Fatalf("ReadAt: %d, %v", n, err)
 	}
-	recs := c.find("kvik: O_DIRECT refused, buffered I/O instead")
+	recs := c.Find("kvik: O_DIRECT refused, buffered I/O instead")
 	if len(recs) != 1 {
-		t.Fatalf("%d fallback records:\n%s", len(recs), c.text())
+		t.Fatalf("%d fallback records:\n%s", len(recs), c.Text())
 	}
-	if a := recs[0].attrs; a["path"] != f.Name() || a["op"] != "read" || a["offset"] != "8192" || a["size"] != fmt.Sprint(len(got)) || !strings.Contains(a["error"], "invalid argument") {
+	if a := recs[0].Attrs; a["path"] != f.Name() || a["op"] != "read" || a["offset"] != "8192" || a["size"] != fmt.Sprint(len(got)) || !strings.Contains(a["error"], "invalid argument") {
 		t.Fatalf("fallback record %v", a)
 	}
 }
@@ -323,19 +268,19 @@ func TestLogReadPlanAndBounce(t *testing.T) {
 		if n, err := f.ReadAt(dst, 0); n != len(dst) || err != nil || !bytes.Equal(dst, data[:len(dst)]) {
 			t.Fatalf("ReadAt: %d, %v", n, err)
 		}
-		recs := c.find("kvik: read plan")
+		recs := c.Find("kvik: read plan")
 		if len(recs) == 0 {
-			t.Fatalf("no read plan record:\n%s", c.text())
+			t.Fatalf("no read plan record:\n%s", c.Text())
 		}
-		a := recs[len(recs)-1].attrs
+		a := recs[len(recs)-1].Attrs
 		direct := verdict == "cold"
 		if a["path"] != f.Name() || a["sample"] != verdict || a["size"] != fmt.Sprint(len(dst)) || (a["direct_bytes"] != "0") == !direct {
 			t.Fatalf("%s read: plan record %v", verdict, a)
 		}
 	}
-	recs := c.find("kvik: bounce buffers allocated")
-	if !slices.ContainsFunc(recs, func(r record) bool { return r.attrs["pool"] == "host" && r.attrs["pinned"] == "false" }) {
-		t.Fatalf("no host bounce buffer record:\n%s", c.text())
+	recs := c.Find("kvik: bounce buffers allocated")
+	if !slices.ContainsFunc(recs, func(r logtest.Record) bool { return r.Attrs["pool"] == "host" && r.Attrs["pinned"] == "false" }) {
+		t.Fatalf("no host bounce buffer record:\n%s", c.Text())
 	}
 }
 
@@ -394,13 +339,13 @@ func TestLogDevicePlan(t *testing.T) {
 	if !bytes.Equal(fromDevice(t, ctx, dev.Ptr(), len(data)), data) {
 		t.Fatal("bytes differ")
 	}
-	recs := c.find("kvik: device read plan")
+	recs := c.Find("kvik: device read plan")
 	if len(recs) != 2 {
-		t.Fatalf("%d device plan records for 2 tasks:\n%s", len(recs), c.text())
+		t.Fatalf("%d device plan records for 2 tasks:\n%s", len(recs), c.Text())
 	}
 	for _, r := range recs {
-		if r.attrs["path"] != path || r.attrs["sample"] != "cold" || r.attrs["buffered"] != "false" {
-			t.Fatalf("device plan record %v", r.attrs)
+		if r.Attrs["path"] != path || r.Attrs["sample"] != "cold" || r.Attrs["buffered"] != "false" {
+			t.Fatalf("device plan record %v", r.Attrs)
 		}
 	}
 }

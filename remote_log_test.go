@@ -49,31 +49,31 @@ func TestRemoteLogRetries(t *testing.T) {
 			t.Fatalf("ReadAt: %d, %v", n, err)
 		}
 		h.Close()
-		if o := c.find("kvik: open remote"); len(o) != 1 || o[0].attrs["url"] != srv.URL+"/obj" || o[0].attrs["endpoint"] != "HTTP" || o[0].attrs["size"] != fmt.Sprint(len(data)) {
-			t.Fatalf("open records:\n%s", c.text())
+		if o := c.Find("kvik: open remote"); len(o) != 1 || o[0].Attrs["url"] != srv.URL+"/obj" || o[0].Attrs["endpoint"] != "HTTP" || o[0].Attrs["size"] != fmt.Sprint(len(data)) {
+			t.Fatalf("open records:\n%s", c.Text())
 		}
-		retries := c.find("kvik: http retry")
+		retries := c.Find("kvik: http retry")
 		if len(retries) != 2 {
-			t.Fatalf("%d retry records:\n%s", len(retries), c.text())
+			t.Fatalf("%d retry records:\n%s", len(retries), c.Text())
 		}
 		for i, r := range retries {
-			a := r.attrs
-			if r.level != kvik.LevelWarn || a["method"] != "GET" || a["url"] != srv.URL+"/obj" || a["status"] != "503" ||
+			a := r.Attrs
+			if r.Level != kvik.LevelWarn || a["method"] != "GET" || a["url"] != srv.URL+"/obj" || a["status"] != "503" ||
 				a["attempt"] != fmt.Sprint(i+1) || a["max_attempts"] != "3" || a["backoff"] == "" {
-				t.Fatalf("retry record %d: %v %v", i, r.level, a)
+				t.Fatalf("retry record %d: %v %v", i, r.Level, a)
 			}
 		}
-		reqs := c.find("kvik: http request")
+		reqs := c.Find("kvik: http request")
 		want := kvik.LevelTrace
 		if verbose {
 			want = kvik.LevelDebug
 		}
 		var statuses []string
 		for _, r := range reqs {
-			if r.level != want || r.attrs["range"] != "bytes=17-5016" {
-				t.Fatalf("verbose %v: request record %v %v", verbose, r.level, r.attrs)
+			if r.Level != want || r.Attrs["range"] != "bytes=17-5016" {
+				t.Fatalf("verbose %v: request record %v %v", verbose, r.Level, r.Attrs)
 			}
-			statuses = append(statuses, r.attrs["status"])
+			statuses = append(statuses, r.Attrs["status"])
 		}
 		if strings.Join(statuses, ",") != "503,503,206" {
 			t.Fatalf("verbose %v: request statuses %v", verbose, statuses)
@@ -95,13 +95,13 @@ func TestRemoteLogFailed(t *testing.T) {
 			t.Fatalf("%d: no error", code)
 		}
 		h.Close()
-		failed := c.find("kvik: http request failed")
+		failed := c.Find("kvik: http request failed")
 		attempt := "3"
 		if code == http.StatusNotFound {
 			attempt = "1" // not retried
 		}
-		if len(failed) != 1 || failed[0].attrs["status"] != fmt.Sprint(code) || failed[0].attrs["attempt"] != attempt || failed[0].attrs["method"] != "GET" {
-			t.Fatalf("%d: failure records:\n%s", code, c.text())
+		if len(failed) != 1 || failed[0].Attrs["status"] != fmt.Sprint(code) || failed[0].Attrs["attempt"] != attempt || failed[0].Attrs["method"] != "GET" {
+			t.Fatalf("%d: failure records:\n%s", code, c.Text())
 		}
 		srv.Close()
 	}
@@ -175,10 +175,10 @@ func TestRemoteSecretsRedacted(t *testing.T) {
 			h.Close()
 			t.Fatalf("%s: opened", tc.name)
 		}
-		if len(c.find("kvik: http request")) == 0 {
+		if len(c.Find("kvik: http request")) == 0 {
 			t.Fatalf("%s: no request recorded", tc.name)
 		}
-		noSecrets(t, tc.name, secrets, err.Error(), c.text())
+		noSecrets(t, tc.name, secrets, err.Error(), c.Text())
 		// Reads and uploads print the URL the same way.
 		h, err = kvik.OpenRemote(context.Background(), tc.url, append(tc.opts, kvik.WithRemoteSize(100))...)
 		if err != nil {
@@ -190,7 +190,7 @@ func TestRemoteSecretsRedacted(t *testing.T) {
 		if rerr == nil {
 			t.Fatalf("%s: read succeeded", tc.name)
 		}
-		noSecrets(t, tc.name, secrets, rerr.Error(), fmt.Sprint(uerr), h.Name(), c.text())
+		noSecrets(t, tc.name, secrets, rerr.Error(), fmt.Sprint(uerr), h.Name(), c.Text())
 	}
 }
 
@@ -205,11 +205,11 @@ func TestRemoteLogSignedFallback(t *testing.T) {
 	if err == nil {
 		t.Fatal("opened")
 	}
-	f := c.find("kvik: signed S3 failed, trying public S3")
-	if len(f) != 1 || f[0].attrs["url"] != "s3://bkt/obj" || !strings.Contains(f[0].attrs["error"], "403") {
-		t.Fatalf("fallback records:\n%s", c.text())
+	f := c.Find("kvik: signed S3 failed, trying public S3")
+	if len(f) != 1 || f[0].Attrs["url"] != "s3://bkt/obj" || !strings.Contains(f[0].Attrs["error"], "403") {
+		t.Fatalf("fallback records:\n%s", c.Text())
 	}
-	noSecrets(t, "signed fallback", []string{"AKIDFALLBACK", "SECRETFALLBACK"}, err.Error(), c.text())
+	noSecrets(t, "signed fallback", []string{"AKIDFALLBACK", "SECRETFALLBACK"}, err.Error(), c.Text())
 }
 
 // fakeS3 is a minimal S3 multipart server: it starts uploads, accepts
@@ -256,14 +256,14 @@ func TestRemoteLogUploadAbort(t *testing.T) {
 	if err == nil || aborts.Load() != 1 {
 		t.Fatalf("upload with a refused part: %v, %d aborts", err, aborts.Load())
 	}
-	started, aborted := c.find("kvik: multipart upload started"), c.find("kvik: multipart upload aborted")
-	if len(started) != 1 || started[0].attrs["parts"] != "3" || started[0].attrs["upload_id"] != "up-1" || started[0].attrs["url"] != srv.URL+"/bkt/big.bin" {
-		t.Fatalf("start records:\n%s", c.text())
+	started, aborted := c.Find("kvik: multipart upload started"), c.Find("kvik: multipart upload aborted")
+	if len(started) != 1 || started[0].Attrs["parts"] != "3" || started[0].Attrs["upload_id"] != "up-1" || started[0].Attrs["url"] != srv.URL+"/bkt/big.bin" {
+		t.Fatalf("start records:\n%s", c.Text())
 	}
-	if len(aborted) != 1 || aborted[0].level != kvik.LevelWarn || !strings.Contains(aborted[0].attrs["error"], "HTTP 400") || aborted[0].attrs["abort_error"] != "" {
-		t.Fatalf("abort records:\n%s", c.text())
+	if len(aborted) != 1 || aborted[0].Level != kvik.LevelWarn || !strings.Contains(aborted[0].Attrs["error"], "HTTP 400") || aborted[0].Attrs["abort_error"] != "" {
+		t.Fatalf("abort records:\n%s", c.Text())
 	}
-	noSecrets(t, "upload abort", []string{"AKIDUPLOAD", "SECRETKEYUPLOAD", "SESSIONTOKENUPLOAD"}, err.Error(), c.text())
+	noSecrets(t, "upload abort", []string{"AKIDUPLOAD", "SECRETKEYUPLOAD", "SESSIONTOKENUPLOAD"}, err.Error(), c.Text())
 }
 
 // TestRemoteLogUploadComplete uploads to versitygw in one PUT, then in
@@ -275,8 +275,8 @@ func TestRemoteLogUploadComplete(t *testing.T) {
 	if err := kvik.UploadS3(context.Background(), v.URLOf("one.bin"), []byte("one PUT"), v.Opts()...); err != nil {
 		t.Fatal(err)
 	}
-	if u := c.find("kvik: upload"); len(u) != 1 || u[0].attrs["size"] != "7" || u[0].attrs["url"] != v.URL+"/bkt/one.bin" {
-		t.Fatalf("single PUT records:\n%s", c.text())
+	if u := c.Find("kvik: upload"); len(u) != 1 || u[0].Attrs["size"] != "7" || u[0].Attrs["url"] != v.URL+"/bkt/one.bin" {
+		t.Fatalf("single PUT records:\n%s", c.Text())
 	}
 	want := randomBytes(rand.New(rand.NewPCG(72, 73)), 11<<20)
 	if err := kvik.UploadS3(context.Background(), v.URLOf("logged.bin"), want, v.Opts()...); err != nil {
@@ -285,10 +285,10 @@ func TestRemoteLogUploadComplete(t *testing.T) {
 	if got, _ := v.Object("logged.bin"); !bytes.Equal(got, want) {
 		t.Fatal("object differs")
 	}
-	s, done := c.find("kvik: multipart upload started"), c.find("kvik: multipart upload completed")
-	if len(s) != 1 || len(done) != 1 || done[0].attrs["upload_id"] != s[0].attrs["upload_id"] || done[0].attrs["parts"] != "3" ||
-		done[0].attrs["size"] != fmt.Sprint(len(want)) {
-		t.Fatalf("upload records:\n%s", c.text())
+	s, done := c.Find("kvik: multipart upload started"), c.Find("kvik: multipart upload completed")
+	if len(s) != 1 || len(done) != 1 || done[0].Attrs["upload_id"] != s[0].Attrs["upload_id"] || done[0].Attrs["parts"] != "3" ||
+		done[0].Attrs["size"] != fmt.Sprint(len(want)) {
+		t.Fatalf("upload records:\n%s", c.Text())
 	}
 }
 

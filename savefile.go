@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -461,7 +462,8 @@ func (p *PendingFile) Commit() error {
 	p.done = true
 	defer p.lock.Close()
 	tmp := p.tmp
-	volatile := p.noSync || inMemory(int(p.lock.Fd()))
+	memFS := inMemory(int(p.lock.Fd()))
+	volatile := p.noSync || memFS
 	var err error
 	switch {
 	case p.FileHandle != nil:
@@ -486,10 +488,13 @@ func (p *PendingFile) Commit() error {
 		}
 		return err
 	}
-	if volatile {
-		return nil
+	if !volatile {
+		err = syncDir(filepath.Dir(p.final))
 	}
-	return syncDir(filepath.Dir(p.final))
+	if l := logAt(LevelDebug); l != nil && err == nil {
+		l.LogAttrs(context.Background(), LevelDebug, "kvik: save", slog.String("path", p.target), slog.Bool("synced", !volatile), slog.Bool("memory_fs", memFS))
+	}
+	return err
 }
 
 // replaceRegular renames tmp over final unless final is now something

@@ -485,7 +485,8 @@ func TestSaveFileDevicePieces(t *testing.T) {
 // TestSaveFileWithoutSync checks on a disk's file system that SaveFile
 // syncs a new or replaced file and its directory, and that with
 // WithoutSync it syncs nothing and still leaves the file whole, with its
-// contents and mode and no temporary file: through the calling
+// contents and mode and no temporary file, each save's DEBUG record
+// saying which: through the calling
 // goroutine (a small save) and through the engine (more than a task).
 func TestSaveFileWithoutSync(t *testing.T) {
 	dir := t.TempDir()
@@ -494,6 +495,7 @@ func TestSaveFileWithoutSync(t *testing.T) {
 	}
 	var syncs atomic.Int64
 	defer kvik.CountSyncs(&syncs)()
+	logs := captureLogs(t, kvik.LevelDebug)
 	d, err := kvik.GetDefaults()
 	if err != nil {
 		t.Fatal(err)
@@ -515,6 +517,10 @@ func TestSaveFileWithoutSync(t *testing.T) {
 			}
 			if n := syncs.Load(); (n >= 2) != c.wantSyncs || (!c.wantSyncs && n != 0) {
 				t.Errorf("%d bytes, save %d (WithoutSync %v): %d syncs", size, i, !c.wantSyncs, n)
+			}
+			if recs := logs.Find("kvik: save"); len(recs) == 0 || recs[len(recs)-1].Attrs["path"] != path ||
+				recs[len(recs)-1].Attrs["synced"] != fmt.Sprint(c.wantSyncs) || recs[len(recs)-1].Attrs["memory_fs"] != "false" {
+				t.Errorf("%d bytes, save %d: save records %v", size, i, recs)
 			}
 			got, err := os.ReadFile(path)
 			if err != nil || !bytes.Equal(got, data) {

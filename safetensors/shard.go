@@ -61,8 +61,9 @@ func IndexFileName(name string) string { return name + ".safetensors.index.json"
 // "weight_map" names each tensor's shard. It returns the index's path or
 // URL, for LoadIndex.
 //
-// dir is a local directory, created if missing, or an S3 prefix
-// (s3://bucket/path/ or an S3 http(s) URL) uploaded to with opts. Tensors
+// dir is a local directory, created if missing, whose files are saved
+// with opts (kvik.WithoutSync), or an S3 prefix (s3://bucket/path/ or
+// an S3 http(s) URL) uploaded to with opts. Tensors
 // may live in host memory or on one or several GPUs, as for Save.
 //
 // Every shard is written atomically (kvik.SaveFile), several at once
@@ -232,7 +233,8 @@ func planShards(ts []SaveTensor, max int64) ([][]int, int64, error) {
 // prefix.
 type shardDest struct {
 	dir    string
-	prefix *kvik.RemotePrefix // nil for a local directory
+	prefix *kvik.RemotePrefix  // nil for a local directory
+	opts   []kvik.RemoteOption // a local directory's saves' (kvik.WithoutSync)
 }
 
 func newShardDest(dir string, opts []kvik.RemoteOption) (*shardDest, error) {
@@ -240,7 +242,7 @@ func newShardDest(dir string, opts []kvik.RemoteOption) (*shardDest, error) {
 		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return nil, pathErrInner(err)
 		}
-		return &shardDest{dir: dir}, nil
+		return &shardDest{dir: dir, opts: opts}, nil
 	}
 	p, err := kvik.NewRemotePrefix(dir, opts...)
 	if err != nil {
@@ -276,7 +278,7 @@ func (d *shardDest) savePieces(ctx context.Context, file string, ps []kvik.Piece
 	if d.prefix != nil {
 		return d.prefix.Save(ctx, file, ps)
 	}
-	return kvik.SaveFile(ctx, d.name(file), ps)
+	return kvik.SaveFile(ctx, d.name(file), ps, d.opts...)
 }
 
 func (d *shardDest) remove(ctx context.Context, file string) error {

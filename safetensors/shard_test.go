@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/testkit/gputest"
+	"github.com/kvikgo/kvik/internal/testkit/logtest"
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
@@ -174,14 +176,32 @@ func dirFiles(t *testing.T, dir string) []string {
 // (some smaller than a tensor) and reads them back with LoadIndexHost.
 func TestSaveShardedRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 61))
+	logs := &logtest.Capture{Level: kvik.LevelDebug}
+	defer kvik.SetLogger(slog.New(logs))()
 	for round := range 12 {
 		ts := shardTensors(rng, 1+rng.IntN(30), 1+rng.IntN(200_000))
 		max := int64(1 + rng.IntN(600_000))
 		meta := map[string]string{"format": "pt", "round": fmt.Sprint(round)}
 		dir := filepath.Join(t.TempDir(), "new", "ckpt") // created
-		index, err := SaveSharded(context.Background(), dir, ts, meta, &ShardOptions{MaxShardSize: max, Parallel: rng.IntN(4)})
+		var opts []kvik.RemoteOption
+		if round%2 == 1 {
+			opts = append(opts, kvik.WithoutSync())
+		}
+		logs.Reset()
+		index, err := SaveSharded(context.Background(), dir, ts, meta, &ShardOptions{MaxShardSize: max, Parallel: rng.IntN(4)}, opts...)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// Every file is saved as opts say: synced unless WithoutSync
+		// (or in tmpfs, where nothing is).
+		recs := logs.Find("kvik: save")
+		if len(recs) != len(dirFiles(t, dir)) {
+			t.Fatalf("round %d: %d saves recorded for %d files", round, len(recs), len(dirFiles(t, dir)))
+		}
+		for _, r := range recs {
+			if (r.Attrs["synced"] == "true") != (len(opts) == 0 && r.Attrs["memory_fs"] == "false") {
+				t.Fatalf("round %d (WithoutSync %v): save record %v", round, len(opts) > 0, r.Attrs)
+			}
 		}
 		if index != filepath.Join(dir, "model.safetensors.index.json") {
 			t.Fatalf("index at %s", index)

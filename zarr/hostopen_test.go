@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,40 +15,8 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+	"github.com/kvikgo/kvik/internal/testkit/logtest"
 )
-
-// openLog records the files kvik opens under dir and the compat mode
-// each open asked for.
-type openLog struct {
-	dir string
-	mu  sync.Mutex
-	req map[string]string // path: requested mode
-}
-
-func (l *openLog) Enabled(context.Context, slog.Level) bool { return true }
-func (l *openLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *openLog) WithGroup(string) slog.Handler            { return l }
-func (l *openLog) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != "kvik: open" {
-		return nil
-	}
-	var path, req string
-	r.Attrs(func(a slog.Attr) bool {
-		switch a.Key {
-		case "path":
-			path = a.Value.String()
-		case "requested":
-			req = a.Value.String()
-		}
-		return true
-	})
-	if strings.HasPrefix(path, l.dir) || strings.HasPrefix(path, "/proc/self/fd/") {
-		l.mu.Lock()
-		l.req[path] = req
-		l.mu.Unlock()
-	}
-	return nil
-}
 
 // TestHostReadsSkipCuFile reads arrays of a DirStore into host memory,
 // whole and in part: chunks of at most 4 MiB (uncompressed and zstd) are
@@ -64,7 +31,7 @@ func TestHostReadsSkipCuFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &openLog{dir: dir, req: map[string]string{}}
+	log := &logtest.Capture{Level: kvik.LevelInfo}
 	defer kvik.SetLogger(slog.New(log))()
 	arrays := []struct {
 		name          string
@@ -97,10 +64,12 @@ func TestHostReadsSkipCuFile(t *testing.T) {
 			t.Fatalf("%s: read back other bytes", c.name)
 		}
 	}
-	log.mu.Lock()
-	defer log.mu.Unlock()
 	large := 0
-	for p, req := range log.req {
+	for _, r := range log.Find("kvik: open") {
+		p, req := r.Attrs["path"], r.Attrs["requested"]
+		if !strings.HasPrefix(p, dir) && !strings.HasPrefix(p, "/proc/self/fd/") {
+			continue
+		}
 		if strings.HasPrefix(p, "/proc/") { // a large chunk's file opened again
 			large++
 			if req != kvik.CompatOn.String() {

@@ -412,9 +412,6 @@ func devicePiece(key string, buf cuda.DevicePtr, size int, devOff int64) (kvik.P
 	return kvik.Piece{Ptr: buf + cuda.DevicePtr(devOff), Size: int64(size)}, nil
 }
 
-// saveFile is kvik.SaveFile, a variable for the tests of WithoutSync.
-var saveFile = kvik.SaveFile
-
 func (s *DirStore) setWith(ctx context.Context, key string, piece kvik.Piece) error {
 	p, err := s.path(key)
 	if err != nil {
@@ -427,12 +424,12 @@ func (s *DirStore) setWith(ctx context.Context, key string, piece kvik.Piece) er
 	// The value's directory is made when a save finds it missing, not
 	// looked for before every save; the retry also covers a directory
 	// that a concurrent Delete pruned.
-	err = saveFile(ctx, p, []kvik.Piece{piece}, opts...)
+	err = kvik.SaveFile(ctx, p, []kvik.Piece{piece}, opts...)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		err = saveFile(ctx, p, []kvik.Piece{piece}, opts...)
+		err = kvik.SaveFile(ctx, p, []kvik.Piece{piece}, opts...)
 	}
 	return err
 }
