@@ -443,6 +443,15 @@ func pathErrInner(err error) error {
 	return err
 }
 
+// CommitWithoutSync is Commit without its syncs (see WithoutSync): the
+// replacement is atomic, never torn to a reader, but not durable, so a
+// crash of the machine soon after may leave the old file, none, or an
+// empty or partly written one.
+func (p *PendingFile) CommitWithoutSync() error {
+	p.noSync = true
+	return p.Commit()
+}
+
 // Target returns the path given to CreatePending. When it is a symbolic
 // link, Commit replaces the file the link points to.
 func (p *PendingFile) Target() string { return p.target }

@@ -54,6 +54,7 @@ type cpOptions struct {
 	threads int
 	compat  string
 	verify  bool
+	sync    bool
 	zarr    zarrReadFlags
 }
 
@@ -66,6 +67,7 @@ func cpFlagSet(e *env) (*flag.FlagSet, *cpOptions) {
 	fs.IntVar(&o.threads, "threads", 0, "kvik worker `threads` (default KVIKIO_NTHREADS)")
 	fs.StringVar(&o.compat, "compat", "", "device path `mode`: on (POSIX+bounce), off (cuFile) or auto (default KVIKIO_COMPAT_MODE)")
 	fs.BoolVar(&o.verify, "verify", true, "read both files back and compare them")
+	fs.BoolVar(&o.sync, "sync", true, "sync each local file written (fsync), so that it survives a crash of the machine; false still replaces it atomically (kvik.WithoutSync: for data that can be copied again, and Zarr stores of many chunks on a disk)")
 	o.zarr.register(fs)
 	return fs, o
 }
@@ -169,8 +171,10 @@ func (j *copyJob) run() error {
 	if err := j.copy(); err != nil {
 		return err
 	}
-	if err := j.out.Sync(); err != nil {
-		return err
+	if j.o.sync {
+		if err := j.out.Sync(); err != nil {
+			return err
+		}
 	}
 	if err := j.unchanged(); err != nil {
 		return err
@@ -180,7 +184,7 @@ func (j *copyJob) run() error {
 	if err != nil {
 		return err
 	}
-	if err := j.pending.Commit(); err != nil {
+	if err := commit(j.pending, j.o.sync); err != nil {
 		return err
 	}
 	fmt.Fprintf(j.e.stdout, "copied %s (%s) %s -> %s in %.2f s, %.2f GB/s, through %s%s\n",
@@ -244,6 +248,22 @@ func createPending(path string, perm fs.FileMode, opts ...kvik.Option) (*kvik.Pe
 	tmp := p.Name()
 	atExit(func() { os.Remove(tmp) }) // nothing left to remove after Commit
 	return p, nil
+}
+
+// saveOptions returns the options of kvik.SaveFile that --sync asks for.
+func (o *cpOptions) saveOptions() []kvik.RemoteOption {
+	if o.sync {
+		return nil
+	}
+	return []kvik.RemoteOption{kvik.WithoutSync()}
+}
+
+// commit commits p, with its syncs where sync is set (--sync).
+func commit(p *kvik.PendingFile, sync bool) error {
+	if sync {
+		return p.Commit()
+	}
+	return p.CommitWithoutSync()
 }
 
 // copy moves the data through device or host memory.

@@ -57,7 +57,7 @@ func tensorCopy(e *env, o *cpOptions, src, dst string) error {
 			fmt.Fprint(e.stdout, u.line(f.src, f.dst))
 			continue
 		}
-		size, sum, err = downloadTensors(ctx, mem, f, o.verify)
+		size, sum, err = downloadTensors(ctx, mem, f, o.verify, o.sync)
 		if err != nil {
 			return err
 		}
@@ -180,7 +180,7 @@ func urlBase(src string) (string, error) {
 // the object, to a temporary file that is read back and compared with
 // the bytes received before it replaces f.dst, so that a failed check
 // leaves f.dst as it was.
-func downloadTensors(ctx context.Context, mem memoryChoice, f tensorFile, verify bool) (int64, uint32, error) {
+func downloadTensors(ctx context.Context, mem memoryChoice, f tensorFile, verify, sync bool) (int64, uint32, error) {
 	r, size, err := openSized(f.src)
 	if err != nil {
 		return 0, 0, err
@@ -211,7 +211,7 @@ func downloadTensors(ctx context.Context, mem memoryChoice, f tensorFile, verify
 			return 0, 0, fmt.Errorf("verify: %s has CRC-32C %08x, the bytes received %08x (%v)", f.dst, sum, got, err)
 		}
 	}
-	return size, sum, out.Commit()
+	return size, sum, commit(out, sync)
 }
 
 // receivedCRC is piecesCRC, which a test replaces to fail the check.

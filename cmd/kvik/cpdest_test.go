@@ -171,7 +171,7 @@ func TestCpTensorsVerifiedBeforeCommit(t *testing.T) {
 		sum, err := check(ps, g)
 		return sum ^ 1, err // one bit off, as a torn write would read
 	}
-	if _, _, err := downloadTensors(context.Background(), memoryChoice{}, f, true); err == nil || !strings.Contains(err.Error(), "verify") {
+	if _, _, err := downloadTensors(context.Background(), memoryChoice{}, f, true, true); err == nil || !strings.Contains(err.Error(), "verify") {
 		t.Fatalf("download whose check fails: %v, want a verify error", err)
 	}
 	if got, _ := os.ReadFile(dst); string(got) != string(old) {
@@ -184,7 +184,7 @@ func TestCpTensorsVerifiedBeforeCommit(t *testing.T) {
 		}
 	}
 	receivedCRC = check
-	if _, _, err := downloadTensors(context.Background(), memoryChoice{}, f, true); err != nil {
+	if _, _, err := downloadTensors(context.Background(), memoryChoice{}, f, true, true); err != nil {
 		t.Fatal(err)
 	}
 	sameFile(t, testdata("npy", "a042.npy"), dst)

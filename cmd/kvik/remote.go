@@ -98,8 +98,10 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 			return 0, 0, err
 		}
 	}
-	if err := out.Sync(); err != nil {
-		return 0, 0, err
+	if o.sync {
+		if err := out.Sync(); err != nil {
+			return 0, 0, err
+		}
 	}
 	if o.verify {
 		got, err := readerCRC(ctx, out)
@@ -110,7 +112,7 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 			return 0, 0, fmt.Errorf("verify: %s has CRC-32C %08x, the object %08x", path, got, sum)
 		}
 	}
-	return size, sum, out.Commit()
+	return size, sum, commit(out, o.sync)
 }
 
 // uploadStats is what an upload of kvik cp reports.

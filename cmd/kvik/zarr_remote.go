@@ -210,7 +210,11 @@ func zarrCopy(e *env, o *cpOptions, src, dst string) error {
 		return err
 	}
 	defer closeStore(from)
-	to, err := zarr.OpenStore(ctx, dst, o.zarr.options()...)
+	toOpts := o.zarr.options()
+	if !o.sync {
+		toOpts = append(toOpts, zarr.WithoutSync())
+	}
+	to, err := zarr.OpenStore(ctx, dst, toOpts...)
 	if err != nil {
 		return err
 	}
@@ -367,7 +371,7 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 		if err := a.ReadRegionDevice(ctx, make([]int, len(shape)), shape, buf.Ptr()); err != nil {
 			return err
 		}
-		if err := npy.Save(ctx, dst, npy.SaveArray{Dtype: nd, Shape: shape64, Ptr: buf.Ptr()}); err != nil {
+		if err := npy.Save(ctx, dst, npy.SaveArray{Dtype: nd, Shape: shape64, Ptr: buf.Ptr()}, o.saveOptions()...); err != nil {
 			return err
 		}
 		if err := mem.gpu.do(func() error { return cuda.MemcpyDtoH(host, buf.Ptr()) }); err != nil {
@@ -377,7 +381,7 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 		if err := a.ReadRegion(ctx, make([]int, len(shape)), shape, host); err != nil {
 			return err
 		}
-		if err := npy.Save(ctx, dst, npy.SaveArray{Dtype: nd, Shape: shape64, Data: host}); err != nil {
+		if err := npy.Save(ctx, dst, npy.SaveArray{Dtype: nd, Shape: shape64, Data: host}, o.saveOptions()...); err != nil {
 			return err
 		}
 	}

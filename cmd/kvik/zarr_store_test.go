@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
 	"github.com/kvikgo/kvik/zarr"
 )
@@ -203,4 +204,69 @@ func TestZarrCpOverlapS3(t *testing.T) {
 		t.Fatalf("the refused copies changed the bucket: %d files, %d before", len(got), len(want))
 	}
 	runKvik(t, env, "cp", srv.URLOf("z.zarr"), srv.URLOf("z.zarr2")).expect(t, exitOK)
+}
+
+// TestCpSync copies a file, a Zarr store, a Zarr array into a .npy file
+// and, from a web server, a file and a .npy file, with --sync (the
+// default) and with --sync=false, and checks
+// through kvik's DEBUG records that every local file written was saved
+// synced or not as asked (on a disk; in tmpfs nothing is synced), that
+// every copy holds what its source holds, and that no temporary file is
+// left.
+func TestCpSync(t *testing.T) {
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "src.bin")
+	data := []byte(strings.Repeat("kvik --sync ", 31_337))
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(tmp, "src.zarr")
+	newStore(t, store)
+	runKvik(t, nil, "cp", "--memory", "host", filepath.Join(store, "g", "b"), filepath.Join(tmp, "web.npy")).expect(t, exitOK)
+	web := strings.TrimSuffix(fileServer(t, src), "/src.bin")
+	for _, sync := range []bool{true, false} {
+		flag, name := fmt.Sprintf("--sync=%v", sync), fmt.Sprintf("sync-%v", sync)
+		for _, c := range []struct{ src, dst string }{
+			{src, filepath.Join(tmp, name, "file.bin")},
+			{store, filepath.Join(tmp, name, "copy.zarr")},
+			{filepath.Join(store, "g", "b"), filepath.Join(tmp, name, "b.npy")},
+			{web + "/src.bin", filepath.Join(tmp, name, "dl.bin")}, // a download
+			{web + "/web.npy", filepath.Join(tmp, name, "dl.npy")}, // a tensor file's, checked by its loader
+		} {
+			r := runKvik(t, nil, "cp", "-v=DEBUG", "--memory", "host", flag, c.src, c.dst).expect(t, exitOK)
+			saves := 0
+			for _, line := range strings.Split(r.stderr, "\n") {
+				if !strings.Contains(line, `msg="kvik: save"`) {
+					continue
+				}
+				saves++
+				mem := strings.Contains(line, "memory_fs=true")
+				if want := fmt.Sprintf("synced=%v", sync && !mem); !strings.Contains(line, want) || !strings.Contains(line, "path="+c.dst) {
+					t.Errorf("kvik cp %s %s: %s, want %s", flag, c.dst, line, want)
+				}
+			}
+			if saves == 0 {
+				t.Fatalf("kvik cp %s %s: no save recorded:\n%s", flag, c.dst, r.stderr)
+			}
+		}
+		dir := filepath.Join(tmp, name)
+		for _, f := range []string{"file.bin", "dl.bin"} {
+			if got, err := os.ReadFile(filepath.Join(dir, f)); err != nil || string(got) != string(data) {
+				t.Fatalf("%s: %s differs from its source (%v)", flag, f, err)
+			}
+		}
+		runKvik(t, nil, "cp", "--memory", "host", filepath.Join(dir, "copy.zarr", "g", "b"), filepath.Join(dir, "b2.npy")).expect(t, exitOK)
+		a, errA := os.ReadFile(filepath.Join(dir, "b.npy"))
+		b, errB := os.ReadFile(filepath.Join(dir, "b2.npy"))
+		c, errC := os.ReadFile(filepath.Join(dir, "dl.npy"))
+		if errA != nil || errB != nil || errC != nil || string(a) != string(b) || string(a) != string(c) || !strings.HasSuffix(string(a), "kvik zarr, 6") {
+			t.Fatalf("%s: the array read from the source, from the store's copy and downloaded differ (%v, %v, %v)", flag, errA, errB, errC)
+		}
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && kvik.IsPendingName(d.Name()) {
+				t.Errorf("temporary file left: %s", p)
+			}
+			return err
+		})
+	}
 }
