@@ -25,7 +25,8 @@ type SaveTensor struct {
 // Save writes metadata and tensors as a GGUF version 3 file at name, the
 // tensors in parallel, through kvik.SaveFile: atomically, so that a failed
 // save leaves no partial file and any old file at name intact. name may
-// also be an s3:// URL, uploaded with opts. The metadata is written in
+// also be an s3:// URL, uploaded with opts; a local file is synced unless
+// opts hold kvik.WithoutSync. The metadata is written in
 // its order and the tensors in theirs; a general.alignment key (a UINT32
 // power of two) sets the alignment, else it is DefaultAlignment; each
 // tensor's data is padded with zeros to the alignment, as gguf-py's

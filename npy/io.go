@@ -209,7 +209,8 @@ type SaveArray struct {
 // long header) through kvik.SaveFile: atomically, so that a failed save
 // leaves no partial file and any old file at path intact; a device array
 // is read with kvik's parallel device path. path may also be an s3://
-// URL, uploaded with opts. Cancelling ctx stops the writes: the old file
+// URL, uploaded with opts; a local file is synced unless opts hold
+// kvik.WithoutSync. Cancelling ctx stops the writes: the old file
 // (or object) stays, or none.
 func Save(ctx context.Context, path string, a SaveArray, opts ...kvik.RemoteOption) error {
 	n, err := checkShape(a.Dtype, a.Shape)

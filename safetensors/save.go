@@ -54,7 +54,8 @@ func (t *SaveTensor) bytes() (int64, error) {
 // Save writes tensors (and metadata, if not nil) as a safetensors file at
 // path, in parallel, through kvik.SaveFile: atomically, so that a failed
 // save leaves no partial file and any old file at path intact. path may
-// also be an s3:// URL, uploaded with opts. Tensors are stored by
+// also be an s3:// URL, uploaded with opts; a local file is synced unless
+// opts hold kvik.WithoutSync. Tensors are stored by
 // descending element size, then by name, as the reference library does;
 // the header is padded with spaces to a multiple of 8 bytes. Cancelling
 // ctx stops the writes: the old file (or object) stays, or none.
