@@ -157,7 +157,13 @@ func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, erro
 	if err := checkDimensionNames(len(m.DimensionNames) > 0, len(m.DimensionNames), len(m.Shape)); err != nil {
 		return nil, err
 	}
-	if _, err := ParseDataType(m.DataType.Name()); err != nil {
+	if m.DataType.temporal() && m.DataType.Scale == 0 {
+		m.DataType.Scale = 1
+	}
+	if m.DataType.temporal() {
+		m.DataType.Unit = strings.ReplaceAll(m.DataType.Unit, "μs", "us")
+	}
+	if err := m.DataType.check(); err != nil {
 		return nil, err
 	}
 	raw, err := jsonFill(m.FillValue)

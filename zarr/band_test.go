@@ -317,18 +317,18 @@ func readFakeWith(a *Array, start, stop []int, limit, n int, seed uint64, layout
 // bandCases are arrays for the band tests: every codec family, sharded
 // with missing inner chunks, v2 in F order, three dimensions.
 var bandCases = map[string]Metadata{
-	"raw":        {Shape: []int{70, 90}, ChunkShape: []int{16, 12}, DataType: DataType{Float, 4}},
-	"raw-3d":     {Shape: []int{9, 31, 17}, ChunkShape: []int{4, 8, 5}, DataType: DataType{Int, 2}, FillValue: -3},
-	"zstd":       {Shape: []int{61, 47}, ChunkShape: []int{10, 16}, DataType: DataType{Float, 8}, Codecs: roundTripCodecs["zstd+crc"], FillValue: "NaN"},
-	"blosc":      {Shape: []int{57, 33}, ChunkShape: []int{10, 10}, DataType: DataType{Uint, 4}, Codecs: roundTripCodecs["blosc-lz4"]},
-	"blosc-zstd": {Shape: []int{40, 40}, ChunkShape: []int{16, 8}, DataType: DataType{Float, 4}, Codecs: roundTripCodecs["blosc-zstd"]},
-	"gzip":       {Shape: []int{45, 29}, ChunkShape: []int{7, 11}, DataType: DataType{Int, 4}, Codecs: roundTripCodecs["gzip"]},
-	"sharded":    {Shape: []int{40, 36}, ChunkShape: []int{8, 12}, DataType: DataType{Float, 2}, Codecs: shardCodecs([]int{4, 6}, false, roundTripCodecs["zstd+crc"])},
-	"sharded-raw": {Shape: []int{45, 36}, ChunkShape: []int{16, 12}, DataType: DataType{Int, 4},
+	"raw":        {Shape: []int{70, 90}, ChunkShape: []int{16, 12}, DataType: DataType{Kind: Float, Size: 4}},
+	"raw-3d":     {Shape: []int{9, 31, 17}, ChunkShape: []int{4, 8, 5}, DataType: DataType{Kind: Int, Size: 2}, FillValue: -3},
+	"zstd":       {Shape: []int{61, 47}, ChunkShape: []int{10, 16}, DataType: DataType{Kind: Float, Size: 8}, Codecs: roundTripCodecs["zstd+crc"], FillValue: "NaN"},
+	"blosc":      {Shape: []int{57, 33}, ChunkShape: []int{10, 10}, DataType: DataType{Kind: Uint, Size: 4}, Codecs: roundTripCodecs["blosc-lz4"]},
+	"blosc-zstd": {Shape: []int{40, 40}, ChunkShape: []int{16, 8}, DataType: DataType{Kind: Float, Size: 4}, Codecs: roundTripCodecs["blosc-zstd"]},
+	"gzip":       {Shape: []int{45, 29}, ChunkShape: []int{7, 11}, DataType: DataType{Kind: Int, Size: 4}, Codecs: roundTripCodecs["gzip"]},
+	"sharded":    {Shape: []int{40, 36}, ChunkShape: []int{8, 12}, DataType: DataType{Kind: Float, Size: 2}, Codecs: shardCodecs([]int{4, 6}, false, roundTripCodecs["zstd+crc"])},
+	"sharded-raw": {Shape: []int{45, 36}, ChunkShape: []int{16, 12}, DataType: DataType{Kind: Int, Size: 4},
 		Codecs: shardCodecs([]int{4, 6}, true, []Codec{{Name: "bytes"}}), FillValue: 7},
-	"sharded-3d": {Shape: []int{11, 14, 9}, ChunkShape: []int{4, 6, 9}, DataType: DataType{Int, 2},
+	"sharded-3d": {Shape: []int{11, 14, 9}, ChunkShape: []int{4, 6, 9}, DataType: DataType{Kind: Int, Size: 2},
 		Codecs: shardCodecs([]int{2, 3, 3}, false, roundTripCodecs["zstd+crc"]), FillValue: 5},
-	"v2-F-zlib": {ZarrFormat: 2, Order: 'F', Shape: []int{33, 21}, ChunkShape: []int{8, 8}, DataType: DataType{Int, 8}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
+	"v2-F-zlib": {ZarrFormat: 2, Order: 'F', Shape: []int{33, 21}, ChunkShape: []int{8, 8}, DataType: DataType{Kind: Int, Size: 8}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
 }
 
 // TestReadBands reads random regions (unaligned starts and stops, the

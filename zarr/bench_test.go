@@ -23,12 +23,12 @@ func BenchmarkReadRegionZstd(b *testing.B) {
 		b.Fatal(err)
 	}
 	shape := []int{1024, 16384}
-	a, err := Create(bg, s, "z", Metadata{Shape: shape, ChunkShape: []int{64, 16384}, DataType: DataType{Float, 4},
+	a, err := Create(bg, s, "z", Metadata{Shape: shape, ChunkShape: []int{64, 16384}, DataType: DataType{Kind: Float, Size: 4},
 		Codecs: []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 1}}}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	src := randValues(rand.New(rand.NewPCG(1, 1)), DataType{Float, 4}, numElements(shape))
+	src := randValues(rand.New(rand.NewPCG(1, 1)), DataType{Kind: Float, Size: 4}, numElements(shape))
 	if err := a.WriteRegion(bg, []int{0, 0}, shape, src); err != nil {
 		b.Fatal(err)
 	}
@@ -57,11 +57,11 @@ func BenchmarkRemoteRegion(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	a, err := Create(bg, local, "", Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Float, 4}})
+	a, err := Create(bg, local, "", Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Kind: Float, Size: 4}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	src := randValues(rand.New(rand.NewPCG(1, 1)), DataType{Float, 4}, numElements(shape))
+	src := randValues(rand.New(rand.NewPCG(1, 1)), DataType{Kind: Float, Size: 4}, numElements(shape))
 	if err := a.WriteRegion(bg, []int{0, 0}, shape, src); err != nil {
 		b.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func BenchmarkReadBands(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		m := Metadata{Shape: shape, ChunkShape: []int{512, 512}, DataType: DataType{Float, 4}}
+		m := Metadata{Shape: shape, ChunkShape: []int{512, 512}, DataType: DataType{Kind: Float, Size: 4}}
 		if codec == "zstd" {
 			m.Codecs = []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}}
 		}

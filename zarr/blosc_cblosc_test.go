@@ -176,7 +176,7 @@ func TestBloscLevelRange(t *testing.T) {
 		return Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": level, "shuffle": "shuffle", "typesize": 4}}
 	}
 	meta := func(level int) Metadata {
-		return Metadata{Shape: []int{8}, ChunkShape: []int{4}, DataType: DataType{Float, 4}, Codecs: []Codec{{Name: "bytes"}, blosc(level)}}
+		return Metadata{Shape: []int{8}, ChunkShape: []int{4}, DataType: DataType{Kind: Float, Size: 4}, Codecs: []Codec{{Name: "bytes"}, blosc(level)}}
 	}
 	for _, level := range []int{-1, 10, 1 << 20} {
 		s, _ := NewDirStore(t.TempDir())

@@ -30,7 +30,7 @@ func TestDecodeEncodeChunk(t *testing.T) {
 				chunks = []int{64, 80} // shards of 2 x 2 inner chunks of 32 x 40
 				c.codecs = shardCodecs([]int{32, 40}, false, c.codecs[0].Configuration["codecs"].([]Codec))
 			}
-			a, err := Create(bg, s, "a", Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Float, 4}, Codecs: c.codecs})
+			a, err := Create(bg, s, "a", Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Kind: Float, Size: 4}, Codecs: c.codecs})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -46,7 +46,7 @@ func BenchmarkCodecs(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			a, err := Create(bg, s, "a", Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Float, 4}, Codecs: c.codecs})
+			a, err := Create(bg, s, "a", Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Kind: Float, Size: 4}, Codecs: c.codecs})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -214,7 +214,7 @@ func BenchmarkWriteOverEncode(b *testing.B) {
 	src := fielddata.Float32(side, side, 1)
 	for _, c := range benchCodecs[1:] {
 		b.Run(c.name, func(b *testing.B) {
-			m := Metadata{Shape: shape, ChunkShape: []int{512, 512}, DataType: DataType{Float, 4}, Codecs: c.codecs}
+			m := Metadata{Shape: shape, ChunkShape: []int{512, 512}, DataType: DataType{Kind: Float, Size: 4}, Codecs: c.codecs}
 			if c.name == "sharded-zstd" {
 				m.ChunkShape = []int{2048, 2048}
 			}
@@ -381,7 +381,7 @@ func smallChunks(b *testing.B, f func(b *testing.B, m Metadata, src []byte, dir 
 	src := fielddata.Float32(side, side, 1)
 	for _, c := range []int{0, 2} {
 		b.Run(benchCodecs[c].name, func(b *testing.B) {
-			m := Metadata{Shape: []int{side, side}, ChunkShape: []int{chunk, chunk}, DataType: DataType{Float, 4}, Codecs: benchCodecs[c].codecs}
+			m := Metadata{Shape: []int{side, side}, ChunkShape: []int{chunk, chunk}, DataType: DataType{Kind: Float, Size: 4}, Codecs: benchCodecs[c].codecs}
 			b.SetBytes(int64(len(src)))
 			f(b, m, src, filepath.Join(b.TempDir(), "s"))
 		})

@@ -17,7 +17,7 @@ import (
 // ones fail with ErrInvalidMetadata; a Delta of complex numbers is
 // ErrUnsupportedCodec.
 func TestComplexTypes(t *testing.T) {
-	for name, want := range map[string]DataType{"complex64": {Complex, 8}, "complex128": {Complex, 16}} {
+	for name, want := range map[string]DataType{"complex64": {Kind: Complex, Size: 8}, "complex128": {Kind: Complex, Size: 16}} {
 		got, err := ParseDataType(name)
 		if err != nil || got != want || got.Name() != name {
 			t.Errorf("%s: %v %v (%s)", name, got, err, got.Name())
@@ -34,7 +34,7 @@ func TestComplexTypes(t *testing.T) {
 			t.Errorf("%s: %v, want ErrUnsupportedDataType", s, err)
 		}
 	}
-	c64, c128 := DataType{Complex, 8}, DataType{Complex, 16}
+	c64, c128 := DataType{Kind: Complex, Size: 8}, DataType{Kind: Complex, Size: 16}
 	f32 := func(re, im float32) []byte {
 		return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, math.Float32bits(re)), math.Float32bits(im))
 	}
@@ -89,11 +89,11 @@ func TestComplexRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	s, _ := NewDirStore(t.TempDir())
 	for i, m := range []Metadata{
-		{Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Complex, 8}, FillValue: []any{"NaN", 1.5},
+		{Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Kind: Complex, Size: 8}, FillValue: []any{"NaN", 1.5},
 			Codecs: []Codec{{Name: "bytes", Configuration: map[string]any{"endian": "big"}}, {Name: "zstd", Configuration: map[string]any{"level": 3}}}},
-		{Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Complex, 16}, FillValue: []any{-1.25, "Infinity"}, BigEndian: true, ZarrFormat: 2,
+		{Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Kind: Complex, Size: 16}, FillValue: []any{-1.25, "Infinity"}, BigEndian: true, ZarrFormat: 2,
 			Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
-		{Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Complex, 8}, FillValue: complex(math.Inf(1), -2), BigEndian: true, ZarrFormat: 2},
+		{Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Kind: Complex, Size: 8}, FillValue: complex(math.Inf(1), -2), BigEndian: true, ZarrFormat: 2},
 	} {
 		name := string(rune('a' + i))
 		a, err := Create(bg, s, name, m)

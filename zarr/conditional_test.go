@@ -109,7 +109,7 @@ func TestConditionalWriteFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	m := Metadata{Shape: []int{8, 8}, ChunkShape: []int{4, 4}, DataType: DataType{Int, 4}}
+	m := Metadata{Shape: []int{8, 8}, ChunkShape: []int{4, 4}, DataType: DataType{Kind: Int, Size: 4}}
 	a, err := Create(bg, s, "", m)
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ func fatArrays(t *testing.T, rng *rand.Rand, s Store, f, n, attr int) {
 		for i := range blob {
 			blob[i] = 'a' + byte(rng.IntN(26))
 		}
-		m := Metadata{ZarrFormat: f, Shape: []int{3}, ChunkShape: []int{2}, DataType: DataType{Int, 4}, Attributes: map[string]any{"blob": string(blob)}}
+		m := Metadata{ZarrFormat: f, Shape: []int{3}, ChunkShape: []int{2}, DataType: DataType{Kind: Int, Size: 4}, Attributes: map[string]any{"blob": string(blob)}}
 		if _, err := Create(bg, s, fmt.Sprintf("g/a%d", rng.IntN(1<<30)), m); err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,7 @@ func (h hierarchy) paths() []string {
 	return p
 }
 
-var consolidateTypes = []DataType{{Bool, 1}, {Int, 1}, {Int, 2}, {Int, 4}, {Uint, 8}, {Float, 2}, {Float, 4}, {Float, 8}}
+var consolidateTypes = []DataType{{Kind: Bool, Size: 1}, {Kind: Int, Size: 1}, {Kind: Int, Size: 2}, {Kind: Int, Size: 4}, {Kind: Uint, Size: 8}, {Kind: Float, Size: 2}, {Kind: Float, Size: 4}, {Kind: Float, Size: 8}}
 
 // randAttrs returns attributes of a few JSON kinds, with characters an
 // HTML-escaping encoder would rewrite.
@@ -360,7 +360,7 @@ func TestConsolidateRefused(t *testing.T) {
 	if err := Consolidate(bg, s); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("empty store: %v", err)
 	}
-	m := Metadata{Shape: []int{5, 3}, ChunkShape: []int{2, 2}, DataType: DataType{Float, 4}}
+	m := Metadata{Shape: []int{5, 3}, ChunkShape: []int{2, 2}, DataType: DataType{Kind: Float, Size: 4}}
 	if _, err := Create(bg, s, "x/a", m); err != nil {
 		t.Fatal(err)
 	}

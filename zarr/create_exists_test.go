@@ -29,7 +29,7 @@ func TestCreateExisting(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(len(backend)), 7))
 			zstd := Codec{Name: "zstd", Configuration: map[string]any{"level": 1}}
 			old := Metadata{Shape: []int{5 + rng.IntN(20), 3 + rng.IntN(20)}, ChunkShape: []int{1 + rng.IntN(6), 1 + rng.IntN(6)},
-				DataType: DataType{Float, 4}, Codecs: []Codec{{Name: "bytes"}, zstd}}
+				DataType: DataType{Kind: Float, Size: 4}, Codecs: []Codec{{Name: "bytes"}, zstd}}
 			a, err := Create(bg, s, "g/x", old)
 			if err != nil {
 				t.Fatal(err)
@@ -43,10 +43,10 @@ func TestCreateExisting(t *testing.T) {
 				path string
 				m    Metadata
 			}{
-				{"g/x", Metadata{Shape: old.Shape, ChunkShape: old.ChunkShape, DataType: DataType{Float, 4}, FillValue: 7}},
-				{"g/x/", Metadata{ZarrFormat: 2, Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Int, 2}}},
-				{"g", Metadata{Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Int, 2}}}, // the parent group
-				{"", Metadata{Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Int, 2}}},  // the root group
+				{"g/x", Metadata{Shape: old.Shape, ChunkShape: old.ChunkShape, DataType: DataType{Kind: Float, Size: 4}, FillValue: 7}},
+				{"g/x/", Metadata{ZarrFormat: 2, Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Kind: Int, Size: 2}}},
+				{"g", Metadata{Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Kind: Int, Size: 2}}}, // the parent group
+				{"", Metadata{Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Kind: Int, Size: 2}}},  // the root group
 			} {
 				_, err := Create(bg, s, c.path, c.m)
 				if !errors.Is(err, ErrExists) || !errors.Is(err, fs.ErrExist) {
@@ -67,7 +67,7 @@ func TestCreateExisting(t *testing.T) {
 			if err := Delete(bg, s, "g/x"); err != nil {
 				t.Fatalf("Delete of a deleted node: %v", err)
 			}
-			fresh := Metadata{Shape: old.Shape, ChunkShape: old.ChunkShape, DataType: DataType{Float, 4}, FillValue: 7, Codecs: old.Codecs}
+			fresh := Metadata{Shape: old.Shape, ChunkShape: old.ChunkShape, DataType: DataType{Kind: Float, Size: 4}, FillValue: 7, Codecs: old.Codecs}
 			if _, err := Create(bg, s, "g/x", fresh); err != nil {
 				t.Fatalf("Create after Delete: %v", err)
 			}
@@ -117,7 +117,7 @@ func (s *failingDeletes) Delete(ctx context.Context, key string) error {
 // fails with ErrExists) until its last chunk is gone.
 func TestDeleteCutShort(t *testing.T) {
 	dir, _ := NewDirStore(t.TempDir())
-	m := Metadata{Shape: []int{6, 6}, ChunkShape: []int{2, 3}, DataType: DataType{Uint, 1}}
+	m := Metadata{Shape: []int{6, 6}, ChunkShape: []int{2, 3}, DataType: DataType{Kind: Uint, Size: 1}}
 	for n := 0; ; n++ {
 		a, err := Create(bg, dir, "a", m)
 		if err != nil {

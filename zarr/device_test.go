@@ -156,16 +156,16 @@ func TestRemoteDeviceRegionReads(t *testing.T) {
 // deviceCases are the arrays of the device tests: uncompressed (read
 // directly or gathered), compressed, sharded and v2.
 var deviceCases = map[string]Metadata{
-	"raw-direct": {Shape: []int{64, 1 << 16}, ChunkShape: []int{8, 1 << 16}, DataType: DataType{Float, 4}},
-	"raw-small":  {Shape: []int{50, 70}, ChunkShape: []int{16, 16}, DataType: DataType{Int, 2}, FillValue: -3},
-	"zstd":       {Shape: []int{300, 200}, ChunkShape: []int{64, 50}, DataType: DataType{Float, 8}, Codecs: roundTripCodecs["zstd+crc"], FillValue: "NaN"},
-	"blosc":      {Shape: []int{97, 33}, ChunkShape: []int{10, 10}, DataType: DataType{Uint, 4}, Codecs: roundTripCodecs["blosc-lz4"]},
-	"sharded":    {Shape: []int{40, 36}, ChunkShape: []int{8, 12}, DataType: DataType{Float, 2}, Codecs: shardCodecs([]int{4, 6}, false, roundTripCodecs["gzip"])},
+	"raw-direct": {Shape: []int{64, 1 << 16}, ChunkShape: []int{8, 1 << 16}, DataType: DataType{Kind: Float, Size: 4}},
+	"raw-small":  {Shape: []int{50, 70}, ChunkShape: []int{16, 16}, DataType: DataType{Kind: Int, Size: 2}, FillValue: -3},
+	"zstd":       {Shape: []int{300, 200}, ChunkShape: []int{64, 50}, DataType: DataType{Kind: Float, Size: 8}, Codecs: roundTripCodecs["zstd+crc"], FillValue: "NaN"},
+	"blosc":      {Shape: []int{97, 33}, ChunkShape: []int{10, 10}, DataType: DataType{Kind: Uint, Size: 4}, Codecs: roundTripCodecs["blosc-lz4"]},
+	"sharded":    {Shape: []int{40, 36}, ChunkShape: []int{8, 12}, DataType: DataType{Kind: Float, Size: 2}, Codecs: shardCodecs([]int{4, 6}, false, roundTripCodecs["gzip"])},
 	// Inner chunks read together: staged through pinned memory, and for
 	// 1 MiB inner chunks of a DirStore, straight from the file.
-	"sharded-raw":     {Shape: []int{45, 36}, ChunkShape: []int{16, 12}, DataType: DataType{Int, 4}, Codecs: shardCodecs([]int{4, 6}, true, []Codec{{Name: "bytes"}}), FillValue: 7},
-	"sharded-raw-1mb": {Shape: []int{40, 1 << 16}, ChunkShape: []int{16, 1 << 16}, DataType: DataType{Float, 4}, Codecs: shardCodecs([]int{4, 1 << 16}, false, []Codec{{Name: "bytes"}})},
-	"v2-F-zlib":       {ZarrFormat: 2, Order: 'F', Shape: []int{33, 21}, ChunkShape: []int{8, 8}, DataType: DataType{Int, 8}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
+	"sharded-raw":     {Shape: []int{45, 36}, ChunkShape: []int{16, 12}, DataType: DataType{Kind: Int, Size: 4}, Codecs: shardCodecs([]int{4, 6}, true, []Codec{{Name: "bytes"}}), FillValue: 7},
+	"sharded-raw-1mb": {Shape: []int{40, 1 << 16}, ChunkShape: []int{16, 1 << 16}, DataType: DataType{Kind: Float, Size: 4}, Codecs: shardCodecs([]int{4, 1 << 16}, false, []Codec{{Name: "bytes"}})},
+	"v2-F-zlib":       {ZarrFormat: 2, Order: 'F', Shape: []int{33, 21}, ChunkShape: []int{8, 8}, DataType: DataType{Kind: Int, Size: 8}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
 }
 
 // checkDeviceRegions creates array m in s with its last chunk row
@@ -247,7 +247,7 @@ func TestDeviceWriteForNumpy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := Metadata{Shape: []int{300, 500}, ChunkShape: []int{100, 500}, DataType: DataType{Float, 4}}
+	m := Metadata{Shape: []int{300, 500}, ChunkShape: []int{100, 500}, DataType: DataType{Kind: Float, Size: 4}}
 	a, err := Create(bg, s, "arr", m)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package zarr
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -21,6 +22,12 @@ const (
 	// Complex is a pair of floats, real then imaginary (complex64: two
 	// float32, complex128: two float64), as NumPy stores them.
 	Complex Kind = 'c'
+	// DateTime and TimeDelta are NumPy's datetime64 and timedelta64: a
+	// signed 64-bit count of the type's Unit times its Scale, since the
+	// Unix epoch or as a duration; the smallest int64 is NaT (Not a
+	// Time). In memory they are int64s: the Go program converts them.
+	DateTime  Kind = 'M'
+	TimeDelta Kind = 'm'
 )
 
 // DataType is a numeric element type. Values in memory (region reads and
@@ -29,6 +36,49 @@ const (
 type DataType struct {
 	Kind Kind
 	Size int // bytes per element: 1, 2, 4 or 8, 16 for complex128
+	// Unit and Scale are a DateTime's or TimeDelta's (Size 8): NumPy's
+	// unit ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps",
+	// "fs", "as", or "generic" for none) and how many of it make one
+	// (datetime64[10us]: "us", 10; 0 counts as 1). Other kinds leave
+	// them empty.
+	Unit  string
+	Scale int
+}
+
+// timeUnits are NumPy's units of datetime64 and timedelta64.
+var timeUnits = map[string]bool{"Y": true, "M": true, "W": true, "D": true, "h": true, "m": true, "s": true,
+	"ms": true, "us": true, "ns": true, "ps": true, "fs": true, "as": true, "generic": true}
+
+// temporal reports whether t is a DateTime or a TimeDelta.
+func (t DataType) temporal() bool { return t.Kind == DateTime || t.Kind == TimeDelta }
+
+// scale returns t's Scale, 1 for 0.
+func (t DataType) scale() int { return max(t.Scale, 1) }
+
+// unitText is NumPy's bracket of a temporal type: "[ns]", "[10us]", or
+// "" for the generic unit.
+func (t DataType) unitText() string {
+	switch {
+	case t.Unit == "generic":
+		return ""
+	case t.scale() == 1:
+		return "[" + t.Unit + "]"
+	}
+	return fmt.Sprintf("[%d%s]", t.scale(), t.Unit)
+}
+
+// check reports a DataType this package does not read or write.
+func (t DataType) check() error {
+	if t.temporal() {
+		if t.Size != 8 || !timeUnits[t.Unit] || t.Scale < 0 || t.Scale > math.MaxInt32 {
+			return fmt.Errorf("%w: %c8 of unit %q and scale %d", ErrUnsupportedDataType, t.Kind, t.Unit, t.Scale)
+		}
+		return nil
+	}
+	if v, ok := v3Types[t.Name()]; !ok || v != t {
+		return fmt.Errorf("%w: %+v", ErrUnsupportedDataType, t)
+	}
+	return nil
 }
 
 // swapUnit is the size of the parts of an element whose bytes a
@@ -53,33 +103,95 @@ func (t DataType) Name() string {
 		return fmt.Sprintf("float%d", t.Size*8)
 	case Complex:
 		return fmt.Sprintf("complex%d", t.Size*8)
+	case DateTime:
+		return "numpy.datetime64"
+	case TimeDelta:
+		return "numpy.timedelta64"
 	}
 	return "invalid"
 }
 
-func (t DataType) String() string { return t.Name() }
+// String returns t's Zarr v3 name, with a temporal type's unit as NumPy
+// writes it ("numpy.datetime64[10us]").
+func (t DataType) String() string {
+	if t.temporal() {
+		return t.Name() + t.unitText()
+	}
+	return t.Name()
+}
 
 // v2 returns the Zarr v2 (NumPy) type string of t in little-endian order.
 func (t DataType) v2() string {
-	if t.Size == 1 {
+	switch {
+	case t.temporal():
+		return fmt.Sprintf("<%c8%s", t.Kind, t.unitText())
+	case t.Size == 1:
 		return fmt.Sprintf("|%c%d", t.Kind, t.Size)
 	}
 	return fmt.Sprintf("<%c%d", t.Kind, t.Size)
 }
 
-var v3Types = map[string]DataType{
-	"bool": {Bool, 1}, "int8": {Int, 1}, "int16": {Int, 2}, "int32": {Int, 4}, "int64": {Int, 8},
-	"uint8": {Uint, 1}, "uint16": {Uint, 2}, "uint32": {Uint, 4}, "uint64": {Uint, 8},
-	"float16": {Float, 2}, "float32": {Float, 4}, "float64": {Float, 8},
-	"complex64": {Complex, 8}, "complex128": {Complex, 16},
+// v3JSON returns t as a v3 document's data_type: its name, or for a
+// temporal type the name and its configuration.
+func (t DataType) v3JSON() any {
+	if t.temporal() {
+		return map[string]any{"name": t.Name(), "configuration": map[string]any{"unit": t.Unit, "scale_factor": t.scale()}}
+	}
+	return t.Name()
 }
 
-// ParseDataType parses a Zarr v3 data type name such as "float32".
+var v3Types = map[string]DataType{
+	"bool": {Kind: Bool, Size: 1}, "int8": {Kind: Int, Size: 1}, "int16": {Kind: Int, Size: 2}, "int32": {Kind: Int, Size: 4}, "int64": {Kind: Int, Size: 8},
+	"uint8": {Kind: Uint, Size: 1}, "uint16": {Kind: Uint, Size: 2}, "uint32": {Kind: Uint, Size: 4}, "uint64": {Kind: Uint, Size: 8},
+	"float16": {Kind: Float, Size: 2}, "float32": {Kind: Float, Size: 4}, "float64": {Kind: Float, Size: 8},
+	"complex64": {Kind: Complex, Size: 8}, "complex128": {Kind: Complex, Size: 16},
+}
+
+// ParseDataType parses a Zarr v3 data type name such as "float32". The
+// temporal types, whose names need a configuration, are parsed from a
+// document's data_type object (see Metadata).
 func ParseDataType(name string) (DataType, error) {
 	if t, ok := v3Types[name]; ok {
 		return t, nil
 	}
 	return DataType{}, fmt.Errorf("%w: %q", ErrUnsupportedDataType, name)
+}
+
+// parseV3Type parses a v3 document's data_type: a name, or an object
+// of a name and, for numpy.datetime64 and numpy.timedelta64 (which need
+// it), a configuration of unit and scale_factor and nothing else.
+func parseV3Type(raw json.RawMessage) (DataType, error) {
+	var name string
+	if json.Unmarshal(raw, &name) == nil {
+		return ParseDataType(name)
+	}
+	var obj struct {
+		Name          string          `json:"name"`
+		Configuration json.RawMessage `json:"configuration"`
+	}
+	bad := fmt.Errorf("%w: %.80s", ErrUnsupportedDataType, raw)
+	if onlyFields(raw, &obj) != nil {
+		return DataType{}, bad
+	}
+	kind := map[string]Kind{"numpy.datetime64": DateTime, "numpy.timedelta64": TimeDelta}[obj.Name]
+	if kind == 0 {
+		if c := strings.TrimSpace(string(obj.Configuration)); c != "" && c != "{}" {
+			return DataType{}, bad
+		}
+		return ParseDataType(obj.Name)
+	}
+	var cfg struct {
+		Unit  *string `json:"unit"`
+		Scale *int64  `json:"scale_factor"`
+	}
+	if onlyFields(obj.Configuration, &cfg) != nil || cfg.Unit == nil || cfg.Scale == nil || *cfg.Scale < 1 || *cfg.Scale > math.MaxInt32 {
+		return DataType{}, bad
+	}
+	t := DataType{Kind: kind, Size: 8, Unit: strings.ReplaceAll(*cfg.Unit, "μs", "us"), Scale: int(*cfg.Scale)}
+	if t.check() != nil {
+		return DataType{}, bad
+	}
+	return t, nil
 }
 
 // parseV2Type parses a NumPy type string such as "<f4" or "|b1" and
@@ -90,11 +202,18 @@ func parseV2Type(s string) (DataType, bool, error) {
 		return DataType{}, false, bad
 	}
 	order, kind := s[0], Kind(s[1])
+	if kind == DateTime || kind == TimeDelta {
+		t, ok := parseV2Temporal(kind, s[2:])
+		if !ok || (order != '<' && order != '>' && order != '=') {
+			return DataType{}, false, bad
+		}
+		return t, order == '>', nil
+	}
 	size, err := strconv.Atoi(s[2:])
 	if err != nil || (order != '<' && order != '>' && order != '|' && order != '=') {
 		return DataType{}, false, bad
 	}
-	t := DataType{kind, size}
+	t := DataType{Kind: kind, Size: size}
 	switch {
 	case kind == Bool && size == 1, (kind == Int || kind == Uint) && (size == 1 || size == 2 || size == 4 || size == 8),
 		kind == Float && (size == 2 || size == 4 || size == 8), kind == Complex && (size == 8 || size == 16):
@@ -105,6 +224,37 @@ func parseV2Type(s string) (DataType, bool, error) {
 		return DataType{}, false, bad
 	}
 	return t, order == '>', nil
+}
+
+// onlyFields decodes the JSON object b into v, failing on a field v does
+// not have.
+func onlyFields(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}
+
+// parseV2Temporal parses what follows "<M" or "<m" in a NumPy type
+// string: "8[ns]", "8[10us]", or "8" (the generic unit).
+func parseV2Temporal(kind Kind, rest string) (DataType, bool) {
+	t := DataType{Kind: kind, Size: 8, Unit: "generic", Scale: 1}
+	if rest == "8" {
+		return t, true
+	}
+	unit, ok := strings.CutPrefix(rest, "8[")
+	if unit, ok = strings.CutSuffix(unit, "]"); !ok {
+		return t, false
+	}
+	digits := len(unit) - len(strings.TrimLeft(unit, "0123456789"))
+	if digits > 0 {
+		n, err := strconv.Atoi(unit[:digits])
+		if err != nil || n < 1 || n > math.MaxInt32 {
+			return t, false
+		}
+		t.Scale = n
+	}
+	t.Unit = strings.ReplaceAll(unit[digits:], "μs", "us")
+	return t, t.Unit != "generic" && t.check() == nil
 }
 
 // fillBytes converts a JSON fill value to one little-endian element.
@@ -124,6 +274,18 @@ func fillBytes(t DataType, raw json.RawMessage, allowNull bool) ([]byte, error) 
 	}
 	if t.Kind == Complex {
 		return complexFill(t, raw, s, bad)
+	}
+	if t.temporal() {
+		if s == `"NaT"` {
+			putUint(b, 1<<63)
+			return b, nil
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return bad()
+		}
+		putUint(b, uint64(v))
+		return b, nil
 	}
 	if t.Kind == Bool {
 		switch s {
@@ -203,7 +365,7 @@ func fillBytes(t DataType, raw json.RawMessage, allowNull bool) ([]byte, error) 
 // a float's (a number, "NaN", "Infinity", "-Infinity" or a "0x..." bit
 // pattern), or a lone float for the real part (hand-written metadata).
 func complexFill(t DataType, raw json.RawMessage, s string, bad func() ([]byte, error)) ([]byte, error) {
-	half := DataType{Float, t.Size / 2}
+	half := DataType{Kind: Float, Size: t.Size / 2}
 	parts := []json.RawMessage{raw, json.RawMessage("0")}
 	if s[0] == '[' && (json.Unmarshal(raw, &parts) != nil || len(parts) != 2) {
 		return bad()
@@ -255,7 +417,7 @@ func putFloat(b []byte, f float64) {
 // fillJSON renders a little-endian element as a JSON fill value.
 func fillJSON(t DataType, b []byte) any {
 	if t.Kind == Complex {
-		half := DataType{Float, t.Size / 2}
+		half := DataType{Kind: Float, Size: t.Size / 2}
 		return []any{fillJSON(half, b[:half.Size]), fillJSON(half, b[half.Size:])}
 	}
 	var u uint64
@@ -265,7 +427,7 @@ func fillJSON(t DataType, b []byte) any {
 	switch t.Kind {
 	case Bool:
 		return u != 0
-	case Int:
+	case Int, DateTime, TimeDelta:
 		shift := 64 - 8*t.Size
 		return int64(u<<shift) >> shift
 	case Uint:

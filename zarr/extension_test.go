@@ -42,7 +42,7 @@ func withField(t *testing.T, s Store, key, name, raw string) {
 func TestMustUnderstand(t *testing.T) {
 	rng := rand.New(rand.NewPCG(39, 11))
 	s, _ := NewDirStore(t.TempDir())
-	m := Metadata{Shape: []int{7, 5}, ChunkShape: []int{3, 2}, DataType: DataType{Float, 4}}
+	m := Metadata{Shape: []int{7, 5}, ChunkShape: []int{3, 2}, DataType: DataType{Kind: Float, Size: 4}}
 	a, err := Create(bg, s, "g/a", m)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestMustUnderstand(t *testing.T) {
 // entries too) opens, and none is fine.
 func TestDimensionNames(t *testing.T) {
 	s, _ := NewDirStore(t.TempDir())
-	m := Metadata{Shape: []int{4, 3, 2}, ChunkShape: []int{2, 2, 2}, DataType: DataType{Int, 8}}
+	m := Metadata{Shape: []int{4, 3, 2}, ChunkShape: []int{2, 2, 2}, DataType: DataType{Kind: Int, Size: 8}}
 	if _, err := Create(bg, s, "a", m); err != nil {
 		t.Fatal(err)
 	}

@@ -42,8 +42,8 @@ func TestProcessLocksAcrossProcesses(t *testing.T) {
 		name string
 		m    Metadata
 	}{
-		{"v3 gzip", Metadata{Shape: []int{23, 70}, ChunkShape: []int{10, 32}, DataType: DataType{Uint, 2}, Codecs: gzip}},
-		{"sharded", Metadata{Shape: []int{19, 40}, ChunkShape: []int{8, 16}, DataType: DataType{Float, 4}, Codecs: shardCodecs([]int{4, 4}, false, gzip)}},
+		{"v3 gzip", Metadata{Shape: []int{23, 70}, ChunkShape: []int{10, 32}, DataType: DataType{Kind: Uint, Size: 2}, Codecs: gzip}},
+		{"sharded", Metadata{Shape: []int{19, 40}, ChunkShape: []int{8, 16}, DataType: DataType{Kind: Float, Size: 4}, Codecs: shardCodecs([]int{4, 4}, false, gzip)}},
 	}
 	rng := rand.New(rand.NewPCG(43, 7))
 	for _, where := range []string{"dir", "s3", "versitygw"} {
@@ -310,7 +310,7 @@ func BenchmarkProcessLocks(b *testing.B) {
 	const side = 4096
 	shape := []int{side, side}
 	src := fielddata.Float32(side, side, 1)
-	m := Metadata{Shape: shape, ChunkShape: []int{256, 256}, DataType: DataType{Float, 4},
+	m := Metadata{Shape: shape, ChunkShape: []int{256, 256}, DataType: DataType{Kind: Float, Size: 4},
 		Codecs: []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}}}
 	root := b.TempDir()
 	write := func(opts ...StoreOption) time.Duration {

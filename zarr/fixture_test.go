@@ -78,7 +78,7 @@ func TestNumcodecsFixtures(t *testing.T) {
 		for _, enc := range encs {
 			n := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(enc), "encoded."), ".dat")
 			arr := readNpy(t, filepath.Join(filepath.Dir(dir), "array."+n+".npy"))
-			dt := DataType{Uint, 1}
+			dt := DataType{Kind: Uint, Size: 1}
 			if d, _, err := parseV2Type(arr.descr); err == nil {
 				dt = d
 			} else if m := regexp.MustCompile(`^[<>|][a-zA-Z](\d+)`).FindStringSubmatch(arr.descr); m != nil {

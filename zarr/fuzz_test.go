@@ -43,7 +43,7 @@ func FuzzShardIndex(f *testing.F) {
 				ic = append(ic, Codec{Name: "crc32c"})
 			}
 			s, err := newSharding(map[string]any{"chunk_shape": []int{2}, "codecs": []Codec{{Name: "bytes"}}, "index_codecs": ic,
-				"index_location": map[bool]string{true: "start", false: "end"}[start]}, DataType{Uint, 4}, make([]byte, 4), []int{4})
+				"index_location": map[bool]string{true: "start", false: "end"}[start]}, DataType{Kind: Uint, Size: 4}, make([]byte, 4), []int{4})
 			if err != nil {
 				t.Fatal(err)
 			}

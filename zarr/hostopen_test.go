@@ -44,7 +44,7 @@ func TestHostReadsSkipCuFile(t *testing.T) {
 	}
 	for _, c := range arrays {
 		src := fielddata.Float32(c.shape[0], c.shape[1], 4)
-		a, err := Create(bg, s, c.name, Metadata{Shape: c.shape, ChunkShape: c.chunks, DataType: DataType{Float, 4}, Codecs: c.codecs})
+		a, err := Create(bg, s, c.name, Metadata{Shape: c.shape, ChunkShape: c.chunks, DataType: DataType{Kind: Float, Size: 4}, Codecs: c.codecs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestDirStoreNotRegular(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := Create(bg, s, "a", Metadata{Shape: []int{8, 8}, ChunkShape: []int{4, 4}, DataType: DataType{Float, 4}})
+	a, err := Create(bg, s, "a", Metadata{Shape: []int{8, 8}, ChunkShape: []int{4, 4}, DataType: DataType{Kind: Float, Size: 4}})
 	if err != nil {
 		t.Fatal(err)
 	}

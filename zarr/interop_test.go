@@ -94,7 +94,7 @@ func sameValues(t DataType, a, b []byte) (bool, string) {
 	}
 	es := t.Size
 	if t.Kind == Complex { // each part a float
-		t, es = DataType{Float, t.Size / 2}, t.Size/2
+		t, es = DataType{Kind: Float, Size: t.Size / 2}, t.Size/2
 	}
 	for i := 0; i < len(a); i += es {
 		x, y := a[i:i+es], b[i:i+es]
@@ -198,7 +198,7 @@ func lossless(m *Metadata) bool {
 // Delta with a wider astype stores exact differences.
 func interopValues(rng *rand.Rand, t DataType, n int, specials bool) []byte {
 	if t.Kind == Complex { // real and imaginary parts, each a float's
-		half := DataType{Float, t.Size / 2}
+		half := DataType{Kind: Float, Size: t.Size / 2}
 		re, im := interopValues(rng, half, n, specials), interopValues(rng, half, n, specials)
 		b := make([]byte, 0, n*t.Size)
 		for i := range n {
@@ -525,10 +525,11 @@ func pathsDiff(got, want []string) string {
 	return fmt.Sprintf("extra %q, missing %q", extra, missing)
 }
 
-// interopDTypes are the v2 dtypes of the interop matrix: 12 types, both
-// byte orders.
+// interopDTypes are the v2 dtypes of the interop matrix: 14 types, both
+// byte orders, and datetime64 and timedelta64 of several units and
+// scales.
 var interopDTypes = []string{"|b1", "|i1", "|u1", "<i2", ">i2", "<u2", ">u2", "<i4", ">i4", "<u4", ">u4", "<i8", ">i8", "<u8", ">u8", "<f2", ">f2", "<f4", ">f4", "<f8", ">f8",
-	"<c8", ">c8", "<c16", ">c16"}
+	"<c8", ">c8", "<c16", ">c16", "<M8[ns]", ">M8[s]", "<M8[10us]", ">M8[D]", "<m8[ms]", ">m8[3h]", "<m8[us]"}
 
 // kvikSpecs returns the arrays kvik creates for zarr-python to read:
 // for each dtype every compressor kvik writes but blosc, and blosc with
@@ -563,7 +564,7 @@ func kvikSpecs(rng *rand.Rand) []Metadata {
 		for _, c := range comps(k) {
 			specs = append(specs, spec{dt, c, nil})
 		}
-		if dt != "|b1" && dt[1] != 'c' { // no Delta of bools or complex numbers
+		if dt != "|b1" && !strings.ContainsRune("cmM", rune(dt[1])) { // no Delta of bools, complex numbers or times
 			specs = append(specs, spec{dt, comps(k)[k%11], []string{dt, dt}})
 		}
 	}
@@ -600,6 +601,8 @@ func kvikSpecs(rng *rand.Rand) []Metadata {
 			// Imaginary parts finite: zarr-python 2 reads [re, im] as
 			// re + 1j*im, which makes the real part NaN for an infinite im.
 			fills = append(fills, fillJSON(dt, interopValues(rng, dt, 1, false)), []any{"NaN", 1.5}, []any{"-Infinity", 2})
+		case DateTime, TimeDelta:
+			fills = append(fills, fillJSON(dt, interopValues(rng, dt, 1, false)), "NaT")
 		default:
 			fills = append(fills, fillJSON(dt, interopValues(rng, dt, 1, false)))
 		}
@@ -768,7 +771,7 @@ func TestCreateMetadataForZarrPython(t *testing.T) {
 	attrs := map[string]any{"unit": "°C", "clef": "𝄞", "note": "température\u2028ok", "ascii": "plain <&>"}
 	for _, f := range []int{2, 3} {
 		path := fmt.Sprintf("g/scalar%d", f)
-		if _, err := Create(bg, s, path, Metadata{ZarrFormat: f, DataType: DataType{Int, 2}, Attributes: attrs}); err != nil {
+		if _, err := Create(bg, s, path, Metadata{ZarrFormat: f, DataType: DataType{Kind: Int, Size: 2}, Attributes: attrs}); err != nil {
 			t.Fatal(err)
 		}
 		key := map[int]string{2: "/.zarray", 3: "/zarr.json"}[f]
@@ -819,7 +822,7 @@ func TestCreateMetadataForZarrPython(t *testing.T) {
 		{4, "NaN", "0000c07f"}, {4, float32(math.NaN()), "0000c07f"}, {2, "NaN", "007e"},
 	} {
 		for _, f := range []int{2, 3} {
-			a, err := Create(bg, s, "nan", Metadata{ZarrFormat: f, Shape: []int{3}, ChunkShape: []int{2}, DataType: DataType{Float, c.size}, FillValue: c.fill})
+			a, err := Create(bg, s, "nan", Metadata{ZarrFormat: f, Shape: []int{3}, ChunkShape: []int{2}, DataType: DataType{Kind: Float, Size: c.size}, FillValue: c.fill})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -849,7 +852,7 @@ func TestCreateRefusesUnwritable(t *testing.T) {
 		"v3 bz2": {Codecs: []Codec{{Name: "bytes"}, {Name: "numcodecs.bz2", Configuration: map[string]any{"level": 9}}}},
 	}
 	for name, m := range bz2 {
-		m.Shape, m.ChunkShape, m.DataType = []int{8}, []int{4}, DataType{Float, 4}
+		m.Shape, m.ChunkShape, m.DataType = []int{8}, []int{4}, DataType{Kind: Float, Size: 4}
 		s, _ := NewDirStore(t.TempDir())
 		if _, err := Create(bg, s, "a", m); !errors.Is(err, ErrUnsupportedCodec) || !strings.Contains(err.Error(), "bz2") {
 			t.Errorf("%s: %v, want ErrUnsupportedCodec", name, err)
@@ -867,7 +870,7 @@ func TestCreateRefusesUnwritable(t *testing.T) {
 			"v3":            {Codecs: []Codec{{Name: "bytes"}, v3}},
 			"v3 sharded":    {Codecs: shardCodecs([]int{2}, false, []Codec{{Name: "bytes"}, v3})},
 		} {
-			m.Shape, m.ChunkShape, m.DataType = []int{8}, []int{4}, DataType{Float, 4}
+			m.Shape, m.ChunkShape, m.DataType = []int{8}, []int{4}, DataType{Kind: Float, Size: 4}
 			dir := t.TempDir()
 			s, _ := NewDirStore(dir)
 			_, err := Create(bg, s, "g/a", m)

@@ -26,9 +26,9 @@ func TestConcurrentPartialWrites(t *testing.T) {
 		name string
 		m    Metadata
 	}{
-		{"v3 gzip", Metadata{Shape: []int{17, 40}, ChunkShape: []int{6, 16}, DataType: DataType{Uint, 2}, Codecs: gzip}},
-		{"v2", Metadata{ZarrFormat: 2, Shape: []int{17, 40}, ChunkShape: []int{6, 16}, DataType: DataType{Int, 4}, FillValue: 7}},
-		{"sharded", Metadata{Shape: []int{17, 40}, ChunkShape: []int{8, 16}, DataType: DataType{Float, 4}, Codecs: shardCodecs([]int{4, 4}, false, gzip)}},
+		{"v3 gzip", Metadata{Shape: []int{17, 40}, ChunkShape: []int{6, 16}, DataType: DataType{Kind: Uint, Size: 2}, Codecs: gzip}},
+		{"v2", Metadata{ZarrFormat: 2, Shape: []int{17, 40}, ChunkShape: []int{6, 16}, DataType: DataType{Kind: Int, Size: 4}, FillValue: 7}},
+		{"sharded", Metadata{Shape: []int{17, 40}, ChunkShape: []int{8, 16}, DataType: DataType{Kind: Float, Size: 4}, Codecs: shardCodecs([]int{4, 4}, false, gzip)}},
 	}
 	rng := rand.New(rand.NewPCG(39, 3))
 	for _, c := range metas {

@@ -76,7 +76,7 @@ func TestRemoteStoreKeysStayInPrefix(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(28, 1))
 	for _, name := range []string{"50%25", "pct%41", "a b+c", "é%zz"} {
-		m := Metadata{Shape: []int{5, 7}, ChunkShape: []int{2, 3}, DataType: DataType{Uint, 2}}
+		m := Metadata{Shape: []int{5, 7}, ChunkShape: []int{2, 3}, DataType: DataType{Kind: Uint, Size: 2}}
 		a, err := Create(bg, s, name, m)
 		if err != nil {
 			t.Fatalf("create %q: %v", name, err)
@@ -150,7 +150,7 @@ func TestOpenFromBucketAnswering403(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := Create(bg, local, "", Metadata{ZarrFormat: format, Shape: []int{9}, ChunkShape: []int{4}, DataType: DataType{Int, 4}})
+		a, err := Create(bg, local, "", Metadata{ZarrFormat: format, Shape: []int{9}, ChunkShape: []int{4}, DataType: DataType{Kind: Int, Size: 4}})
 		if err != nil {
 			t.Fatal(err)
 		}

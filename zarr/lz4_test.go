@@ -99,7 +99,7 @@ func TestLZ4Env(t *testing.T) {
 }
 
 func lz4EnvMeta() Metadata {
-	return Metadata{Shape: []int{300}, ChunkShape: []int{70}, DataType: DataType{Float, 4}, Codecs: []Codec{{Name: "bytes"},
+	return Metadata{Shape: []int{300}, ChunkShape: []int{70}, DataType: DataType{Kind: Float, Size: 4}, Codecs: []Codec{{Name: "bytes"},
 		{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 0}}}}
 }
 

@@ -153,8 +153,8 @@ func TestLZ4CodecNames(t *testing.T) {
 	want := fielddata.Float32(1, 300, 35)
 	acc := map[string]any{"acceleration": 2}
 	for _, m := range []Metadata{
-		{Shape: []int{300}, ChunkShape: []int{64}, DataType: DataType{Float, 4}, Compressor: &Codec{Name: "lz4", Configuration: acc}, ZarrFormat: 2},
-		{Shape: []int{300}, ChunkShape: []int{64}, DataType: DataType{Float, 4}, Codecs: []Codec{{Name: "bytes"}, {Name: "numcodecs.lz4", Configuration: acc}}},
+		{Shape: []int{300}, ChunkShape: []int{64}, DataType: DataType{Kind: Float, Size: 4}, Compressor: &Codec{Name: "lz4", Configuration: acc}, ZarrFormat: 2},
+		{Shape: []int{300}, ChunkShape: []int{64}, DataType: DataType{Kind: Float, Size: 4}, Codecs: []Codec{{Name: "bytes"}, {Name: "numcodecs.lz4", Configuration: acc}}},
 	} {
 		name := "v3"
 		if m.ZarrFormat == 2 {
@@ -172,11 +172,11 @@ func TestLZ4CodecNames(t *testing.T) {
 			t.Fatalf("%s: read back %v", name, err)
 		}
 	}
-	v3 := Metadata{Shape: []int{8}, ChunkShape: []int{4}, DataType: DataType{Float, 4}, Codecs: []Codec{{Name: "bytes"}, {Name: "lz4"}}}
+	v3 := Metadata{Shape: []int{8}, ChunkShape: []int{4}, DataType: DataType{Kind: Float, Size: 4}, Codecs: []Codec{{Name: "bytes"}, {Name: "lz4"}}}
 	if _, err := Create(bg, s, "v3lz4", v3); !errors.Is(err, ErrUnsupportedCodec) {
 		t.Errorf("v3 \"lz4\": %v, want ErrUnsupportedCodec", err)
 	}
-	bad := Metadata{Shape: []int{8}, ChunkShape: []int{4}, DataType: DataType{Float, 4}, Codecs: []Codec{{Name: "bytes"},
+	bad := Metadata{Shape: []int{8}, ChunkShape: []int{4}, DataType: DataType{Kind: Float, Size: 4}, Codecs: []Codec{{Name: "bytes"},
 		{Name: "numcodecs.lz4", Configuration: map[string]any{"acceleration": "fast"}}}}
 	if _, err := Create(bg, s, "bad", bad); !errors.Is(err, ErrInvalidMetadata) {
 		t.Errorf("acceleration \"fast\": %v, want ErrInvalidMetadata", err)

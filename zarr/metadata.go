@@ -252,11 +252,7 @@ func ParseMetadataV3(b []byte) (*Metadata, error) {
 	if err := checkExtensions("zarr.json", doc, v3ArrayFields); err != nil {
 		return nil, err
 	}
-	var dts string
-	if err := json.Unmarshal(v.DataType, &dts); err != nil {
-		return nil, fmt.Errorf("%w: %.60s", ErrUnsupportedDataType, v.DataType)
-	}
-	dt, err := ParseDataType(dts)
+	dt, err := parseV3Type(v.DataType)
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +344,7 @@ func jsonFill(v any) (json.RawMessage, error) {
 		return json.RawMessage("[" + string(re) + "," + string(im) + "]"), nil
 	}
 	if f, ok := v.(float64); ok {
-		v = fillJSON(DataType{Float, 8}, func() []byte { b := make([]byte, 8); putFloat(b, f); return b }())
+		v = fillJSON(DataType{Kind: Float, Size: 8}, func() []byte { b := make([]byte, 8); putFloat(b, f); return b }())
 	}
 	if f, ok := v.(float32); ok {
 		return jsonFill(float64(f))
@@ -415,7 +411,7 @@ func (m *Metadata) marshal() (map[string][]byte, error) {
 		codecs[i] = v3Codec(c)
 	}
 	doc := map[string]any{
-		"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": m.DataType.Name(),
+		"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": m.DataType.v3JSON(),
 		"chunk_grid":         map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": chunks}},
 		"chunk_key_encoding": map[string]any{"name": m.ChunkKeyEncoding, "configuration": map[string]any{"separator": m.Separator}},
 		"fill_value":         fill, "codecs": codecs, "attributes": m.Attributes,

@@ -18,7 +18,7 @@ import (
 // characters included, read back exactly.
 func TestCreateRefusesInvalidUTF8(t *testing.T) {
 	ctx := context.Background()
-	base := Metadata{Shape: []int{3}, ChunkShape: []int{2}, DataType: DataType{Int, 2}}
+	base := Metadata{Shape: []int{3}, ChunkShape: []int{2}, DataType: DataType{Kind: Int, Size: 2}}
 	for _, f := range []int{2, 3} {
 		for name, change := range map[string]func(m *Metadata){
 			"attribute key":   func(m *Metadata) { m.Attributes = map[string]any{"units\xff": "m"} },
@@ -74,7 +74,7 @@ func TestConsolidateRefusesInvalidUTF8(t *testing.T) {
 	for _, f := range []int{2, 3} {
 		dir := t.TempDir()
 		s, _ := NewDirStore(dir)
-		m := Metadata{ZarrFormat: f, Shape: []int{3}, ChunkShape: []int{3}, DataType: DataType{Uint, 1}}
+		m := Metadata{ZarrFormat: f, Shape: []int{3}, ChunkShape: []int{3}, DataType: DataType{Kind: Uint, Size: 1}}
 		for _, p := range []string{"ok", "a\xff"} {
 			if _, err := Create(ctx, s, p, m); err != nil {
 				t.Fatal(err)

@@ -51,7 +51,7 @@ func TestOpenCreatesNothing(t *testing.T) {
 		t.Errorf("OpenArray of a missing directory: %v", err)
 	}
 	s, _ := NewDirStore(root)
-	if _, err := Create(bg, s, "g/a", Metadata{Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Int, 2}}); err != nil {
+	if _, err := Create(bg, s, "g/a", Metadata{Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Kind: Int, Size: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	if paths, err := ArrayPaths(bg, s); err != nil || !slices.Equal(paths, []string{"g/a"}) {
@@ -131,7 +131,7 @@ func TestArrayPathsCorrupt(t *testing.T) {
 	rng := rand.New(rand.NewPCG(39, 5))
 	s, _ := NewDirStore(t.TempDir())
 	for _, p := range []string{"a", "g/b", "g/h/c"} {
-		if _, err := Create(bg, s, p, Metadata{Shape: []int{5}, ChunkShape: []int{2}, DataType: DataType{Float, 8}}); err != nil {
+		if _, err := Create(bg, s, p, Metadata{Shape: []int{5}, ChunkShape: []int{2}, DataType: DataType{Kind: Float, Size: 8}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,7 +169,7 @@ func TestDirStoreLinkedRoot(t *testing.T) {
 	tmp := t.TempDir()
 	real := filepath.Join(tmp, "real.zarr")
 	s, _ := NewDirStore(real)
-	if _, err := Create(bg, s, "g/a", Metadata{Shape: []int{3}, ChunkShape: []int{3}, DataType: DataType{Uint, 1}}); err != nil {
+	if _, err := Create(bg, s, "g/a", Metadata{Shape: []int{3}, ChunkShape: []int{3}, DataType: DataType{Kind: Uint, Size: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	link := filepath.Join(tmp, "link.zarr")

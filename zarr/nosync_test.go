@@ -20,7 +20,7 @@ import (
 func TestDirStoreWithoutSync(t *testing.T) {
 	logs := &logtest.Capture{Level: kvik.LevelDebug}
 	defer kvik.SetLogger(slog.New(logs))()
-	m := Metadata{ZarrFormat: 3, Shape: []int{57, 83}, ChunkShape: []int{16, 9}, DataType: DataType{Float, 4}, FillValue: 1.5,
+	m := Metadata{ZarrFormat: 3, Shape: []int{57, 83}, ChunkShape: []int{16, 9}, DataType: DataType{Kind: Float, Size: 4}, FillValue: 1.5,
 		Codecs: []Codec{{Name: "bytes", Configuration: map[string]any{"endian": "little"}}, {Name: "zstd", Configuration: map[string]any{"level": 1}}}}
 	for _, noSync := range []bool{false, true} {
 		var opts []StoreOption

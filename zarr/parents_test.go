@@ -238,7 +238,7 @@ func checkParentConflict(t *testing.T, rng *rand.Rand, newStore func(string) Sto
 			segs[i] = fmt.Sprint("c", i)
 		}
 		at := strings.Join(segs[:1+rng.IntN(depth-1)], "/")
-		m := Metadata{ZarrFormat: other, Shape: []int{3}, ChunkShape: []int{2}, DataType: DataType{Int, 4}}
+		m := Metadata{ZarrFormat: other, Shape: []int{3}, ChunkShape: []int{2}, DataType: DataType{Kind: Int, Size: 4}}
 		a, err := Create(bg, s, at, m)
 		if err != nil {
 			t.Fatal(err)
@@ -267,7 +267,7 @@ func checkParentRequests(t *testing.T, newStore func(string) Store, reqs *reques
 	t.Helper()
 	gkey, _ := wantGroup(f)
 	s := newStore("requests").(*RemoteStore)
-	m := Metadata{ZarrFormat: f, Shape: []int{3}, ChunkShape: []int{2}, DataType: DataType{Int, 4}}
+	m := Metadata{ZarrFormat: f, Shape: []int{3}, ChunkShape: []int{2}, DataType: DataType{Kind: Int, Size: 4}}
 	reqs.metadataRequests()
 	if _, err := Create(bg, s, "a/b/c", m); err != nil {
 		t.Fatal(err)

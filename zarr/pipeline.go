@@ -409,7 +409,7 @@ func newDelta(cfg map[string]any, arr DataType) (bytesCodec, error) {
 	if d.as, d.asBig, err = parseV2Type(as); err != nil {
 		return nil, fmt.Errorf("delta astype: %w", err)
 	}
-	if d.dt.Kind == Bool || d.as.Kind == Bool || d.dt.Kind == Complex || d.as.Kind == Complex || (d.dt.Kind == Float) != (d.as.Kind == Float) {
+	if d.dt.Kind == Bool || d.as.Kind == Bool || d.dt.Kind == Complex || d.as.Kind == Complex || d.dt.temporal() || d.as.temporal() || (d.dt.Kind == Float) != (d.as.Kind == Float) {
 		return nil, fmt.Errorf("%w: delta from %s to %s", ErrUnsupportedCodec, ds, as)
 	}
 	return d, nil

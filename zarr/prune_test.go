@@ -48,7 +48,7 @@ func TestDeletePrunesDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(7, 1))
-	m := Metadata{Shape: []int{40 + rng.IntN(40), 40 + rng.IntN(40)}, ChunkShape: []int{8 + rng.IntN(8), 8 + rng.IntN(8)}, DataType: DataType{Float, 4}}
+	m := Metadata{Shape: []int{40 + rng.IntN(40), 40 + rng.IntN(40)}, ChunkShape: []int{8 + rng.IntN(8), 8 + rng.IntN(8)}, DataType: DataType{Kind: Float, Size: 4}}
 	write := func(path string) []byte {
 		a, err := Create(bg, s, path, m)
 		if err != nil {
@@ -153,7 +153,7 @@ func TestDeletePruneStaysInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := Metadata{Shape: []int{16, 16}, ChunkShape: []int{8, 8}, DataType: DataType{Float, 4}}
+	m := Metadata{Shape: []int{16, 16}, ChunkShape: []int{8, 8}, DataType: DataType{Kind: Float, Size: 4}}
 	a, err := Create(bg, s, "a", m)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +234,7 @@ func TestDeleteConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := Metadata{Shape: []int{64, 64}, ChunkShape: []int{4, 4}, DataType: DataType{Float, 4}}
+	m := Metadata{Shape: []int{64, 64}, ChunkShape: []int{4, 4}, DataType: DataType{Kind: Float, Size: 4}}
 	for round := range 3 {
 		a, err := Create(bg, s, "g/a", m)
 		if err != nil {

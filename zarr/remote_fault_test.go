@@ -116,7 +116,7 @@ func localArray(t *testing.T, m Metadata) (string, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.DataType = DataType{Float, 4}
+	m.DataType = DataType{Kind: Float, Size: 4}
 	a, err := Create(bg, s, "", m)
 	if err != nil {
 		t.Fatal(err)
@@ -431,9 +431,9 @@ func waitCanceled(t *testing.T, done <-chan error) {
 func TestRemoteConsolidated(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := NewDirStore(dir)
-	data := randValues(rand.New(rand.NewPCG(1, 1)), DataType{Int, 2}, 6*7)
+	data := randValues(rand.New(rand.NewPCG(1, 1)), DataType{Kind: Int, Size: 2}, 6*7)
 	for _, p := range []string{"v2/a", "v2/g/b"} {
-		a, err := Create(bg, s, p, Metadata{ZarrFormat: 2, Shape: []int{6, 7}, ChunkShape: []int{4, 4}, DataType: DataType{Int, 2}, Attributes: map[string]any{"name": p}})
+		a, err := Create(bg, s, p, Metadata{ZarrFormat: 2, Shape: []int{6, 7}, ChunkShape: []int{4, 4}, DataType: DataType{Kind: Int, Size: 2}, Attributes: map[string]any{"name": p}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,7 +441,7 @@ func TestRemoteConsolidated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a3, err := Create(bg, s, "v3/g/c", Metadata{Shape: []int{6, 7}, ChunkShape: []int{4, 4}, DataType: DataType{Int, 2}})
+	a3, err := Create(bg, s, "v3/g/c", Metadata{Shape: []int{6, 7}, ChunkShape: []int{4, 4}, DataType: DataType{Kind: Int, Size: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

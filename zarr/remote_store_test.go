@@ -41,7 +41,7 @@ func TestFetchersBoundedByBytes(t *testing.T) {
 		{[]int{4096, 1024}, 2, 32, 16},      // 16 MiB cells: 16 fit
 		{[]int{1 << 14, 1 << 14}, 1, 32, 1}, // 1 GiB cells
 	} {
-		a := &Array{workers: c.workers, meta: &Metadata{ChunkShape: c.chunk, DataType: DataType{Float, 4}}, pipe: &pipeline{}}
+		a := &Array{workers: c.workers, meta: &Metadata{ChunkShape: c.chunk, DataType: DataType{Kind: Float, Size: 4}}, pipe: &pipeline{}}
 		if got := a.fetchers(c.slots); got != c.want {
 			t.Errorf("chunks %v, %d workers, %d slots: %d requests, want %d", c.chunk, c.workers, c.slots, got, c.want)
 		}

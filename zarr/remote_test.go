@@ -234,7 +234,7 @@ func remoteRoundTrip(t *testing.T, prefix string) {
 			if strings.Contains(name, "shard") {
 				m.ChunkShape = []int{4, 6}
 			}
-			m.DataType, m.FillValue = DataType{Float, 4}, "NaN"
+			m.DataType, m.FillValue = DataType{Kind: Float, Size: 4}, "NaN"
 			sub, err := OpenURL(bg, s.URL(name), WithRemoteOptions(srv.Opts()...))
 			if err != nil {
 				t.Fatal(err)

@@ -98,7 +98,7 @@ func shardCodecs(inner []int, start bool, innerCodecs []Codec) []Codec {
 // against an in-memory model, and reopens the array from its metadata.
 func TestRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	types := []DataType{{Bool, 1}, {Int, 1}, {Uint, 2}, {Int, 4}, {Uint, 8}, {Float, 2}, {Float, 4}, {Float, 8}}
+	types := []DataType{{Kind: Bool, Size: 1}, {Kind: Int, Size: 1}, {Kind: Uint, Size: 2}, {Kind: Int, Size: 4}, {Kind: Uint, Size: 8}, {Kind: Float, Size: 2}, {Kind: Float, Size: 4}, {Kind: Float, Size: 8}}
 	type cfg struct {
 		name string
 		m    Metadata
@@ -128,7 +128,7 @@ func TestRoundTrip(t *testing.T) {
 			for trial := 0; trial < 3; trial++ {
 				dt := types[rng.IntN(len(types))]
 				if strings.Contains(c.name, "delta") {
-					dt = DataType{Int, 4}
+					dt = DataType{Kind: Int, Size: 4}
 				}
 				shape := []int{1 + rng.IntN(9), 1 + rng.IntN(13)}
 				chunks := []int{1 + rng.IntN(5), 1 + rng.IntN(7)}
@@ -212,7 +212,7 @@ func TestStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	testStore(t, s)
-	val := randValues(rand.New(rand.NewPCG(3, 4)), DataType{Uint, 1}, 100)
+	val := randValues(rand.New(rand.NewPCG(3, 4)), DataType{Kind: Uint, Size: 1}, 100)
 	if err := s.Set(bg, "A/B/C.0", val); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func testStore(t *testing.T, s Store) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(3, 4))
 	const n = 1000 + 337
-	val := randValues(rng, DataType{Uint, 1}, n)
+	val := randValues(rng, DataType{Kind: Uint, Size: 1}, n)
 	if err := s.Set(bg, "a/b/c.0", val); err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestBadInput(t *testing.T) {
 	}
 	// The broken root array is no parent group for x.
 	os.Remove(filepath.Join(s.Root(), "zarr.json"))
-	a, err := Create(bg, s, "x", Metadata{Shape: []int{10}, ChunkShape: []int{4}, DataType: DataType{Float, 4}, Codecs: roundTripCodecs["zstd+crc"]})
+	a, err := Create(bg, s, "x", Metadata{Shape: []int{10}, ChunkShape: []int{4}, DataType: DataType{Kind: Float, Size: 4}, Codecs: roundTripCodecs["zstd+crc"]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestBadInput(t *testing.T) {
 	if err := a.ReadRegion(bg, []int{3}, []int{5}, make([]byte, 7)); !errors.Is(err, ErrInvalidRegion) {
 		t.Errorf("short buffer: %v", err)
 	}
-	if err := a.WriteRegion(bg, []int{0}, []int{4}, randValues(rand.New(rand.NewPCG(5, 6)), DataType{Float, 4}, 4)); err != nil {
+	if err := a.WriteRegion(bg, []int{0}, []int{4}, randValues(rand.New(rand.NewPCG(5, 6)), DataType{Kind: Float, Size: 4}, 4)); err != nil {
 		t.Fatal(err)
 	}
 	// Flip a byte of the stored chunk: crc32c must catch it.
@@ -363,8 +363,8 @@ func TestFloat16(t *testing.T) {
 func TestRawLongRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, m := range []Metadata{
-		{Shape: []int{9, 50000}, ChunkShape: []int{4, 50000}, DataType: DataType{Uint, 2}},
-		{ZarrFormat: 2, Shape: []int{9, 50000}, ChunkShape: []int{4, 20000}, DataType: DataType{Float, 4}},
+		{Shape: []int{9, 50000}, ChunkShape: []int{4, 50000}, DataType: DataType{Kind: Uint, Size: 2}},
+		{ZarrFormat: 2, Shape: []int{9, 50000}, ChunkShape: []int{4, 20000}, DataType: DataType{Kind: Float, Size: 4}},
 	} {
 		roundTrip(t, rng, m)
 	}
@@ -373,7 +373,7 @@ func TestRawLongRows(t *testing.T) {
 // TestZstdStreamFrames decodes zstd frames without a content size (as
 // streaming encoders write them) and enforces the output limit on them.
 func TestZstdStreamFrames(t *testing.T) {
-	data := randValues(rand.New(rand.NewPCG(13, 14)), DataType{Uint, 1}, 300000)
+	data := randValues(rand.New(rand.NewPCG(13, 14)), DataType{Kind: Uint, Size: 1}, 300000)
 	var buf bytes.Buffer
 	w, err := zstd.NewWriter(&buf)
 	if err != nil {
@@ -580,11 +580,11 @@ func TestBloscManySplitsBounded(t *testing.T) {
 // other readers need: the v2 type string as is, an explicit endian.
 func TestCreateMetadataDocs(t *testing.T) {
 	s, _ := NewDirStore(t.TempDir())
-	if _, err := Create(bg, s, "v3", Metadata{Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Float, 4}, FillValue: "-Infinity",
+	if _, err := Create(bg, s, "v3", Metadata{Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Kind: Float, Size: 4}, FillValue: "-Infinity",
 		Codecs: []Codec{{Name: "bytes"}, {Name: "crc32c"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Create(bg, s, "v2", Metadata{ZarrFormat: 2, BigEndian: true, Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Int, 2}, FillValue: -5}); err != nil {
+	if _, err := Create(bg, s, "v2", Metadata{ZarrFormat: 2, BigEndian: true, Shape: []int{4}, ChunkShape: []int{2}, DataType: DataType{Kind: Int, Size: 2}, FillValue: -5}); err != nil {
 		t.Fatal(err)
 	}
 	v3, _ := s.Get(bg, "v3/zarr.json", nil)
@@ -606,7 +606,7 @@ func TestCreateMetadataDocs(t *testing.T) {
 // match length and a run, per c-blosc's decoder.
 func TestBlosclzFarMatch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
-	lit := randValues(rng, DataType{Uint, 1}, 10000)
+	lit := randValues(rng, DataType{Kind: Uint, Size: 1}, 10000)
 	var in []byte
 	for i := 0; i < len(lit); i += 32 {
 		n := min(32, len(lit)-i)

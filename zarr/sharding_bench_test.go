@@ -32,7 +32,7 @@ func BenchmarkRemoteSharded(b *testing.B) {
 	srv := s3test.Start(b)
 	const cols = 1024 // float32: 4 KiB rows, 256 rows per MiB
 	shape, inner := []int{mib * 256, cols}, []int{256, cols}
-	dt := DataType{Float, 4}
+	dt := DataType{Kind: Float, Size: 4}
 	src := randValues(rand.New(rand.NewPCG(1, 2)), dt, numElements(shape))
 	bytesLE := Codec{Name: "bytes", Configuration: map[string]any{"endian": "little"}}
 	variants := map[string]Metadata{

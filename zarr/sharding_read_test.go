@@ -71,7 +71,7 @@ func dataRanges(ranges []string, indexSize int64, start bool) []string {
 // reference values.
 func shardedArray(t *testing.T, rng *rand.Rand, s Store, shape, shard, inner []int, start bool, innerCodecs []Codec, holes func(i int) bool) (*Array, model) {
 	t.Helper()
-	dt := DataType{Float, 4}
+	dt := DataType{Kind: Float, Size: 4}
 	m := Metadata{Shape: shape, ChunkShape: shard, DataType: dt, FillValue: 1.5, Codecs: shardCodecs(inner, start, innerCodecs)}
 	a, err := Create(bg, s, "sh", m)
 	if err != nil {
@@ -272,7 +272,7 @@ func TestShardedReadHTTPRequests(t *testing.T) {
 // and only pieces back to back in the store and in the region are
 // direct.
 func TestShardSpans(t *testing.T) {
-	raw := &pipeline{dt: DataType{Uint, 1}, ab: newBytesAB(DataType{Uint, 1}, false)}
+	raw := &pipeline{dt: DataType{Kind: Uint, Size: 1}, ab: newBytesAB(DataType{Kind: Uint, Size: 1}, false)}
 	a := &Array{workers: 4, store: &countingStore{}}
 	out := view{shape: []int{1 << 30}, es: 1}
 	pc := func(off, n int64, dst int) piece {
@@ -566,7 +566,7 @@ func TestShardLargeIndex(t *testing.T) {
 		}
 		cs := &countingStore{Store: ds}
 		shape := []int{80000}
-		dt := DataType{Uint, 2}
+		dt := DataType{Kind: Uint, Size: 2}
 		a, err := Create(bg, cs, "a", Metadata{Shape: shape, ChunkShape: []int{40000}, DataType: dt, Codecs: shardCodecs([]int{2}, start, []Codec{{Name: "bytes"}})})
 		if err != nil {
 			t.Fatal(err)
@@ -606,7 +606,7 @@ func TestShardSharedRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := &countingStore{Store: ds}
-	if _, err := Create(bg, cs, "a", Metadata{Shape: []int{12}, ChunkShape: []int{12}, DataType: DataType{Uint, 1},
+	if _, err := Create(bg, cs, "a", Metadata{Shape: []int{12}, ChunkShape: []int{12}, DataType: DataType{Kind: Uint, Size: 1},
 		Codecs: []Codec{{Name: "sharding_indexed", Configuration: map[string]any{"chunk_shape": []int{4}, "codecs": []Codec{{Name: "bytes"}}, "index_codecs": []Codec{{Name: "bytes"}}}}}}); err != nil {
 		t.Fatal(err)
 	}

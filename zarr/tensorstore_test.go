@@ -53,7 +53,7 @@ func TestTensorStoreInterop(t *testing.T) {
 	}
 	zstd := Codec{Name: "zstd", Configuration: map[string]any{"level": 3, "checksum": true}}
 	bytesBE := Codec{Name: "bytes", Configuration: map[string]any{"endian": "big"}}
-	f32, c64, c128 := DataType{Float, 4}, DataType{Complex, 8}, DataType{Complex, 16}
+	f32, c64, c128 := DataType{Kind: Float, Size: 4}, DataType{Kind: Complex, Size: 8}, DataType{Kind: Complex, Size: 16}
 	type tsCase struct {
 		codecs []Codec
 		dt     DataType

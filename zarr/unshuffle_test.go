@@ -107,18 +107,18 @@ func smoothBytes(rng *rand.Rand, n, es int) []byte {
 // the arrays of the first kind.
 var (
 	unshuffleCases = map[string]Metadata{
-		"2d-f32":     {Shape: []int{300, 257}, ChunkShape: []int{64, 50}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "shuffle", 0)},
-		"3d-f32":     {Shape: []int{9, 40, 70}, ChunkShape: []int{4, 16, 32}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("zstd", "shuffle", 1000), FillValue: -2},
-		"1d-f64":     {Shape: []int{100003}, ChunkShape: []int{4096}, DataType: DataType{Float, 8}, Codecs: bloscCodecs("zlib", "shuffle", 0)},
-		"rows-f32":   {Shape: []int{200, 64}, ChunkShape: []int{16, 64}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "shuffle", 0), FillValue: 1.5},
-		"odd-blk":    {Shape: []int{70, 90}, ChunkShape: []int{33, 31}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4hc", "shuffle", 1001)},
-		"sharded":    {Shape: []int{90, 64}, ChunkShape: []int{32, 32}, DataType: DataType{Float, 4}, Codecs: shardCodecs([]int{16, 8}, false, bloscCodecs("lz4", "shuffle", 0))},
-		"sharded-3d": {Shape: []int{8, 30, 40}, ChunkShape: []int{4, 16, 20}, DataType: DataType{Float, 8}, Codecs: shardCodecs([]int{2, 8, 10}, true, bloscCodecs("zstd", "shuffle", 0)), FillValue: 9},
-		"v2-f4":      {ZarrFormat: 2, Shape: []int{130, 70}, ChunkShape: []int{64, 64}, DataType: DataType{Float, 4}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
-		"u8":         {Shape: []int{80, 80}, ChunkShape: []int{32, 32}, DataType: DataType{Uint, 1}, Codecs: bloscCodecs("lz4", "shuffle", 0)},
-		"bit":        {Shape: []int{80, 80}, ChunkShape: []int{32, 32}, DataType: DataType{Float, 4}, Codecs: bloscCodecs("lz4", "bitshuffle", 0)},
-		"v2-be-f8":   {ZarrFormat: 2, BigEndian: true, Shape: []int{50, 50}, ChunkShape: []int{16, 16}, DataType: DataType{Float, 8}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
-		"v2-F-i4":    {ZarrFormat: 2, Order: 'F', Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Int, 4}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 3, "shuffle": 1}}},
+		"2d-f32":     {Shape: []int{300, 257}, ChunkShape: []int{64, 50}, DataType: DataType{Kind: Float, Size: 4}, Codecs: bloscCodecs("lz4", "shuffle", 0)},
+		"3d-f32":     {Shape: []int{9, 40, 70}, ChunkShape: []int{4, 16, 32}, DataType: DataType{Kind: Float, Size: 4}, Codecs: bloscCodecs("zstd", "shuffle", 1000), FillValue: -2},
+		"1d-f64":     {Shape: []int{100003}, ChunkShape: []int{4096}, DataType: DataType{Kind: Float, Size: 8}, Codecs: bloscCodecs("zlib", "shuffle", 0)},
+		"rows-f32":   {Shape: []int{200, 64}, ChunkShape: []int{16, 64}, DataType: DataType{Kind: Float, Size: 4}, Codecs: bloscCodecs("lz4", "shuffle", 0), FillValue: 1.5},
+		"odd-blk":    {Shape: []int{70, 90}, ChunkShape: []int{33, 31}, DataType: DataType{Kind: Float, Size: 4}, Codecs: bloscCodecs("lz4hc", "shuffle", 1001)},
+		"sharded":    {Shape: []int{90, 64}, ChunkShape: []int{32, 32}, DataType: DataType{Kind: Float, Size: 4}, Codecs: shardCodecs([]int{16, 8}, false, bloscCodecs("lz4", "shuffle", 0))},
+		"sharded-3d": {Shape: []int{8, 30, 40}, ChunkShape: []int{4, 16, 20}, DataType: DataType{Kind: Float, Size: 8}, Codecs: shardCodecs([]int{2, 8, 10}, true, bloscCodecs("zstd", "shuffle", 0)), FillValue: 9},
+		"v2-f4":      {ZarrFormat: 2, Shape: []int{130, 70}, ChunkShape: []int{64, 64}, DataType: DataType{Kind: Float, Size: 4}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
+		"u8":         {Shape: []int{80, 80}, ChunkShape: []int{32, 32}, DataType: DataType{Kind: Uint, Size: 1}, Codecs: bloscCodecs("lz4", "shuffle", 0)},
+		"bit":        {Shape: []int{80, 80}, ChunkShape: []int{32, 32}, DataType: DataType{Kind: Float, Size: 4}, Codecs: bloscCodecs("lz4", "bitshuffle", 0)},
+		"v2-be-f8":   {ZarrFormat: 2, BigEndian: true, Shape: []int{50, 50}, ChunkShape: []int{16, 16}, DataType: DataType{Kind: Float, Size: 8}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": 1}}},
+		"v2-F-i4":    {ZarrFormat: 2, Order: 'F', Shape: []int{40, 30}, ChunkShape: []int{16, 16}, DataType: DataType{Kind: Int, Size: 4}, Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 3, "shuffle": 1}}},
 	}
 	gpuUnshuffled = map[string]bool{"2d-f32": true, "3d-f32": true, "1d-f64": true, "rows-f32": true, "odd-blk": true, "sharded": true, "sharded-3d": true, "v2-f4": true}
 	// In the region layout, only chunks that lie in one stretch of

@@ -51,7 +51,7 @@ func TestEncodeIntoDst(t *testing.T) {
 			if strings.HasPrefix(name, "shard") {
 				shape = []int{8 * (2 + rng.IntN(5)), 8 * (2 + rng.IntN(5))}
 			}
-			p, err := newPipelineV3(codecs, DataType{Float, 4}, make([]byte, 4), shape)
+			p, err := newPipelineV3(codecs, DataType{Kind: Float, Size: 4}, make([]byte, 4), shape)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +112,7 @@ func TestWriteBuffersReused(t *testing.T) {
 	for round := range 2 {
 		for name, codecs := range writeCodecs {
 			for _, s := range []Store{dir, &keepStore{memStore{m: map[string][]byte{}}}} {
-				a, err := Create(bg, s, fmt.Sprintf("%s-%T-%d", name, s, round), Metadata{Shape: shape, ChunkShape: []int{16, 16}, DataType: DataType{Float, 4}, Codecs: codecs, FillValue: 1.5})
+				a, err := Create(bg, s, fmt.Sprintf("%s-%T-%d", name, s, round), Metadata{Shape: shape, ChunkShape: []int{16, 16}, DataType: DataType{Kind: Float, Size: 4}, Codecs: codecs, FillValue: 1.5})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -173,7 +173,7 @@ func TestWriteRegionStoresChunks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, err := Create(bg, s, "a", Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Float, 4}, Codecs: codecs})
+			a, err := Create(bg, s, "a", Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Kind: Float, Size: 4}, Codecs: codecs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -236,7 +236,7 @@ func TestSpreadDirs(t *testing.T) {
 			shape[d] = 1 + rng.IntN(6*chunks[d])
 		}
 		for _, s := range []Store{dir, &memStore{m: map[string][]byte{}}} {
-			a, err := Create(bg, s, fmt.Sprintf("a%d", trial), Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Float, 4}})
+			a, err := Create(bg, s, fmt.Sprintf("a%d", trial), Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Kind: Float, Size: 4}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -293,7 +293,7 @@ func TestSpreadDirs(t *testing.T) {
 // kvik.ErrNotRegular, at once, and leaves every one of them as it was,
 // with no temporary file behind.
 func TestWriteNotRegular(t *testing.T) {
-	m := Metadata{Shape: []int{24, 20}, ChunkShape: []int{4, 5}, DataType: DataType{Float, 4}, Codecs: writeCodecs["zstd"]}
+	m := Metadata{Shape: []int{24, 20}, ChunkShape: []int{4, 5}, DataType: DataType{Kind: Float, Size: 4}, Codecs: writeCodecs["zstd"]}
 	vals := fielddata.Float32(24, 20, 7)
 	for _, banded := range []bool{false, true} {
 		dir := t.TempDir()

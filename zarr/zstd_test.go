@@ -423,7 +423,7 @@ func checkEnvChains(t *testing.T, mode, env, lib string, chains [][]Codec) {
 		t.Fatal(err)
 	}
 	for i, codecs := range chains {
-		a, err := Create(bg, s, fmt.Sprint("a", i), Metadata{Shape: []int{100}, ChunkShape: []int{30}, DataType: DataType{Float, 4}, Codecs: codecs})
+		a, err := Create(bg, s, fmt.Sprint("a", i), Metadata{Shape: []int{100}, ChunkShape: []int{30}, DataType: DataType{Kind: Float, Size: 4}, Codecs: codecs})
 		if mode == "native" {
 			if !errors.Is(err, kvik.ErrBadEnv) || !strings.Contains(fmt.Sprint(err), env+"=native") || !strings.Contains(fmt.Sprint(err), lib) {
 				t.Errorf("Create with %s: %v; want kvik.ErrBadEnv naming %s", codecs[1].Name, err, env)

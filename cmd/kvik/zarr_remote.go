@@ -170,7 +170,7 @@ func describeArray(ctx context.Context, s zarr.Store, p string) zarrArrayInfo {
 		return zarrArrayInfo{Path: p, Error: err.Error()}
 	}
 	m := a.Metadata()
-	info := zarrArrayInfo{Path: p, Format: m.ZarrFormat, Dtype: m.DataType.Name(), Shape: m.Shape, Chunks: m.ChunkShape}
+	info := zarrArrayInfo{Path: p, Format: m.ZarrFormat, Dtype: m.DataType.String(), Shape: m.Shape, Chunks: m.ChunkShape}
 	info.Bytes = int64(m.DataType.Size)
 	for _, n := range m.Shape {
 		info.Bytes *= int64(n)
@@ -348,6 +348,9 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 	}
 	defer closeStore(a.Store())
 	dt := a.DataType()
+	if dt.Kind == zarr.DateTime || dt.Kind == zarr.TimeDelta {
+		return fmt.Errorf("%s: %w: %s (kvik's .npy files hold numbers only)", src, npy.ErrUnsupportedDtype, dt)
+	}
 	nd, err := npy.MakeDtype('<', byte(dt.Kind), dt.Size)
 	if err != nil {
 		return err
@@ -456,7 +459,7 @@ func benchZarr(e *env, o *benchOptions) error {
 		whole = ", whole shards"
 	}
 	fmt.Fprintf(e.stdout, "%s: zarr v%d %s %v in chunks %v (%s), %d workers, %d requests in flight%s, %d repeats\n",
-		o.url, a.Metadata().ZarrFormat, a.DataType().Name(), shape, chunks, formatSize(size), d.NumThreads, maxReq, whole, o.repeats)
+		o.url, a.Metadata().ZarrFormat, a.DataType(), shape, chunks, formatSize(size), d.NumThreads, maxReq, whole, o.repeats)
 	return printRates(e, size, o.repeats, rows)
 }
 

@@ -31,8 +31,10 @@ import numpy as np
 import numcodecs
 import zarr
 
-# Array dtypes: 14 types, both byte orders where they have one.
-DTYPES = ["|b1", "|i1", "|u1"] + [e + t for t in ("i2", "u2", "i4", "u4", "i8", "u8", "f2", "f4", "f8", "c8", "c16") for e in "<>"]
+# Array dtypes: 14 types, both byte orders where they have one, and
+# datetime64 and timedelta64 of several units and scales.
+DTYPES = ["|b1", "|i1", "|u1"] + [e + t for t in ("i2", "u2", "i4", "u4", "i8", "u8", "f2", "f4", "f8", "c8", "c16") for e in "<>"] + \
+    ["<M8[ns]", ">M8[s]", "<M8[10us]", ">M8[D]", "<m8[ms]", ">m8[3h]", "<m8[us]"]
 
 # (dtype, astype) pairs of Delta filters beyond dtype == astype: wider
 # and narrower encodings.
@@ -69,6 +71,12 @@ def values(rng, dt, n, specials=True):
         v = np.empty(n, dtype=dt.newbyteorder("="))
         v.real, v.imag = values(rng, half, n, specials), values(rng, half, n, specials)
         return v.astype(dt)
+    if dt.kind in "mM":  # any int64, NaT (its smallest) among them
+        v = rng.integers(-2**63, 2**63 - 1, n, endpoint=True, dtype=np.int64)
+        v[v == 0] = 1
+        if specials and n > 4:
+            v[rng.integers(0, n)] = -2**63
+        return v.view(dt.newbyteorder("=")).astype(dt)
     if dt.kind in "iu":
         info = np.iinfo(dt)
         v = rng.integers(info.min, info.max, n, endpoint=True, dtype=dt.newbyteorder("="))
@@ -97,6 +105,8 @@ def fill_for(rng, dt):
     dt = np.dtype(dt)
     if dt.kind == "b":
         return [False, True, None][rng.integers(0, 3)]
+    if dt.kind in "mM":
+        return [0, None, int(values(rng, dt, 1, False).view("i8")[0]), np.datetime64("NaT") if dt.kind == "M" else np.timedelta64("NaT")][rng.integers(0, 4)]
     choices = [0, None, values(rng, dt, 1, False)[0].item()]
     if dt.kind == "f":
         choices += [np.nan, np.inf, -np.inf]
@@ -123,7 +133,7 @@ def write(root_dir, seed):
         for comp in compressors(k):
             specs.append((dt, comp, None))
     for k, dt in enumerate(DTYPES):
-        if dt != "|b1" and "c" not in dt:  # no Delta of bools or complex numbers
+        if dt != "|b1" and dt[1] not in "cmM":  # no Delta of bools, complex numbers or times
             specs.append((dt, compressors(k)[k % 11], (dt, dt)))
     for pair in DELTA_PAIRS:
         for comp in (None, numcodecs.Zstd(level=1), numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE)):
@@ -172,10 +182,18 @@ def tree(group):
     return sorted(paths)
 
 
-def same(got, want):
+def differ(got, want):
+    """Where got and want differ: NaN equal to NaN, NaT to NaT (their
+    int64s are compared)."""
+    if got.dtype.kind in "mM":
+        return got.view(got.dtype.str[0] + "i8") != want.view(want.dtype.str[0] + "i8")
     if got.dtype.kind in "fc":
-        return np.array_equal(got, want, equal_nan=True)
-    return np.array_equal(got, want)
+        return ~((got == want) | (np.isnan(got) & np.isnan(want)))
+    return got != want
+
+
+def same(got, want):
+    return got.shape == want.shape and not differ(got, want).any()
 
 
 def check(root_dir):
@@ -219,7 +237,7 @@ def check(root_dir):
                 with open(os.path.join(root_dir, a["expect"]), "rb") as f:
                     want = np.frombuffer(f.read(), dtype=z.dtype.newbyteorder("<")).reshape(z.shape)
                 if not same(got, want):
-                    bad = np.argwhere(~((got == want) | (np.isnan(got) & np.isnan(want)) if got.dtype.kind in "fc" else got == want))
+                    bad = np.argwhere(differ(got, want))
                     fail(what, "%d values differ, first at %s: %r, want %r" % (
                         len(bad), bad[0].tolist(), got[tuple(bad[0])], want[tuple(bad[0])]))
                     continue
