@@ -121,7 +121,9 @@ def dtype_name(t):
 
 
 NPY_DTYPES = ["|b1", "|i1", "|u1", "<i2", ">i2", "<u2", "<i4", ">i4", "<u4", "<i8", ">u8", "<u8",
-              "<f2", ">f2", "<f4", ">f4", "<f8", ">f8", "<c8", ">c16", "<c16"]
+              "<f2", ">f2", "<f4", ">f4", "<f8", ">f8", "<c8", ">c16", "<c16",
+              # Last, so that the files before them stay as they were.
+              "<M8[ns]", ">M8[s]", "<M8[10us]", "<M8", "<m8[D]", ">m8[3h]"]
 
 
 def header_fortran(path):

@@ -1,8 +1,8 @@
 // Package npy reads and writes NumPy's .npy format (versions 1.0, 2.0 and
 // 3.0) between files and GPU or host memory through kvik.
 //
-// Every fixed-size numeric dtype and bool is supported, little- or
-// big-endian, C or Fortran order. Bytes are moved as stored: a big-endian
+// Every fixed-size numeric dtype and bool is supported, and datetime64
+// and timedelta64 (int64s), little- or big-endian, C or Fortran order. Bytes are moved as stored: a big-endian
 // array arrives big-endian (Array.Dtype.Order() says so). Object, string,
 // structured and other variable dtypes are errors matching
 // ErrUnsupportedDtype (ErrObjectArray for object arrays).
@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Errors returned (wrapped, with context) by this package; test with errors.Is.
@@ -32,8 +33,10 @@ var (
 
 // Dtype is a fixed-size element type, as a NumPy descr in the spelling
 // ParseDtype returns: a byte order ('<' little, '>' big, '|' for one-byte
-// types), a kind ('b' bool, 'i', 'u', 'f' or 'c') and the element size in
-// bytes, like "<f4".
+// types), a kind ('b' bool, 'i', 'u', 'f', 'c', or 'M' datetime64 and
+// 'm' timedelta64) and the element size in bytes, like "<f4"; a
+// datetime64 or timedelta64 then its unit, as NumPy writes it: "<M8[ns]",
+// ">m8[10us]", or "<M8" for the generic unit.
 type Dtype string
 
 // Common dtypes, little-endian.
@@ -66,7 +69,8 @@ func (d Dtype) Order() byte {
 	return d[0]
 }
 
-// Kind returns 'b' (bool), 'i', 'u', 'f' or 'c'; 0 for a malformed dtype.
+// Kind returns 'b' (bool), 'i', 'u', 'f', 'c', 'M' (datetime64) or 'm'
+// (timedelta64); 0 for a malformed dtype.
 func (d Dtype) Kind() byte {
 	if len(d) < 3 {
 		return 0
@@ -79,11 +83,44 @@ func (d Dtype) Size() int {
 	if len(d) < 3 {
 		return 0
 	}
-	n, err := strconv.Atoi(string(d[2:]))
+	size, _, _ := strings.Cut(string(d[2:]), "[") // a unit follows
+	n, err := strconv.Atoi(size)
 	if err != nil || n < 0 {
 		return 0
 	}
 	return n
+}
+
+// timeUnits are NumPy's units of datetime64 and timedelta64.
+var timeUnits = map[string]bool{"Y": true, "M": true, "W": true, "D": true, "h": true, "m": true, "s": true,
+	"ms": true, "us": true, "ns": true, "ps": true, "fs": true, "as": true}
+
+// parseTimeUnit checks the unit of a datetime64 or timedelta64 descr,
+// "[ns]", "[10us]" or "" (generic), and returns it as NumPy writes it.
+func parseTimeUnit(u string) (string, bool) {
+	if u == "" {
+		return "", true
+	}
+	u, ok := strings.CutPrefix(u, "[")
+	if u, ok = strings.CutSuffix(u, "]"); !ok {
+		return "", false
+	}
+	digits := len(u) - len(strings.TrimLeft(u, "0123456789"))
+	unit := strings.ReplaceAll(u[digits:], "μs", "us")
+	if !timeUnits[unit] {
+		return "", false
+	}
+	if digits == 0 {
+		return "[" + unit + "]", true
+	}
+	n, err := strconv.Atoi(u[:digits])
+	if err != nil || n < 1 || n > 1<<31-1 {
+		return "", false
+	}
+	if n == 1 {
+		return "[" + unit + "]", true
+	}
+	return "[" + strconv.Itoa(n) + unit + "]", true
 }
 
 // Valid reports whether d is a dtype this package reads and writes, in
@@ -103,7 +140,8 @@ func MakeDtype(order, kind byte, size int) (Dtype, error) {
 	return ParseDtype(string(order) + string(kind) + strconv.Itoa(size))
 }
 
-// ParseDtype parses a NumPy descr string such as "<f8", ">i2" or "|b1".
+// ParseDtype parses a NumPy descr string such as "<f8", ">i2", "|b1" or
+// "<M8[ns]".
 func ParseDtype(s string) (Dtype, error) {
 	if s == "O" || (len(s) >= 2 && s[1] == 'O') {
 		return "", fmt.Errorf("%w (descr %q)", ErrObjectArray, s)
@@ -112,8 +150,18 @@ func ParseDtype(s string) (Dtype, error) {
 		return "", fmt.Errorf("%w: descr %q", ErrUnsupportedDtype, s)
 	}
 	order, kind := s[0], s[1]
-	size, err := strconv.Atoi(s[2:])
-	if err != nil || s[2] == '+' || s[2] == '-' {
+	rest, unit := s[2:], ""
+	if kind == 'M' || kind == 'm' {
+		if i := strings.IndexByte(rest, '['); i >= 0 {
+			rest, unit = rest[:i], rest[i:]
+		}
+		var ok bool
+		if unit, ok = parseTimeUnit(unit); !ok {
+			return "", fmt.Errorf("%w: descr %q", ErrUnsupportedDtype, s)
+		}
+	}
+	size, err := strconv.Atoi(rest)
+	if err != nil || rest == "" || rest[0] == '+' || rest[0] == '-' {
 		return "", fmt.Errorf("%w: descr %q", ErrUnsupportedDtype, s)
 	}
 	switch order {
@@ -133,6 +181,8 @@ func ParseDtype(s string) (Dtype, error) {
 		ok = size == 2 || size == 4 || size == 8
 	case 'c':
 		ok = size == 8 || size == 16
+	case 'M', 'm':
+		ok = size == 8
 	}
 	if !ok {
 		return "", fmt.Errorf("%w: descr %q", ErrUnsupportedDtype, s)
@@ -142,5 +192,5 @@ func ParseDtype(s string) (Dtype, error) {
 	} else if order == '|' {
 		return "", fmt.Errorf("%w: descr %q lacks a byte order", ErrUnsupportedDtype, s)
 	}
-	return Dtype(string(order) + string(kind) + strconv.Itoa(size)), nil
+	return Dtype(string(order) + string(kind) + strconv.Itoa(size) + unit), nil
 }

@@ -83,7 +83,7 @@ func TestNumpyFiles(t *testing.T) {
 }
 
 var allDtypes = []string{"|b1", "|i1", "|u1", "<i2", ">i2", "<u2", ">u2", "<i4", ">i4", "<u4", "<i8", ">i8", "<u8", ">u8",
-	"<f2", ">f2", "<f4", ">f4", "<f8", ">f8", "<c8", ">c8", "<c16", ">c16"}
+	"<f2", ">f2", "<f4", ">f4", "<f8", ">f8", "<c8", ">c8", "<c16", ">c16", "<M8[ns]", ">M8[10us]", "<m8[D]", "<m8"}
 
 // TestRoundTrip saves random arrays and loads them back; the saved bytes
 // must also parse with the same header.
@@ -170,6 +170,19 @@ func TestDtypes(t *testing.T) {
 	}
 	if n := Dtype("<f").Size(); n != 0 {
 		t.Errorf("the size of %q is %d, want 0", "<f", n)
+	}
+	// datetime64 and timedelta64: the unit spelled as NumPy spells it.
+	for in, want := range map[string]Dtype{"<M8[ns]": "<M8[ns]", ">m8[10us]": ">m8[10us]", "=M8[1s]": "<M8[s]",
+		"<M8[3μs]": "<M8[3us]", "<m8": "<m8", ">M8[D]": ">M8[D]"} {
+		d, err := ParseDtype(in)
+		if err != nil || d != want || !d.Valid() || d.Size() != 8 || d.Kind() != in[1] {
+			t.Errorf("%q: parses as %q (%v), size %d, kind %c; want %q", in, d, err, d.Size(), d.Kind(), want)
+		}
+	}
+	for _, bad := range []string{"|M8[ns]", "<M4[ns]", "<M8[xs]", "<M8[0s]", "<M8[ns", "<M8[]", "<M8[-1s]", "<M8[2147483648s]", "<Mns", "<M[ns]"} {
+		if _, err := ParseDtype(bad); !errors.Is(err, ErrUnsupportedDtype) {
+			t.Errorf("%q: %v, want ErrUnsupportedDtype", bad, err)
+		}
 	}
 	p := filepath.Join(t.TempDir(), "x.npy")
 	if err := Save(context.Background(), p, SaveArray{Dtype: "=f8", Shape: []int64{1}, Data: make([]byte, 8)}); !errors.Is(err, ErrInvalidArgument) {

@@ -25,7 +25,7 @@ func TestComplexTypes(t *testing.T) {
 	}
 	for _, s := range []string{"<c8", ">c8", "<c16", ">c16"} {
 		dt, big, err := parseV2Type(s)
-		if err != nil || dt.Kind != Complex || big != (s[0] == '>') || dt.v2() != "<"+s[1:] {
+		if err != nil || dt.Kind != Complex || big != (s[0] == '>') || dt.NumPy() != "<"+s[1:] {
 			t.Errorf("%s: %v big %v %v", s, dt, big, err)
 		}
 	}

@@ -120,8 +120,10 @@ func (t DataType) String() string {
 	return t.Name()
 }
 
-// v2 returns the Zarr v2 (NumPy) type string of t in little-endian order.
-func (t DataType) v2() string {
+// NumPy returns t as NumPy spells it, little-endian ("<f4", "|b1",
+// "<M8[ns]"): the dtype of a v2 array stored little-endian, and what
+// npy.ParseDtype takes.
+func (t DataType) NumPy() string {
 	switch {
 	case t.temporal():
 		return fmt.Sprintf("<%c8%s", t.Kind, t.unitText())

@@ -251,7 +251,7 @@ func interopRead(t *testing.T, a *Array) ([]byte, error) {
 }
 
 func dtypeString(m *Metadata) string {
-	s := m.DataType.v2()
+	s := m.DataType.NumPy()
 	if m.BigEndian && m.DataType.Size > 1 {
 		s = ">" + s[1:]
 	}

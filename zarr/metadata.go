@@ -375,7 +375,7 @@ func (m *Metadata) marshal() (map[string][]byte, error) {
 		fill = json.Number(fmt.Sprintf("%.1f", f))
 	}
 	if m.ZarrFormat == 2 {
-		dt := m.DataType.v2()
+		dt := m.DataType.NumPy()
 		if m.BigEndian && m.DataType.Size > 1 {
 			dt = ">" + dt[1:]
 		}

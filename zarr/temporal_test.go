@@ -32,8 +32,8 @@ func TestTemporalTypes(t *testing.T) {
 		{">m8", DataType{Kind: TimeDelta, Size: 8, Unit: "generic", Scale: 1}, "<m8"},
 	} {
 		dt, big, err := parseV2Type(c.s)
-		if err != nil || dt != c.want || big != (c.s[0] == '>') || dt.v2() != c.v2 {
-			t.Errorf("%s: %+v big %v %v (prints %s)", c.s, dt, big, err, dt.v2())
+		if err != nil || dt != c.want || big != (c.s[0] == '>') || dt.NumPy() != c.v2 {
+			t.Errorf("%s: %+v big %v %v (prints %s)", c.s, dt, big, err, dt.NumPy())
 		}
 	}
 	for _, s := range []string{"|M8[ns]", "<M4[ns]", "<M16[ns]", "<M8[xs]", "<M8[0s]", "<M8[ns", "<M8[]", "<M8[generic]", "<M8[-5s]", "<M8[99999999999s]", "<M8ns"} {

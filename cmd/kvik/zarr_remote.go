@@ -348,10 +348,7 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 	}
 	defer closeStore(a.Store())
 	dt := a.DataType()
-	if dt.Kind == zarr.DateTime || dt.Kind == zarr.TimeDelta {
-		return fmt.Errorf("%s: %w: %s (kvik's .npy files hold numbers only)", src, npy.ErrUnsupportedDtype, dt)
-	}
-	nd, err := npy.MakeDtype('<', byte(dt.Kind), dt.Size)
+	nd, err := npy.ParseDtype(dt.NumPy())
 	if err != nil {
 		return err
 	}
@@ -396,7 +393,7 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 		}
 	}
 	fmt.Fprintf(e.stdout, "copied %s %v %s (%s) %s -> %s through %s in %.2f s, %.2f GB/s, verified, CRC-32C %08x\n",
-		nd, shape, dt.Name(), formatSize(int64(size)), src, dst, via, el.Seconds(), gbps(int64(size), el.Seconds()), sum)
+		nd, shape, dt, formatSize(int64(size)), src, dst, via, el.Seconds(), gbps(int64(size), el.Seconds()), sum)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
+	"github.com/kvikgo/kvik/npy"
 	"github.com/kvikgo/kvik/zarr"
 )
 
@@ -268,5 +270,45 @@ func TestCpSync(t *testing.T) {
 			}
 			return err
 		})
+	}
+}
+
+// TestZarrTemporalToNpy copies a big-endian timedelta64 Zarr array with
+// a scaled unit into a .npy file: the file's dtype is the array's, as
+// NumPy spells it, and its int64s the array's (NaT among them).
+func TestZarrTemporalToNpy(t *testing.T) {
+	dir := t.TempDir()
+	s, err := zarr.NewDirStore(filepath.Join(dir, "t.zarr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := zarr.Metadata{Shape: []int{7, 3}, ChunkShape: []int{4, 2}, DataType: zarr.DataType{Kind: zarr.TimeDelta, Size: 8, Unit: "us", Scale: 10},
+		FillValue: "NaT", Codecs: []zarr.Codec{{Name: "bytes", Configuration: map[string]any{"endian": "big"}}}}
+	a, err := zarr.Create(context.Background(), s, "d", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 7*3*8)
+	for i := range 7 * 3 {
+		v := uint64(i*i*1_000_003) - 40
+		if i == 5 {
+			v = 1 << 63 // NaT
+		}
+		binary.LittleEndian.PutUint64(want[8*i:], v)
+	}
+	if err := a.WriteRegion(context.Background(), []int{0, 0}, []int{7, 3}, want); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "d.npy")
+	r := runKvik(t, nil, "cp", "--memory", "host", filepath.Join(dir, "t.zarr", "d"), dst).expect(t, exitOK)
+	if !strings.Contains(r.stdout, "<m8[10us]") {
+		t.Errorf("cp output names no <m8[10us]: %s", r.stdout)
+	}
+	got, err := npy.LoadHost(context.Background(), dst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Dtype != "<m8[10us]" || fmt.Sprint(got.Shape) != "[7 3]" || string(got.Data) != string(want) {
+		t.Fatalf("%s: dtype %s shape %v, values equal %v", dst, got.Dtype, got.Shape, string(got.Data) == string(want))
 	}
 }
