@@ -21,10 +21,14 @@ import (
 const directRunMin = 1 << 20
 
 // deviceTarget checks that [dst, dst+size) is device memory, with the
-// engine's rules (devmem.Resolve); a range past its allocation is
+// engine's rules, and waits for the work queued on its legacy default
+// stream, as kvik's own transfers do (devmem.ResolveSynced): the copies
+// of a region read or write run on streams that nothing orders after
+// stream 0, so a kernel or copy still filling a write's source there
+// would be read half done. A range past its allocation is
 // ErrInvalidRegion.
 func deviceTarget(dst cuda.DevicePtr, size int) (devmem.Range, error) {
-	r, err := devmem.Resolve(dst, size, 0)
+	r, err := devmem.ResolveSynced(dst, size, 0)
 	if errors.Is(err, devmem.ErrOverrun) {
 		return r, fmt.Errorf("%w: %w", ErrInvalidRegion, err)
 	}

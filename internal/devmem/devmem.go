@@ -37,6 +37,19 @@ type Range struct {
 	Primary bool
 }
 
+// ResolveSynced is Resolve followed by a wait for the work queued on the
+// legacy default stream (stream 0) of the range's context: a kernel or a
+// copy filling the buffer for a write, or still reading it before a read,
+// must finish before a transfer on a stream of this package (which are
+// non-blocking, so nothing orders them after stream 0) touches it.
+func ResolveSynced(buf cuda.DevicePtr, size int, devOffset int64) (Range, error) {
+	r, err := Resolve(buf, size, devOffset)
+	if err == nil {
+		err = cuda.WithContext(r.Ctx, func() error { return cuda.StreamSynchronize(0) })
+	}
+	return r, err
+}
+
 // Resolve checks that [buf+devOffset, +size) lies in one device
 // allocation and finds the context to use for it: the pointer's own, else
 // the calling thread's, else the device's primary context.
