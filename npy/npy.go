@@ -102,6 +102,9 @@ func parseTimeUnit(u string) (string, bool) {
 		return "", true
 	}
 	u, ok := strings.CutPrefix(u, "[")
+	if !ok {
+		return "", false
+	}
 	if u, ok = strings.CutSuffix(u, "]"); !ok {
 		return "", false
 	}

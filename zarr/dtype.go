@@ -244,6 +244,9 @@ func parseV2Temporal(kind Kind, rest string) (DataType, bool) {
 		return t, true
 	}
 	unit, ok := strings.CutPrefix(rest, "8[")
+	if !ok {
+		return t, false
+	}
 	if unit, ok = strings.CutSuffix(unit, "]"); !ok {
 		return t, false
 	}
