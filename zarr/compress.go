@@ -130,14 +130,20 @@ func deflateEncode(name string, level int, src, dst []byte, newW func(io.Writer)
 var gzipReaders, zlibReaders sync.Pool
 
 func (c gzipCodec) decode(src, dst []byte, limit int) ([]byte, error) {
-	native, err := deflateNow()
+	return deflateDecode(gzipNative, gzipGo, src, dst, limit)
+}
+
+// deflateDecode decodes src with native where KVIK_DEFLATE picks
+// libdeflate, else with goDec (klauspost/compress).
+func deflateDecode(native, goDec func(src, dst []byte, limit int) ([]byte, error), src, dst []byte, limit int) ([]byte, error) {
+	useNative, err := deflateNow()
 	switch {
 	case err != nil:
 		return nil, err
-	case native:
-		return gzipNative(src, dst, limit)
+	case useNative:
+		return native(src, dst, limit)
 	}
-	return gzipGo(src, dst, limit)
+	return goDec(src, dst, limit)
 }
 
 // gzipGo decodes src with klauspost/compress, as gzipCodec.decode.
@@ -172,14 +178,7 @@ func (c zlibCodec) decode(src, dst []byte, limit int) ([]byte, error) {
 }
 
 func zlibDecode(src, dst []byte, limit int) ([]byte, error) {
-	native, err := deflateNow()
-	switch {
-	case err != nil:
-		return nil, err
-	case native:
-		return zlibNative(src, dst, limit)
-	}
-	return zlibGo(src, dst, limit)
+	return deflateDecode(zlibNative, zlibGo, src, dst, limit)
 }
 
 // zlibGo decodes src with klauspost/compress, as zlibDecode.
