@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/kvikgo/kvik/zarr"
 )
@@ -287,6 +288,51 @@ func ExampleWithProcessLocks() {
 	}
 	fmt.Println(got)
 	// Output: [1 1 1 1 2 2 2 2]
+}
+
+// Example_datetime64 stores times as NumPy's datetime64[s] (int64
+// seconds since the Unix epoch, NaT the smallest int64), as zarr-python
+// and NumPy read them, and turns them back into Go times.
+func Example_datetime64() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "zarr-example")
+	defer os.RemoveAll(dir)
+	s, err := zarr.NewDirStore(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	m := zarr.Metadata{Shape: []int{3}, ChunkShape: []int{2}, FillValue: "NaT",
+		DataType: zarr.DataType{Kind: zarr.DateTime, Size: 8, Unit: "s"}}
+	a, err := zarr.Create(ctx, s, "times", m)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(a.DataType(), a.DataType().NumPy())
+	when := []time.Time{time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), time.Unix(0, 0).UTC()}
+	src := make([]byte, 8*len(when))
+	for i, t := range when {
+		binary.LittleEndian.PutUint64(src[8*i:], uint64(t.Unix()))
+	}
+	if err := a.WriteRegion(ctx, []int{0}, []int{2}, src); err != nil { // the third stays NaT
+		log.Fatal(err)
+	}
+	got := make([]byte, 8*3)
+	if err := a.ReadRegion(ctx, []int{0}, []int{3}, got); err != nil {
+		log.Fatal(err)
+	}
+	for i := range 3 {
+		v := int64(binary.LittleEndian.Uint64(got[8*i:]))
+		if v == math.MinInt64 {
+			fmt.Println("NaT")
+			continue
+		}
+		fmt.Println(time.Unix(v, 0).UTC().Format(time.RFC3339))
+	}
+	// Output:
+	// numpy.datetime64[s] <M8[s]
+	// 2026-11-29T12:00:00Z
+	// 1970-01-01T00:00:00Z
+	// NaT
 }
 
 // ExampleWithoutSync writes scratch data to a disk at the pace of the page
