@@ -22,8 +22,10 @@ type BatchOp struct {
 // BatchHandle submits groups of cuFile reads and writes that run without
 // the worker pool (cuFileBatchIO*), like kvikio::BatchHandle. Only files
 // whose handles use cuFile can take part; they stay busy (their Close
-// waits) until the BatchHandle is closed. A BatchHandle is not safe for
-// concurrent use.
+// waits) until the BatchHandle is closed. As in cuFile, an operation
+// waits for no stream: work queued on the legacy default stream that
+// fills or reads its buffer must finish before Submit. A BatchHandle is
+// not safe for concurrent use.
 type BatchHandle struct {
 	h    cufile.BatchHandle
 	max  int
