@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/kvikgo/kvik/internal/formatkit/npytime"
 )
 
 // Errors returned (wrapped, with context) by this package; test with errors.Is.
@@ -91,39 +93,20 @@ func (d Dtype) Size() int {
 	return n
 }
 
-// timeUnits are NumPy's units of datetime64 and timedelta64.
-var timeUnits = map[string]bool{"Y": true, "M": true, "W": true, "D": true, "h": true, "m": true, "s": true,
-	"ms": true, "us": true, "ns": true, "ps": true, "fs": true, "as": true}
-
 // parseTimeUnit checks the unit of a datetime64 or timedelta64 descr,
 // "[ns]", "[10us]" or "" (generic), and returns it as NumPy writes it.
 func parseTimeUnit(u string) (string, bool) {
 	if u == "" {
 		return "", true
 	}
-	u, ok := strings.CutPrefix(u, "[")
-	if !ok {
+	unit, scale, ok := npytime.ParseBracket(u)
+	switch {
+	case !ok:
 		return "", false
-	}
-	if u, ok = strings.CutSuffix(u, "]"); !ok {
-		return "", false
-	}
-	digits := len(u) - len(strings.TrimLeft(u, "0123456789"))
-	unit := strings.ReplaceAll(u[digits:], "μs", "us")
-	if !timeUnits[unit] {
-		return "", false
-	}
-	if digits == 0 {
+	case scale == 1:
 		return "[" + unit + "]", true
 	}
-	n, err := strconv.Atoi(u[:digits])
-	if err != nil || n < 1 || n > 1<<31-1 {
-		return "", false
-	}
-	if n == 1 {
-		return "[" + unit + "]", true
-	}
-	return "[" + strconv.Itoa(n) + unit + "]", true
+	return "[" + strconv.Itoa(scale) + unit + "]", true
 }
 
 // Valid reports whether d is a dtype this package reads and writes, in

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/kvikgo/kvik/internal/formatkit/npytime"
 )
 
 // Array is a Zarr array (format 2 or 3) in a Store.
@@ -157,11 +159,11 @@ func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, erro
 	if err := checkDimensionNames(len(m.DimensionNames) > 0, len(m.DimensionNames), len(m.Shape)); err != nil {
 		return nil, err
 	}
-	if m.DataType.temporal() && m.DataType.Scale == 0 {
-		m.DataType.Scale = 1
-	}
 	if m.DataType.temporal() {
-		m.DataType.Unit = strings.ReplaceAll(m.DataType.Unit, "μs", "us")
+		if m.DataType.Scale == 0 {
+			m.DataType.Scale = 1
+		}
+		m.DataType.Unit, _ = npytime.Unit(m.DataType.Unit)
 	}
 	if err := m.DataType.check(); err != nil {
 		return nil, err

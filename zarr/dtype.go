@@ -8,6 +8,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/kvikgo/kvik/internal/formatkit/npytime"
 )
 
 // Kind is the family of a DataType.
@@ -45,10 +47,6 @@ type DataType struct {
 	Scale int
 }
 
-// timeUnits are NumPy's units of datetime64 and timedelta64.
-var timeUnits = map[string]bool{"Y": true, "M": true, "W": true, "D": true, "h": true, "m": true, "s": true,
-	"ms": true, "us": true, "ns": true, "ps": true, "fs": true, "as": true, "generic": true}
-
 // temporal reports whether t is a DateTime or a TimeDelta.
 func (t DataType) temporal() bool { return t.Kind == DateTime || t.Kind == TimeDelta }
 
@@ -70,7 +68,7 @@ func (t DataType) unitText() string {
 // check reports a DataType this package does not read or write.
 func (t DataType) check() error {
 	if t.temporal() {
-		if t.Size != 8 || !timeUnits[t.Unit] || t.Scale < 0 || t.Scale > math.MaxInt32 {
+		if _, known := npytime.Unit(t.Unit); t.Size != 8 || !known && t.Unit != "generic" || t.Scale < 0 || t.Scale > npytime.MaxScale {
 			return fmt.Errorf("%w: %c8 of unit %q and scale %d", ErrUnsupportedDataType, t.Kind, t.Unit, t.Scale)
 		}
 		return nil
@@ -186,10 +184,11 @@ func parseV3Type(raw json.RawMessage) (DataType, error) {
 		Unit  *string `json:"unit"`
 		Scale *int64  `json:"scale_factor"`
 	}
-	if onlyFields(obj.Configuration, &cfg) != nil || cfg.Unit == nil || cfg.Scale == nil || *cfg.Scale < 1 || *cfg.Scale > math.MaxInt32 {
+	if onlyFields(obj.Configuration, &cfg) != nil || cfg.Unit == nil || cfg.Scale == nil || *cfg.Scale < 1 || *cfg.Scale > npytime.MaxScale {
 		return DataType{}, bad
 	}
-	t := DataType{Kind: kind, Size: 8, Unit: strings.ReplaceAll(*cfg.Unit, "μs", "us"), Scale: int(*cfg.Scale)}
+	unit, _ := npytime.Unit(*cfg.Unit)
+	t := DataType{Kind: kind, Size: 8, Unit: unit, Scale: int(*cfg.Scale)}
 	if t.check() != nil {
 		return DataType{}, bad
 	}
@@ -243,23 +242,12 @@ func parseV2Temporal(kind Kind, rest string) (DataType, bool) {
 	if rest == "8" {
 		return t, true
 	}
-	unit, ok := strings.CutPrefix(rest, "8[")
+	b, ok := strings.CutPrefix(rest, "8")
 	if !ok {
 		return t, false
 	}
-	if unit, ok = strings.CutSuffix(unit, "]"); !ok {
-		return t, false
-	}
-	digits := len(unit) - len(strings.TrimLeft(unit, "0123456789"))
-	if digits > 0 {
-		n, err := strconv.Atoi(unit[:digits])
-		if err != nil || n < 1 || n > math.MaxInt32 {
-			return t, false
-		}
-		t.Scale = n
-	}
-	t.Unit = strings.ReplaceAll(unit[digits:], "μs", "us")
-	return t, t.Unit != "generic" && t.check() == nil
+	t.Unit, t.Scale, ok = npytime.ParseBracket(b)
+	return t, ok
 }
 
 // fillBytes converts a JSON fill value to one little-endian element.
