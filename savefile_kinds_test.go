@@ -61,17 +61,15 @@ func savers(t *testing.T) []saver {
 			ps, all := randomPieces(rng, 1+rng.IntN(4), 100<<10)
 			return all, kvik.SaveFile(ctx, path, ps)
 		}},
+		{"SaveFile WithoutSync", func(rng *rand.Rand, path string) ([]byte, error) {
+			ps, all := randomPieces(rng, 1+rng.IntN(4), 100<<10)
+			return all, kvik.SaveFile(ctx, path, ps, kvik.WithoutSync())
+		}},
 		{"CreatePending", func(rng *rand.Rand, path string) ([]byte, error) {
-			b := data(rng)
-			p, err := kvik.CreatePending(path, 0)
-			if err != nil {
-				return b, err
-			}
-			defer p.Abort()
-			if _, err := p.WriteAt(b, 0); err != nil {
-				return b, err
-			}
-			return b, p.Commit()
+			return pendingSave(data(rng), path, (*kvik.PendingFile).Commit)
+		}},
+		{"CommitWithoutSync", func(rng *rand.Rand, path string) ([]byte, error) {
+			return pendingSave(data(rng), path, (*kvik.PendingFile).CommitWithoutSync)
 		}},
 		{"npy.Save", func(rng *rand.Rand, path string) ([]byte, error) {
 			b := data(rng)
@@ -88,6 +86,19 @@ func savers(t *testing.T) []saver {
 			return formatBytes(t, save), save(path)
 		}},
 	}
+}
+
+// pendingSave writes b through CreatePending at path and commits it.
+func pendingSave(b []byte, path string, commit func(*kvik.PendingFile) error) ([]byte, error) {
+	p, err := kvik.CreatePending(path, 0)
+	if err != nil {
+		return b, err
+	}
+	defer p.Abort()
+	if _, err := p.WriteAt(b, 0); err != nil {
+		return b, err
+	}
+	return b, commit(p)
 }
 
 // TestSaveFileDestinationKinds is the property that a save replaces

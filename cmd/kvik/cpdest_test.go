@@ -25,9 +25,9 @@ import (
 
 // TestCpDestinationKinds points kvik cp at every kind of path a file
 // system has (fskinds), from a local file of random size, a URL and a
-// .npy URL (loaded by format), and compares the tree before and after:
-// a regular file, a new name or a link to either gets the copy (the
-// link stays); a directory, or a link to one, receives it under SRC's
+// .npy URL (loaded by format), with and without --sync, and compares the
+// tree before and after: a regular file, a new name or a link to either
+// gets the copy (the link stays); a directory, or a link to one, receives it under SRC's
 // base name; a missing directory is made; a device node, FIFO, socket
 // or a link to one is refused with a one-line "not a regular file"
 // error, as are a loop of links and a read-only directory, and nothing
@@ -51,15 +51,17 @@ func TestCpDestinationKinds(t *testing.T) {
 		{"URL", serveDir(t, filepath.Dir(src)) + "/" + filepath.Base(src), local},
 		{"npy URL", npyURL, npyData},
 	} {
-		t.Run(from.name, func(t *testing.T) {
-			root := t.TempDir()
-			for _, d := range fskinds.Make(t, root, []byte("old contents")) {
-				before := fskinds.Snapshot(t, root)
-				r := runKvik(t, nil, "cp", "--memory", "host", from.src, d.Path)
-				changed := fskinds.Changed(before, fskinds.Snapshot(t, root))
-				checkCp(t, d, r, from.src, from.data, changed)
-			}
-		})
+		for _, sync := range []string{"--sync=true", "--sync=false"} {
+			t.Run(from.name+" "+sync, func(t *testing.T) {
+				root := t.TempDir()
+				for _, d := range fskinds.Make(t, root, []byte("old contents")) {
+					before := fskinds.Snapshot(t, root)
+					r := runKvik(t, nil, "cp", "--memory", "host", sync, from.src, d.Path)
+					changed := fskinds.Changed(before, fskinds.Snapshot(t, root))
+					checkCp(t, d, r, from.src, from.data, changed)
+				}
+			})
+		}
 	}
 }
 
