@@ -33,8 +33,8 @@ type Metadata struct {
 	DataType   DataType
 	// FillValue is a JSON-able value: a number, a bool, or "NaN",
 	// "Infinity", "-Infinity"; for a complex type [re, im] of those, or
-	// a complex128 or complex64; nil means zero. Open sets it from the
-	// metadata as read.
+	// a complex128 or complex64; for a DateTime or TimeDelta an integer
+	// or "NaT"; nil means zero. Open sets it from the metadata as read.
 	FillValue any
 	// Codecs is the v3 codec chain; empty means [bytes (little)].
 	Codecs []Codec
