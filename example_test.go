@@ -302,3 +302,24 @@ func ExampleCreatePending() {
 	// before Commit: old contents
 	// after: new contents, written in place of the old
 }
+
+// ExampleMkdirAll saves a file into directories that do not exist yet:
+// MkdirAll makes them durable, as SaveFile makes the file.
+func ExampleMkdirAll() {
+	root, err := os.MkdirTemp("", "kvik-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	dir := filepath.Join(root, "runs", "42", "step-1000")
+	if err := kvik.MkdirAll(dir, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	path := filepath.Join(dir, "weights.bin")
+	if err := kvik.SaveFile(context.Background(), path, []kvik.Piece{{Data: []byte("weights")}}); err != nil {
+		log.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	fmt.Printf("%s: %s\n", filepath.Base(path), b)
+	// Output: weights.bin: weights
+}

@@ -687,13 +687,96 @@ func (p *PendingFile) Close() error { return p.Abort() }
 
 // syncDir makes a rename in dir durable.
 func syncDir(dir string) error {
-	fd, err := posix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := openDir(dir)
 	if err != nil {
-		return &fs.PathError{Op: "open", Path: dir, Err: err}
+		return err
 	}
 	defer unix.Close(fd)
+	return syncDirFD(fd, dir)
+}
+
+// openDir opens directory dir for syncDirFD.
+func openDir(dir string) (int, error) {
+	fd, err := posix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return fd, nil
+}
+
+// syncDirFD syncs fd, directory dir.
+func syncDirFD(fd int, dir string) error {
 	if err := fsync(fd); err != nil && !errors.Is(err, unix.EINVAL) { // EINVAL: a file system that cannot sync directories
 		return &fs.PathError{Op: "sync", Path: dir, Err: err}
+	}
+	return nil
+}
+
+// MkdirAll is os.MkdirAll for a save's directory: it makes path and any
+// parents it lacks, and syncs the directory each was made in, so that a
+// file SaveFile then saves there survives a crash of the machine with
+// the directories that lead to it (SaveFile syncs only the file's own
+// directory, where os.MkdirAll syncs none: after a crash a directory made
+// just before may be gone, and every file saved in it with it). With
+// WithoutSync, or in a file system held in memory, it syncs nothing. A
+// directory made by another process at the same time counts as made: its
+// parent is synced all the same. Each directory made is logged at
+// LevelDebug ("kvik: mkdir"). An existing path that is not a directory
+// fails with an error matching syscall.ENOTDIR.
+func MkdirAll(path string, perm fs.FileMode, opts ...RemoteOption) error {
+	var o remoteOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var missing []string // from path up
+	for p := filepath.Clean(path); ; {
+		fi, err := os.Stat(p)
+		if err == nil {
+			if !fi.IsDir() {
+				return &fs.PathError{Op: "mkdir", Path: p, Err: syscall.ENOTDIR}
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, p)
+		up := filepath.Dir(p)
+		if up == p {
+			break
+		}
+		p = up
+	}
+	for _, d := range slices.Backward(missing) {
+		if err := os.Mkdir(d, perm); err != nil {
+			if fi, serr := os.Stat(d); serr != nil || !fi.IsDir() {
+				return err
+			}
+		}
+		if err := syncNewDir(filepath.Dir(d), d, o.noSync); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncNewDir syncs parent, where dir was made, unless noSync or parent
+// lies in a file system held in memory, and logs dir's making.
+func syncNewDir(parent, dir string, noSync bool) error {
+	fd, err := openDir(parent)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	memFS := inMemory(fd)
+	synced := !noSync && !memFS
+	if synced {
+		if err := syncDirFD(fd, parent); err != nil {
+			return err
+		}
+	}
+	if l := logAt(LevelDebug); l != nil {
+		l.LogAttrs(context.Background(), LevelDebug, "kvik: mkdir", slog.String("path", dir), slog.Bool("synced", synced), slog.Bool("memory_fs", memFS))
 	}
 	return nil
 }

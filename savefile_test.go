@@ -482,6 +482,86 @@ func TestSaveFileDevicePieces(t *testing.T) {
 	}
 }
 
+// TestMkdirAll checks that MkdirAll makes every missing directory of a
+// path and syncs the directory each was made in (one sync per directory
+// made, each logged), none with WithoutSync, in a memory file system or
+// where the path exists; that directories made by goroutines at once
+// all succeed; and that a file in the way fails with ENOTDIR.
+func TestMkdirAll(t *testing.T) {
+	disk := t.TempDir()
+	if kvik.DirInMemory(disk) {
+		disk = tmpfstest.MountExt4(t, "32M", "none: the syncs of a disk's file system")
+	}
+	mem := tmpfstest.Mount(t, "1m", "none: the syncs skipped in tmpfs")
+	var syncs atomic.Int64
+	defer kvik.CountSyncs(&syncs)()
+	logs := captureLogs(t, kvik.LevelDebug)
+	rng := rand.New(rand.NewPCG(5, 3))
+	for _, c := range []struct {
+		root   string
+		opts   []kvik.RemoteOption
+		synced bool
+	}{{disk, nil, true}, {disk, []kvik.RemoteOption{kvik.WithoutSync()}, false}, {mem, nil, false}} {
+		depth := 1 + rng.IntN(4)
+		path := c.root
+		var want []string
+		for i := range depth {
+			path = filepath.Join(path, fmt.Sprintf("d%d-%d", i, rng.IntN(1000)))
+			want = append(want, path)
+		}
+		syncs.Store(0)
+		logs.Reset()
+		if err := kvik.MkdirAll(path, 0o755, c.opts...); err != nil {
+			t.Fatal(err)
+		}
+		if n := syncs.Load(); c.synced && n != int64(depth) || !c.synced && n != 0 {
+			t.Errorf("%s (WithoutSync %v): %d syncs for %d directories made", path, c.opts != nil, n, depth)
+		}
+		recs := logs.Find("kvik: mkdir")
+		if len(recs) != depth {
+			t.Fatalf("%s: %d mkdir records for %d directories: %v", path, len(recs), depth, recs)
+		}
+		for i, r := range recs {
+			if r.Attrs["path"] != want[i] || r.Attrs["synced"] != fmt.Sprint(c.synced) || r.Attrs["memory_fs"] != fmt.Sprint(c.root == mem) {
+				t.Errorf("record %d: %v, want path %s synced %v", i, r.Attrs, want[i], c.synced)
+			}
+		}
+		if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+			t.Fatalf("%s not made: %v", path, err)
+		}
+		syncs.Store(0)
+		logs.Reset()
+		if err := kvik.MkdirAll(path, 0o755, c.opts...); err != nil || syncs.Load() != 0 || len(logs.Find("kvik: mkdir")) != 0 {
+			t.Errorf("%s again: %v, %d syncs, %d records", path, err, syncs.Load(), len(logs.Find("kvik: mkdir")))
+		}
+		// A save in the new directory syncs it too (SaveFile's part).
+		if err := kvik.SaveFile(context.Background(), filepath.Join(path, "f"), []kvik.Piece{{Data: []byte{byte(depth)}}}, c.opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shared := filepath.Join(disk, "p", "q", "r")
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() { errs[i] = kvik.MkdirAll(shared, 0o755) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("goroutine %d: %v", i, err)
+		}
+	}
+	file := filepath.Join(disk, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{file, filepath.Join(file, "sub", "dir")} {
+		if err := kvik.MkdirAll(p, 0o755); !errors.Is(err, syscall.ENOTDIR) {
+			t.Errorf("MkdirAll(%s) over a file: %v, want ENOTDIR", p, err)
+		}
+	}
+}
+
 // TestSaveFileWithoutSync checks on a disk's file system that SaveFile
 // syncs a new or replaced file and its directory, and that with
 // WithoutSync it syncs nothing and still leaves the file whole, with its

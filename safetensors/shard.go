@@ -239,7 +239,7 @@ type shardDest struct {
 
 func newShardDest(dir string, opts []kvik.RemoteOption) (*shardDest, error) {
 	if !kvik.IsURL(dir) {
-		if err := os.MkdirAll(dir, 0o777); err != nil {
+		if err := kvik.MkdirAll(dir, 0o777, opts...); err != nil {
 			return nil, pathErrInner(err)
 		}
 		return &shardDest{dir: dir, opts: opts}, nil

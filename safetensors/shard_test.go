@@ -203,6 +203,16 @@ func TestSaveShardedRoundTrip(t *testing.T) {
 				t.Fatalf("round %d (WithoutSync %v): save record %v", round, len(opts) > 0, r.Attrs)
 			}
 		}
+		// So is every directory made (new and new/ckpt).
+		mk := logs.Find("kvik: mkdir")
+		if len(mk) != 2 || mk[1].Attrs["path"] != dir {
+			t.Fatalf("round %d: mkdir records %v, want new and %s", round, mk, dir)
+		}
+		for _, r := range mk {
+			if (r.Attrs["synced"] == "true") != (len(opts) == 0 && r.Attrs["memory_fs"] == "false") {
+				t.Fatalf("round %d (WithoutSync %v): mkdir record %v", round, len(opts) > 0, r.Attrs)
+			}
+		}
 		if index != filepath.Join(dir, "model.safetensors.index.json") {
 			t.Fatalf("index at %s", index)
 		}

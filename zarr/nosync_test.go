@@ -11,10 +11,11 @@ import (
 	"github.com/kvikgo/kvik/internal/testkit/logtest"
 )
 
-// TestDirStoreWithoutSync checks, through kvik's record of each save,
-// that a DirStore opened WithoutSync saves every value (an array's
-// metadata and chunks, Set) unsynced and one opened without it synced
-// (on a disk's file system: in tmpfs nothing is synced either way), and
+// TestDirStoreWithoutSync checks, through kvik's record of each save and
+// of each directory made, that a DirStore opened WithoutSync saves every
+// value (an array's metadata and chunks, Set) and makes every directory
+// unsynced and one opened without it synced (on a disk's file system: in
+// tmpfs nothing is synced either way), and
 // that such a store keeps the Store contract and arrays written through
 // it read back as written, with no temporary file left.
 func TestDirStoreWithoutSync(t *testing.T) {
@@ -44,9 +45,20 @@ func TestDirStoreWithoutSync(t *testing.T) {
 				t.Fatalf("WithoutSync %v: save record %v", noSync, r.Attrs)
 			}
 		}
+		made := map[string]bool{}
+		for _, r := range logs.Find("kvik: mkdir") {
+			made[r.Attrs["path"]] = true
+			synced, mem := r.Attrs["synced"] == "true", r.Attrs["memory_fs"] == "true"
+			if synced != (!noSync && !mem) {
+				t.Fatalf("WithoutSync %v: mkdir record %v", noSync, r.Attrs)
+			}
+		}
 		err = filepath.WalkDir(s.Root(), func(p string, d os.DirEntry, err error) error {
 			if err == nil && kvik.IsPendingName(d.Name()) {
 				t.Errorf("temporary file left: %s", p)
+			}
+			if err == nil && d.IsDir() && p != s.Root() && !made[p] {
+				t.Errorf("WithoutSync %v: directory %s made without kvik.MkdirAll", noSync, p)
 			}
 			return err
 		})

@@ -426,7 +426,7 @@ func (s *DirStore) setWith(ctx context.Context, key string, piece kvik.Piece) er
 	// that a concurrent Delete pruned.
 	err = kvik.SaveFile(ctx, p, []kvik.Piece{piece}, opts...)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if err := kvik.MkdirAll(filepath.Dir(p), 0o755, opts...); err != nil {
 			return err
 		}
 		err = kvik.SaveFile(ctx, p, []kvik.Piece{piece}, opts...)

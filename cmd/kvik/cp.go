@@ -228,7 +228,7 @@ func (j *copyJob) open() error {
 	}
 	// The destination's directory is made if missing, as for URL sources
 	// (kvik cp FILE newdir/).
-	if err := os.MkdirAll(filepath.Dir(j.dst), 0o755); err != nil {
+	if err := kvik.MkdirAll(filepath.Dir(j.dst), 0o755, j.o.saveOptions()...); err != nil {
 		return err
 	}
 	if j.pending, err = createPending(j.dst, perm, opts...); err != nil {
@@ -251,8 +251,12 @@ func createPending(path string, perm fs.FileMode, opts ...kvik.Option) (*kvik.Pe
 }
 
 // saveOptions returns the options of kvik.SaveFile that --sync asks for.
-func (o *cpOptions) saveOptions() []kvik.RemoteOption {
-	if o.sync {
+func (o *cpOptions) saveOptions() []kvik.RemoteOption { return syncOptions(o.sync) }
+
+// syncOptions returns the options of kvik.SaveFile and kvik.MkdirAll
+// for a save with its syncs where sync is set.
+func syncOptions(sync bool) []kvik.RemoteOption {
+	if sync {
 		return nil
 	}
 	return []kvik.RemoteOption{kvik.WithoutSync()}

@@ -191,7 +191,7 @@ func downloadTensors(ctx context.Context, mem memoryChoice, f tensorFile, verify
 		return 0, 0, err
 	}
 	defer release()
-	if err := os.MkdirAll(filepath.Dir(f.dst), 0o755); err != nil {
+	if err := kvik.MkdirAll(filepath.Dir(f.dst), 0o755, syncOptions(sync)...); err != nil {
 		return 0, 0, err
 	}
 	out, err := createPending(f.dst, 0)

@@ -79,7 +79,7 @@ func download(ctx context.Context, o *cpOptions, url, path string) (int64, uint3
 		chunk = o.chunk.n
 	}
 	buf := make([]byte, min(chunk, max(size, 1)))
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := kvik.MkdirAll(filepath.Dir(path), 0o755, o.saveOptions()...); err != nil {
 		return 0, 0, err
 	}
 	out, err := createPending(path, 0)

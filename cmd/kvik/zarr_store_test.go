@@ -211,8 +211,9 @@ func TestZarrCpOverlapS3(t *testing.T) {
 // TestCpSync copies a file, a Zarr store, a Zarr array into a .npy file
 // and, from a web server, a file and a .npy file, with --sync (the
 // default) and with --sync=false, and checks
-// through kvik's DEBUG records that every local file written was saved
-// synced or not as asked (on a disk; in tmpfs nothing is synced), that
+// through kvik's DEBUG records that every local file written was saved,
+// and every directory made (kvik.MkdirAll), synced or not as asked (on
+// a disk; in tmpfs nothing is synced), that
 // every copy holds what its source holds, and that no temporary file is
 // left.
 func TestCpSync(t *testing.T) {
@@ -228,6 +229,7 @@ func TestCpSync(t *testing.T) {
 	web := strings.TrimSuffix(fileServer(t, src), "/src.bin")
 	for _, sync := range []bool{true, false} {
 		flag, name := fmt.Sprintf("--sync=%v", sync), fmt.Sprintf("sync-%v", sync)
+		made := map[string]bool{} // the directories kvik cp logged making
 		for _, c := range []struct{ src, dst string }{
 			{src, filepath.Join(tmp, name, "file.bin")},
 			{store, filepath.Join(tmp, name, "copy.zarr")},
@@ -238,11 +240,21 @@ func TestCpSync(t *testing.T) {
 			r := runKvik(t, nil, "cp", "-v=DEBUG", "--memory", "host", flag, c.src, c.dst).expect(t, exitOK)
 			saves := 0
 			for _, line := range strings.Split(r.stderr, "\n") {
+				mem := strings.Contains(line, "memory_fs=true")
+				if strings.Contains(line, `msg="kvik: mkdir"`) {
+					for _, f := range strings.Fields(line) {
+						if p, ok := strings.CutPrefix(f, "path="); ok {
+							made[p] = true
+						}
+					}
+					if want := fmt.Sprintf("synced=%v", sync && !mem); !strings.Contains(line, want) {
+						t.Errorf("kvik cp %s %s: %s, want %s", flag, c.dst, line, want)
+					}
+				}
 				if !strings.Contains(line, `msg="kvik: save"`) {
 					continue
 				}
 				saves++
-				mem := strings.Contains(line, "memory_fs=true")
 				if want := fmt.Sprintf("synced=%v", sync && !mem); !strings.Contains(line, want) || !strings.Contains(line, "path="+c.dst) {
 					t.Errorf("kvik cp %s %s: %s, want %s", flag, c.dst, line, want)
 				}
@@ -267,6 +279,9 @@ func TestCpSync(t *testing.T) {
 		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && kvik.IsPendingName(d.Name()) {
 				t.Errorf("temporary file left: %s", p)
+			}
+			if err == nil && d.IsDir() && !made[p] {
+				t.Errorf("%s: directory %s made unlogged (not through kvik.MkdirAll)", flag, p)
 			}
 			return err
 		})
