@@ -123,7 +123,8 @@ def dtype_name(t):
 NPY_DTYPES = ["|b1", "|i1", "|u1", "<i2", ">i2", "<u2", "<i4", ">i4", "<u4", "<i8", ">u8", "<u8",
               "<f2", ">f2", "<f4", ">f4", "<f8", ">f8", "<c8", ">c16", "<c16",
               # Last, so that the files before them stay as they were.
-              "<M8[ns]", ">M8[s]", "<M8[10us]", "<M8", "<m8[D]", ">m8[3h]"]
+              "<M8[ns]", ">M8[s]", "<M8[10us]", "<M8", "<m8[D]", ">m8[3h]",
+              "|S5", "<U3", ">U2", "|V4"]
 
 
 def header_fortran(path):
@@ -149,6 +150,10 @@ def make_npy(out, small):
                 raw = rng_bytes(rng, n * d.itemsize)
                 if d.kind == "b":
                     raw &= 1
+                if d.kind == "U":  # code points (no surrogates), in the dtype's order
+                    cp = raw.view("<u4") % 0x10F800
+                    cp[cp >= 0xD800] += 0x800
+                    raw = cp.view("<U%d" % (d.itemsize // 4)).astype(d).view(np.uint8)
                 a = raw.view(d).reshape(shape)
                 if fortran:
                     a = np.asfortranarray(a)

@@ -35,10 +35,11 @@ var (
 
 // Dtype is a fixed-size element type, as a NumPy descr in the spelling
 // ParseDtype returns: a byte order ('<' little, '>' big, '|' for one-byte
-// types), a kind ('b' bool, 'i', 'u', 'f', 'c', or 'M' datetime64 and
-// 'm' timedelta64) and the element size in bytes, like "<f4"; a
-// datetime64 or timedelta64 then its unit, as NumPy writes it: "<M8[ns]",
-// ">m8[10us]", or "<M8" for the generic unit.
+// types and bytes), a kind ('b' bool, 'i', 'u', 'f', 'c', 'M' datetime64
+// and 'm' timedelta64, 'S' bytes, 'U' UTF-32 code points and 'V' raw
+// bytes) and the element size in bytes (code points for 'U'), like
+// "<f4", "|S10" or "<U3"; a datetime64 or timedelta64 then its unit, as
+// NumPy writes it: "<M8[ns]", ">m8[10us]", or "<M8" for the generic unit.
 type Dtype string
 
 // Common dtypes, little-endian.
@@ -80,18 +81,26 @@ func (d Dtype) Kind() byte {
 	return d[1]
 }
 
-// Size returns the element size in bytes, or 0 for a malformed dtype.
+// Size returns the element size in bytes (a U string's code points
+// times 4), or 0 for a malformed dtype.
 func (d Dtype) Size() int {
 	if len(d) < 3 {
 		return 0
 	}
 	size, _, _ := strings.Cut(string(d[2:]), "[") // a unit follows
 	n, err := strconv.Atoi(size)
-	if err != nil || n < 0 {
+	if err != nil || n < 0 || n > maxStringSize {
 		return 0
+	}
+	if d.Kind() == 'U' {
+		return 4 * n
 	}
 	return n
 }
+
+// maxStringSize bounds the size of an S or V dtype and the code points
+// of a U one.
+const maxStringSize = 1 << 20
 
 // parseTimeUnit checks the unit of a datetime64 or timedelta64 descr,
 // "[ns]", "[10us]" or "" (generic), and returns it as NumPy writes it.
@@ -119,15 +128,38 @@ func (d Dtype) Valid() bool {
 // BigEndian reports whether elements are stored most significant byte first.
 func (d Dtype) BigEndian() bool { return d.Order() == '>' && d.Size() > 1 }
 
-// MakeDtype returns the dtype of the given byte order, kind and size, as
-// ParseDtype returns it (order '|' for one byte, '=' as '<'), or an error
-// matching ErrUnsupportedDtype.
+// MakeDtype returns the dtype of the given byte order, kind and size in
+// bytes (a U string's: 4 per code point), as ParseDtype returns it (order
+// '|' for one byte and for S and V, '=' as '<'), or an error matching
+// ErrUnsupportedDtype.
 func MakeDtype(order, kind byte, size int) (Dtype, error) {
+	if kind == 'U' {
+		if size%4 != 0 {
+			return "", fmt.Errorf("%w: U of %d bytes", ErrUnsupportedDtype, size)
+		}
+		size /= 4
+	}
 	return ParseDtype(string(order) + string(kind) + strconv.Itoa(size))
 }
 
-// ParseDtype parses a NumPy descr string such as "<f8", ">i2", "|b1" or
-// "<M8[ns]".
+// parseString checks a fixed-length string descr of kind S (bytes), U
+// (UTF-32 code points, in the order given) or V (raw bytes) and size
+// (code points for U) and returns it as NumPy writes it: "|S5", "<U3".
+func parseString(s string, order, kind byte, size int) (Dtype, error) {
+	if size < 1 || size > maxStringSize || !strings.ContainsRune("<>|=", rune(order)) {
+		return "", fmt.Errorf("%w: descr %q", ErrUnsupportedDtype, s)
+	}
+	switch {
+	case kind != 'U':
+		order = '|'
+	case order != '>':
+		order = '<'
+	}
+	return Dtype(string(order) + string(kind) + strconv.Itoa(size)), nil
+}
+
+// ParseDtype parses a NumPy descr string such as "<f8", ">i2", "|b1",
+// "<M8[ns]", "|S10" or "<U3".
 func ParseDtype(s string) (Dtype, error) {
 	if s == "O" || (len(s) >= 2 && s[1] == 'O') {
 		return "", fmt.Errorf("%w (descr %q)", ErrObjectArray, s)
@@ -149,6 +181,9 @@ func ParseDtype(s string) (Dtype, error) {
 	size, err := strconv.Atoi(rest)
 	if err != nil || rest == "" || rest[0] == '+' || rest[0] == '-' {
 		return "", fmt.Errorf("%w: descr %q", ErrUnsupportedDtype, s)
+	}
+	if kind == 'S' || kind == 'U' || kind == 'V' {
+		return parseString(s, order, kind, size)
 	}
 	switch order {
 	case '<', '>', '|':

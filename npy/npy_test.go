@@ -148,6 +148,7 @@ func TestDtypes(t *testing.T) {
 		{Bool, '|', 'b', 1}, {Int8, '|', 'i', 1}, {Uint8, '|', 'u', 1}, {Int16, '<', 'i', 2}, {Uint16, '<', 'u', 2},
 		{Int32, '<', 'i', 4}, {Uint32, '<', 'u', 4}, {Int64, '<', 'i', 8}, {Uint64, '<', 'u', 8}, {Float16, '<', 'f', 2},
 		{Float32, '<', 'f', 4}, {Float64, '<', 'f', 8}, {Complex64, '<', 'c', 8}, {Complex128, '<', 'c', 16},
+		{"|S5", '|', 'S', 5}, {"|S1", '|', 'S', 1}, {"<U3", '<', 'U', 12}, {">U2", '>', 'U', 8}, {"<U1", '<', 'U', 4}, {"|V4", '|', 'V', 4},
 	} {
 		p, err := ParseDtype(string(c.d))
 		if err != nil || p != c.d || !c.d.Valid() || c.d.Order() != c.order || c.d.Kind() != c.kind || c.d.Size() != c.size {
@@ -163,7 +164,7 @@ func TestDtypes(t *testing.T) {
 	if d, err := MakeDtype('=', 'f', 8); err != nil || d != Float64 {
 		t.Errorf("MakeDtype('=', 'f', 8) = %q, %v; want %q", d, err, Float64)
 	}
-	for _, d := range []Dtype{"", "<f", "=f8", "<f3", ">O8", "f4", "<f-4"} {
+	for _, d := range []Dtype{"", "<f", "=f8", "<f3", ">O8", "f4", "<f-4", "|S0", "<S5", "|U3", "<U0", ">V2", "<U+2", "|S2000000"} {
 		if d.Valid() {
 			t.Errorf("%q is valid", d)
 		}
@@ -238,7 +239,8 @@ func TestBadHeaders(t *testing.T) {
 		{"data short", header(1, ok, 23), ErrInvalidHeader},
 		{"data long", header(1, ok, 25), ErrInvalidHeader},
 		{"object", header(1, "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 16), ErrObjectArray},
-		{"string", header(1, "{'descr': '<U4', 'fortran_order': False, 'shape': (2,), }", 32), ErrUnsupportedDtype},
+		{"empty string", header(1, "{'descr': '<U0', 'fortran_order': False, 'shape': (2,), }", 0), ErrUnsupportedDtype},
+		{"huge string", header(1, "{'descr': '|S9999999999', 'fortran_order': False, 'shape': (1,), }", 8), ErrUnsupportedDtype},
 		{"structured", header(1, "{'descr': [('a', '<i4')], 'fortran_order': False, 'shape': (2,), }", 8), ErrUnsupportedDtype},
 		{"f16 longdouble", header(1, "{'descr': '<f16', 'fortran_order': False, 'shape': (1,), }", 16), ErrUnsupportedDtype},
 		{"negative dim", header(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", 0), ErrInvalidHeader},

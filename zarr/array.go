@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -171,6 +172,9 @@ func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, erro
 	raw, err := jsonFill(m.FillValue)
 	if err != nil {
 		return nil, err
+	}
+	if m.FillValue == nil && m.DataType.fixed() {
+		raw = json.RawMessage(`""`) // zero bytes, as a string kind's nil
 	}
 	if m.fill, err = fillBytes(m.DataType, raw, false); err != nil {
 		return nil, err

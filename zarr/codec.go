@@ -145,7 +145,7 @@ func newBytesAB(dt DataType, big bool) bytesCodecAB {
 }
 
 func (c bytesCodecAB) encode(a chunkArray, dst []byte) ([]byte, error) {
-	if !c.big || c.es == 1 {
+	if !c.big || c.unit == 1 {
 		return a.data, nil
 	}
 	out := outBuf(dst, len(a.data))[:len(a.data)]
@@ -158,7 +158,7 @@ func (c bytesCodecAB) decode(b []byte, shape []int) (chunkArray, error) {
 	if len(b) != n {
 		return chunkArray{}, fmt.Errorf("%w: %d bytes for a %v chunk of %d-byte elements", ErrCorruptChunk, len(b), shape, c.es)
 	}
-	if c.big && c.es > 1 {
+	if c.big && c.unit > 1 {
 		out := make([]byte, n)
 		swapInto(out, b, c.unit)
 		b = out

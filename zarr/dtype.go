@@ -2,12 +2,14 @@ package zarr
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kvikgo/kvik/internal/formatkit/npytime"
 )
@@ -30,14 +32,26 @@ const (
 	// Time). In memory they are int64s: the Go program converts them.
 	DateTime  Kind = 'M'
 	TimeDelta Kind = 'm'
+	// Bytes, Unicode and Raw are fixed-length strings of Size bytes:
+	// NumPy's S (bytes padded with NULs; zarr-python's
+	// null_terminated_bytes), U (UTF-32 code points, 4 bytes each,
+	// padded with NUL code points; fixed_length_utf32) and V (raw bytes;
+	// raw_bytes, or v3's r<bits>). In memory a Unicode element's code
+	// points are little-endian uint32s.
+	Bytes   Kind = 'S'
+	Unicode Kind = 'U'
+	Raw     Kind = 'V'
 )
+
+// maxStringSize bounds the Size of a Bytes, Unicode or Raw type.
+const maxStringSize = 1 << 20
 
 // DataType is a numeric element type. Values in memory (region reads and
 // writes) are always little-endian; the byte order of stored chunks is a
 // property of the codecs (v3 bytes codec, v2 dtype string).
 type DataType struct {
 	Kind Kind
-	Size int // bytes per element: 1, 2, 4 or 8, 16 for complex128
+	Size int // bytes per element: 1, 2, 4 or 8, 16 for complex128, any for a string kind (a multiple of 4 for Unicode)
 	// Unit and Scale are a DateTime's or TimeDelta's (Size 8): NumPy's
 	// unit ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps",
 	// "fs", "as", or "generic" for none) and how many of it make one
@@ -49,6 +63,10 @@ type DataType struct {
 
 // temporal reports whether t is a DateTime or a TimeDelta.
 func (t DataType) temporal() bool { return t.Kind == DateTime || t.Kind == TimeDelta }
+
+// fixed reports whether t is one of the fixed-length string kinds:
+// Bytes, Unicode or Raw.
+func (t DataType) fixed() bool { return t.Kind == Bytes || t.Kind == Unicode || t.Kind == Raw }
 
 // scale returns t's Scale, 1 for 0.
 func (t DataType) scale() int { return max(t.Scale, 1) }
@@ -73,6 +91,12 @@ func (t DataType) check() error {
 		}
 		return nil
 	}
+	if t.fixed() {
+		if t.Size < 1 || t.Size > maxStringSize || t.Kind == Unicode && t.Size%4 != 0 || t.Unit != "" || t.Scale != 0 {
+			return fmt.Errorf("%w: %c of %d bytes", ErrUnsupportedDataType, t.Kind, t.Size)
+		}
+		return nil
+	}
 	if v, ok := v3Types[t.Name()]; !ok || v != t {
 		return fmt.Errorf("%w: %+v", ErrUnsupportedDataType, t)
 	}
@@ -80,10 +104,16 @@ func (t DataType) check() error {
 }
 
 // swapUnit is the size of the parts of an element whose bytes a
-// big-endian order reverses: the element, or each float of a complex.
+// big-endian order reverses: the element, each float of a complex, each
+// code point of a Unicode string, or 1 (none) for bytes.
 func (t DataType) swapUnit() int {
-	if t.Kind == Complex {
+	switch t.Kind {
+	case Complex:
 		return t.Size / 2
+	case Unicode:
+		return 4
+	case Bytes, Raw:
+		return 1
 	}
 	return t.Size
 }
@@ -105,15 +135,25 @@ func (t DataType) Name() string {
 		return "numpy.datetime64"
 	case TimeDelta:
 		return "numpy.timedelta64"
+	case Bytes:
+		return "null_terminated_bytes"
+	case Unicode:
+		return "fixed_length_utf32"
+	case Raw:
+		return "raw_bytes"
 	}
 	return "invalid"
 }
 
 // String returns t's Zarr v3 name, with a temporal type's unit as NumPy
-// writes it ("numpy.datetime64[10us]").
+// writes it ("numpy.datetime64[10us]") and a string type's size in
+// bytes ("fixed_length_utf32[24]").
 func (t DataType) String() string {
-	if t.temporal() {
+	switch {
+	case t.temporal():
 		return t.Name() + t.unitText()
+	case t.fixed():
+		return fmt.Sprintf("%s[%d]", t.Name(), t.Size)
 	}
 	return t.Name()
 }
@@ -125,6 +165,10 @@ func (t DataType) NumPy() string {
 	switch {
 	case t.temporal():
 		return fmt.Sprintf("<%c8%s", t.Kind, t.unitText())
+	case t.Kind == Unicode:
+		return fmt.Sprintf("<U%d", t.Size/4)
+	case t.fixed():
+		return fmt.Sprintf("|%c%d", t.Kind, t.Size)
 	case t.Size == 1:
 		return fmt.Sprintf("|%c%d", t.Kind, t.Size)
 	}
@@ -132,13 +176,20 @@ func (t DataType) NumPy() string {
 }
 
 // v3JSON returns t as a v3 document's data_type: its name, or for a
-// temporal type the name and its configuration.
+// temporal or string type the name and its configuration.
 func (t DataType) v3JSON() any {
-	if t.temporal() {
+	switch {
+	case t.temporal():
 		return map[string]any{"name": t.Name(), "configuration": map[string]any{"unit": t.Unit, "scale_factor": t.scale()}}
+	case t.fixed():
+		return map[string]any{"name": t.Name(), "configuration": map[string]any{"length_bytes": t.Size}}
 	}
 	return t.Name()
 }
+
+// stringKinds are the v3 names of the string kinds, which a configuration
+// of length_bytes sizes.
+var stringKinds = map[string]Kind{"null_terminated_bytes": Bytes, "fixed_length_utf32": Unicode, "raw_bytes": Raw}
 
 var v3Types = map[string]DataType{
 	"bool": {Kind: Bool, Size: 1}, "int8": {Kind: Int, Size: 1}, "int16": {Kind: Int, Size: 2}, "int32": {Kind: Int, Size: 4}, "int64": {Kind: Int, Size: 8},
@@ -147,12 +198,20 @@ var v3Types = map[string]DataType{
 	"complex64": {Kind: Complex, Size: 8}, "complex128": {Kind: Complex, Size: 16},
 }
 
-// ParseDataType parses a Zarr v3 data type name such as "float32". The
-// temporal types, whose names need a configuration, are parsed from a
-// document's data_type object (see Metadata).
+// ParseDataType parses a Zarr v3 data type name such as "float32", or
+// "r24" (Raw, of 3 bytes). The temporal and string types, whose names
+// need a configuration, are parsed from a document's data_type object
+// (see Metadata).
 func ParseDataType(name string) (DataType, error) {
 	if t, ok := v3Types[name]; ok {
 		return t, nil
+	}
+	if bits, ok := strings.CutPrefix(name, "r"); ok && bits != "" && bits[0] != '0' && bits[0] != '+' {
+		if n, err := strconv.Atoi(bits); err == nil && n%8 == 0 {
+			if t := (DataType{Kind: Raw, Size: n / 8}); t.check() == nil {
+				return t, nil
+			}
+		}
 	}
 	return DataType{}, fmt.Errorf("%w: %q", ErrUnsupportedDataType, name)
 }
@@ -172,6 +231,19 @@ func parseV3Type(raw json.RawMessage) (DataType, error) {
 	bad := fmt.Errorf("%w: %.80s", ErrUnsupportedDataType, raw)
 	if onlyFields(raw, &obj) != nil {
 		return DataType{}, bad
+	}
+	if kind, ok := stringKinds[obj.Name]; ok {
+		var cfg struct {
+			Length *int64 `json:"length_bytes"`
+		}
+		if onlyFields(obj.Configuration, &cfg) != nil || cfg.Length == nil || *cfg.Length < 1 || *cfg.Length > maxStringSize {
+			return DataType{}, bad
+		}
+		t := DataType{Kind: kind, Size: int(*cfg.Length)}
+		if t.check() != nil {
+			return DataType{}, bad
+		}
+		return t, nil
 	}
 	kind := map[string]Kind{"numpy.datetime64": DateTime, "numpy.timedelta64": TimeDelta}[obj.Name]
 	if kind == 0 {
@@ -211,10 +283,22 @@ func parseV2Type(s string) (DataType, bool, error) {
 		return t, order == '>', nil
 	}
 	size, err := strconv.Atoi(s[2:])
-	if err != nil || (order != '<' && order != '>' && order != '|' && order != '=') {
+	if err != nil || s[2] == '+' || s[2] == '-' || (order != '<' && order != '>' && order != '|' && order != '=') {
 		return DataType{}, false, bad
 	}
 	t := DataType{Kind: kind, Size: size}
+	if kind == Unicode {
+		if size > maxStringSize/4 {
+			return DataType{}, false, bad
+		}
+		t.Size = 4 * size // NumPy counts code points
+	}
+	if t.fixed() {
+		if t.check() != nil {
+			return DataType{}, false, bad
+		}
+		return t, order == '>' && kind == Unicode, nil
+	}
 	switch {
 	case kind == Bool && size == 1, (kind == Int || kind == Uint) && (size == 1 || size == 2 || size == 4 || size == 8),
 		kind == Float && (size == 2 || size == 4 || size == 8), kind == Complex && (size == 8 || size == 16):
@@ -267,6 +351,12 @@ func fillBytes(t DataType, raw json.RawMessage, allowNull bool) ([]byte, error) 
 	}
 	if t.Kind == Complex {
 		return complexFill(t, raw, s, bad)
+	}
+	if t.fixed() {
+		if !stringFill(t, raw, b) {
+			return bad()
+		}
+		return b, nil
 	}
 	if t.temporal() {
 		if s == `"NaT"` {
@@ -354,6 +444,57 @@ func fillBytes(t DataType, raw json.RawMessage, allowNull bool) ([]byte, error) 
 	return b, nil
 }
 
+// stringFill sets b, one element of string type t, to the fill value
+// raw: for Bytes and Raw the base64 of at most Size bytes, NUL-padded;
+// for Unicode a string of at most Size/4 code points. A number, as
+// zarr-python 2 writes for a string array created without a fill value
+// (0), is the string of its digits, as NumPy casts it.
+func stringFill(t DataType, raw json.RawMessage, b []byte) bool {
+	var str string
+	if json.Unmarshal(raw, &str) != nil {
+		var n json.Number
+		if t.Kind != Unicode || json.Unmarshal(raw, &n) != nil {
+			return false
+		}
+		str = n.String()
+	}
+	if t.Kind != Unicode {
+		v, err := base64.StdEncoding.DecodeString(str)
+		if err != nil || len(v) > len(b) {
+			return false
+		}
+		copy(b, v)
+		return true
+	}
+	if !utf8.ValidString(str) || utf8.RuneCountInString(str) > len(b)/4 {
+		return false
+	}
+	i := 0
+	for _, r := range str {
+		binary.LittleEndian.PutUint32(b[i:], uint32(r))
+		i += 4
+	}
+	return true
+}
+
+// stringFillJSON renders b, one element of string type t, as a JSON fill
+// value: trailing NULs dropped (as NumPy's scalars drop them) but for
+// Raw, then base64 or, for Unicode, a string (a code point that is none,
+// from a hand-made element, as U+FFFD).
+func stringFillJSON(t DataType, b []byte) string {
+	if t.Kind == Raw {
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	if t.Kind == Bytes {
+		return base64.StdEncoding.EncodeToString(bytes.TrimRight(b, "\x00"))
+	}
+	var sb strings.Builder
+	for i := 0; i+4 <= len(b); i += 4 {
+		sb.WriteRune(rune(binary.LittleEndian.Uint32(b[i:])))
+	}
+	return strings.TrimRight(sb.String(), "\x00")
+}
+
 // complexFill converts a complex fill value: [real, imaginary], each as
 // a float's (a number, "NaN", "Infinity", "-Infinity" or a "0x..." bit
 // pattern), or a lone float for the real part (hand-written metadata).
@@ -409,6 +550,9 @@ func putFloat(b []byte, f float64) {
 
 // fillJSON renders a little-endian element as a JSON fill value.
 func fillJSON(t DataType, b []byte) any {
+	if t.fixed() {
+		return stringFillJSON(t, b)
+	}
 	if t.Kind == Complex {
 		half := DataType{Kind: Float, Size: t.Size / 2}
 		return []any{fillJSON(half, b[:half.Size]), fillJSON(half, b[half.Size:])}

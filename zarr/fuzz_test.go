@@ -15,6 +15,8 @@ func FuzzParseMetadata(f *testing.F) {
 	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"float16","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"v2"},"fill_value":"0x7e00","codecs":[{"name":"transpose","configuration":{"order":[0]}},{"name":"bytes"},{"name":"zstd"}]}`))
 	f.Add([]byte(`{"zarr_format":2,"shape":[5,3],"chunks":[2,2],"dtype":">M8[10us]","compressor":null,"fill_value":-9223372036854775808,"order":"C","filters":null}`))
 	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[6],"data_type":{"name":"numpy.timedelta64","configuration":{"unit":"ns","scale_factor":3}},"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4]}},"chunk_key_encoding":{"name":"default"},"fill_value":"NaT","codecs":[{"name":"bytes","configuration":{"endian":"big"}}]}`))
+	f.Add([]byte(`{"zarr_format":2,"shape":[5],"chunks":[2],"dtype":">U3","compressor":{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1},"fill_value":"h\u00e9","order":"C","filters":null}`))
+	f.Add([]byte(`{"zarr_format":3,"node_type":"array","shape":[6],"data_type":{"name":"null_terminated_bytes","configuration":{"length_bytes":5}},"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4]}},"chunk_key_encoding":{"name":"default"},"fill_value":"eno=","codecs":[{"name":"bytes"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s := &DirStore{root: "/nonexistent", storeConfig: storeConfig{dimSep: "."}}
 		if m, err := ParseMetadataV2(b, "."); err == nil {

@@ -34,7 +34,9 @@ type Metadata struct {
 	// FillValue is a JSON-able value: a number, a bool, or "NaN",
 	// "Infinity", "-Infinity"; for a complex type [re, im] of those, or
 	// a complex128 or complex64; for a DateTime or TimeDelta an integer
-	// or "NaT"; nil means zero. Open sets it from the metadata as read.
+	// or "NaT"; for Bytes or Raw a []byte (or its base64, as Open sets
+	// it); for Unicode a string; nil means zero. Open sets it from the
+	// metadata as read.
 	FillValue any
 	// Codecs is the v3 codec chain; empty means [bytes (little)].
 	Codecs []Codec
@@ -376,7 +378,7 @@ func (m *Metadata) marshal() (map[string][]byte, error) {
 	}
 	if m.ZarrFormat == 2 {
 		dt := m.DataType.NumPy()
-		if m.BigEndian && m.DataType.Size > 1 {
+		if m.BigEndian && m.DataType.swapUnit() > 1 {
 			dt = ">" + dt[1:]
 		}
 		filters := []any(nil)

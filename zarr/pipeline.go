@@ -21,7 +21,7 @@ type pipeline struct {
 // elements, so that stored bytes can go straight to their destination.
 func (p *pipeline) raw() bool {
 	b, ok := p.ab.(bytesCodecAB)
-	return ok && len(p.aa) == 0 && len(p.bb) == 0 && (!b.big || b.es == 1)
+	return ok && len(p.aa) == 0 && len(p.bb) == 0 && (!b.big || b.unit == 1)
 }
 
 // sharded returns the sharding codec when it is the whole chain.
@@ -91,7 +91,7 @@ func (p *pipeline) decodeBytes(b []byte, to, n int, dst []byte) ([]byte, error) 
 // (unshuffling writes) each element once, where it lies in a region.
 func (p *pipeline) bloscFirst() (bloscCodec, bool) {
 	ab, plain := p.ab.(bytesCodecAB)
-	if len(p.aa) > 0 || !plain || (ab.big && ab.es > 1) || len(p.bb) == 0 {
+	if len(p.aa) > 0 || !plain || (ab.big && ab.unit > 1) || len(p.bb) == 0 {
 		return bloscCodec{}, false
 	}
 	bl, ok := p.bb[0].(bloscCodec)
@@ -409,7 +409,8 @@ func newDelta(cfg map[string]any, arr DataType) (bytesCodec, error) {
 	if d.as, d.asBig, err = parseV2Type(as); err != nil {
 		return nil, fmt.Errorf("delta astype: %w", err)
 	}
-	if d.dt.Kind == Bool || d.as.Kind == Bool || d.dt.Kind == Complex || d.as.Kind == Complex || d.dt.temporal() || d.as.temporal() || (d.dt.Kind == Float) != (d.as.Kind == Float) {
+	numeric := func(t DataType) bool { return t.Kind == Int || t.Kind == Uint || t.Kind == Float }
+	if !numeric(d.dt) || !numeric(d.as) || (d.dt.Kind == Float) != (d.as.Kind == Float) {
 		return nil, fmt.Errorf("%w: delta from %s to %s", ErrUnsupportedCodec, ds, as)
 	}
 	return d, nil

@@ -55,6 +55,9 @@ func randRegion(rng *rand.Rand, shape []int) ([]int, []int) {
 
 // randValues returns n elements of t, never all zero.
 func randValues(rng *rand.Rand, t DataType, n int) []byte {
+	if t.fixed() {
+		return stringValues(rng, t, n)
+	}
 	b := make([]byte, n*t.Size)
 	for i := 0; i < n; i++ {
 		e := b[i*t.Size : (i+1)*t.Size]

@@ -327,3 +327,55 @@ func TestZarrTemporalToNpy(t *testing.T) {
 		t.Fatalf("%s: dtype %s shape %v, values equal %v", dst, got.Dtype, got.Shape, string(got.Data) == string(want))
 	}
 }
+
+// TestZarrStringsToNpy copies Zarr arrays of fixed-length strings (a
+// big-endian UTF-32 one of v2, bytes of v3) into .npy files: each file's
+// dtype is NumPy's, its elements the array's, code points little-endian.
+func TestZarrStringsToNpy(t *testing.T) {
+	dir := t.TempDir()
+	s, err := zarr.NewDirStore(filepath.Join(dir, "s.zarr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		m     zarr.Metadata
+		dtype npy.Dtype
+	}{
+		{"u", zarr.Metadata{ZarrFormat: 2, DataType: zarr.DataType{Kind: zarr.Unicode, Size: 12}, BigEndian: true, FillValue: "é"}, "<U3"},
+		{"b", zarr.Metadata{DataType: zarr.DataType{Kind: zarr.Bytes, Size: 5}, FillValue: []byte("x"),
+			Codecs: []zarr.Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 1}}}}, "|S5"},
+	} {
+		m := c.m
+		m.Shape, m.ChunkShape = []int{5, 3}, []int{2, 2}
+		a, err := zarr.Create(context.Background(), s, c.name, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es := m.DataType.Size
+		want := make([]byte, 5*3*es)
+		for i := range want {
+			want[i] = byte(i*7 + 1)
+			if m.DataType.Kind == zarr.Unicode && i%4 >= 2 {
+				want[i] = 0 // code points below U+10000
+			}
+		}
+		// The last row left to the fill value.
+		if err := a.WriteRegion(context.Background(), []int{0, 0}, []int{4, 3}, want[:4*3*es]); err != nil {
+			t.Fatal(err)
+		}
+		fill := map[string][]byte{"u": {0xe9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "b": []byte("x\x00\x00\x00\x00")}[c.name]
+		for i := 4 * 3 * es; i < len(want); i += es {
+			copy(want[i:], fill)
+		}
+		dst := filepath.Join(dir, c.name+".npy")
+		runKvik(t, nil, "cp", "--memory", "host", filepath.Join(dir, "s.zarr", c.name), dst).expect(t, exitOK)
+		got, err := npy.LoadHost(context.Background(), dst, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Dtype != c.dtype || fmt.Sprint(got.Shape) != "[5 3]" || string(got.Data) != string(want) {
+			t.Fatalf("%s: dtype %s shape %v, values equal %v", dst, got.Dtype, got.Shape, string(got.Data) == string(want))
+		}
+	}
+}

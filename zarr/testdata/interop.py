@@ -31,10 +31,13 @@ import numpy as np
 import numcodecs
 import zarr
 
-# Array dtypes: 14 types, both byte orders where they have one, and
-# datetime64 and timedelta64 of several units and scales.
+# Array dtypes: 14 types, both byte orders where they have one,
+# datetime64 and timedelta64 of several units and scales, and
+# fixed-length bytes and UTF-32 strings (not void: zarr-python 2.13
+# fills a V array made without a fill value with whatever memory held,
+# and fails to make one with a fill value).
 DTYPES = ["|b1", "|i1", "|u1"] + [e + t for t in ("i2", "u2", "i4", "u4", "i8", "u8", "f2", "f4", "f8", "c8", "c16") for e in "<>"] + \
-    ["<M8[ns]", ">M8[s]", "<M8[10us]", ">M8[D]", "<m8[ms]", ">m8[3h]", "<m8[us]"]
+    ["<M8[ns]", ">M8[s]", "<M8[10us]", ">M8[D]", "<m8[ms]", ">m8[3h]", "<m8[us]", "|S1", "|S7", "<U3", ">U5"]
 
 # (dtype, astype) pairs of Delta filters beyond dtype == astype: wider
 # and narrower encodings.
@@ -62,6 +65,14 @@ def compressors(k):
 def values(rng, dt, n, specials=True):
     """n random values of dtype dt, never all zero."""
     dt = np.dtype(dt)
+    if dt.kind == "S":  # any bytes, NULs among them
+        v = rng.integers(0, 256, n * dt.itemsize, dtype=np.uint8)
+        v[rng.integers(0, len(v))] = 1
+        return np.frombuffer(v.tobytes(), dtype=dt).copy()
+    if dt.kind == "U":  # code points of every plane, no surrogates
+        v = rng.integers(1, 0x10F800, n * dt.itemsize // 4, dtype=np.uint32)
+        v[v >= 0xD800] += 0x800
+        return v.view("<U%d" % (dt.itemsize // 4)).astype(dt)
     if dt.kind == "b":
         v = rng.integers(0, 2, n).astype(bool)
         v[rng.integers(0, n)] = True
@@ -103,6 +114,8 @@ def random_shape(rng, ndim):
 
 def fill_for(rng, dt):
     dt = np.dtype(dt)
+    if dt.kind in "SU":  # None would leave zarr-python 2.13 the memory's bytes
+        return [values(rng, dt, 1)[0], dt.type()][rng.integers(0, 2)]
     if dt.kind == "b":
         return [False, True, None][rng.integers(0, 3)]
     if dt.kind in "mM":
@@ -133,7 +146,7 @@ def write(root_dir, seed):
         for comp in compressors(k):
             specs.append((dt, comp, None))
     for k, dt in enumerate(DTYPES):
-        if dt != "|b1" and dt[1] not in "cmM":  # no Delta of bools, complex numbers or times
+        if dt != "|b1" and dt[1] not in "cmMSU":  # no Delta of bools, complex numbers, times or strings
             specs.append((dt, compressors(k)[k % 11], (dt, dt)))
     for pair in DELTA_PAIRS:
         for comp in (None, numcodecs.Zstd(level=1), numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE)):
