@@ -18,7 +18,8 @@ var (
 	// does not implement; the error names it.
 	ErrUnsupportedCodec = errors.New("zarr: unsupported codec")
 	// ErrUnsupportedDataType reports a data type this package does not
-	// implement (strings, structured, datetime); the error names it.
+	// implement (variable-length strings, structured types); the error
+	// names it.
 	ErrUnsupportedDataType = errors.New("zarr: unsupported data type")
 	// ErrCorruptChunk reports stored bytes that do not decode: a bad
 	// compressed stream, a checksum mismatch, a chunk of the wrong size, a
@@ -35,7 +36,8 @@ var (
 	// The error names it.
 	ErrUnsupportedExtension = errors.New("zarr: unsupported extension")
 	// ErrInvalidRegion reports a region of the wrong rank, with start >
-	// stop or outside the array, or a buffer of the wrong size for it.
+	// stop or outside the array, or a buffer of the wrong size for it;
+	// also a string that does not fit its type (DataType.AppendStrings).
 	ErrInvalidRegion = errors.New("zarr: invalid region")
 )
 

@@ -335,6 +335,48 @@ func Example_datetime64() {
 	// NaT
 }
 
+// Example_strings writes and reads an array of fixed-length Unicode
+// strings (NumPy's <U6): DataType.AppendStrings makes a region's bytes,
+// DataType.Strings reads them back; what was not written is the fill.
+func Example_strings() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "zarr-example")
+	defer os.RemoveAll(dir)
+	s, err := zarr.NewDirStore(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	m := zarr.Metadata{ZarrFormat: 2, Shape: []int{4}, ChunkShape: []int{2}, FillValue: "?",
+		DataType: zarr.DataType{Kind: zarr.Unicode, Size: 6 * 4}}
+	a, err := zarr.Create(ctx, s, "names", m)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(a.DataType(), a.DataType().NumPy())
+	_, err = a.DataType().AppendStrings(nil, "Neuchâtel")
+	fmt.Println(err) // 9 code points
+	src, err := a.DataType().AppendStrings(nil, "Zürich", "Genève", "Bern")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := a.WriteRegion(ctx, []int{0}, []int{3}, src); err != nil {
+		log.Fatal(err)
+	}
+	got := make([]byte, 4*a.DataType().Size)
+	if err := a.ReadRegion(ctx, []int{0}, []int{4}, got); err != nil {
+		log.Fatal(err)
+	}
+	names, err := a.DataType().Strings(got)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%q\n", names)
+	// Output:
+	// fixed_length_utf32[24] <U6
+	// zarr: invalid region: string 0 (10 bytes) does not fit a fixed_length_utf32[24] element
+	// ["Zürich" "Genève" "Bern" "?"]
+}
+
 // ExampleWithoutSync writes scratch data to a disk at the pace of the page
 // cache: each chunk still replaced atomically, none synced.
 func ExampleWithoutSync() {

@@ -297,3 +297,76 @@ func TestDeviceStrings(t *testing.T) {
 		})
 	}
 }
+
+// TestStringsHelpers checks DataType.AppendStrings and Strings both ways
+// on random strings of every kind, what NumPy drops (trailing NULs) and
+// keeps (NULs inside), and their errors.
+func TestStringsHelpers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(51, 52))
+	for _, dt := range []DataType{{Kind: Bytes, Size: 6}, {Kind: Unicode, Size: 20}, {Kind: Raw, Size: 3}} {
+		var ss []string
+		for range 50 {
+			n := rng.IntN(dt.Size + 1)
+			if dt.Kind == Unicode {
+				n = rng.IntN(dt.Size/4 + 1)
+			}
+			var sb []rune
+			var bs []byte
+			for range n {
+				r := rune(1 + rng.IntN(0x10F7FF))
+				if r >= 0xD800 {
+					r += 0x800
+				}
+				sb = append(sb, r)
+				bs = append(bs, byte(1+rng.IntN(255)))
+			}
+			if dt.Kind == Unicode {
+				ss = append(ss, string(sb))
+			} else {
+				ss = append(ss, string(bs))
+			}
+		}
+		ss = append(ss, "", "a\x00b")
+		prefix := []byte("keep")
+		b, err := dt.AppendStrings(prefix, ss...)
+		if err != nil || len(b) != len(prefix)+len(ss)*dt.Size || string(b[:4]) != "keep" {
+			t.Fatalf("%v: AppendStrings: %d bytes, %v", dt, len(b), err)
+		}
+		got, err := dt.Strings(b[4:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range ss {
+			want := s
+			if dt.Kind == Raw {
+				want = s + string(make([]byte, dt.Size-len(s)))
+			}
+			if got[i] != want {
+				t.Fatalf("%v: string %d read back as %q, want %q", dt, i, got[i], want)
+			}
+		}
+	}
+	u := DataType{Kind: Unicode, Size: 8}
+	for _, s := range []string{"abc", "\xff"} {
+		if b, err := u.AppendStrings([]byte("x"), "ok", s); !errors.Is(err, ErrInvalidRegion) || string(b) != "x" {
+			t.Errorf("AppendStrings(%q): %q, %v; want ErrInvalidRegion and dst as it was", s, b, err)
+		}
+	}
+	if _, err := (DataType{Kind: Bytes, Size: 2}).AppendStrings(nil, "abc"); !errors.Is(err, ErrInvalidRegion) {
+		t.Errorf("3 bytes into S2: %v", err)
+	}
+	if _, err := u.Strings([]byte{0, 0xd8, 0, 0, 0, 0, 0, 0}); !errors.Is(err, ErrCorruptChunk) {
+		t.Errorf("a surrogate: %v, want ErrCorruptChunk", err)
+	}
+	if _, err := u.Strings(make([]byte, 12)); !errors.Is(err, ErrInvalidRegion) {
+		t.Errorf("12 bytes of U2: %v, want ErrInvalidRegion", err)
+	}
+	for _, dt := range []DataType{{Kind: Float, Size: 4}, {Kind: Unicode, Size: 6}} {
+		if _, err := dt.Strings(nil); !errors.Is(err, ErrUnsupportedDataType) {
+			t.Errorf("%v.Strings: %v", dt, err)
+		}
+		if _, err := dt.AppendStrings(nil, "a"); !errors.Is(err, ErrUnsupportedDataType) {
+			t.Errorf("%v.AppendStrings: %v", dt, err)
+		}
+	}
+}
