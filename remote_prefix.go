@@ -188,10 +188,24 @@ func (p *RemotePrefix) ReadRange(ctx context.Context, key string, b []byte, off 
 // with sendfile(2), the other through a buffer). It returns the
 // object's size; a range past the end fails as ReadRange's do.
 func (p *RemotePrefix) ReadRangeWithin(ctx context.Context, key string, b []byte, off, lo, hi int64) (int64, error) {
+	return p.ReadRangeFunc(ctx, key, b, off, lo, hi, nil)
+}
+
+// ReadRangeFunc is ReadRangeWithin that hands b's bytes over as they
+// come: progress is called, in the calling goroutine, with n, the count
+// of b's bytes in (b[:n]), each time it grows, the last time with len(b)
+// before a nil return, so that a caller can use the first bytes while
+// the rest arrive (zarr decodes the first inner chunks of a shard's range
+// while its last are on the way). b[:n] never changes once reported: an
+// attempt that fails after it resumes there, asking for the version of
+// the object it began with (If-Match with the first answer's ETag; a
+// replaced object fails with ErrObjectChanged). lo == off and hi ==
+// off+len(b) ask for b's bytes alone.
+func (p *RemotePrefix) ReadRangeFunc(ctx context.Context, key string, b []byte, off, lo, hi int64, progress func(n int)) (int64, error) {
 	e, c, err := p.endpoint(key)
 	size := int64(-1)
 	if err == nil {
-		size, err = c.ReadWithin(ctx, e, b, off, lo, hi)
+		size, err = c.ReadWithin(ctx, e, b, off, lo, hi, progress)
 	}
 	if err != nil {
 		return size, p.pathErr("read", key, err)

@@ -138,4 +138,19 @@ func checkPrefixReads(t *testing.T, p *kvik.RemotePrefix, data []byte) {
 	if _, err := p.ReadRangeWithin(ctx, "missing", make([]byte, 10), 0, 0, 20); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("missing, wider range: %v", err)
 	}
+	// The same with the bytes reported as they come: the counts grow to
+	// the bytes asked for, each prefix already the object's.
+	for _, r := range [][4]int64{{100, n - 150, 0, n}, {12345, 678, 12345, 12345 + 678}} {
+		b := make([]byte, r[1])
+		last := 0
+		size, err := p.ReadRangeFunc(ctx, "obj", b, r[0], r[2], r[3], func(got int) {
+			if got <= last || got > len(b) || !bytes.Equal(b[:got], data[r[0]:r[0]+int64(got)]) {
+				t.Errorf("range %d+%d: progress %d after %d, or its bytes not the object's", r[0], r[1], got, last)
+			}
+			last = got
+		})
+		if err != nil || size != n || last != len(b) || !bytes.Equal(b, data[r[0]:r[0]+r[1]]) {
+			t.Fatalf("range %d+%d within %d-%d, reported: size %d, %v, progress ended at %d", r[0], r[1], r[2], r[3], size, err, last)
+		}
+	}
 }

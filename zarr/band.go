@@ -505,11 +505,11 @@ func (a *Array) readBands(ctx context.Context, p readPlan, sink bandSink, direct
 	}
 	w := bandWork{
 		prepare: p.indexes,
-		fetch: func(ctx context.Context, worker int, b *band, i int) (fetched, error) {
+		fetch: func(ctx context.Context, worker int, b *band, i int, emit func(fetched, int)) (fetched, error) {
 			if b.direct {
 				return fetched{done: true}, direct(ctx, worker, b.spans[i])
 			}
-			return a.fetchSpan(ctx, b, i)
+			return a.fetchSpan(ctx, b, i, emit)
 		},
 	}
 	if slots, ok := requestSlots(a.store); ok && !zarrtune.InlineFetch.Load() {
@@ -586,14 +586,16 @@ func (f fetched) pieces(n int) (from, to int) {
 // their own, ahead of the workers' finishes; else a worker does both.
 // With yield, a worker that let a fetcher through yields to it before it
 // finishes (see yieldProc). With parts (fetchers only), an item fetched
-// is finished in that many parts, each by any worker (fetched.part).
+// is finished in that many parts, each by any worker (fetched.part); a
+// fetch may hand its first parts over while it goes on (emit(f, k):
+// parts [0, k) of f are in, f as the fetch will return it).
 // A fetched buffer is given back once its item is finished.
 type bandWork struct {
 	fetchers int
 	yield    bool
 	spread   int                             // when > 1, claims take the items of up to spread ready bands in turn
 	prepare  func(ctx context.Context) error // run beside the rest, when set
-	fetch    func(ctx context.Context, worker int, b *band, i int) (fetched, error)
+	fetch    func(ctx context.Context, worker int, b *band, i int, emit func(f fetched, k int)) (fetched, error)
 	parts    func(b *band, i int) int
 	finish   func(ctx context.Context, worker int, b *band, i int, f fetched) error
 }
@@ -702,7 +704,7 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 					}
 					if w.fetch != nil {
 						var err error
-						if it.f, err = w.fetch(ctx, worker, it.b, it.i); err != nil {
+						if it.f, err = w.fetch(ctx, worker, it.b, it.i, nil); err != nil {
 							return err
 						}
 					}
@@ -730,24 +732,50 @@ func runBands(parent context.Context, bands []*band, sink bandSink, workers int,
 						gate.close() // none left: release the fetchers waiting
 						return nil
 					}
-					var err error
-					if it.f, err = w.fetch(ctx, fetcher, it.b, it.i); err != nil {
+					// cur is the item's fetched bytes, split into parts once
+					// they are known; sent counts the parts queued.
+					var cur fetched
+					sent := 0
+					split := func(f fetched) {
+						cur = f
+						if !f.done && w.parts != nil {
+							if n := w.parts(it.b, it.i); n > 1 {
+								cur.parts, cur.left = n, new(atomic.Int32)
+								cur.left.Store(int32(n))
+							}
+						}
+						gate.add()
+					}
+					send := func(k int) bool {
+						for ; sent < k; sent++ {
+							it.f = cur
+							it.f.part = sent
+							select {
+							case queue <- it:
+							case <-ctx.Done():
+								return false
+							}
+						}
+						return true
+					}
+					var emit func(fetched, int)
+					if w.parts != nil {
+						emit = func(f fetched, k int) {
+							if sent == 0 && cur.left == nil {
+								split(f)
+							}
+							send(k)
+						}
+					}
+					f, err := w.fetch(ctx, fetcher, it.b, it.i, emit)
+					if err != nil {
 						return err
 					}
-					if !it.f.done && w.parts != nil {
-						if n := w.parts(it.b, it.i); n > 1 {
-							it.f.parts, it.f.left = n, new(atomic.Int32)
-							it.f.left.Store(int32(n))
-						}
+					if sent == 0 {
+						split(f)
 					}
-					gate.add()
-					for k := range max(it.f.parts, 1) {
-						it.f.part = k
-						select {
-						case queue <- it:
-						case <-ctx.Done():
-							return nil
-						}
+					if !send(max(cur.parts, 1)) {
+						return nil
 					}
 				}
 				return nil

@@ -729,7 +729,7 @@ func TestRunBandsFetchAhead(t *testing.T) {
 		w := bandWork{
 			fetchers: fetchers,
 			yield:    true,
-			fetch: func(_ context.Context, _ int, _ *band, i int) (fetched, error) {
+			fetch: func(_ context.Context, _ int, _ *band, i int, _ func(fetched, int)) (fetched, error) {
 				mu.Lock()
 				if fetching++; steady(i) {
 					maxFetching = max(maxFetching, fetching)
@@ -769,6 +769,75 @@ func TestRunBandsFetchAhead(t *testing.T) {
 	t.Logf("fast store: at most %d items ahead; slow store: %d fetches at once", ahead, fetching)
 }
 
+// TestRunBandsEarlyParts checks parts handed over while their item is
+// still being fetched (emit): each fetch hands its parts over one at a
+// time and waits, before the next, until a worker has finished the one
+// handed over, which a fetcher that queued an item's parts only once
+// its fetch returned would never see; every part is finished once, and
+// an item none of whose parts were handed over early goes as before.
+// A fetch that fails after handing parts over fails the read.
+func TestRunBandsEarlyParts(t *testing.T) {
+	const items, parts = 6, 4
+	var mu sync.Mutex
+	finished := map[[2]int]int{}
+	signal := make([]chan struct{}, items*parts)
+	for i := range signal {
+		signal[i] = make(chan struct{}, 1)
+	}
+	w := bandWork{
+		fetchers: 2,
+		parts:    func(*band, int) int { return parts },
+		fetch: func(ctx context.Context, _ int, _ *band, i int, emit func(fetched, int)) (fetched, error) {
+			p := getBuf(64)
+			f := fetched{p: p, b: *p}
+			if i%3 == 2 {
+				return f, nil // all parts at the end
+			}
+			for k := range parts {
+				emit(f, k+1)
+				select {
+				case <-signal[i*parts+k]:
+				case <-time.After(10 * time.Second):
+					return fetched{}, fmt.Errorf("item %d: part %d not finished while its item was fetched", i, k)
+				}
+			}
+			return f, nil
+		},
+		finish: func(_ context.Context, _ int, _ *band, i int, f fetched) error {
+			mu.Lock()
+			finished[[2]int{i, f.part}]++
+			mu.Unlock()
+			if f.parts != parts {
+				return fmt.Errorf("item %d finished as part %d of %d", i, f.part, f.parts)
+			}
+			signal[i*parts+f.part] <- struct{}{}
+			return nil
+		},
+	}
+	b := &band{n: items, ready: make(chan struct{})}
+	if err := runBands(bg, []*band{b}, &partSink{check: func(*band) error { return nil }}, 3, w); err != nil {
+		t.Fatal(err)
+	}
+	for i := range items {
+		for k := range parts {
+			if finished[[2]int{i, k}] != 1 {
+				t.Errorf("item %d part %d finished %d times", i, k, finished[[2]int{i, k}])
+			}
+		}
+	}
+	boom := errors.New("connection lost")
+	w.fetch = func(_ context.Context, _ int, _ *band, i int, emit func(fetched, int)) (fetched, error) {
+		p := getBuf(64)
+		emit(fetched{p: p, b: *p}, 2)
+		return fetched{}, boom
+	}
+	w.finish = func(context.Context, int, *band, int, fetched) error { return nil }
+	b = &band{n: items, ready: make(chan struct{})}
+	if err := runBands(bg, []*band{b}, &partSink{check: func(*band) error { return nil }}, 3, w); !errors.Is(err, boom) {
+		t.Errorf("a fetch failing after handing parts over: %v", err)
+	}
+}
+
 // TestRunBandsParts checks items finished in parts: every part of every
 // item finished once, the parts of an item by several workers at once,
 // a band handed over only once all its items' parts are finished, and
@@ -805,7 +874,7 @@ func TestRunBandsParts(t *testing.T) {
 	}}
 	w := bandWork{
 		fetchers: 2,
-		fetch: func(_ context.Context, _ int, b *band, i int) (fetched, error) {
+		fetch: func(_ context.Context, _ int, b *band, i int, _ func(fetched, int)) (fetched, error) {
 			p := getBuf(64)
 			mark := byte(slices.Index(bands, b)*8 + i)
 			for j := range *p {

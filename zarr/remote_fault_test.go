@@ -261,6 +261,108 @@ func TestRemoteFaults(t *testing.T) {
 	}
 }
 
+// TestRemoteShardStreams reads sharded zstd arrays over HTTP from a
+// server that sends each range of inner chunks in small writes, and cuts
+// the first answer for each range short (a reset or a short body) after
+// a random share of it: the read hands inner chunks over as their bytes
+// come (kvik.RemotePrefix.ReadRangeFunc), resumes a cut range after the
+// bytes it holds (a request for the rest of it, not the whole range
+// again) and reads every region byte for byte as stored.
+func TestRemoteShardStreams(t *testing.T) {
+	quickRetries(t)
+	decodeUnit = 4 * 64 * 4 // a part per inner chunk
+	t.Cleanup(func() { decodeUnit = 1 << 20 })
+	rng := rand.New(rand.NewPCG(13, 14))
+	inner := []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 1}}}
+	m := Metadata{Shape: []int{64, 256}, ChunkShape: []int{32, 256}, Codecs: shardCodecs([]int{4, 64}, false, inner)}
+	srv, a, data := servedArray(t, m)
+	ref := model{shape: m.Shape, es: 4, buf: data}
+	var mu sync.Mutex
+	cut := map[string]bool{} // ranges (by key and end) already cut once
+	srv.setFault(func(key string, w http.ResponseWriter, r *http.Request) bool {
+		rg := r.Header.Get("Range")
+		var first, last int64
+		if _, err := fmt.Sscanf(rg, "bytes=%d-%d", &first, &last); err != nil || !strings.HasPrefix(key, "c/") {
+			return false // the index (a suffix) and metadata as they are
+		}
+		b, _ := srv.file(key)
+		last = min(last, int64(len(b))-1)
+		body := b[first : last+1]
+		mu.Lock()
+		end := fmt.Sprint(key, last) // a resumed request asks for the rest: the same end
+		first1 := !cut[end]
+		cut[end] = true
+		k := rng.IntN(len(body))
+		reset := rng.IntN(2) == 0
+		pieces := rand.New(rand.NewPCG(rng.Uint64(), 1)) // this answer's own
+		mu.Unlock()
+		if first1 && reset {
+			conn, bw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return true
+			}
+			fmt.Fprintf(bw, "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %d-%d/%d\r\nContent-Length: %d\r\n\r\n", first, last, len(b), len(body))
+			bw.Write(body[:k])
+			bw.Flush()
+			conn.(*net.TCPConn).SetLinger(0)
+			conn.Close()
+			return true
+		}
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", first, last, len(b)))
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		w.WriteHeader(http.StatusPartialContent)
+		if first1 {
+			body = body[:k] // a short body: the handler ends early
+		}
+		for len(body) > 0 {
+			n := min(len(body), 1+pieces.IntN(2000))
+			w.Write(body[:n])
+			http.NewResponseController(w).Flush()
+			body = body[n:]
+		}
+		return true
+	})
+	srv.requests()
+	for r := range 6 {
+		start, stop := make([]int, 2), m.Shape
+		if r > 0 {
+			mu.Lock()
+			start, stop = randRegion(rng, m.Shape)
+			mu.Unlock()
+		}
+		want := ref.region(start, stop)
+		got := make([]byte, len(want))
+		if err := a.ReadRegion(bg, start, stop, got); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("region %v-%v: %v", start, stop, err)
+		}
+	}
+	// Each range cut short was asked for again from where its bytes
+	// stopped, never whole again.
+	log := srv.requests()
+	resumed := 0
+	asked := map[string]bool{}
+	for _, l := range log {
+		key, rg, _ := strings.Cut(l, " ")
+		var first, last int64
+		if _, err := fmt.Sscanf(rg, "bytes=%d-%d", &first, &last); err != nil || !strings.HasPrefix(key, "c/") {
+			continue
+		}
+		for prev := range asked {
+			var pf, pl int64
+			pk, prg, _ := strings.Cut(prev, " ")
+			fmt.Sscanf(prg, "bytes=%d-%d", &pf, &pl)
+			if pk == key && pl == last && first > pf {
+				resumed++
+			}
+		}
+		asked[l] = true
+	}
+	if resumed == 0 {
+		t.Fatalf("no cut range resumed after its bytes: %q", log)
+	}
+	t.Logf("%d requests, %d of them resuming a cut range", len(log), resumed)
+}
+
 // TestRemoteShardRequests reads one inner chunk, then a row of inner
 // chunks, of a sharded array over HTTP and checks that only the shard
 // index and the inner chunks needed are fetched, by range, adjacent

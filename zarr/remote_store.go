@@ -248,16 +248,21 @@ func (s *RemoteStore) ReadRange(ctx context.Context, key string, off int64, p []
 	return size, err
 }
 
-// readRangeWithin is ReadRange for p's bytes at off with one GET of the
-// wider range [lo, hi) (kvik.RemotePrefix.ReadRangeWithin).
-func (s *RemoteStore) readRangeWithin(ctx context.Context, key string, off int64, p []byte, lo, hi int64) (int64, error) {
+// readRangeFunc is ReadRange for p's bytes at off (off >= 0) with one
+// GET of the range [lo, hi) that holds them, or of p's bytes alone where
+// hi is 0, calling progress (when not nil) with the count of p's bytes
+// in each time it grows (kvik.RemotePrefix.ReadRangeFunc).
+func (s *RemoteStore) readRangeFunc(ctx context.Context, key string, off int64, p []byte, lo, hi int64, progress func(n int)) (int64, error) {
 	key, err := s.key(key)
 	if err != nil {
 		return -1, err
 	}
+	if hi == 0 {
+		lo, hi = off, off+int64(len(p))
+	}
 	size := int64(-1)
 	err = s.request(ctx, func() (err error) {
-		size, err = s.p.ReadRangeWithin(ctx, key, p, off, lo, hi)
+		size, err = s.p.ReadRangeFunc(ctx, key, p, off, lo, hi, progress)
 		return err
 	})
 	return size, err

@@ -182,18 +182,20 @@ func (sp *span) wholeShard() {
 // readSpan reads the bytes of sp into p, with one request for its whole
 // shard where sp asks for one and the store can (a remote store: a
 // server may send a whole object straight from its file where a part
-// of it takes a copy; versitygw does). A shard whose size is not the
-// one its index was read with has changed since: ErrCorruptChunk.
-func (a *Array) readSpan(ctx context.Context, sp *span, p []byte) error {
+// of it takes a copy; versitygw does), calling progress (when not nil,
+// and the store can) with the count of p's bytes in each time it grows.
+// A shard whose size is not the one its index was read with has changed
+// since: ErrCorruptChunk.
+func (a *Array) readSpan(ctx context.Context, sp *span, p []byte, progress func(n int)) error {
 	w, ok := a.store.(interface {
-		readRangeWithin(ctx context.Context, key string, off int64, p []byte, lo, hi int64) (int64, error)
+		readRangeFunc(ctx context.Context, key string, off int64, p []byte, lo, hi int64, progress func(n int)) (int64, error)
 	})
-	if sp.hi == 0 || !ok {
+	if !ok || sp.hi == 0 && progress == nil {
 		_, err := a.store.ReadRange(ctx, sp.key, sp.off, p)
 		return err
 	}
-	size, err := w.readRangeWithin(ctx, sp.key, sp.off, p, sp.lo, sp.hi)
-	if err == nil && size != sp.hi {
+	size, err := w.readRangeFunc(ctx, sp.key, sp.off, p, sp.lo, sp.hi, progress)
+	if err == nil && sp.hi > 0 && size != sp.hi {
 		err = fmt.Errorf("%w: %s: shard of %d bytes, of %d when its index was read", ErrCorruptChunk, sp.key, size, sp.hi)
 	}
 	return err
@@ -221,8 +223,10 @@ func hostPlace(pc piece, out view) []byte {
 
 // fetchSpan does the I/O of span i of band b (see bandWork): one ranged
 // read, straight into place for a direct span, else into a pooled buffer
-// whose inner chunks decodeSpan decodes.
-func (a *Array) fetchSpan(ctx context.Context, b *band, i int) (fetched, error) {
+// whose inner chunks decodeSpan decodes. With emit, a span read in parts
+// (spanParts) hands each run of parts over as its bytes are in, while
+// the rest come (emit(f, k): parts [0, k) of f can be decoded).
+func (a *Array) fetchSpan(ctx context.Context, b *band, i int, emit func(f fetched, k int)) (fetched, error) {
 	sp := &b.spans[i]
 	es := a.meta.DataType.Size
 	if sp.single() {
@@ -233,14 +237,47 @@ func (a *Array) fetchSpan(ctx context.Context, b *band, i int) (fetched, error) 
 		if b.slots != nil {
 			off = b.slots[i][0] // the pieces' slots are back to back
 		}
-		return fetched{done: true}, a.readSpan(ctx, sp, b.buf[off:off+int(sp.n)])
+		return fetched{done: true}, a.readSpan(ctx, sp, b.buf[off:off+int(sp.n)], nil)
 	}
 	p := getBuf(int(sp.n))
-	if err := a.readSpan(ctx, sp, *p); err != nil {
-		putBuf(p)
+	f := fetched{p: p, b: *p}
+	var progress func(n int)
+	sent := 0 // parts handed over
+	if n := a.spanParts(b, i); emit != nil && n > 1 {
+		ends := sp.partEnds(n)
+		progress = func(got int) {
+			k := sent
+			for k < n && int64(got) >= ends[k] {
+				k++
+			}
+			if k > sent {
+				emit(f, k)
+				sent = k
+			}
+		}
+	}
+	if err := a.readSpan(ctx, sp, *p, progress); err != nil {
+		if sent == 0 {
+			putBuf(p) // else parts handed over may still be decoding
+		}
 		return fetched{}, err
 	}
-	return fetched{p: p, b: *p}, nil
+	return f, nil
+}
+
+// partEnds returns, for each of n parts of sp (fetched.pieces), the
+// count of sp's bytes that hold it and every part before it.
+func (sp *span) partEnds(n int) []int64 {
+	ends := make([]int64, n)
+	var end int64
+	for k := range n {
+		from, to := (fetched{part: k, parts: n}).pieces(len(sp.pieces))
+		for _, pc := range sp.pieces[from:to] {
+			end = max(end, pc.off+pc.n-sp.off)
+		}
+		ends[k] = end
+	}
+	return ends
 }
 
 // decodeSpan decodes what fetchSpan fetched of span i of band b (the

@@ -461,7 +461,7 @@ func (c *Client) readOnce(ctx context.Context, e *Endpoint, p []byte, off int64)
 	if len(p) == 0 {
 		return 0, nil
 	}
-	resp, err := c.get(ctx, e, off, len(p), true, http.StatusOK, http.StatusPartialContent)
+	resp, err := c.get(ctx, e, off, len(p), c.pin, http.StatusOK, http.StatusPartialContent)
 	if err != nil {
 		return 0, err
 	}
@@ -475,16 +475,16 @@ func (c *Client) readOnce(ctx context.Context, e *Endpoint, p []byte, off int64)
 // get sends a ranged GET (rangeRequest) and returns the answer when its
 // status is one of want and its body is not encoded (Content-Encoding
 // other than identity: ErrBadContentRange, not retried); the caller
-// closes its body. With pin set the
-// request asks for the object's version seen first (If-Match) and the
-// answer must be of it (one object's reads, not a prefix's).
-func (c *Client) get(ctx context.Context, e *Endpoint, off int64, n int, pin bool, want ...int) (*http.Response, error) {
+// closes its body. With a pin the request asks for the version it holds
+// (If-Match; the version seen first) and the answer must be of it: one
+// object's reads (a handle's, c.pin), or one read's attempts.
+func (c *Client) get(ctx context.Context, e *Endpoint, off int64, n int, pin *Pin, want ...int) (*http.Response, error) {
 	req, err := e.rangeRequest(ctx, off, n)
 	if err != nil {
 		return nil, err
 	}
-	if pin {
-		c.pin.ifMatch(req)
+	if pin != nil {
+		pin.ifMatch(req)
 	}
 	resp, err := c.send(e, req, want...)
 	if err != nil {
@@ -494,8 +494,8 @@ func (c *Client) get(ctx context.Context, e *Endpoint, off int64, n int, pin boo
 		resp.Body.Close()
 		return nil, err
 	}
-	if pin {
-		if err := c.pin.observe(resp); err != nil {
+	if pin != nil {
+		if err := pin.observe(resp); err != nil {
 			resp.Body.Close()
 			return nil, err
 		}

@@ -343,7 +343,9 @@ func TestReadWithin(t *testing.T) {
 			w.Write(obj)
 			w.Write(obj[:10]) // no Content-Length: the body runs on
 		}, ErrBadContentRange, 1},
-		tc{"body ends in the tail", 0, size - 516, 0, size, raw(206, whole, obj[:size-100], len(obj)), ErrShortBody, 3},
+		// The bytes kept are all in: the read resumes after them, and this
+		// server answers the resumed range with the whole object's.
+		tc{"body ends in the tail", 0, size - 516, 0, size, raw(206, whole, obj[:size-100], len(obj)), ErrBadContentRange, 2},
 		tc{"body ends in the head", 516, size - 516, 0, size, raw(206, whole, obj[:200], len(obj)), ErrShortBody, 3},
 		tc{"past the end", 0, size - 10, 0, size + 10, ranged, io.ErrUnexpectedEOF, 1},
 		tc{"bytes outside the range", 10, 100, 20, 200, ranged, errRangeArgs, 0},
@@ -352,15 +354,33 @@ func TestReadWithin(t *testing.T) {
 	for _, c := range cases {
 		var requests atomic.Int32
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			requests.Add(1)
-			if want := fmt.Sprintf("bytes=%d-%d", c.lo, c.hi-1); r.Header.Get("Range") != want {
+			// The first request asks for [lo, hi); one that resumes after
+			// bytes kept, for the rest up to hi.
+			want := fmt.Sprintf("bytes=%d-%d", c.lo, c.hi-1)
+			if requests.Add(1) > 1 && c.name == "body ends in the tail" {
+				want = fmt.Sprintf("bytes=%d-%d", c.off+c.n, c.hi-1)
+			}
+			if r.Header.Get("Range") != want {
 				t.Errorf("%s: Range %q, want %q", c.name, r.Header.Get("Range"), want)
 			}
 			c.answer(w, r)
 		}))
 		cl, e := testClient(t, srv, HTTP, "/obj")
 		buf := make([]byte, c.n)
-		got, err := cl.ReadWithin(context.Background(), e, buf, c.off, c.lo, c.hi)
+		last := 0
+		progress := func(n int) {
+			if n <= last || n > len(buf) {
+				t.Errorf("%s: progress %d after %d", c.name, n, last)
+			}
+			last = n
+		}
+		if c.n%2 == 0 {
+			progress = nil // the same read without it
+		}
+		got, err := cl.ReadWithin(context.Background(), e, buf, c.off, c.lo, c.hi, progress)
+		if progress != nil && err == nil && last != len(buf) {
+			t.Errorf("%s: progress ended at %d of %d", c.name, last, len(buf))
+		}
 		switch {
 		case c.wantErr == errRangeArgs:
 			if err == nil {
@@ -383,6 +403,103 @@ func TestReadWithin(t *testing.T) {
 		}
 		srv.Close()
 	}
+}
+
+// TestReadWithinResumes cuts a ReadWithin's answer after random counts
+// of bytes: the read resumes after the bytes kept so far, asking for the
+// version it began with (If-Match), and its progress only grows, ending
+// at the bytes asked for, which are the object's; where the object is
+// replaced between attempts (the server honouring If-Match with a 412,
+// or ignoring it and answering with a new ETag) it fails with
+// ErrObjectChanged, never mixing versions.
+func TestReadWithinResumes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 19))
+	obj := make([]byte, 1<<20+rng.IntN(1000))
+	for i := range obj {
+		obj[i] = byte(rng.Uint32())
+	}
+	size := int64(len(obj))
+	for _, mode := range []string{"same", "replaced, 412", "replaced, If-Match ignored"} {
+		for trial := range 4 {
+			lo := rng.Int64N(size / 4)
+			off := lo + rng.Int64N(1000)
+			n := size/2 + rng.Int64N(size/4)
+			hi := min(size, off+n+rng.Int64N(1000))
+			cuts := []int64{1 + rng.Int64N(hi-lo-1), 1 + rng.Int64N(hi-lo-1)} // bytes each attempt's answer sends before it breaks
+			var requests atomic.Int32
+			var ranges, matches []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				k := requests.Add(1) - 1
+				ranges, matches = append(ranges, r.Header.Get("Range")), append(matches, r.Header.Get("If-Match"))
+				etag := `"v1"`
+				if k > 0 && mode != "same" {
+					etag = `"v2"`
+				}
+				if mode == "replaced, If-Match ignored" {
+					r.Header.Del("If-Match")
+				}
+				w.Header().Set("ETag", etag)
+				if int(k) >= len(cuts) {
+					http.ServeContent(w, r, "", zeroTime, bytes.NewReader(obj))
+					return
+				}
+				// Serve the range, cut short: Content-Length promises more.
+				var first, last int64
+				fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &first, &last)
+				if m := r.Header.Get("If-Match"); m != "" && m != etag {
+					w.WriteHeader(http.StatusPreconditionFailed)
+					return
+				}
+				w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", first, last, size))
+				w.Header().Set("Content-Length", strconv.FormatInt(last-first+1, 10))
+				w.WriteHeader(http.StatusPartialContent)
+				w.Write(obj[first : first+min(cuts[k], last-first)])
+			}))
+			cl, e := testClient(t, srv, HTTP, "/obj")
+			buf := make([]byte, n)
+			last := 0
+			got, err := cl.ReadWithin(context.Background(), e, buf, off, lo, hi, func(m int) {
+				if m <= last || m > len(buf) {
+					t.Errorf("%s %d: progress %d after %d", mode, trial, m, last)
+				}
+				last = m
+			})
+			srv.Close()
+			if mode != "same" {
+				if !errors.Is(err, ErrObjectChanged) {
+					t.Errorf("%s %d: %v, want ErrObjectChanged (ranges %q)", mode, trial, err, ranges)
+				}
+				continue
+			}
+			if err != nil || got != size || last != len(buf) || !bytes.Equal(buf, obj[off:off+n]) {
+				t.Fatalf("%s %d: size %d, %v, progress %d of %d, bytes equal %v", mode, trial, got, err, last, len(buf), bytes.Equal(buf, obj[off:off+n]))
+			}
+			// Each later request resumes after the bytes kept before it, if
+			// any were, and asks for the first answer's version.
+			kept := int64(0)
+			for k := range len(cuts) {
+				inP := min(max(cuts[k]-max(off-lo, 0)*boolInt(kept == 0), 0), n-kept)
+				if k+1 < len(ranges) {
+					from := lo
+					if kept+inP > 0 {
+						from = off + kept + inP
+					}
+					if want := fmt.Sprintf("bytes=%d-%d", from, hi-1); ranges[k+1] != want || matches[k+1] != `"v1"` {
+						t.Errorf("%s %d: request %d asked for %s If-Match %s, want %s \"v1\"", mode, trial, k+1, ranges[k+1], matches[k+1], want)
+					}
+				}
+				kept += inP
+			}
+		}
+	}
+}
+
+// boolInt is 1 for true, else 0.
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // errRangeArgs marks the cases of TestReadWithin that fail before any

@@ -129,7 +129,7 @@ func (c *Client) readAtSizeOnce(ctx context.Context, e *Endpoint, p []byte, off 
 	if len(p) == 0 && off >= 0 {
 		return -1, nil
 	}
-	resp, first, last, total, err := c.getSized(ctx, e, off, len(p))
+	resp, first, last, total, err := c.getSized(ctx, e, off, len(p), nil)
 	if err != nil {
 		return -1, err
 	}
@@ -150,11 +150,11 @@ func (c *Client) readAtSizeOnce(ctx context.Context, e *Endpoint, p []byte, off 
 }
 
 // getSized sends a ranged GET (get: n bytes at off, a suffix when off is
-// negative) that a 206, 200 or 416 may answer, and returns the answer
+// negative; pin as get's) that a 206, 200 or 416 may answer, and returns the answer
 // with the range it holds and the object's size (responseRange); the
 // caller closes its body.
-func (c *Client) getSized(ctx context.Context, e *Endpoint, off int64, n int) (resp *http.Response, first, last, total int64, err error) {
-	resp, err = c.get(ctx, e, off, n, false, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
+func (c *Client) getSized(ctx context.Context, e *Endpoint, off int64, n int, pin *Pin) (resp *http.Response, first, last, total int64, err error) {
+	resp, err = c.get(ctx, e, off, n, pin, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
 	if err != nil {
 		return nil, 0, 0, -1, err
 	}
@@ -189,46 +189,96 @@ const MaxSlack = 1 << 20
 // takes it a copy (versitygw: sendfile(2) for a whole object, a read
 // and a write per buffer for a range). It returns the object's size; a
 // range past the end fails as ReadAtSize's do.
-func (c *Client) ReadWithin(ctx context.Context, e *Endpoint, p []byte, off, lo, hi int64) (int64, error) {
+//
+// An attempt that failed after some of p's bytes came is resumed after
+// them, from the same version of the object (If-Match with the ETag of
+// the first answer; ErrObjectChanged where it was replaced meanwhile),
+// so that p's bytes, once in, never change. progress, when not nil, is
+// called in the calling goroutine with n, the count of p's bytes in
+// (p[:n]), each time it grows: a caller can use them while the rest
+// comes.
+func (c *Client) ReadWithin(ctx context.Context, e *Endpoint, p []byte, off, lo, hi int64, progress func(n int)) (int64, error) {
 	end := off + int64(len(p))
 	if lo < 0 || lo > off || hi < end || hi-lo-int64(len(p)) > MaxSlack {
 		return -1, fmt.Errorf("remote: range %d-%d does not hold the %d bytes at %d within %d more", lo, hi, len(p), off, MaxSlack)
 	}
 	var size int64 = -1
+	r := withinRead{p: p, off: off, lo: lo, hi: hi, progress: progress}
 	err := c.do(ctx, e, http.MethodGet, func(ctx context.Context) (err error) {
-		size, err = c.readWithinOnce(ctx, e, p, off, lo, hi)
+		size, err = c.readWithinOnce(ctx, e, &r)
 		return err
 	})
 	return size, err
 }
 
-func (c *Client) readWithinOnce(ctx context.Context, e *Endpoint, p []byte, off, lo, hi int64) (int64, error) {
-	if lo == hi {
+// withinRead is a ReadWithin across its attempts: done of p's bytes
+// are in, of the version pin holds.
+type withinRead struct {
+	p           []byte
+	off, lo, hi int64
+	progress    func(n int)
+	done        int
+	pin         Pin
+}
+
+func (c *Client) readWithinOnce(ctx context.Context, e *Endpoint, r *withinRead) (int64, error) {
+	if r.lo == r.hi {
 		return -1, nil
 	}
-	resp, first, last, total, err := c.getSized(ctx, e, lo, int(hi-lo))
+	from := r.lo
+	if r.done > 0 {
+		from = r.off + int64(r.done) // resumed: the rest of p, then the slack after it
+	}
+	resp, first, last, total, err := c.getSized(ctx, e, from, int(r.hi-from), &r.pin)
 	if err != nil {
 		return -1, err
 	}
 	defer resp.Body.Close()
 	rng := resp.Request.Header.Get("Range")
-	if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable || hi > total {
+	if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable || r.hi > total {
 		return total, fmt.Errorf("remote: %s of a %d-byte object: %w", rng, total, io.ErrUnexpectedEOF)
 	}
-	if first != lo || last != hi-1 {
+	if first != from || last != r.hi-1 {
 		return total, fmt.Errorf("%w: got bytes %d-%d for %s", ErrBadContentRange, first, last, rng)
 	}
-	if err := skip(resp.Body, off-lo, lo); err != nil {
+	if err := skip(resp.Body, r.off-from, from); err != nil {
 		return total, err
 	}
-	if _, err := readStart(resp.Body, p, off); err != nil {
+	if err := r.fill(resp.Body); err != nil {
 		return total, err
 	}
-	end := off + int64(len(p))
-	if err := skip(resp.Body, hi-end, end); err != nil {
+	end := r.off + int64(len(r.p))
+	if err := skip(resp.Body, r.hi-end, end); err != nil {
 		return total, err
 	}
-	return total, atEnd(resp.Body, hi)
+	return total, atEnd(resp.Body, r.hi)
+}
+
+// fill reads the rest of p from body: at once (readStart) without
+// progress, else as the bytes come, reporting each read's.
+func (r *withinRead) fill(body io.Reader) error {
+	if r.progress == nil {
+		n, err := readStart(body, r.p[r.done:], r.off+int64(r.done))
+		r.done += n
+		return err
+	}
+	for r.done < len(r.p) {
+		n, err := body.Read(r.p[r.done:])
+		if n > 0 {
+			r.done += n
+			r.progress(r.done)
+		}
+		switch {
+		case err == io.EOF && r.done < len(r.p):
+			err = io.ErrUnexpectedEOF
+		case err == io.EOF:
+			err = nil
+		}
+		if err != nil {
+			return retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, r.done, len(r.p), r.off, err)}
+		}
+	}
+	return nil
 }
 
 // skip drops the next n bytes of a body, those at off: a body that ends
@@ -392,7 +442,7 @@ func (c *Client) ReadHead(ctx context.Context, e *Endpoint, p []byte) (n int, si
 }
 
 func (c *Client) readHeadOnce(ctx context.Context, e *Endpoint, p []byte) (int, int64, error) {
-	resp, err := c.get(ctx, e, 0, len(p), true, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
+	resp, err := c.get(ctx, e, 0, len(p), c.pin, http.StatusPartialContent, http.StatusOK, http.StatusRequestedRangeNotSatisfiable)
 	if err != nil {
 		return 0, -1, err
 	}
