@@ -296,10 +296,7 @@ func TestReadAtSizeClaims(t *testing.T) {
 // them, fails without a request.
 func TestReadWithin(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 17))
-	obj := make([]byte, 3<<20+rng.IntN(1000))
-	for i := range obj {
-		obj[i] = byte(rng.Uint32())
-	}
+	obj := randomObject(rng, 3<<20+rng.IntN(1000))
 	size := int64(len(obj))
 	ranged := func(w http.ResponseWriter, r *http.Request) {
 		http.ServeContent(w, r, "", zeroTime, bytes.NewReader(obj))
@@ -414,10 +411,7 @@ func TestReadWithin(t *testing.T) {
 // ErrObjectChanged, never mixing versions.
 func TestReadWithinResumes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 19))
-	obj := make([]byte, 1<<20+rng.IntN(1000))
-	for i := range obj {
-		obj[i] = byte(rng.Uint32())
-	}
+	obj := randomObject(rng, 1<<20+rng.IntN(1000))
 	size := int64(len(obj))
 	for _, mode := range []string{"same", "replaced, 412", "replaced, If-Match ignored"} {
 		for trial := range 4 {
@@ -492,6 +486,15 @@ func TestReadWithinResumes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// randomObject returns n random bytes.
+func randomObject(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
 }
 
 // boolInt is 1 for true, else 0.
