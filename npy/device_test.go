@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -84,7 +85,7 @@ func TestWriteForNumpy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			name := "k" + string(rune('a'+i)) + string(rune('0'+j)) + ".npy"
+			name := fmt.Sprintf("k%02d%d.npy", i, j)
 			err = Save(context.Background(), filepath.Join(out, name), SaveArray{Dtype: d, Shape: shape, Fortran: fortran, Ptr: a.Ptr})
 			a.Close()
 			if err != nil {

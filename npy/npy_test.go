@@ -83,7 +83,7 @@ func TestNumpyFiles(t *testing.T) {
 }
 
 var allDtypes = []string{"|b1", "|i1", "|u1", "<i2", ">i2", "<u2", ">u2", "<i4", ">i4", "<u4", "<i8", ">i8", "<u8", ">u8",
-	"<f2", ">f2", "<f4", ">f4", "<f8", ">f8", "<c8", ">c8", "<c16", ">c16", "<M8[ns]", ">M8[10us]", "<m8[D]", "<m8"}
+	"<f2", ">f2", "<f4", ">f4", "<f8", ">f8", "<c8", ">c8", "<c16", ">c16", "<M8[ns]", ">M8[10us]", "<m8[D]", "<m8", "|S1", "|S7", "<U3", ">U2", "|V5"}
 
 // TestRoundTrip saves random arrays and loads them back; the saved bytes
 // must also parse with the same header.
