@@ -173,7 +173,7 @@ func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, erro
 	if err != nil {
 		return nil, err
 	}
-	if m.FillValue == nil && m.DataType.fixed() {
+	if m.FillValue == nil && m.DataType.isString() {
 		raw = json.RawMessage(`""`) // zero bytes, as a string kind's nil
 	}
 	if m.fill, err = fillBytes(m.DataType, raw, false); err != nil {

@@ -46,9 +46,10 @@ const (
 // maxStringSize bounds the Size of a Bytes, Unicode or Raw type.
 const maxStringSize = 1 << 20
 
-// DataType is a numeric element type. Values in memory (region reads and
-// writes) are always little-endian; the byte order of stored chunks is a
-// property of the codecs (v3 bytes codec, v2 dtype string).
+// DataType is an element type: a number, a time or a fixed-length
+// string. Values in memory (region reads and writes) are always
+// little-endian; the byte order of stored chunks is a property of the
+// codecs (v3 bytes codec, v2 dtype string).
 type DataType struct {
 	Kind Kind
 	Size int // bytes per element: 1, 2, 4 or 8, 16 for complex128, any for a string kind (a multiple of 4 for Unicode)
@@ -64,9 +65,9 @@ type DataType struct {
 // temporal reports whether t is a DateTime or a TimeDelta.
 func (t DataType) temporal() bool { return t.Kind == DateTime || t.Kind == TimeDelta }
 
-// fixed reports whether t is one of the fixed-length string kinds:
+// isString reports whether t is one of the fixed-length string kinds:
 // Bytes, Unicode or Raw.
-func (t DataType) fixed() bool { return t.Kind == Bytes || t.Kind == Unicode || t.Kind == Raw }
+func (t DataType) isString() bool { return t.Kind == Bytes || t.Kind == Unicode || t.Kind == Raw }
 
 // scale returns t's Scale, 1 for 0.
 func (t DataType) scale() int { return max(t.Scale, 1) }
@@ -91,7 +92,7 @@ func (t DataType) check() error {
 		}
 		return nil
 	}
-	if t.fixed() {
+	if t.isString() {
 		if t.Size < 1 || t.Size > maxStringSize || t.Kind == Unicode && t.Size%4 != 0 || t.Unit != "" || t.Scale != 0 {
 			return fmt.Errorf("%w: %c of %d bytes", ErrUnsupportedDataType, t.Kind, t.Size)
 		}
@@ -152,7 +153,7 @@ func (t DataType) String() string {
 	switch {
 	case t.temporal():
 		return t.Name() + t.unitText()
-	case t.fixed():
+	case t.isString():
 		return fmt.Sprintf("%s[%d]", t.Name(), t.Size)
 	}
 	return t.Name()
@@ -167,7 +168,7 @@ func (t DataType) NumPy() string {
 		return fmt.Sprintf("<%c8%s", t.Kind, t.unitText())
 	case t.Kind == Unicode:
 		return fmt.Sprintf("<U%d", t.Size/4)
-	case t.fixed():
+	case t.isString():
 		return fmt.Sprintf("|%c%d", t.Kind, t.Size)
 	case t.Size == 1:
 		return fmt.Sprintf("|%c%d", t.Kind, t.Size)
@@ -181,7 +182,7 @@ func (t DataType) v3JSON() any {
 	switch {
 	case t.temporal():
 		return map[string]any{"name": t.Name(), "configuration": map[string]any{"unit": t.Unit, "scale_factor": t.scale()}}
-	case t.fixed():
+	case t.isString():
 		return map[string]any{"name": t.Name(), "configuration": map[string]any{"length_bytes": t.Size}}
 	}
 	return t.Name()
@@ -293,7 +294,7 @@ func parseV2Type(s string) (DataType, bool, error) {
 		}
 		t.Size = 4 * size // NumPy counts code points
 	}
-	if t.fixed() {
+	if t.isString() {
 		if t.check() != nil {
 			return DataType{}, false, bad
 		}
@@ -352,7 +353,7 @@ func fillBytes(t DataType, raw json.RawMessage, allowNull bool) ([]byte, error) 
 	if t.Kind == Complex {
 		return complexFill(t, raw, s, bad)
 	}
-	if t.fixed() {
+	if t.isString() {
 		if !stringFill(t, raw, b) {
 			return bad()
 		}
@@ -550,7 +551,7 @@ func putFloat(b []byte, f float64) {
 
 // fillJSON renders a little-endian element as a JSON fill value.
 func fillJSON(t DataType, b []byte) any {
-	if t.fixed() {
+	if t.isString() {
 		return stringFillJSON(t, b)
 	}
 	if t.Kind == Complex {

@@ -197,7 +197,7 @@ func lossless(m *Metadata) bool {
 // specials is set; without, they are 1 to 1000 in magnitude, so that a
 // Delta with a wider astype stores exact differences.
 func interopValues(rng *rand.Rand, t DataType, n int, specials bool) []byte {
-	if t.fixed() {
+	if t.isString() {
 		return stringValues(rng, t, n)
 	}
 	if t.Kind == Complex { // real and imaginary parts, each a float's

@@ -55,7 +55,7 @@ func randRegion(rng *rand.Rand, shape []int) ([]int, []int) {
 
 // randValues returns n elements of t, never all zero.
 func randValues(rng *rand.Rand, t DataType, n int) []byte {
-	if t.fixed() {
+	if t.isString() {
 		return stringValues(rng, t, n)
 	}
 	b := make([]byte, n*t.Size)

@@ -78,7 +78,7 @@ func (t DataType) AppendStrings(dst []byte, ss ...string) ([]byte, error) {
 // checkStrings reports a t that is no string type, or n bytes that are
 // no whole number of its elements.
 func (t DataType) checkStrings(n int) error {
-	if !t.fixed() || t.check() != nil {
+	if !t.isString() || t.check() != nil {
 		return fmt.Errorf("%w: %v holds no strings", ErrUnsupportedDataType, t)
 	}
 	if n%t.Size != 0 {
