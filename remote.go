@@ -197,6 +197,16 @@ func WithMaxDocumentSize(n int64) RemoteOption { return func(o *remoteOptions) {
 // ignore it; in tmpfs, where nothing is synced, it changes nothing.
 func WithoutSync() RemoteOption { return func(o *remoteOptions) { o.noSync = true } }
 
+// skipsSync reports whether opts hold WithoutSync: all a local save
+// (SaveFile, MkdirAll) takes of them.
+func skipsSync(opts []RemoteOption) bool {
+	var o remoteOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o.noSync
+}
+
 // newRemoteOptions applies opts and checks them.
 func newRemoteOptions(opts []RemoteOption) (remoteOptions, error) {
 	o := remoteOptions{size: -1}

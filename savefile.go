@@ -724,10 +724,7 @@ func syncDirFD(fd int, dir string) error {
 // LevelDebug ("kvik: mkdir"). An existing path that is not a directory
 // fails with an error matching syscall.ENOTDIR.
 func MkdirAll(path string, perm fs.FileMode, opts ...RemoteOption) error {
-	var o remoteOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
+	noSync := skipsSync(opts)
 	var missing []string // from path up
 	for p := filepath.Clean(path); ; {
 		fi, err := os.Stat(p)
@@ -753,7 +750,7 @@ func MkdirAll(path string, perm fs.FileMode, opts ...RemoteOption) error {
 				return err
 			}
 		}
-		if err := syncNewDir(filepath.Dir(d), d, o.noSync); err != nil {
+		if err := syncNewDir(filepath.Dir(d), d, noSync); err != nil {
 			return err
 		}
 	}
@@ -812,11 +809,7 @@ func SaveFile(ctx context.Context, name string, pieces []Piece, opts ...RemoteOp
 	if IsURL(name) {
 		return savePiecesS3(ctx, name, pieces, opts)
 	}
-	var o remoteOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return savePiecesLocal(ctx, name, pieces, o.noSync)
+	return savePiecesLocal(ctx, name, pieces, skipsSync(opts))
 }
 
 const maxInt = int(^uint(0) >> 1)
