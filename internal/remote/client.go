@@ -543,9 +543,15 @@ func atEnd(body io.Reader, end int64) error {
 func readStart(body io.Reader, p []byte, off int64) (int, error) {
 	n, err := readBody(body, p)
 	if err != nil {
-		return n, retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, n, len(p), off, err)}
+		return n, shortBody(int64(n), int64(len(p)), off, err)
 	}
 	return n, nil
+}
+
+// shortBody is the retryable ErrShortBody of a body that gave got of
+// the want bytes at off, then err.
+func shortBody(got, want, off int64, err error) error {
+	return retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, got, want, off, err)}
 }
 
 // checkRange verifies that a response carries exactly n bytes at off.

@@ -275,7 +275,7 @@ func (r *withinRead) fill(body io.Reader) error {
 			err = nil
 		}
 		if err != nil {
-			return retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, r.done, len(r.p), r.off, err)}
+			return shortBody(int64(r.done), int64(len(r.p)), r.off, err)
 		}
 	}
 	return nil
@@ -288,7 +288,7 @@ func skip(body io.Reader, n, off int64) error {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return retryable{fmt.Errorf("%w: %d of %d bytes at offset %d: %w", ErrShortBody, m, n, off, err)}
+		return shortBody(m, n, off, err)
 	}
 	return nil
 }
