@@ -253,14 +253,6 @@ func interopRead(t *testing.T, a *Array) ([]byte, error) {
 	return out, a.ReadRegion(bg, make([]int, len(a.Shape())), a.Shape(), out)
 }
 
-func dtypeString(m *Metadata) string {
-	s := m.DataType.NumPy()
-	if m.BigEndian && m.DataType.swapUnit() > 1 {
-		s = ">" + s[1:]
-	}
-	return s
-}
-
 // TestZarrPythonInterop checks Zarr v2 stores both ways against
 // zarr-python (testdata/interop.py): kvik reads what zarr-python wrote
 // (from a directory, and over HTTP from consolidated metadata) and
@@ -311,14 +303,14 @@ func TestZarrPythonInterop(t *testing.T) {
 			t.Errorf("%s: %v", pa.Path, err)
 			continue
 		}
-		if got := dtypeString(a.Metadata()); got != pa.DType || !slices.Equal(a.Shape(), pa.Shape) {
+		if got := a.Metadata().v2DType(); got != pa.DType || !slices.Equal(a.Shape(), pa.Shape) {
 			t.Errorf("%s: %s %v, want %s %v", pa.Path, got, a.Shape(), pa.DType, pa.Shape)
 			continue
 		}
 		want[i] = mustRead(t, filepath.Join(dir, pa.Expect))
 		got, err := interopRead(t, a)
 		if ok, why := sameValues(a.DataType(), got, want[i]); err != nil || !ok {
-			t.Errorf("%s (%s): %v %s", pa.Path, dtypeString(a.Metadata()), err, why)
+			t.Errorf("%s (%s): %v %s", pa.Path, a.Metadata().v2DType(), err, why)
 			continue
 		}
 		if len(pa.Shape) > 0 {
@@ -382,7 +374,7 @@ func TestZarrPythonInterop(t *testing.T) {
 		if shape == nil {
 			shape = []int{}
 		}
-		km = append(km, interopArray{Store: store, Path: path, DType: dtypeString(m), Shape: shape, Expect: name, Attrs: attrs})
+		km = append(km, interopArray{Store: store, Path: path, DType: m.v2DType(), Shape: shape, Expect: name, Attrs: attrs})
 	}
 	refused := 0
 	for i := 0; i < len(pm.Arrays); i += 3 {
@@ -415,7 +407,7 @@ func TestZarrPythonInterop(t *testing.T) {
 			continue
 		}
 		if ok, why := readBack(m, got, ref.buf); !ok {
-			t.Errorf("%s (%s, filters %v): read back: %s", pa.Path, dtypeString(m), m.Filters, why)
+			t.Errorf("%s (%s, filters %v): read back: %s", pa.Path, m.v2DType(), m.Filters, why)
 		}
 		expect("py.zarr", pa.Path, m, got, nil)
 	}
@@ -458,7 +450,7 @@ func TestZarrPythonInterop(t *testing.T) {
 			t.Fatalf("%s: read back: %v", path, err)
 		}
 		if ok, why := readBack(m, got, ref.buf); !ok {
-			t.Errorf("%s (%s, filters %v): read back: %s", path, dtypeString(m), m.Filters, why)
+			t.Errorf("%s (%s, filters %v): read back: %s", path, m.v2DType(), m.Filters, why)
 		}
 		var attrs map[string]any
 		if m.Attributes != nil {

@@ -361,6 +361,16 @@ func jsonFill(v any) (json.RawMessage, error) {
 	return b, nil
 }
 
+// v2DType is m's data type as a v2 document's dtype: NumPy's, ">"
+// where m stores big-endian elements that have a byte order.
+func (m *Metadata) v2DType() string {
+	dt := m.DataType.NumPy()
+	if m.BigEndian && m.DataType.swapUnit() > 1 {
+		dt = ">" + dt[1:]
+	}
+	return dt
+}
+
 // marshal renders m as the metadata documents of its format: key ->
 // document.
 func (m *Metadata) marshal() (map[string][]byte, error) {
@@ -377,10 +387,7 @@ func (m *Metadata) marshal() (map[string][]byte, error) {
 		fill = json.Number(fmt.Sprintf("%.1f", f))
 	}
 	if m.ZarrFormat == 2 {
-		dt := m.DataType.NumPy()
-		if m.BigEndian && m.DataType.swapUnit() > 1 {
-			dt = ">" + dt[1:]
-		}
+		dt := m.v2DType()
 		filters := []any(nil)
 		for _, f := range m.Filters {
 			filters = append(filters, v2Codec(f))
