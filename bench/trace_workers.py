@@ -20,8 +20,9 @@ import sys
 EVENT = re.compile(r"^M=(-?\d+) P=(-?\d+) G=(-?\d+) StateTransition Time=(\d+) GoID=(\d+) (\w+)->(\w+)")
 
 
-def read(path):
-    """Goroutine state changes: (time ns, goroutine, from, to, top frames)."""
+def read(path, depth=6):
+    """Goroutine state changes: (time ns, goroutine, from, to, top frames),
+    at most depth frames (None: all)."""
     events, cur = [], None
     with open(path) as f:
         for line in f:
@@ -30,7 +31,7 @@ def read(path):
                     events.append(cur)
                 m = EVENT.match(line)
                 cur = [int(m.group(4)), int(m.group(5)), m.group(6), m.group(7), []] if m else None
-            elif cur is not None and line.startswith("\t") and not line.startswith("\t\t") and len(cur[4]) < 6:
+            elif cur is not None and line.startswith("\t") and not line.startswith("\t\t") and (depth is None or len(cur[4]) < depth):
                 cur[4].append(line.strip().split(" @")[0])
     if cur:
         events.append(cur)
