@@ -9,7 +9,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/kvikgo/kvik/internal/formatkit/npytime"
 )
@@ -461,21 +460,12 @@ func stringFill(t DataType, raw json.RawMessage, b []byte) bool {
 	}
 	if t.Kind != Unicode {
 		v, err := base64.StdEncoding.DecodeString(str)
-		if err != nil || len(v) > len(b) {
+		if err != nil {
 			return false
 		}
-		copy(b, v)
-		return true
+		str = string(v)
 	}
-	if !utf8.ValidString(str) || utf8.RuneCountInString(str) > len(b)/4 {
-		return false
-	}
-	i := 0
-	for _, r := range str {
-		binary.LittleEndian.PutUint32(b[i:], uint32(r))
-		i += 4
-	}
-	return true
+	return t.putString(b, str) == nil
 }
 
 // stringFillJSON renders b, one element of string type t, as a JSON fill
@@ -483,17 +473,11 @@ func stringFill(t DataType, raw json.RawMessage, b []byte) bool {
 // Raw, then base64 or, for Unicode, a string (a code point that is none,
 // from a hand-made element, as U+FFFD).
 func stringFillJSON(t DataType, b []byte) string {
-	if t.Kind == Raw {
-		return base64.StdEncoding.EncodeToString(b)
+	s, _, _ := t.elementString(b)
+	if t.Kind == Unicode {
+		return s
 	}
-	if t.Kind == Bytes {
-		return base64.StdEncoding.EncodeToString(bytes.TrimRight(b, "\x00"))
-	}
-	var sb strings.Builder
-	for i := 0; i+4 <= len(b); i += 4 {
-		sb.WriteRune(rune(binary.LittleEndian.Uint32(b[i:])))
-	}
-	return strings.TrimRight(sb.String(), "\x00")
+	return base64.StdEncoding.EncodeToString([]byte(s))
 }
 
 // complexFill converts a complex fill value: [real, imaginary], each as

@@ -3,6 +3,7 @@ package zarr
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -20,25 +21,12 @@ func (t DataType) Strings(b []byte) ([]string, error) {
 		return nil, err
 	}
 	out := make([]string, 0, len(b)/t.Size)
-	var sb strings.Builder
 	for i := 0; i < len(b); i += t.Size {
-		e := b[i : i+t.Size]
-		switch t.Kind {
-		case Raw:
-			out = append(out, string(e))
-		case Bytes:
-			out = append(out, string(bytes.TrimRight(e, "\x00")))
-		case Unicode:
-			sb.Reset()
-			for j := 0; j < len(e); j += 4 {
-				r := rune(binary.LittleEndian.Uint32(e[j:]))
-				if !utf8.ValidRune(r) {
-					return nil, fmt.Errorf("%w: element %d of %v holds %#x, no code point", ErrCorruptChunk, i/t.Size, t, uint32(r))
-				}
-				sb.WriteRune(r)
-			}
-			out = append(out, strings.TrimRight(sb.String(), "\x00"))
+		str, bad, ok := t.elementString(b[i : i+t.Size])
+		if !ok {
+			return nil, fmt.Errorf("%w: element %d of %v holds %#x, no code point", ErrCorruptChunk, i/t.Size, t, bad)
 		}
+		out = append(out, str)
 	}
 	return out, nil
 }
@@ -56,18 +44,10 @@ func (t DataType) AppendStrings(dst []byte, ss ...string) ([]byte, error) {
 	orig := dst
 	for i, s := range ss {
 		e := make([]byte, t.Size)
-		switch {
-		case t.Kind != Unicode && len(s) <= t.Size:
-			copy(e, s)
-		case t.Kind == Unicode && !utf8.ValidString(s):
+		switch err := t.putString(e, s); {
+		case errors.Is(err, errNotUTF8):
 			return orig, fmt.Errorf("%w: string %d is not UTF-8", ErrInvalidRegion, i)
-		case t.Kind == Unicode && utf8.RuneCountInString(s) <= t.Size/4:
-			j := 0
-			for _, r := range s {
-				binary.LittleEndian.PutUint32(e[j:], uint32(r))
-				j += 4
-			}
-		default:
+		case err != nil:
 			return orig, fmt.Errorf("%w: string %d (%d bytes) does not fit a %v element", ErrInvalidRegion, i, len(s), t)
 		}
 		dst = append(dst, e...)
@@ -85,4 +65,61 @@ func (t DataType) checkStrings(n int) error {
 		return fmt.Errorf("%w: %d bytes are no whole number of %d-byte %v elements", ErrInvalidRegion, n, t.Size, t)
 	}
 	return nil
+}
+
+// Why putString cannot store a string.
+var (
+	errNotUTF8 = errors.New("not UTF-8")
+	errTooLong = errors.New("longer than an element")
+)
+
+// putString writes s into e, one zeroed element of the string type t:
+// its bytes, or for Unicode its code points as little-endian uint32s,
+// the rest left NUL. It fails with errTooLong where s has more bytes
+// (code points, for Unicode) than the element holds, and for Unicode
+// with errNotUTF8 where s is not UTF-8.
+func (t DataType) putString(e []byte, s string) error {
+	if t.Kind != Unicode {
+		if len(s) > len(e) {
+			return errTooLong
+		}
+		copy(e, s)
+		return nil
+	}
+	if !utf8.ValidString(s) {
+		return errNotUTF8
+	}
+	if utf8.RuneCountInString(s) > len(e)/4 {
+		return errTooLong
+	}
+	i := 0
+	for _, r := range s {
+		binary.LittleEndian.PutUint32(e[i:], uint32(r))
+		i += 4
+	}
+	return nil
+}
+
+// elementString returns e, one element of the string type t, as NumPy
+// reads it: a Bytes or Unicode element without its trailing NULs (NULs
+// inside stay), a Raw element whole. A Unicode value that is no code
+// point is written as U+FFFD, and the first is returned as bad with ok
+// false.
+func (t DataType) elementString(e []byte) (s string, bad uint32, ok bool) {
+	switch t.Kind {
+	case Raw:
+		return string(e), 0, true
+	case Bytes:
+		return string(bytes.TrimRight(e, "\x00")), 0, true
+	}
+	var sb strings.Builder
+	ok = true
+	for j := 0; j+4 <= len(e); j += 4 {
+		u := binary.LittleEndian.Uint32(e[j:])
+		if r := rune(u); !utf8.ValidRune(r) && ok {
+			bad, ok = u, false
+		}
+		sb.WriteRune(rune(u))
+	}
+	return strings.TrimRight(sb.String(), "\x00"), bad, ok
 }
