@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -373,6 +374,56 @@ func noPendingBut(t *testing.T, dir, keep string) {
 	for _, e := range ents {
 		if kvik.IsPendingName(e.Name()) && e.Name() != keep {
 			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+}
+
+// TestMkdirAllDestinationKinds points MkdirAll at every kind of path a
+// file system has (fskinds), and at a directory below each: a directory
+// or a link to one is used as it is, a missing path is made (each of its
+// directories, and nothing else); a regular file, device node, FIFO or
+// socket, or a link to one, in the way fails with ENOTDIR without being
+// opened; a dangling link, a loop of links or a read-only parent fails;
+// and only what was made changes in the tree.
+func TestMkdirAllDestinationKinds(t *testing.T) {
+	kinds := len(fskinds.Make(t, t.TempDir(), nil))
+	for i := range kinds {
+		for _, sub := range []bool{false, true} {
+			root := t.TempDir() // a tree of its own: a case must not meet another's directories
+			d := fskinds.Make(t, root, []byte("old"))[i]
+			path := d.Path
+			if sub {
+				path = filepath.Join(d.Path, "sub")
+			}
+			before := fskinds.Snapshot(t, root)
+			err := kvik.MkdirAll(path, 0o755)
+			changed := fskinds.Changed(before, fskinds.Snapshot(t, root))
+			var made []string // the directories the call must make: path and its parents up to one there before
+			for p := path; ; p = filepath.Dir(p) {
+				if _, ok := before[p]; ok {
+					break
+				}
+				made = append(made, p)
+			}
+			switch {
+			case d.Kind == "dir" || d.Kind == "link-to-dir" || d.Kind == "missing" || d.Kind == "missing-parent":
+				want := made
+				if d.Kind == "link-to-dir" && path != d.Path {
+					want = []string{filepath.Join(d.Target, "sub")} // made where the link leads
+				}
+				slices.Sort(want)
+				if fi, serr := os.Stat(path); err != nil || serr != nil || !fi.IsDir() || !slices.Equal(changed, want) {
+					t.Errorf("%s: MkdirAll(%s): %v; changed %q, want %q", d.Kind, path, err, changed, want)
+				}
+			case d.Kind == "loop" || d.Kind == "link-to-missing" || d.Kind == "read-only-parent":
+				if err == nil || len(changed) > 0 {
+					t.Errorf("%s: MkdirAll(%s): %v, changed %q; want an error and no change", d.Kind, path, err, changed)
+				}
+			default:
+				if !errors.Is(err, syscall.ENOTDIR) || len(changed) > 0 {
+					t.Errorf("%s: MkdirAll(%s): %v, changed %q; want ENOTDIR and no change", d.Kind, path, err, changed)
+				}
+			}
 		}
 	}
 }
