@@ -173,7 +173,7 @@ func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, erro
 	if err != nil {
 		return nil, err
 	}
-	if m.FillValue == nil && m.DataType.isString() {
+	if m.FillValue == nil && (m.DataType.isString() || m.DataType.Variable()) {
 		raw = json.RawMessage(`""`) // zero bytes, as a string kind's nil
 	}
 	if m.fill, err = fillBytes(m.DataType, raw, false); err != nil {
@@ -191,9 +191,15 @@ func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, erro
 		if m.Separator == "" {
 			m.Separator = dimSep(s)
 		}
+		if k := m.DataType.Kind; m.DataType.Variable() && (len(m.Filters) == 0 || vlenKinds[m.Filters[0].Name] != k) {
+			m.Filters = append([]Codec{{Name: vlenName(k)}}, m.Filters...)
+		}
 	case 3:
 		if len(m.Codecs) == 0 {
 			m.Codecs = []Codec{{Name: "bytes", Configuration: map[string]any{"endian": "little"}}}
+			if m.DataType.Variable() {
+				m.Codecs = []Codec{{Name: vlenName(m.DataType.Kind)}}
+			}
 		}
 		if m.ChunkKeyEncoding == "" {
 			m.ChunkKeyEncoding = "default"
@@ -284,18 +290,32 @@ func (a *Array) ChunkKey(c []int) string {
 	return b.String()
 }
 
-// region checks [start, stop) and returns it as a box.
+// region checks [start, stop) and returns it as a box and its size in
+// bytes. An array of variable-length elements has no such size: it fails
+// with ErrUnsupportedDataType (see ReadStrings).
 func (a *Array) region(start, stop []int) (box, int, error) {
+	if a.meta.DataType.Variable() {
+		return box{}, 0, vlenCodec{}.refuse()
+	}
+	b, err := a.box(start, stop)
+	if err != nil {
+		return box{}, 0, err
+	}
+	return b, numElements(b.count) * a.meta.DataType.Size, nil
+}
+
+// box checks [start, stop) and returns it as a box.
+func (a *Array) box(start, stop []int) (box, error) {
 	nd := len(a.meta.Shape)
 	if len(start) != nd || len(stop) != nd {
-		return box{}, 0, fmt.Errorf("%w: region of rank %d/%d for a rank-%d array", ErrInvalidRegion, len(start), len(stop), nd)
+		return box{}, fmt.Errorf("%w: region of rank %d/%d for a rank-%d array", ErrInvalidRegion, len(start), len(stop), nd)
 	}
 	b := box{start: append([]int(nil), start...), count: make([]int, nd)}
 	for d := 0; d < nd; d++ {
 		if start[d] < 0 || stop[d] < start[d] || stop[d] > a.meta.Shape[d] {
-			return box{}, 0, fmt.Errorf("%w: [%v, %v) in shape %v", ErrInvalidRegion, start, stop, a.meta.Shape)
+			return box{}, fmt.Errorf("%w: [%v, %v) in shape %v", ErrInvalidRegion, start, stop, a.meta.Shape)
 		}
 		b.count[d] = stop[d] - start[d]
 	}
-	return b, numElements(b.count) * a.meta.DataType.Size, nil
+	return b, nil
 }

@@ -33,11 +33,21 @@ func maxStored(shape []int, es int) int64 {
 	return 2*int64(n) + storedSlack
 }
 
-// getChunk reads key's whole object, bounded by maxStored when the store
-// can bound it.
-func getChunk(ctx context.Context, s Store, key string, buf []byte, shape []int, es int) ([]byte, error) {
+// maxStoredChunk bounds the stored bytes of one of a's chunks: by its
+// decoded size (maxStored), or by maxVarChunk for variable-length
+// elements.
+func (a *Array) maxStoredChunk() int64 {
+	if a.meta.DataType.Variable() {
+		return maxStored([]int{maxVarChunk}, 1)
+	}
+	return maxStored(a.meta.ChunkShape, a.meta.DataType.Size)
+}
+
+// getChunk reads key's whole object, bounded by limit when the store can
+// bound it.
+func getChunk(ctx context.Context, s Store, key string, buf []byte, limit int64) ([]byte, error) {
 	if g, ok := s.(limitGetter); ok {
-		return g.GetMax(ctx, key, buf, max(int64(cap(buf)), maxStored(shape, es)))
+		return g.GetMax(ctx, key, buf, max(int64(cap(buf)), limit))
 	}
 	return s.Get(ctx, key, buf)
 }

@@ -9,6 +9,9 @@ import "fmt"
 // store: for chunks fetched another way, and for measuring the codecs
 // alone. It is safe to call concurrently.
 func (a *Array) DecodeChunk(stored, dst []byte) error {
+	if a.meta.DataType.Variable() {
+		return vlenCodec{}.refuse()
+	}
 	if n := numElements(a.meta.ChunkShape) * a.meta.DataType.Size; len(dst) != n {
 		return fmt.Errorf("%w: buffer of %d bytes for a %d-byte chunk", ErrInvalidRegion, len(dst), n)
 	}
@@ -30,6 +33,9 @@ func (a *Array) EncodeChunk(chunk []byte) ([]byte, error) {
 // loop handing back the same buffer encodes without allocating (as a
 // write's pooled buffers do). On error dst is returned unchanged.
 func (a *Array) AppendEncodedChunk(dst, chunk []byte) ([]byte, error) {
+	if a.meta.DataType.Variable() {
+		return dst, vlenCodec{}.refuse()
+	}
 	if n := numElements(a.meta.ChunkShape) * a.meta.DataType.Size; len(chunk) != n {
 		return dst, fmt.Errorf("%w: buffer of %d bytes for a %d-byte chunk", ErrInvalidRegion, len(chunk), n)
 	}

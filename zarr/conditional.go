@@ -15,14 +15,15 @@ import (
 // that writeChunkIf makes while other writers' versions come between.
 var maxWriteTries = 100
 
-// writeChunkIf writes the region's part of chunk t, of key, into a
+// writeChunkIf writes a region's part of the chunk key into a
 // RemoteStore opened WithProcessLocks (an optimistic read-modify-write):
-// it reads the chunk with its ETag, merges the part into it and stores
-// the result on the condition that the chunk is still the version read
-// (or still missing); where another writer's version came between, it
-// backs off and does it all again. It returns the encoded chunk.
-func (a *Array) writeChunkIf(ctx context.Context, s *RemoteStore, t chunkTask, in view, key string, buf, dst []byte) ([]byte, error) {
-	limit := maxStored(a.meta.ChunkShape, a.meta.DataType.Size)
+// it reads the chunk with its ETag, has merge put the part into it (the
+// stored bytes, found or not) and stores the result on the condition
+// that the chunk is still the version read (or still missing); where
+// another writer's version came between, it backs off and does it all
+// again. It returns the encoded chunk.
+func (a *Array) writeChunkIf(ctx context.Context, s *RemoteStore, key string, merge func(old []byte, found bool) ([]byte, error)) ([]byte, error) {
+	limit := a.maxStoredChunk()
 	for try := 1; ; try++ {
 		old, tag, err := s.getWithETag(ctx, key, nil, limit)
 		found := err == nil
@@ -32,7 +33,7 @@ func (a *Array) writeChunkIf(ctx context.Context, s *RemoteStore, t chunkTask, i
 		if found && tag == "" {
 			return nil, fmt.Errorf("%w: %s: the server names no version (ETag) of the chunk, which a write of part of it must ask for", errors.ErrUnsupported, key)
 		}
-		enc, err := a.merge(t, in, key, buf, old, found, dst)
+		enc, err := merge(old, found)
 		if err != nil {
 			return nil, err
 		}

@@ -40,18 +40,26 @@ const (
 	Bytes   Kind = 'S'
 	Unicode Kind = 'U'
 	Raw     Kind = 'V'
+	// VarString and VarBytes are variable-length: UTF-8 strings (v3
+	// "string"; v2 "|O" with the vlen-utf8 filter: NumPy's str objects,
+	// xarray's string variables) and byte strings (v3
+	// "variable_length_bytes"; v2 "|O" with vlen-bytes). Their Size is
+	// 0; their arrays are read and written with Array.ReadStrings and
+	// WriteStrings, not as bytes.
+	VarString Kind = 'T'
+	VarBytes  Kind = 'O'
 )
 
 // maxStringSize bounds the Size of a Bytes, Unicode or Raw type.
 const maxStringSize = 1 << 20
 
-// DataType is an element type: a number, a time or a fixed-length
-// string. Values in memory (region reads and writes) are always
+// DataType is an element type: a number, a time or a string of fixed
+// or variable length. Values in memory (region reads and writes) are always
 // little-endian; the byte order of stored chunks is a property of the
 // codecs (v3 bytes codec, v2 dtype string).
 type DataType struct {
 	Kind Kind
-	Size int // bytes per element: 1, 2, 4 or 8, 16 for complex128, any for a string kind (a multiple of 4 for Unicode)
+	Size int // bytes per element: 1, 2, 4 or 8, 16 for complex128, any for a fixed-length string kind (a multiple of 4 for Unicode), 0 for a variable-length one
 	// Unit and Scale are a DateTime's or TimeDelta's (Size 8): NumPy's
 	// unit ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps",
 	// "fs", "as", or "generic" for none) and how many of it make one
@@ -67,6 +75,11 @@ func (t DataType) temporal() bool { return t.Kind == DateTime || t.Kind == TimeD
 // isString reports whether t is one of the fixed-length string kinds:
 // Bytes, Unicode or Raw.
 func (t DataType) isString() bool { return t.Kind == Bytes || t.Kind == Unicode || t.Kind == Raw }
+
+// Variable reports whether t's elements vary in length (VarString,
+// VarBytes): such an array is read and written as strings
+// (Array.ReadStrings, WriteStrings), never as bytes.
+func (t DataType) Variable() bool { return t.Kind == VarString || t.Kind == VarBytes }
 
 // scale returns t's Scale, 1 for 0.
 func (t DataType) scale() int { return max(t.Scale, 1) }
@@ -93,6 +106,12 @@ func (t DataType) check() error {
 	}
 	if t.isString() {
 		if t.Size < 1 || t.Size > maxStringSize || t.Kind == Unicode && t.Size%4 != 0 || t.Unit != "" || t.Scale != 0 {
+			return fmt.Errorf("%w: %c of %d bytes", ErrUnsupportedDataType, t.Kind, t.Size)
+		}
+		return nil
+	}
+	if t.Variable() {
+		if t.Size != 0 || t.Unit != "" || t.Scale != 0 {
 			return fmt.Errorf("%w: %c of %d bytes", ErrUnsupportedDataType, t.Kind, t.Size)
 		}
 		return nil
@@ -141,6 +160,10 @@ func (t DataType) Name() string {
 		return "fixed_length_utf32"
 	case Raw:
 		return "raw_bytes"
+	case VarString:
+		return "string"
+	case VarBytes:
+		return "variable_length_bytes"
 	}
 	return "invalid"
 }
@@ -165,6 +188,8 @@ func (t DataType) NumPy() string {
 	switch {
 	case t.temporal():
 		return fmt.Sprintf("<%c8%s", t.Kind, t.unitText())
+	case t.Variable():
+		return "|O"
 	case t.Kind == Unicode:
 		return fmt.Sprintf("<U%d", t.Size/4)
 	case t.isString():
@@ -198,13 +223,20 @@ var v3Types = map[string]DataType{
 	"complex64": {Kind: Complex, Size: 8}, "complex128": {Kind: Complex, Size: 16},
 }
 
-// ParseDataType parses a Zarr v3 data type name such as "float32", or
-// "r24" (Raw, of 3 bytes). The temporal and string types, whose names
+// varTypes are the v3 names of the variable-length kinds: zarr-python's,
+// and "bytes", zarr-extensions' name of variable_length_bytes.
+var varTypes = map[string]Kind{"string": VarString, "variable_length_bytes": VarBytes, "bytes": VarBytes}
+
+// ParseDataType parses a Zarr v3 data type name such as "float32",
+// "string" (VarString), or "r24" (Raw, of 3 bytes). The temporal and string types, whose names
 // need a configuration, are parsed from a document's data_type object
 // (see Metadata).
 func ParseDataType(name string) (DataType, error) {
 	if t, ok := v3Types[name]; ok {
 		return t, nil
+	}
+	if k, ok := varTypes[name]; ok {
+		return DataType{Kind: k}, nil
 	}
 	if bits, ok := strings.CutPrefix(name, "r"); ok && bits != "" && bits[0] != '0' && bits[0] != '+' {
 		if n, err := strconv.Atoi(bits); err == nil && n%8 == 0 {
@@ -352,6 +384,13 @@ func fillBytes(t DataType, raw json.RawMessage, allowNull bool) ([]byte, error) 
 	if t.Kind == Complex {
 		return complexFill(t, raw, s, bad)
 	}
+	if t.Variable() {
+		v, ok := varFill(t, raw)
+		if !ok {
+			return bad()
+		}
+		return v, nil
+	}
 	if t.isString() {
 		if !stringFill(t, raw, b) {
 			return bad()
@@ -468,6 +507,28 @@ func stringFill(t DataType, raw json.RawMessage, b []byte) bool {
 	return t.putString(b, str) == nil
 }
 
+// varFill converts the fill value of a variable-length type: a string
+// for VarString (a number as its digits, as for Unicode), base64 for
+// VarBytes; at most maxStringSize bytes.
+func varFill(t DataType, raw json.RawMessage) ([]byte, bool) {
+	var str string
+	if json.Unmarshal(raw, &str) != nil {
+		var n json.Number
+		if t.Kind != VarString || json.Unmarshal(raw, &n) != nil {
+			return nil, false
+		}
+		str = n.String()
+	}
+	if t.Kind == VarBytes {
+		v, err := base64.StdEncoding.DecodeString(str)
+		if err != nil {
+			return nil, false
+		}
+		str = string(v)
+	}
+	return []byte(str), len(str) <= maxStringSize
+}
+
 // stringFillJSON renders b, one element of string type t, as a JSON fill
 // value: trailing NULs dropped (as NumPy's scalars drop them) but for
 // Raw, then base64 or, for Unicode, a string (a code point that is none,
@@ -535,6 +596,12 @@ func putFloat(b []byte, f float64) {
 
 // fillJSON renders a little-endian element as a JSON fill value.
 func fillJSON(t DataType, b []byte) any {
+	if t.Kind == VarString {
+		return string(b)
+	}
+	if t.Kind == VarBytes {
+		return base64.StdEncoding.EncodeToString(b)
+	}
 	if t.isString() {
 		return stringFillJSON(t, b)
 	}

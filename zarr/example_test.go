@@ -377,6 +377,42 @@ func Example_strings() {
 	// ["Zürich" "Genève" "Bern" "?"]
 }
 
+// ExampleArray_ReadStrings keeps variable-length strings, as xarray
+// stores its string variables: written as Go strings, chunk by chunk in
+// numcodecs' framing under zstd, and read back in any region.
+func ExampleArray_ReadStrings() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "zarr-example")
+	defer os.RemoveAll(dir)
+	s, err := zarr.NewDirStore(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := zarr.Create(ctx, s, "stations", zarr.Metadata{
+		Shape: []int{2, 3}, ChunkShape: []int{1, 2}, FillValue: "?",
+		DataType: zarr.DataType{Kind: zarr.VarString},
+		Codecs:   []zarr.Codec{{Name: "vlen-utf8"}, {Name: "zstd"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(a.DataType(), a.DataType().NumPy(), a.DataType().Variable())
+	if err := a.WriteStrings(ctx, []int{0, 0}, []int{1, 3}, []string{"Neuchâtel", "Zürich", "Genève"}); err != nil {
+		log.Fatal(err)
+	}
+	names, err := a.ReadStrings(ctx, []int{0, 1}, []int{2, 3})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%q\n", names)
+	err = a.ReadRegion(ctx, []int{0, 0}, []int{1, 1}, nil)
+	fmt.Println(errors.Is(err, zarr.ErrUnsupportedDataType))
+	// Output:
+	// string |O true
+	// ["Zürich" "Genève" "?" "?"]
+	// true
+}
+
 // ExampleWithoutSync writes scratch data to a disk at the pace of the page
 // cache: each chunk still replaced atomically, none synced.
 func ExampleWithoutSync() {

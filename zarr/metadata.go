@@ -35,17 +35,22 @@ type Metadata struct {
 	// "Infinity", "-Infinity"; for a complex type [re, im] of those, or
 	// a complex128 or complex64; for a DateTime or TimeDelta an integer
 	// or "NaT"; for Bytes or Raw a []byte (or its base64, as Open sets
-	// it); for Unicode a string; nil means zero. Open sets it from the
-	// metadata as read.
+	// it); for Unicode and VarString a string, for VarBytes a []byte (or
+	// its base64); nil means zero (the empty string). Open sets it from
+	// the metadata as read.
 	FillValue any
-	// Codecs is the v3 codec chain; empty means [bytes (little)].
+	// Codecs is the v3 codec chain; empty means [bytes (little)], or
+	// [vlen-utf8] ([vlen-bytes]) for VarString (VarBytes) elements.
 	Codecs []Codec
 	// ChunkKeyEncoding is "default" (c/0/1) or "v2" (0.1) for v3 arrays;
 	// Separator is its separator ("/" and "." by default). For v2 arrays
 	// Separator is the dimension_separator.
 	ChunkKeyEncoding string
 	Separator        string
-	// Order ('C' or 'F'), Compressor and Filters are for v2 arrays.
+	// Order ('C' or 'F'), Compressor and Filters are for v2 arrays. An
+	// array of VarString or VarBytes elements has its object codec
+	// (vlen-utf8, vlen-bytes) first among the filters; Create puts it
+	// there where Filters lack it.
 	Order      byte
 	Compressor *Codec
 	Filters    []Codec
@@ -168,9 +173,13 @@ func ParseMetadataV2(b []byte, storeSep string) (*Metadata, error) {
 	if err := json.Unmarshal(v.DType, &dts); err != nil {
 		return nil, fmt.Errorf("%w: structured dtype %.60s", ErrUnsupportedDataType, v.DType)
 	}
-	dt, big, err := parseV2Type(dts)
-	if err != nil {
-		return nil, err
+	var dt DataType
+	var big bool
+	var err error
+	if dts != "|O" { // an object dtype's kind is its object codec's (below)
+		if dt, big, err = parseV2Type(dts); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkShape(v.Shape, v.Chunks); err != nil {
 		return nil, err
@@ -204,11 +213,33 @@ func ParseMetadataV2(b []byte, storeSep string) (*Metadata, error) {
 			m.Filters = append(m.Filters, *c)
 		}
 	}
+	if dts == "|O" {
+		if dt, err = objectType(m.Filters); err != nil {
+			return nil, err
+		}
+		m.DataType = dt
+	}
 	if m.fill, err = fillBytes(dt, v.FillValue, true); err != nil {
 		return nil, err
 	}
 	m.FillValue = fillJSON(dt, m.fill)
 	return m, nil
+}
+
+// objectType returns the kind of the elements of a v2 array of NumPy's
+// object dtype ("|O"): what its object codec, the first filter, makes of
+// them. Only vlen-utf8 and vlen-bytes are read: pickle (which runs code
+// of the store's choosing), json2, msgpack2, vlen-array and others fail
+// with ErrUnsupportedCodec.
+func objectType(filters []Codec) (DataType, error) {
+	if len(filters) == 0 {
+		return DataType{}, fmt.Errorf("%w: dtype |O without an object codec", ErrInvalidMetadata)
+	}
+	k, ok := vlenKinds[filters[0].Name]
+	if !ok {
+		return DataType{}, fmt.Errorf("%w: object codec %q (vlen-utf8 and vlen-bytes are read)", ErrUnsupportedCodec, filters[0].Name)
+	}
+	return DataType{Kind: k}, nil
 }
 
 // The fields of v3 documents this package knows, by node type.

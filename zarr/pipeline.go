@@ -71,6 +71,9 @@ func (p *pipeline) decodeBytes(b []byte, to, n int, dst []byte) ([]byte, error) 
 			hint = dst
 		}
 		limit := 2*n + 1<<20
+		if _, v := p.vlen(); v {
+			limit = maxVarChunk
+		}
 		if i == 0 && plain {
 			// The bytes codec takes exactly the chunk's bytes: no more
 			// may be produced, and a destination of that size is
@@ -233,6 +236,16 @@ func newPipelineV3(codecs []Codec, dt DataType, fill []byte, shape []int) (*pipe
 			if err := p.setAB(newBytesAB(dt, e == "big")); err != nil {
 				return nil, err
 			}
+		case "vlen-utf8", "vlen-bytes":
+			if dt.Kind != vlenKinds[c.Name] {
+				return nil, fmt.Errorf("%w: codec %s for %v elements", ErrInvalidMetadata, c.Name, dt)
+			}
+			if len(p.aa) > 0 {
+				return nil, fmt.Errorf("%w: %s after an array-to-array codec", ErrUnsupportedCodec, c.Name)
+			}
+			if err := p.setAB(vlenCodec{utf8: dt.Kind == VarString}); err != nil {
+				return nil, err
+			}
 		case "sharding_indexed":
 			inner := shape
 			if len(p.aa) > 0 {
@@ -258,6 +271,9 @@ func newPipelineV3(codecs []Codec, dt DataType, fill []byte, shape []int) (*pipe
 	}
 	if p.ab == nil {
 		return nil, fmt.Errorf("%w: no array-to-bytes codec (bytes or sharding_indexed)", ErrInvalidMetadata)
+	}
+	if dt.Variable() {
+		return p, p.checkVar(shape)
 	}
 	if p.sharded() == nil { // a shard is read by inner chunk, each checked here
 		if err := checkChunkBytes(shape, dt.Size); err != nil {
@@ -350,6 +366,19 @@ func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
 // the dtype's byte order, then filters and the compressor.
 func newPipelineV2(m *Metadata) (*pipeline, error) {
 	p := &pipeline{dt: m.DataType, fill: m.fill, ab: newBytesAB(m.DataType, m.BigEndian)}
+	filters := m.Filters
+	if m.DataType.Variable() {
+		// The object codec, first of the filters, is the array's
+		// array-to-bytes codec.
+		if len(filters) == 0 || vlenKinds[filters[0].Name] != m.DataType.Kind {
+			return nil, fmt.Errorf("%w: %v elements without their object codec as the first filter", ErrInvalidMetadata, m.DataType)
+		}
+		if m.Order == 'F' && len(m.ChunkShape) > 1 {
+			return nil, fmt.Errorf("%w: order F of variable-length elements", ErrUnsupportedCodec)
+		}
+		p.ab = vlenCodec{utf8: m.DataType.Kind == VarString}
+		filters = filters[1:]
+	}
 	if m.Order == 'F' && len(m.ChunkShape) > 1 {
 		t := transposeCodec{order: make([]int, len(m.ChunkShape))}
 		for i := range t.order {
@@ -357,7 +386,7 @@ func newPipelineV2(m *Metadata) (*pipeline, error) {
 		}
 		p.aa = append(p.aa, t)
 	}
-	for _, f := range m.Filters {
+	for _, f := range filters {
 		c, err := newBytesCodec(f, m.DataType, false)
 		if err != nil {
 			return nil, fmt.Errorf("filter: %w", err)
@@ -371,10 +400,29 @@ func newPipelineV2(m *Metadata) (*pipeline, error) {
 		}
 		p.bb = append(p.bb, c)
 	}
+	if m.DataType.Variable() {
+		return p, p.checkVar(m.ChunkShape)
+	}
 	if err := checkChunkBytes(m.ChunkShape, m.DataType.Size); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// checkVar checks the chain of an array of variable-length elements in
+// chunks of shape: the vlen codec of its kind as the array-to-bytes
+// codec (no sharding), chunks whose framing fits maxVarChunk.
+func (p *pipeline) checkVar(shape []int) error {
+	if _, ok := p.vlen(); !ok {
+		if _, sharded := p.ab.(*shardingCodec); sharded {
+			return fmt.Errorf("%w: sharding of %v elements", ErrUnsupportedCodec, p.dt)
+		}
+		return fmt.Errorf("%w: %v elements need the vlen-utf8 or vlen-bytes codec", ErrInvalidMetadata, p.dt)
+	}
+	if err := checkChunkBytes(shape, 1); err != nil {
+		return err
+	}
+	return checkVarChunk(numElements(shape))
 }
 
 // deltaCodec is numcodecs' delta filter: the first element, then the

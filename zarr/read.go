@@ -136,7 +136,7 @@ func storedLimit(decoded int64) int64 { return 20*decoded + 1<<20 }
 // ok is false for a chunk that does not exist.
 func (a *Array) fetch(ctx context.Context, pc piece, buf []byte) (b []byte, ok bool, err error) {
 	if pc.n < 0 {
-		b, err = getChunk(ctx, a.store, pc.key, buf, a.meta.ChunkShape, a.meta.DataType.Size)
+		b, err = getChunk(ctx, a.store, pc.key, buf, a.maxStoredChunk())
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, false, nil
 		}

@@ -305,7 +305,8 @@ func testStore(t *testing.T, s Store) {
 func TestBadInput(t *testing.T) {
 	s, _ := NewDirStore(t.TempDir())
 	cases := map[string]error{
-		`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"string","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":0,"codecs":[{"name":"bytes"}]}`:               ErrUnsupportedDataType,
+		`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"float8_e4m3fn","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":0,"codecs":[{"name":"bytes"}]}`:        ErrUnsupportedDataType,
+		`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"string","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":"","codecs":[{"name":"bytes"}]}`:              ErrInvalidMetadata,
 		`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"int8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":0,"codecs":[{"name":"bytes"},{"name":"lzma"}]}`: ErrUnsupportedCodec,
 		`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"int8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[0]}},"chunk_key_encoding":{"name":"default"},"fill_value":0,"codecs":[{"name":"bytes"}]}`:                 ErrInvalidMetadata,
 		`{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"int8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default"},"fill_value":"NaN","codecs":[{"name":"bytes"}]}`:             ErrInvalidMetadata,

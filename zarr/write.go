@@ -27,8 +27,7 @@ func (a *Array) WriteRegion(ctx context.Context, start, stop []int, src []byte) 
 		return fmt.Errorf("%w: buffer of %d bytes for a %d-byte region", ErrInvalidRegion, len(src), size)
 	}
 	in := view{buf: src, shape: r.count, es: a.meta.DataType.Size}
-	var tasks []chunkTask
-	forChunks(a.meta.ChunkShape, a.grid, r, func(t chunkTask) error { tasks = append(tasks, t); return nil })
+	tasks := a.chunkTasks(r)
 	a.spreadDirs(tasks)
 	return a.run(ctx, len(tasks), func(ctx context.Context, _, i int) error { return a.writeChunk(ctx, tasks[i], in) })
 }
@@ -125,7 +124,9 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 	found := false
 	if !a.covers(t) {
 		if s, ok := a.store.(*RemoteStore); ok && s.processLocks {
-			enc, err = a.writeChunkIf(ctx, s, t, in, key, buf, dst)
+			enc, err = a.writeChunkIf(ctx, s, key, func(old []byte, found bool) ([]byte, error) {
+				return a.merge(t, in, key, buf, old, found, dst)
+			})
 			return err
 		}
 		if old, found, err = a.fetch(ctx, piece{key: key, n: -1}, nil); err != nil {

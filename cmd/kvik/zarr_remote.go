@@ -100,7 +100,7 @@ type zarrArrayInfo struct {
 	Shape  []int    `json:"shape"`
 	Chunks []int    `json:"chunks"`
 	Codecs []string `json:"codecs"`
-	Bytes  int64    `json:"bytes"`
+	Bytes  *int64   `json:"bytes"` // null for variable-length elements
 	Error  string   `json:"error,omitempty"`
 }
 
@@ -150,7 +150,11 @@ func zarrInfo(e *env, name string, asJSON bool, opts []zarr.StoreOption) error {
 			fmt.Fprintf(tw, "%s\t\t\t\t\t%s\t\n", orRoot(a.Path), oneLine(a.Error))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\tv%d\t%s\t%v\t%v\t%s\t%s\n", orRoot(a.Path), a.Format, a.Dtype, a.Shape, a.Chunks, display(strings.Join(a.Codecs, ",")), formatSize(a.Bytes))
+		size := "variable"
+		if a.Bytes != nil {
+			size = formatSize(*a.Bytes)
+		}
+		fmt.Fprintf(tw, "%s\tv%d\t%s\t%v\t%v\t%s\t%s\n", orRoot(a.Path), a.Format, a.Dtype, a.Shape, a.Chunks, display(strings.Join(a.Codecs, ",")), size)
 	}
 	return tw.Flush()
 }
@@ -171,9 +175,12 @@ func describeArray(ctx context.Context, s zarr.Store, p string) zarrArrayInfo {
 	}
 	m := a.Metadata()
 	info := zarrArrayInfo{Path: p, Format: m.ZarrFormat, Dtype: m.DataType.String(), Shape: m.Shape, Chunks: m.ChunkShape}
-	info.Bytes = int64(m.DataType.Size)
-	for _, n := range m.Shape {
-		info.Bytes *= int64(n)
+	if !m.DataType.Variable() {
+		n := int64(m.DataType.Size)
+		for _, d := range m.Shape {
+			n *= int64(d)
+		}
+		info.Bytes = &n
 	}
 	for _, c := range m.Codecs {
 		info.Codecs = append(info.Codecs, c.Name)

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -378,4 +380,44 @@ func TestZarrStringsToNpy(t *testing.T) {
 			t.Fatalf("%s: dtype %s shape %v, values equal %v", dst, got.Dtype, got.Shape, string(got.Data) == string(want))
 		}
 	}
+}
+
+// TestZarrVarStrings: kvik info lists an array of variable-length
+// strings by its type, its size "variable" (null in --json); kvik cp
+// copies its store whole, verified, and refuses it as a .npy file with
+// a one-line error (NumPy keeps such arrays as objects, by pickle).
+func TestZarrVarStrings(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "s.zarr")
+	s, err := zarr.NewDirStore(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := zarr.Metadata{ZarrFormat: 2, Shape: []int{3, 2}, ChunkShape: []int{2, 2}, DataType: zarr.DataType{Kind: zarr.VarString}}
+	a, err := zarr.Create(context.Background(), s, "names", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a", "", "é中", "long " + strings.Repeat("x", 100), "\x00", "z"}
+	if err := a.WriteStrings(context.Background(), []int{0, 0}, []int{3, 2}, want); err != nil {
+		t.Fatal(err)
+	}
+	r := runKvik(t, nil, "info", src).expect(t, exitOK)
+	if !regexp.MustCompile(`names\s+v2\s+string\s+\[3 2\]\s+\[2 2\]\s+vlen-utf8\s+variable`).MatchString(r.stdout) {
+		t.Errorf("kvik info:\n%s", r.stdout)
+	}
+	r = runKvik(t, nil, "info", "--json", src).expect(t, exitOK)
+	if !strings.Contains(r.stdout, `"dtype": "string"`) || !strings.Contains(r.stdout, `"bytes": null`) {
+		t.Errorf("kvik info --json:\n%s", r.stdout)
+	}
+	dst := filepath.Join(dir, "copy.zarr")
+	runKvik(t, nil, "cp", src, dst).expect(t, exitOK)
+	c, err := zarr.OpenArray(context.Background(), filepath.Join(dst, "names"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.ReadStrings(context.Background(), []int{0, 0}, []int{3, 2}); err != nil || !slices.Equal(got, want) {
+		t.Errorf("the copy reads %q, %v", got, err)
+	}
+	runKvik(t, nil, "cp", "--memory", "host", filepath.Join(src, "names"), filepath.Join(dir, "n.npy")).expect(t, exitFailure).oneLineError(t, "object array")
 }
