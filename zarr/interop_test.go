@@ -65,13 +65,7 @@ func runInterop(t *testing.T, py string, args ...string) ([]byte, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(py, append([]string{script}, args...)...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.Bytes(), fmt.Errorf("interop.py %s: %v\n%s", args[0], err, stderr.Bytes())
-	}
-	return stdout.Bytes(), nil
+	return execPython(py, script, args...)
 }
 
 // interopArray is an array of a manifest: its store (kvik's manifest
