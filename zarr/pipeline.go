@@ -240,9 +240,6 @@ func newPipelineV3(codecs []Codec, dt DataType, fill []byte, shape []int) (*pipe
 			if dt.Kind != vlenKinds[c.Name] {
 				return nil, fmt.Errorf("%w: codec %s for %v elements", ErrInvalidMetadata, c.Name, dt)
 			}
-			if len(p.aa) > 0 {
-				return nil, fmt.Errorf("%w: %s after an array-to-array codec", ErrUnsupportedCodec, c.Name)
-			}
 			if err := p.setAB(vlenCodec{utf8: dt.Kind == VarString}); err != nil {
 				return nil, err
 			}
@@ -373,9 +370,6 @@ func newPipelineV2(m *Metadata) (*pipeline, error) {
 		if len(filters) == 0 || vlenKinds[filters[0].Name] != m.DataType.Kind {
 			return nil, fmt.Errorf("%w: %v elements without their object codec as the first filter", ErrInvalidMetadata, m.DataType)
 		}
-		if m.Order == 'F' && len(m.ChunkShape) > 1 {
-			return nil, fmt.Errorf("%w: order F of variable-length elements", ErrUnsupportedCodec)
-		}
 		p.ab = vlenCodec{utf8: m.DataType.Kind == VarString}
 		filters = filters[1:]
 	}
@@ -411,12 +405,17 @@ func newPipelineV2(m *Metadata) (*pipeline, error) {
 
 // checkVar checks the chain of an array of variable-length elements in
 // chunks of shape: the vlen codec of its kind as the array-to-bytes
-// codec (no sharding), chunks whose framing fits maxVarChunk.
+// codec, or sharding whose inner chain has it (and nothing around the
+// shards, which are read whole); chunks whose framing fits maxVarChunk.
 func (p *pipeline) checkVar(shape []int) error {
-	if _, ok := p.vlen(); !ok {
-		if _, sharded := p.ab.(*shardingCodec); sharded {
-			return fmt.Errorf("%w: sharding of %v elements", ErrUnsupportedCodec, p.dt)
+	if s, ok := p.ab.(*shardingCodec); ok {
+		if p.sharded() == nil {
+			return fmt.Errorf("%w: codecs around the shards of %v elements", ErrUnsupportedCodec, p.dt)
 		}
+		if _, ok := s.codecs.vlen(); !ok {
+			return fmt.Errorf("%w: %v elements in shards of other than vlen-utf8 or vlen-bytes chunks", ErrUnsupportedCodec, p.dt)
+		}
+	} else if _, ok := p.vlen(); !ok {
 		return fmt.Errorf("%w: %v elements need the vlen-utf8 or vlen-bytes codec", ErrInvalidMetadata, p.dt)
 	}
 	if err := checkChunkBytes(shape, 1); err != nil {

@@ -328,8 +328,15 @@ func (s *shardingCodec) encodeView(src view, dst []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The index first, from the sizes, then the shard in one buffer:
-	// the index and the inner chunks each copied once.
+	return s.assemble(enc, dst), nil
+}
+
+// assemble returns the shard of the encoded inner chunks enc (nil:
+// missing) in dst's capacity where it fits: the index first, from the
+// sizes, then the shard in one buffer, the index and the inner chunks
+// each copied once.
+func (s *shardingCodec) assemble(enc [][]byte, dst []byte) []byte {
+	n := len(enc)
 	base := int64(0)
 	if s.indexStart {
 		base = s.indexSize()
@@ -358,7 +365,7 @@ func (s *shardingCodec) encodeView(src view, dst []byte) ([]byte, error) {
 	if !s.indexStart {
 		out = append(out, idx...)
 	}
-	return out, nil
+	return out
 }
 
 // overlaps reports whether a and b share memory.

@@ -117,9 +117,12 @@ func (p *pipeline) vlen() (vlenCodec, bool) {
 	return c, ok
 }
 
-// decodeStrings decodes b, the stored bytes of a chunk of n
-// variable-length elements.
-func (p *pipeline) decodeStrings(b []byte, n int) ([]string, error) {
+// decodeStrings decodes b, the stored bytes of a chunk of shape (a
+// shard: its inner chunks) of variable-length elements, C order.
+func (p *pipeline) decodeStrings(b []byte, shape []int) ([]string, error) {
+	if s := p.sharded(); s != nil {
+		return s.decodeStrings(b, shape)
+	}
 	c, ok := p.vlen()
 	if !ok {
 		return nil, fmt.Errorf("%w: %v elements are not variable-length", ErrUnsupportedDataType, p.dt)
@@ -131,15 +134,124 @@ func (p *pipeline) decodeStrings(b []byte, n int) ([]string, error) {
 	if len(b) > maxVarChunk {
 		return nil, fmt.Errorf("%w: %d decoded bytes pass the bound of %d", ErrCorruptChunk, len(b), maxVarChunk)
 	}
-	return c.parse(b, n)
+	stored, err := c.parse(b, numElements(shape))
+	if err != nil || len(p.aa) == 0 {
+		return stored, err
+	}
+	out := make([]string, len(stored))
+	for k, i := range p.storedOrder(shape) {
+		out[i] = stored[k]
+	}
+	return out, nil
 }
 
-// encodeStrings encodes ss, a chunk of variable-length elements.
-func (p *pipeline) encodeStrings(ss []string) ([]byte, error) {
+// encodeStrings encodes ss, a chunk of shape of variable-length
+// elements in C order.
+func (p *pipeline) encodeStrings(ss []string, shape []int) ([]byte, error) {
+	if s := p.sharded(); s != nil {
+		return s.encodeStrings(ss, shape)
+	}
 	if n := frameSize(ss); n > maxVarChunk {
 		return nil, fmt.Errorf("%w: a chunk of %d framed bytes passes the bound of %d", ErrInvalidRegion, n, maxVarChunk)
 	}
+	if len(p.aa) > 0 {
+		stored := make([]string, len(ss))
+		for k, i := range p.storedOrder(shape) {
+			stored[k] = ss[i]
+		}
+		ss = stored
+	}
 	return p.encodeBytes(appendFrame(nil, ss), 0, nil)
+}
+
+// storedOrder returns, for each element of a chunk of shape as the
+// array-to-array codecs (transposes) leave it, the element's C-order
+// index in the chunk: the codecs run on the indexes themselves.
+func (p *pipeline) storedOrder(shape []int) []uint32 {
+	n := numElements(shape)
+	b := make([]byte, 4*n)
+	for i := range n {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(i))
+	}
+	a := chunkArray{shape: shape, data: b}
+	for _, c := range p.aa {
+		a = c.encode(a, 4)
+	}
+	out := make([]uint32, n)
+	for k := range out {
+		out[k] = binary.LittleEndian.Uint32(a.data[4*k:])
+	}
+	return out
+}
+
+// decodeStrings decodes a shard of variable-length elements whole: each
+// inner chunk the index lists, the others as the fill value; at most
+// maxVarChunk framed bytes in all, as one chunk.
+func (s *shardingCodec) decodeStrings(b []byte, shape []int) ([]string, error) {
+	idx, err := s.readIndex(bytesReader(b))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, numElements(shape))
+	whole := view{shape: shape, es: 1}
+	fill := string(s.fill)
+	total := 0
+	err = forChunks(s.inner, s.perShard, box{start: make([]int, len(shape)), count: shape}, func(t chunkTask) error {
+		e := idx[flatIndex(t.coords, s.perShard)]
+		if e[0] == missingEntry {
+			return whole.sub(t.dstStart).runs(t.sel.count, func(off, n int) error {
+				for j := range n {
+					out[off+j] = fill
+				}
+				return nil
+			})
+		}
+		inner, err := s.codecs.decodeStrings(b[e[0]:e[0]+e[1]], s.inner)
+		if err != nil {
+			return err
+		}
+		if total += frameSize(inner); total > maxVarChunk {
+			return fmt.Errorf("%w: a shard's inner chunks decode to more than %d bytes", ErrCorruptChunk, maxVarChunk)
+		}
+		return pairStrings(whole.sub(t.dstStart), view{shape: s.inner, es: 1, start: t.sel.start}, t.sel.count, func(d, x int) { out[d] = inner[x] })
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// encodeStrings encodes ss, a shard of shape of variable-length
+// elements: each inner chunk, but those all of the fill value, which
+// its index lists as missing.
+func (s *shardingCodec) encodeStrings(ss []string, shape []int) ([]byte, error) {
+	enc := make([][]byte, s.nInner())
+	start := make([]int, len(shape))
+	fill := string(s.fill)
+	total := 0
+	for i := range enc {
+		unflatten(i, s.perShard, start)
+		for d := range start {
+			start[d] *= s.inner[d]
+		}
+		inner := make([]string, numElements(s.inner))
+		filled := true
+		pairStrings(view{shape: s.inner, es: 1, start: make([]int, len(start))}, view{shape: shape, es: 1}.sub(start), s.inner, func(d, x int) {
+			inner[d] = ss[x]
+			filled = filled && ss[x] == fill
+		})
+		if filled {
+			continue
+		}
+		if total += frameSize(inner); total > maxVarChunk {
+			return nil, fmt.Errorf("%w: a shard of more than %d framed bytes", ErrInvalidRegion, maxVarChunk)
+		}
+		var err error
+		if enc[i], err = s.codecs.encodeStrings(inner, s.inner); err != nil {
+			return nil, err
+		}
+	}
+	return s.assemble(enc, nil), nil
 }
 
 // varFillChunk returns a chunk of n elements, each the fill value.
@@ -199,7 +311,7 @@ func (a *Array) ReadStrings(ctx context.Context, start, stop []int) ([]string, e
 				return nil
 			})
 		}
-		chunk, err := a.pipe.decodeStrings(stored, numElements(a.meta.ChunkShape))
+		chunk, err := a.pipe.decodeStrings(stored, a.meta.ChunkShape)
 		if err != nil {
 			return fmt.Errorf("chunk %s: %w", key, err)
 		}
@@ -274,12 +386,12 @@ func (a *Array) writeStringsChunk(ctx context.Context, t chunkTask, r box, ss []
 		chunk := a.pipe.varFillChunk(n)
 		if found {
 			var err error
-			if chunk, err = a.pipe.decodeStrings(old, n); err != nil {
+			if chunk, err = a.pipe.decodeStrings(old, a.meta.ChunkShape); err != nil {
 				return nil, fmt.Errorf("chunk %s: %w", key, err)
 			}
 		}
 		pairStrings(view{shape: a.meta.ChunkShape, es: 1, start: t.sel.start}, view{shape: r.count, es: 1}.sub(t.dstStart), t.sel.count, func(c, s int) { chunk[c] = ss[s] })
-		enc, err := a.pipe.encodeStrings(chunk)
+		enc, err := a.pipe.encodeStrings(chunk, a.meta.ChunkShape)
 		if err != nil {
 			return nil, fmt.Errorf("chunk %s: %w", key, err)
 		}

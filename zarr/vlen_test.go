@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -78,6 +80,22 @@ func vlenSpecs(rng *rand.Rand) []Metadata {
 				out = append(out, m)
 			}
 		}
+		// Elements reordered before the framing: v2's F order, a v3
+		// transpose; and inner chunks of shards (index at either end).
+		two := func() ([]int, []int) {
+			return []int{2 + rng.IntN(9), 2 + rng.IntN(9)}, []int{1 + rng.IntN(3), 2 + rng.IntN(4)}
+		}
+		shape, chunks := two()
+		out = append(out, Metadata{ZarrFormat: 2, Order: 'F', Shape: shape, ChunkShape: chunks, DataType: DataType{Kind: k},
+			Compressor: &Codec{Name: "zstd", Configuration: map[string]any{"level": 1}}})
+		shape, chunks = two()
+		out = append(out, Metadata{Shape: shape, ChunkShape: chunks, DataType: DataType{Kind: k},
+			Codecs: []Codec{{Name: "transpose", Configuration: map[string]any{"order": []any{1.0, 0.0}}}, {Name: vlenName(k)}, {Name: "gzip"}}})
+		for _, start := range []bool{false, true} {
+			shape, inner := two()
+			out = append(out, Metadata{Shape: shape, ChunkShape: []int{inner[0] * 2, inner[1] * 3}, DataType: DataType{Kind: k}, FillValue: "",
+				Codecs: shardCodecs(inner, start, []Codec{{Name: vlenName(k)}, {Name: "zstd"}})})
+		}
 	}
 	return out
 }
@@ -103,9 +121,10 @@ func TestStringArraysRoundTrip(t *testing.T) {
 	for _, m := range vlenSpecs(rng) {
 		name := fmt.Sprintf("v%d-%s-%v-%v", m.ZarrFormat, m.DataType, m.Shape, m.ChunkShape)
 		if m.Compressor != nil {
-			name += "-" + m.Compressor.Name
-		} else if len(m.Codecs) > 1 {
-			name += "-" + m.Codecs[1].Name
+			name += "-" + m.Compressor.Name + "-" + string(m.Order)
+		}
+		for _, c := range m.Codecs {
+			name += "-" + c.Name
 		}
 		t.Run(name, func(t *testing.T) {
 			s, err := NewDirStore(t.TempDir())
@@ -283,12 +302,12 @@ func TestStringArraysMetadata(t *testing.T) {
 		return `{"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "` + dtype + `", "compressor": null, "fill_value": null, "order": "C", "filters": ` + filters + `}`
 	}
 	for doc, want := range map[string]error{
-		v2("|O", "null"):                                   ErrInvalidMetadata,
-		v2("|O", `[{"id": "pickle"}]`):                     ErrUnsupportedCodec,
-		v2("|O", `[{"id": "json2"}, {"id": "vlen-utf8"}]`): ErrUnsupportedCodec,
-		v2("|O", `[{"id": "vlen-array", "dtype": "<i4"}]`): ErrUnsupportedCodec,
-		v2("<f4", `[{"id": "vlen-utf8"}]`):                 ErrUnsupportedCodec,
-		strings.NewReplacer(`"C"`, `"F"`, "[4]", "[4, 4]", "[2]", "[2, 2]").Replace(v2("|O", `[{"id": "vlen-utf8"}]`)): ErrUnsupportedCodec,
+		v2("|O", "null"):                                       ErrInvalidMetadata,
+		v2("|O", `[{"id": "pickle"}]`):                         ErrUnsupportedCodec,
+		v2("|O", `[{"id": "json2"}, {"id": "vlen-utf8"}]`):     ErrUnsupportedCodec,
+		v2("|O", `[{"id": "vlen-array", "dtype": "<i4"}]`):     ErrUnsupportedCodec,
+		v2("<f4", `[{"id": "vlen-utf8"}]`):                     ErrUnsupportedCodec,
+		v2("|O", `[{"id": "vlen-utf8"}, {"id": "vlen-utf8"}]`): ErrUnsupportedCodec,
 	} {
 		m, err := ParseMetadataV2([]byte(doc), ".")
 		if err == nil {
@@ -307,8 +326,9 @@ func TestStringArraysMetadata(t *testing.T) {
 		{[]Codec{{Name: "bytes"}}, []int{2}, ErrInvalidMetadata},
 		{[]Codec{{Name: "vlen-bytes"}}, []int{2}, ErrInvalidMetadata},
 		{[]Codec{{Name: "zstd"}}, []int{2}, ErrInvalidMetadata},
-		{[]Codec{{Name: "transpose", Configuration: map[string]any{"order": []any{0.0}}}, {Name: "vlen-utf8"}}, []int{2}, ErrUnsupportedCodec},
-		{[]Codec{{Name: "sharding_indexed", Configuration: map[string]any{"chunk_shape": []any{1.0}, "codecs": []any{map[string]any{"name": "vlen-utf8"}}}}}, []int{2}, ErrUnsupportedCodec},
+		{append(shardCodecs([]int{1}, false, []Codec{{Name: "bytes"}}), Codec{Name: "zstd"}), []int{2}, ErrInvalidMetadata},
+		{append(shardCodecs([]int{1}, false, []Codec{{Name: "vlen-utf8"}}), Codec{Name: "zstd"}), []int{2}, ErrUnsupportedCodec},
+		{shardCodecs([]int{1 << 10, 1}, false, []Codec{{Name: "vlen-utf8"}}), []int{1 << 16, 1 << 10}, ErrInvalidMetadata},
 		{[]Codec{{Name: "vlen-utf8"}}, []int{1 << 16, 1 << 10}, ErrInvalidMetadata},
 	} {
 		if _, err := newPipelineV3(c.codecs, str, nil, c.shape); !errors.Is(err, c.want) {
@@ -509,6 +529,7 @@ func TestStringArraysZarrPython(t *testing.T) {
 		Shape  []int    `json:"shape"`
 		Chunks []int    `json:"chunks"`
 		Comp   string   `json:"compressor"`
+		Order  string   `json:"order"`
 		Fill   *string  `json:"fill"`   // base64 for bytes
 		Values []string `json:"values"` // C order; base64 for bytes; written where not nil
 		Nulls  []bool   `json:"nulls"`  // elements left unwritten
@@ -517,7 +538,10 @@ func TestStringArraysZarrPython(t *testing.T) {
 	for i, comp := range []string{"none", "blosc", "zstd", "zlib", "blosc", "none"} {
 		for _, kind := range []string{"str", "bytes"} {
 			m := vlenSpecs(rng)[0]
-			e := entry{Path: fmt.Sprintf("a%d%s", i, kind), Kind: kind, Shape: m.Shape, Chunks: m.ChunkShape, Comp: comp}
+			e := entry{Path: fmt.Sprintf("a%d%s", i, kind), Kind: kind, Shape: m.Shape, Chunks: m.ChunkShape, Comp: comp, Order: []string{"C", "F"}[i%2]}
+			if e.Order == "F" {
+				e.Shape, e.Chunks = []int{2 + rng.IntN(6), 2 + rng.IntN(6), 1 + rng.IntN(3)}, []int{1 + rng.IntN(4), 1 + rng.IntN(4), 1 + rng.IntN(3)}
+			}
 			k := VarString
 			if kind == "bytes" {
 				k = VarBytes
@@ -526,7 +550,7 @@ func TestStringArraysZarrPython(t *testing.T) {
 				f := "fill é"
 				e.Fill = &f
 			}
-			for range numElements(m.Shape) {
+			for range numElements(e.Shape) {
 				v := randomText(rng, k)
 				unwritten := rng.IntN(4) == 0
 				if k == VarBytes {
@@ -579,7 +603,10 @@ func TestStringArraysZarrPython(t *testing.T) {
 		}
 		// kvik writes the same elements to an array of the same kind.
 		m := a.Metadata()
-		w, err := Create(bg, ks, e.Path, Metadata{ZarrFormat: 2, Shape: m.Shape, ChunkShape: m.ChunkShape, DataType: m.DataType, Compressor: m.Compressor, FillValue: m.FillValue})
+		if m.Order != e.Order[0] {
+			t.Fatalf("%s: order %c, zarr-python wrote %s", e.Path, m.Order, e.Order)
+		}
+		w, err := Create(bg, ks, e.Path, Metadata{ZarrFormat: 2, Shape: m.Shape, ChunkShape: m.ChunkShape, DataType: m.DataType, Compressor: m.Compressor, FillValue: m.FillValue, Order: m.Order})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -764,4 +791,68 @@ func FuzzVLenFrame(f *testing.F) {
 			t.Fatalf("%q parsed as %q, which frames otherwise", b, ss)
 		}
 	})
+}
+
+// TestStringShardsLayout checks shards of variable-length strings byte
+// for byte against the sharding layout written out here: inner chunks
+// in numcodecs' framing, an index of (offset, size) pairs with its
+// CRC-32C, an inner chunk all of the fill value listed as missing; and
+// reads a shard built by hand with its index first.
+func TestStringShardsLayout(t *testing.T) {
+	s, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Metadata{Shape: []int{5}, ChunkShape: []int{4}, DataType: DataType{Kind: VarString}, FillValue: "-",
+		Codecs: shardCodecs([]int{2}, false, []Codec{{Name: "vlen-utf8"}})}
+	a, err := Create(bg, s, "a", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteStrings(bg, []int{0}, []int{5}, []string{"a", "bé", "", "d", "e"}); err != nil {
+		t.Fatal(err)
+	}
+	index := func(entries ...uint64) []byte {
+		var b []byte
+		for _, e := range entries {
+			b = binary.LittleEndian.AppendUint64(b, e)
+		}
+		return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+	}
+	in0, in1 := frame("a", "bé"), frame("", "d")
+	missing := uint64(math.MaxUint64)
+	for key, want := range map[string][]byte{
+		"a/c/0": slices.Concat(in0, in1, index(0, uint64(len(in0)), uint64(len(in0)), uint64(len(in1)))),
+		// The last shard: "e" and the padding's fill, then an inner
+		// chunk wholly past the array, all fill: missing.
+		"a/c/1": slices.Concat(frame("e", "-"), index(0, uint64(len(frame("e", "-"))), missing, missing)),
+	} {
+		got, err := s.Get(bg, key, nil)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %q, %v; want %q", key, got, err, want)
+		}
+	}
+	// A shard with its index first, inner chunk 1 before 0.
+	m.Codecs = shardCodecs([]int{2}, true, []Codec{{Name: "vlen-utf8"}})
+	b, err := Create(bg, s, "b", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := frame("x", "y"), frame("zz", "")
+	base := uint64(2*16 + 4)
+	shard := slices.Concat(index(base+uint64(len(second)), uint64(len(first)), base, uint64(len(second))), second, first)
+	if err := s.Set(bg, "b/c/0", shard); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.ReadStrings(bg, []int{0}, []int{5}); err != nil || !slices.Equal(got, []string{"x", "y", "zz", "", "-"}) {
+		t.Errorf("a shard built by hand: %q, %v", got, err)
+	}
+	// An index entry past the shard: ErrCorruptChunk.
+	bad := slices.Concat(index(base, 1<<20, missing, missing), first)
+	if err := s.Set(bg, "b/c/0", bad); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ReadStrings(bg, []int{0}, []int{2}); !errors.Is(err, ErrCorruptChunk) {
+		t.Errorf("an index entry past the shard: %v, want ErrCorruptChunk", err)
+	}
 }

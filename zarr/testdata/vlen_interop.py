@@ -6,7 +6,7 @@ VLenBytes as the object codec).
 
   vlen_interop.py write STORE MANIFEST
       For each array of MANIFEST (JSON: path, kind "str" or "bytes",
-      shape, chunks, compressor "none"/"blosc"/"zstd"/"zlib", fill or
+      shape, chunks, compressor "none"/"blosc"/"zstd"/"zlib", order, fill or
       null, values in C order (base64 for bytes), nulls), zarr-python
       creates STORE/path and writes it chunk by chunk: a chunk whose
       elements are all null is left missing; in the others a null
@@ -47,7 +47,7 @@ def write(store, entries):
         kind = e["kind"]
         codec = numcodecs.VLenUTF8() if kind == "str" else numcodecs.VLenBytes()
         fill = e["fill"]
-        z = root.create_dataset(e["path"], shape=e["shape"], chunks=e["chunks"], dtype=object,
+        z = root.create_dataset(e["path"], shape=e["shape"], chunks=e["chunks"], dtype=object, order=e["order"],
                                 object_codec=codec, compressor=compressor(e["compressor"]), fill_value=fill)
         empty = (fill if fill is not None else "") if kind == "str" else b""
         values = np.empty(len(e["values"]), dtype=object)
@@ -67,6 +67,8 @@ def read(store, entries):
     out = []
     for e in entries:
         z = zarr.open_array(store, mode="r", path=e["path"])
+        if z.order != e["order"]:
+            raise SystemExit("%s: order %s, want %s" % (e["path"], z.order, e["order"]))
         got = []
         for v in z[...].reshape(-1):
             if v is None:
