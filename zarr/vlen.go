@@ -9,11 +9,13 @@ import (
 )
 
 // maxVarChunk bounds the decoded bytes of a chunk of variable-length
-// elements, its framing included: what a read of one holds at once. A
-// stored chunk that decodes to more fails with ErrCorruptChunk, a write
-// that would store more with ErrInvalidRegion, and chunks of more
-// elements than it can frame are refused when the array is opened.
-const maxVarChunk = 256 << 20
+// elements, its framing included: what a read of one holds at once, and
+// what a decoder may take for it (a chunk's frame may declare up to that
+// much, and every worker decodes one). A stored chunk that decodes to
+// more fails with ErrCorruptChunk, a write that would store more with
+// ErrInvalidRegion, and chunks of more elements than it can frame are
+// refused when the array is opened.
+const maxVarChunk = 64 << 20
 
 // vlenCodec is numcodecs' framing of variable-length elements (v3
 // codecs vlen-utf8 and vlen-bytes, v2 filters of the same ids): the
@@ -132,7 +134,7 @@ func (p *pipeline) decodeStrings(b []byte, shape []int) ([]string, error) {
 		return nil, err
 	}
 	if len(b) > maxVarChunk {
-		return nil, fmt.Errorf("%w: %d decoded bytes pass the bound of %d", ErrCorruptChunk, len(b), maxVarChunk)
+		return nil, fmt.Errorf("%w: %d decoded bytes pass the bound of %d on a chunk of variable-length elements", ErrCorruptChunk, len(b), maxVarChunk)
 	}
 	stored, err := c.parse(b, numElements(shape))
 	if err != nil || len(p.aa) == 0 {

@@ -335,8 +335,8 @@ func TestStringArraysMetadata(t *testing.T) {
 			t.Errorf("%v of %v: %v, want %v", c.codecs, c.shape, err, c.want)
 		}
 	}
-	if _, err := newPipelineV3([]Codec{{Name: "vlen-utf8"}, {Name: "zstd"}}, str, nil, []int{1 << 15, 1 << 10}); err != nil {
-		t.Errorf("chunks of 32 Mi elements: %v", err)
+	if _, err := newPipelineV3([]Codec{{Name: "vlen-utf8"}, {Name: "zstd"}}, str, nil, []int{1 << 13, 1 << 10}); err != nil {
+		t.Errorf("chunks of 8 Mi elements: %v", err)
 	}
 	for name, want := range map[string]Kind{"string": VarString, "variable_length_bytes": VarBytes, "bytes": VarBytes} {
 		if dt, err := ParseDataType(name); err != nil || dt.Kind != want || dt.check() != nil {
@@ -427,7 +427,7 @@ func TestStringChunksHostile(t *testing.T) {
 	defer enc.Close()
 	big := append(frame("a", "b"), make([]byte, maxVarChunk)...)
 	binary.LittleEndian.PutUint32(big, 3)
-	bomb := enc.EncodeAll(big, nil) // its frame says 256 MiB and more
+	bomb := enc.EncodeAll(big, nil) // its frame says maxVarChunk and more
 	if err := s.Set(bg, "z/c/0", bomb); err != nil {
 		t.Fatal(err)
 	}
