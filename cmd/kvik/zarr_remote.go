@@ -14,6 +14,7 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
@@ -355,6 +356,9 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 	}
 	defer closeStore(a.Store())
 	dt := a.DataType()
+	if dt.Variable() {
+		return varStringsToNpy(e, o, a, src, dst)
+	}
 	nd, err := npy.ParseDtype(dt.NumPy())
 	if err != nil {
 		return err
@@ -401,6 +405,67 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 	}
 	fmt.Fprintf(e.stdout, "copied %s %v %s (%s) %s -> %s through %s in %.2f s, %.2f GB/s, verified, CRC-32C %08x\n",
 		nd, shape, dt, formatSize(int64(size)), src, dst, via, el.Seconds(), gbps(int64(size), el.Seconds()), sum)
+	return nil
+}
+
+// varStringsToNpy saves the array a of variable-length strings (bytes)
+// as a .npy file of NumPy's fixed-length ones, as np.array makes of a
+// list of str (bytes): <U (|S) of the longest element, in code points
+// (bytes). It refuses what NumPy would not give back: an element ending
+// in NUL (fixed-length strings drop trailing NULs), and a file more than
+// 8 times the strings' bytes (and 64 MiB), which one long element among
+// short ones would make.
+func varStringsToNpy(e *env, o *cpOptions, a *zarr.Array, src, dst string) error {
+	start := time.Now()
+	shape := a.Shape()
+	ss, err := a.ReadStrings(e.ctx, make([]int, len(shape)), shape)
+	if err != nil {
+		return err
+	}
+	fixed := zarr.DataType{Kind: zarr.Unicode, Size: 4}
+	if a.DataType().Kind == zarr.VarBytes {
+		fixed = zarr.DataType{Kind: zarr.Bytes, Size: 1}
+	}
+	total := 0
+	for i, s := range ss {
+		if strings.HasSuffix(s, "\x00") {
+			return fmt.Errorf("%s: element %d ends in NUL, which NumPy's fixed-length strings drop", src, i)
+		}
+		n := len(s)
+		if fixed.Kind == zarr.Unicode {
+			n = 4 * utf8.RuneCountInString(s)
+		}
+		fixed.Size, total = max(fixed.Size, n), total+len(s)
+	}
+	size := int64(fixed.Size) * int64(len(ss))
+	if limit := max(64<<20, 8*int64(total)); size > limit {
+		return fmt.Errorf("%s: as fixed-length strings of its longest element (%s) the array would take %s, more than %s for %s of strings",
+			src, fixed, formatSize(size), formatSize(limit), formatSize(int64(total)))
+	}
+	host, err := fixed.AppendStrings(make([]byte, 0, size), ss...)
+	if err != nil {
+		return err
+	}
+	nd, err := npy.ParseDtype(fixed.NumPy())
+	if err != nil {
+		return err
+	}
+	shape64 := make([]int64, len(shape))
+	for i, n := range shape {
+		shape64[i] = int64(n)
+	}
+	if err := npy.Save(e.ctx, dst, npy.SaveArray{Dtype: nd, Shape: shape64, Data: host}, o.saveOptions()...); err != nil {
+		return err
+	}
+	el := time.Since(start)
+	sum := crc32.Checksum(host, castagnoli)
+	if o.verify {
+		if err := verifyNpy(dst, size, sum); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(e.stdout, "copied %s %v %s (%s) %s -> %s through host memory in %.2f s, %.2f GB/s, verified, CRC-32C %08x\n",
+		nd, shape, a.DataType(), formatSize(size), src, dst, el.Seconds(), gbps(size, el.Seconds()), sum)
 	return nil
 }
 

@@ -384,8 +384,11 @@ func TestZarrStringsToNpy(t *testing.T) {
 
 // TestZarrVarStrings: kvik info lists an array of variable-length
 // strings by its type, its size "variable" (null in --json); kvik cp
-// copies its store whole, verified, and refuses it as a .npy file with
-// a one-line error (NumPy keeps such arrays as objects, by pickle).
+// copies its store whole, verified, and saves arrays of them as .npy
+// files of fixed-length strings (<U, |S of the longest element), as
+// np.array makes of a list of str or bytes; it refuses, with a one-line
+// error, an element ending in NUL (which NumPy would drop) and a file
+// one long element would blow up.
 func TestZarrVarStrings(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "s.zarr")
@@ -419,5 +422,50 @@ func TestZarrVarStrings(t *testing.T) {
 	if got, err := c.ReadStrings(context.Background(), []int{0, 0}, []int{3, 2}); err != nil || !slices.Equal(got, want) {
 		t.Errorf("the copy reads %q, %v", got, err)
 	}
-	runKvik(t, nil, "cp", "--memory", "host", filepath.Join(src, "names"), filepath.Join(dir, "n.npy")).expect(t, exitFailure).oneLineError(t, "object array")
+	runKvik(t, nil, "cp", filepath.Join(src, "names"), filepath.Join(dir, "n.npy")).expect(t, exitFailure).oneLineError(t, "element 4 ends in NUL")
+	if _, err := os.Stat(filepath.Join(dir, "n.npy")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused copy left a file: %v", err)
+	}
+	for _, c := range []struct {
+		kind  zarr.Kind
+		ss    []string
+		dtype npy.Dtype
+	}{
+		{zarr.VarString, []string{"a", "", "é中𝄞", "x\x00y", "Zürich", "z"}, "<U6"},
+		{zarr.VarBytes, []string{"\x00\x01", "", "abc", "\xff", "q", "r"}, "|S3"},
+	} {
+		name := fmt.Sprintf("k%c", c.kind)
+		a, err := zarr.Create(context.Background(), s, name, zarr.Metadata{Shape: []int{3, 2}, ChunkShape: []int{2, 1}, DataType: zarr.DataType{Kind: c.kind}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.WriteStrings(context.Background(), []int{0, 0}, []int{3, 2}, c.ss); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, name+".npy")
+		runKvik(t, nil, "cp", filepath.Join(src, name), out).expect(t, exitOK)
+		got, err := npy.LoadHost(context.Background(), out, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixed := zarr.DataType{Kind: zarr.Unicode, Size: 4 * 6}
+		if c.kind == zarr.VarBytes {
+			fixed = zarr.DataType{Kind: zarr.Bytes, Size: 3}
+		}
+		back, err := fixed.Strings(got.Data)
+		if got.Dtype != c.dtype || fmt.Sprint(got.Shape) != "[3 2]" || err != nil || !slices.Equal(back, c.ss) {
+			t.Errorf("%s: dtype %s shape %v, %q, %v; want %s %q", out, got.Dtype, got.Shape, back, err, c.dtype, c.ss)
+		}
+	}
+	// One long element among many short ones: refused, not 8 GB.
+	long, err := zarr.Create(context.Background(), s, "long", zarr.Metadata{Shape: []int{4096}, ChunkShape: []int{1024}, DataType: zarr.DataType{Kind: zarr.VarString}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := make([]string, 4096)
+	many[7] = strings.Repeat("x", 200<<10)
+	if err := long.WriteStrings(context.Background(), []int{0}, []int{4096}, many); err != nil {
+		t.Fatal(err)
+	}
+	runKvik(t, nil, "cp", filepath.Join(src, "long"), filepath.Join(dir, "long.npy")).expect(t, exitFailure).oneLineError(t, "would take")
 }
