@@ -201,12 +201,7 @@ func (s *shardingCodec) decodeStrings(b []byte, shape []int) ([]string, error) {
 	err = forChunks(s.inner, s.perShard, box{start: make([]int, len(shape)), count: shape}, func(t chunkTask) error {
 		e := idx[flatIndex(t.coords, s.perShard)]
 		if e[0] == missingEntry {
-			return whole.sub(t.dstStart).runs(t.sel.count, func(off, n int) error {
-				for j := range n {
-					out[off+j] = fill
-				}
-				return nil
-			})
+			return fillStrings(out, whole.sub(t.dstStart), t.sel.count, fill)
 		}
 		inner, err := s.codecs.decodeStrings(b[e[0]:e[0]+e[1]], s.inner)
 		if err != nil {
@@ -306,12 +301,7 @@ func (a *Array) ReadStrings(ctx context.Context, start, stop []int) ([]string, e
 			return err
 		}
 		if !found {
-			return dst.runs(t.sel.count, func(off, n int) error {
-				for j := range n {
-					out[off+j] = fill
-				}
-				return nil
-			})
+			return fillStrings(out, dst, t.sel.count, fill)
 		}
 		chunk, err := a.pipe.decodeStrings(stored, a.meta.ChunkShape)
 		if err != nil {
@@ -385,12 +375,14 @@ func (a *Array) writeStringsChunk(ctx context.Context, t chunkTask, r box, ss []
 	defer unlock()
 	n := numElements(a.meta.ChunkShape)
 	merge := func(old []byte, found bool) ([]byte, error) {
-		chunk := a.pipe.varFillChunk(n)
+		var chunk []string
 		if found {
 			var err error
 			if chunk, err = a.pipe.decodeStrings(old, a.meta.ChunkShape); err != nil {
 				return nil, fmt.Errorf("chunk %s: %w", key, err)
 			}
+		} else {
+			chunk = a.pipe.varFillChunk(n)
 		}
 		pairStrings(view{shape: a.meta.ChunkShape, es: 1, start: t.sel.start}, view{shape: r.count, es: 1}.sub(t.dstStart), t.sel.count, func(c, s int) { chunk[c] = ss[s] })
 		enc, err := a.pipe.encodeStrings(chunk, a.meta.ChunkShape)
@@ -427,6 +419,17 @@ func pairStrings(a, b view, count []int, f func(aOff, bOff int)) error {
 	return pairRuns(a, b, count, func(x, y, m int) error {
 		for j := range m {
 			f(x+j, y+j)
+		}
+		return nil
+	})
+}
+
+// fillStrings sets the elements of out in the box count at v's position
+// (es 1) to fill.
+func fillStrings(out []string, v view, count []int, fill string) error {
+	return v.runs(count, func(off, n int) error {
+		for j := range n {
+			out[off+j] = fill
 		}
 		return nil
 	})

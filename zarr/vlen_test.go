@@ -238,6 +238,20 @@ func TestStringArraysRefuse(t *testing.T) {
 	if err := f.WriteStrings(bg, []int{0}, []int{1}, []string{"1"}); !errors.Is(err, ErrUnsupportedDataType) {
 		t.Errorf("WriteStrings of float32: %v", err)
 	}
+	// A 0-d array holds one string, in one chunk.
+	z, err := Create(bg, s, "z", Metadata{Shape: []int{}, ChunkShape: []int{}, DataType: DataType{Kind: VarBytes}, FillValue: []byte("f")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := z.ReadStrings(bg, nil, nil); err != nil || !slices.Equal(got, []string{"f"}) {
+		t.Errorf("0-d, unwritten: %q, %v", got, err)
+	}
+	if err := z.WriteStrings(bg, nil, nil, []string{"\x00one"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := z.ReadStrings(bg, nil, nil); err != nil || !slices.Equal(got, []string{"\x00one"}) {
+		t.Errorf("0-d: %q, %v", got, err)
+	}
 	// Fixed-length strings go through the same calls.
 	u, err := Create(bg, s, "u", Metadata{Shape: []int{3}, ChunkShape: []int{2}, DataType: DataType{Kind: Unicode, Size: 8}})
 	if err != nil {
