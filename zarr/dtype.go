@@ -228,9 +228,9 @@ var v3Types = map[string]DataType{
 var varTypes = map[string]Kind{"string": VarString, "variable_length_bytes": VarBytes, "bytes": VarBytes}
 
 // ParseDataType parses a Zarr v3 data type name such as "float32",
-// "string" (VarString), or "r24" (Raw, of 3 bytes). The temporal and string types, whose names
-// need a configuration, are parsed from a document's data_type object
-// (see Metadata).
+// "string" (VarString), or "r24" (Raw, of 3 bytes). The temporal and
+// fixed-length string types, whose names need a configuration, are
+// parsed from a document's data_type object (see Metadata).
 func ParseDataType(name string) (DataType, error) {
 	if t, ok := v3Types[name]; ok {
 		return t, nil

@@ -270,7 +270,10 @@ func newPipelineV3(codecs []Codec, dt DataType, fill []byte, shape []int) (*pipe
 		return nil, fmt.Errorf("%w: no array-to-bytes codec (bytes or sharding_indexed)", ErrInvalidMetadata)
 	}
 	if dt.Variable() {
-		return p, p.checkVar(shape)
+		if err := p.checkVar(shape); err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
 	if p.sharded() == nil { // a shard is read by inner chunk, each checked here
 		if err := checkChunkBytes(shape, dt.Size); err != nil {
@@ -395,7 +398,10 @@ func newPipelineV2(m *Metadata) (*pipeline, error) {
 		p.bb = append(p.bb, c)
 	}
 	if m.DataType.Variable() {
-		return p, p.checkVar(m.ChunkShape)
+		if err := p.checkVar(m.ChunkShape); err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
 	if err := checkChunkBytes(m.ChunkShape, m.DataType.Size); err != nil {
 		return nil, err

@@ -437,6 +437,9 @@ func varStringsToNpy(e *env, o *cpOptions, a *zarr.Array, src, dst string) error
 		}
 		fixed.Size, total = max(fixed.Size, n), total+len(s)
 	}
+	if fixed.Size > 1<<20 {
+		return fmt.Errorf("%s: its longest element takes %s as a fixed-length string, more than the 1 MiB a .npy element may (npy)", src, formatSize(int64(fixed.Size)))
+	}
 	size := int64(fixed.Size) * int64(len(ss))
 	if limit := max(64<<20, 8*int64(total)); size > limit {
 		return fmt.Errorf("%s: as fixed-length strings of its longest element (%s) the array would take %s, more than %s for %s of strings",

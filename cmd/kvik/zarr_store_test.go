@@ -468,4 +468,10 @@ func TestZarrVarStrings(t *testing.T) {
 		t.Fatal(err)
 	}
 	runKvik(t, nil, "cp", filepath.Join(src, "long"), filepath.Join(dir, "long.npy")).expect(t, exitFailure).oneLineError(t, "would take")
+	// An element past what a .npy element may hold.
+	many[7] = strings.Repeat("é", 300<<10)
+	if err := long.WriteStrings(context.Background(), []int{0}, []int{4096}, many); err != nil {
+		t.Fatal(err)
+	}
+	runKvik(t, nil, "cp", filepath.Join(src, "long"), filepath.Join(dir, "long.npy")).expect(t, exitFailure).oneLineError(t, "longest element takes")
 }
