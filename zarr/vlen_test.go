@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -868,5 +869,78 @@ func TestStringShardsLayout(t *testing.T) {
 	}
 	if _, err := b.ReadStrings(bg, []int{0}, []int{2}); !errors.Is(err, ErrCorruptChunk) {
 		t.Errorf("an index entry past the shard: %v, want ErrCorruptChunk", err)
+	}
+}
+
+// TestStringFixturesZarrPython3 reads what zarr-python 3 wrote (kept by
+// zarrs, testdata/README.md): 47,868 city names as a v3 "string" array
+// and as v2 "|O" with vlen-utf8, two of their 48 chunks present; and
+// three byte strings as v3 "variable_length_bytes". The known names sit
+// where the source CSV has them, both formats read alike, the missing
+// chunks read as the fill value, and kvik writing the same elements
+// stores the same chunks, byte for byte.
+func TestStringFixturesZarrPython3(t *testing.T) {
+	s, err := NewDirStore(filepath.Join("testdata", "zarrs-strings"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cities [][]string
+	for _, c := range []struct {
+		path   string
+		chunks []string
+	}{
+		{"cities_v3.zarr", []string{"c/0", "c/47"}},
+		{"cities_v2.zarr", []string{"0", "47"}},
+		{"v3_bytes.zarr", []string{"c/0"}},
+	} {
+		a, err := Open(bg, s, c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shape := a.Shape()
+		got, err := a.ReadStrings(bg, []int{0}, shape)
+		if err != nil {
+			t.Fatalf("%s: %v", c.path, err)
+		}
+		if c.path == "v3_bytes.zarr" {
+			if a.DataType().Kind != VarBytes || !slices.Equal(got, []string{"New York", "Los Angeles", "Chicago"}) {
+				t.Errorf("%s: %v %q", c.path, a.DataType(), got)
+			}
+		} else {
+			cities = append(cities, got)
+			for i, want := range map[int]string{0: "Tokyo", 1: "Jakarta", 2: "Delhi", 998: "Ōta-ku", 999: "Gaalkacyo", 1000: "", 46999: "", 47000: "Bogdanci", 47867: "Charlotte Amalie"} {
+				if len(got) != 47868 || got[i] != want {
+					t.Errorf("%s: %d elements, [%d] = %q, want %q", c.path, len(got), i, got[min(i, len(got)-1)], want)
+				}
+			}
+		}
+		// The same elements, written by kvik under the same metadata.
+		m := *a.Metadata()
+		b, err := Create(bg, out, c.path, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range c.chunks {
+			i, _ := strconv.Atoi(key[strings.LastIndexAny(key, "/")+1:])
+			lo, hi := i*m.ChunkShape[0], min((i+1)*m.ChunkShape[0], shape[0])
+			if err := b.WriteStrings(bg, []int{lo}, []int{hi}, got[lo:hi]); err != nil {
+				t.Fatal(err)
+			}
+			want, err := s.Get(bg, c.path+"/"+key, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mine, err := out.Get(bg, c.path+"/"+key, nil)
+			if err != nil || !bytes.Equal(mine, want) {
+				t.Errorf("%s/%s: kvik stored %d bytes (%v), zarr-python %d, not the same", c.path, key, len(mine), err, len(want))
+			}
+		}
+	}
+	if len(cities) != 2 || !slices.Equal(cities[0], cities[1]) {
+		t.Errorf("the v2 and v3 arrays read differently")
 	}
 }
