@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/adler32"
 	"hash/crc32"
 	"math/bits"
 )
@@ -298,12 +299,73 @@ func numElements(shape []int) int {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// crc32cCodec appends a little-endian CRC32C of the bytes.
-type crc32cCodec struct{}
+// checksumCodec keeps a little-endian 32-bit checksum of the bytes
+// beside them: v3's crc32c after them; numcodecs' crc32 and adler32
+// (zlib's) before them, or after with "location": "end"; numcodecs'
+// fletcher32 (HDF5's Fletcher-32) after them.
+type checksumCodec struct {
+	name string
+	sum  func([]byte) uint32
+	end  bool
+}
 
-func (crc32cCodec) encode(src, dst []byte) ([]byte, error) {
+// crc32cCodec is v3's crc32c codec (also a shard index's).
+var crc32cCodec = checksumCodec{name: "crc32c", sum: func(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }, end: true}
+
+// newChecksum builds numcodecs' crc32, adler32 or fletcher32 codec.
+func newChecksum(id string, cfg map[string]any) (bytesCodec, error) {
+	switch id {
+	case "fletcher32":
+		return checksumCodec{name: id, sum: fletcher32, end: true}, nil
+	}
+	c := checksumCodec{name: id, sum: crc32.ChecksumIEEE}
+	if id == "adler32" {
+		c.sum = adler32.Checksum
+	}
+	loc, err := cfgString(cfg, "location", "start")
+	if err != nil {
+		return nil, err
+	}
+	if loc != "start" && loc != "end" {
+		return nil, fmt.Errorf("%w: %s location %q", ErrInvalidMetadata, id, loc)
+	}
+	c.end = loc == "end"
+	return c, nil
+}
+
+func (c checksumCodec) encode(src, dst []byte) ([]byte, error) {
 	dst = outBuf(dst, len(src)+4)
-	return binary.LittleEndian.AppendUint32(append(dst, src...), crc32.Checksum(src, castagnoli)), nil
+	if c.end {
+		return binary.LittleEndian.AppendUint32(append(dst, src...), c.sum(src)), nil
+	}
+	return append(binary.LittleEndian.AppendUint32(dst, c.sum(src)), src...), nil
+}
+
+// fletcher32 is HDF5's Fletcher-32 of b (H5_checksum_fletcher32, which
+// numcodecs follows): sums of big-endian 16-bit words, folded every 360
+// words, a last odd byte the high byte of a word.
+func fletcher32(b []byte) uint32 {
+	var s1, s2 uint32
+	fold := func() {
+		s1 = s1&0xffff + s1>>16
+		s2 = s2&0xffff + s2>>16
+	}
+	for len(b) >= 2 {
+		n := min(len(b)/2, 360)
+		for i := 0; i < 2*n; i += 2 {
+			s1 += uint32(b[i])<<8 | uint32(b[i+1])
+			s2 += s1
+		}
+		b = b[2*n:]
+		fold()
+	}
+	if len(b) == 1 {
+		s1 += uint32(b[0]) << 8
+		s2 += s1
+		fold()
+	}
+	fold()
+	return s2<<16 | s1
 }
 
 // outBuf returns dst emptied, to encode into, or where it holds fewer
@@ -315,13 +377,16 @@ func outBuf(dst []byte, n int) []byte {
 	return dst[:0]
 }
 
-func (crc32cCodec) decode(src, _ []byte, _ int) ([]byte, error) {
+func (c checksumCodec) decode(src, _ []byte, _ int) ([]byte, error) {
 	if len(src) < 4 {
-		return nil, fmt.Errorf("%w: %d bytes is too short for a crc32c checksum", ErrCorruptChunk, len(src))
+		return nil, fmt.Errorf("%w: %d bytes is too short for a %s checksum", ErrCorruptChunk, len(src), c.name)
 	}
-	body := src[:len(src)-4]
-	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(src[len(src)-4:]); got != want {
-		return nil, fmt.Errorf("%w: crc32c %#08x, stored %#08x", ErrCorruptChunk, got, want)
+	body, stored := src[:len(src)-4], src[len(src)-4:]
+	if !c.end {
+		body, stored = src[4:], src[:4]
+	}
+	if got, want := c.sum(body), binary.LittleEndian.Uint32(stored); got != want {
+		return nil, fmt.Errorf("%w: %s %#08x, stored %#08x", ErrCorruptChunk, c.name, got, want)
 	}
 	return body, nil
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -452,8 +454,8 @@ func TestTypeFixturesZarrPython3(t *testing.T) {
 
 // rewriteFixture creates array name in out with a's metadata, writes
 // data (the whole array) there, and checks that every chunk it stored
-// is the fixture's: byte for byte where no compressor is in the chain,
-// else decoded (encoders differ in their bytes: libzstd's matched
+// is the fixture's: byte for byte where no compressor is in the chain
+// (checksums are none), else decoded (encoders differ in their bytes: libzstd's matched
 // zarr-python's here, klauspost's did not). zarr-python 3 leaves out
 // chunks all of the fill value (its write_empty_chunks=False), which
 // kvik stores: each of those must read as the fill value alone.
@@ -486,7 +488,7 @@ func rewriteFixture(t *testing.T, s, out *DirStore, name string, a *Array, data 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(a.pipe.bb) > 0 {
+		if slices.ContainsFunc(a.pipe.bb, func(c bytesCodec) bool { _, sum := c.(checksumCodec); return !sum }) {
 			n := numElements(a.meta.ChunkShape) * a.meta.DataType.Size
 			x, y := make([]byte, n), make([]byte, n)
 			if err := errors.Join(a.DecodeChunk(mine, x), a.DecodeChunk(theirs, y)); err != nil || !bytes.Equal(x, y) {
@@ -497,5 +499,172 @@ func rewriteFixture(t *testing.T, s, out *DirStore, name string, a *Array, data 
 		if !bytes.Equal(mine, theirs) {
 			t.Errorf("%s: kvik stored %d bytes, zarr-python %d: not the same", k, len(mine), len(theirs))
 		}
+	}
+}
+
+// TestChecksumFixtures reads the uint16 arange(10000) (100 x 100, chunks
+// 50 x 50) that zarr-python 3 stored under numcodecs' adler32 (checksum
+// first) and fletcher32 (HDF5's, last) compressors (kept by zarrs):
+// each value where it belongs; kvik writing the same values stores the
+// same chunks, byte for byte; a chunk with one byte changed fails with
+// ErrCorruptChunk.
+func TestChecksumFixtures(t *testing.T) {
+	s, err := NewDirStore(filepath.Join("testdata", "zarrs-types"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"adler32.zarr", "fletcher32.zarr"} {
+		a, err := Open(bg, s, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRegion(t, a, name, []int{0, 0}, []int{100, 100}, func(r, c int) []byte {
+			return binary.LittleEndian.AppendUint16(nil, uint16(r*100+c))
+		})
+		buf := make([]byte, 2*100*100)
+		if err := a.ReadRegion(bg, []int{0, 0}, []int{100, 100}, buf); err != nil {
+			t.Fatal(err)
+		}
+		rewriteFixture(t, s, out, name, a, buf)
+		chunk, err := s.Get(bg, name+"/1.0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range []int{0, 3, 4, len(chunk) / 2, len(chunk) - 5, len(chunk) - 1} {
+			bad := slices.Clone(chunk)
+			bad[at] ^= 0x10
+			if err := a.DecodeChunk(bad, make([]byte, 2*50*50)); !errors.Is(err, ErrCorruptChunk) {
+				t.Errorf("%s: byte %d of %d changed: %v, want ErrCorruptChunk", name, at, len(chunk), err)
+			}
+		}
+	}
+}
+
+// TestChecksumsZarrPython: zarr-python 2 with numcodecs' crc32 and
+// adler32 (as the compressor, and as a filter before zlib) writes random
+// int32 arrays that kvik reads, and reads back the arrays kvik writes
+// with the same codecs, element for element.
+func TestChecksumsZarrPython(t *testing.T) {
+	py := zarrPython(t)
+	dir := t.TempDir()
+	const script = `
+import sys, zarr, numcodecs, numpy as np
+mode, root = sys.argv[1], sys.argv[2]
+codecs = {"crc32": (None, numcodecs.CRC32()), "adler32": (None, numcodecs.Adler32()),
+          "adler32-zlib": ([numcodecs.Adler32()], numcodecs.Zlib(level=3)), "crc32-zlib": ([numcodecs.CRC32()], numcodecs.Zlib(level=1))}
+for name, (filters, comp) in codecs.items():
+    path = root + "/" + name
+    if mode == "write":
+        z = zarr.open(path, mode="w", shape=(37, 23), chunks=(10, 8), dtype="<i4", compressor=comp, filters=filters)
+        z[:] = np.random.default_rng(len(name)).integers(-2**31, 2**31, size=(37, 23), dtype="<i4")
+        np.save(path + ".npy", z[:])
+    else:
+        z = zarr.open(path, mode="r")
+        if (z.compressor is None) != (comp is None) or not (z[:] == np.load(path + ".npy")).all():
+            raise SystemExit("%s: zarr-python reads otherwise" % name)
+print("ok")
+`
+	run := func(mode, root string) {
+		t.Helper()
+		if out, err := exec.Command(py, "-c", script, mode, root).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", mode, err, out)
+		}
+	}
+	run("write", filepath.Join(dir, "py"))
+	ps, err := NewDirStore(filepath.Join(dir, "py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := NewDirStore(filepath.Join(dir, "kvik"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"crc32", "adler32", "adler32-zlib", "crc32-zlib"} {
+		a, err := Open(bg, ps, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := mustRead(t, filepath.Join(dir, "py", name+".npy"))
+		want = want[len(want)-37*23*4:] // the .npy's data, after its header
+		got := make([]byte, len(want))
+		if err := a.ReadRegion(bg, []int{0, 0}, []int{37, 23}, got); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: kvik reads otherwise than zarr-python wrote (%v)", name, err)
+		}
+		m := *a.Metadata()
+		b, err := Create(bg, ks, name, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.WriteRegion(bg, []int{0, 0}, []int{37, 23}, got); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "kvik", name+".npy"), mustRead(t, filepath.Join(dir, "py", name+".npy")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("read", filepath.Join(dir, "kvik"))
+}
+
+// TestChecksumCodecs round-trips random bytes of random lengths (odd
+// ones for Fletcher-32's last byte) through each checksum codec, its
+// checksum first or last as configured, and fails every changed byte,
+// a cut chunk and a bad location; v3 takes numcodecs' checksums only by
+// their numcodecs. names.
+func TestChecksumCodecs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, c := range []struct {
+		name string
+		cfg  map[string]any
+		end  bool
+	}{
+		{"crc32", nil, false}, {"crc32", map[string]any{"location": "end"}, true},
+		{"adler32", map[string]any{"location": "start"}, false}, {"adler32", map[string]any{"location": "end"}, true},
+		{"fletcher32", nil, true},
+	} {
+		codec, err := newBytesCodec(Codec{Name: c.name, Configuration: c.cfg}, DataType{Kind: Uint, Size: 1}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			src := make([]byte, rng.IntN(3000))
+			for i := range src {
+				src[i] = byte(rng.Uint32())
+			}
+			enc, err := codec.encode(src, nil)
+			if err != nil || len(enc) != len(src)+4 {
+				t.Fatalf("%s: %d bytes encoded to %d, %v", c.name, len(src), len(enc), err)
+			}
+			payload := enc[4:]
+			if c.end {
+				payload = enc[:len(src)]
+			}
+			if !bytes.Equal(payload, src) {
+				t.Fatalf("%s %v: the bytes are not where the location says", c.name, c.cfg)
+			}
+			if dec, err := codec.decode(enc, nil, len(src)); err != nil || !bytes.Equal(dec, src) {
+				t.Fatalf("%s: %d bytes decoded to %d, %v", c.name, len(src), len(dec), err)
+			}
+			bad := slices.Clone(enc)
+			bad[rng.IntN(len(bad))] ^= byte(1 + rng.IntN(255))
+			if _, err := codec.decode(bad, nil, len(src)); !errors.Is(err, ErrCorruptChunk) {
+				t.Fatalf("%s: a changed byte: %v", c.name, err)
+			}
+		}
+		if _, err := codec.decode([]byte{1, 2, 3}, nil, 10); !errors.Is(err, ErrCorruptChunk) {
+			t.Errorf("%s: 3 bytes: %v", c.name, err)
+		}
+		if _, err := newBytesCodec(Codec{Name: c.name}, DataType{Kind: Uint, Size: 1}, true); !errors.Is(err, ErrUnsupportedCodec) {
+			t.Errorf("v3 %s: %v, want ErrUnsupportedCodec", c.name, err)
+		}
+		if _, err := newBytesCodec(Codec{Name: "numcodecs." + c.name, Configuration: c.cfg}, DataType{Kind: Uint, Size: 1}, true); err != nil {
+			t.Errorf("v3 numcodecs.%s: %v", c.name, err)
+		}
+	}
+	if _, err := newBytesCodec(Codec{Name: "crc32", Configuration: map[string]any{"location": "middle"}}, DataType{Kind: Uint, Size: 1}, false); !errors.Is(err, ErrInvalidMetadata) {
+		t.Errorf("location middle: %v", err)
 	}
 }

@@ -165,7 +165,7 @@ func (s *shardingCodec) indexSize() int64 {
 func parseShardIndex(b []byte, n int, crc bool, shardSize int64) ([][2]uint64, error) {
 	if crc {
 		var err error
-		if b, err = (crc32cCodec{}).decode(b, nil, 0); err != nil {
+		if b, err = crc32cCodec.decode(b, nil, 0); err != nil {
 			return nil, fmt.Errorf("shard index: %w", err)
 		}
 	}
@@ -353,7 +353,7 @@ func (s *shardingCodec) assemble(enc [][]byte, dst []byte) []byte {
 		binary.LittleEndian.PutUint64(idx[16*i+8:], size)
 	}
 	if s.indexCRC {
-		idx, _ = crc32cCodec{}.encode(idx, nil)
+		idx, _ = crc32cCodec.encode(idx, nil)
 	}
 	out := outBuf(dst, int(off-base)+len(idx))
 	if s.indexStart {
