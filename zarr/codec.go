@@ -341,6 +341,51 @@ func (c checksumCodec) encode(src, dst []byte) ([]byte, error) {
 	return append(binary.LittleEndian.AppendUint32(dst, c.sum(src)), src...), nil
 }
 
+// shuffleCodec is numcodecs' Shuffle filter (v2 "shuffle", v3
+// "numcodecs.shuffle"), netCDF-4/HDF5's shuffle: the bytes of elements
+// of size bytes transposed, byte 0 of every element first (as Blosc's
+// byte shuffle does within a block). size 1 or less leaves the bytes.
+type shuffleCodec struct{ size int }
+
+// newShuffle builds a shuffle of elementsize bytes (default 4, as
+// numcodecs'; at most maxStringSize).
+func newShuffle(cfg map[string]any) (bytesCodec, error) {
+	n, err := cfgNumber(cfg, "elementsize", 4)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxStringSize {
+		return nil, fmt.Errorf("%w: shuffle elementsize %d", ErrInvalidMetadata, n)
+	}
+	return shuffleCodec{size: n}, nil
+}
+
+func (c shuffleCodec) encode(src, dst []byte) ([]byte, error) {
+	if c.size > 1 && len(src)%c.size != 0 {
+		return nil, fmt.Errorf("%w: shuffle of %d bytes in elements of %d", ErrInvalidMetadata, len(src), c.size)
+	}
+	out := outBuf(dst, len(src))[:len(src)]
+	if c.size <= 1 {
+		copy(out, src)
+		return out, nil
+	}
+	shuffle(out, src, c.size)
+	return out, nil
+}
+
+func (c shuffleCodec) decode(src, dst []byte, limit int) ([]byte, error) {
+	if len(src) > limit || c.size > 1 && len(src)%c.size != 0 {
+		return nil, fmt.Errorf("%w: %d shuffled bytes in elements of %d (at most %d)", ErrCorruptChunk, len(src), c.size, limit)
+	}
+	out := outBuf(dst, len(src))[:len(src)]
+	if c.size <= 1 {
+		copy(out, src)
+		return out, nil
+	}
+	unshuffle(out, src, c.size)
+	return out, nil
+}
+
 // fletcher32 is HDF5's Fletcher-32 of b (H5_checksum_fletcher32, which
 // numcodecs follows): sums of big-endian 16-bit words, folded every 360
 // words, a last odd byte the high byte of a word.

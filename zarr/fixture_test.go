@@ -545,9 +545,10 @@ func TestChecksumFixtures(t *testing.T) {
 }
 
 // TestChecksumsZarrPython: zarr-python 2 with numcodecs' crc32 and
-// adler32 (as the compressor, and as a filter before zlib) writes random
-// int32 arrays that kvik reads, and reads back the arrays kvik writes
-// with the same codecs, element for element.
+// adler32 (as the compressor, and as a filter before zlib) and shuffle
+// (of 4- and 2-byte elements, a filter before zlib or crc32) writes
+// random int32 arrays that kvik reads, and reads back the arrays kvik
+// writes with the same codecs, element for element.
 func TestChecksumsZarrPython(t *testing.T) {
 	py := zarrPython(t)
 	dir := t.TempDir()
@@ -555,7 +556,8 @@ func TestChecksumsZarrPython(t *testing.T) {
 import sys, zarr, numcodecs, numpy as np
 mode, root = sys.argv[1], sys.argv[2]
 codecs = {"crc32": (None, numcodecs.CRC32()), "adler32": (None, numcodecs.Adler32()),
-          "adler32-zlib": ([numcodecs.Adler32()], numcodecs.Zlib(level=3)), "crc32-zlib": ([numcodecs.CRC32()], numcodecs.Zlib(level=1))}
+          "adler32-zlib": ([numcodecs.Adler32()], numcodecs.Zlib(level=3)), "crc32-zlib": ([numcodecs.CRC32()], numcodecs.Zlib(level=1)),
+          "shuffle-zlib": ([numcodecs.Shuffle(elementsize=4)], numcodecs.Zlib(level=5)), "shuffle2-crc32": ([numcodecs.Shuffle(elementsize=2)], numcodecs.CRC32())}
 for name, (filters, comp) in codecs.items():
     path = root + "/" + name
     if mode == "write":
@@ -583,7 +585,7 @@ print("ok")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"crc32", "adler32", "adler32-zlib", "crc32-zlib"} {
+	for _, name := range []string{"crc32", "adler32", "adler32-zlib", "crc32-zlib", "shuffle-zlib", "shuffle2-crc32"} {
 		a, err := Open(bg, ps, name)
 		if err != nil {
 			t.Fatal(err)

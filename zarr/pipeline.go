@@ -307,7 +307,7 @@ func (p *pipeline) setAB(c arrayBytesCodec) error {
 
 // v2Names are numcodecs' ids that v3 knows only as "numcodecs.<id>"
 // (or, for delta, not at all).
-var v2Names = map[string]bool{"zlib": true, "bz2": true, "lz4": true, "delta": true, "crc32": true, "adler32": true, "fletcher32": true}
+var v2Names = map[string]bool{"zlib": true, "bz2": true, "lz4": true, "delta": true, "crc32": true, "adler32": true, "fletcher32": true, "shuffle": true}
 
 // newBytesCodec builds a bytes-to-bytes codec, v3 or v2 (a compressor or
 // filter).
@@ -357,6 +357,8 @@ func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
 		return newBlosc(cfg, dt.Size, v3)
 	case "crc32c":
 		return crc32cCodec, nil
+	case "shuffle", "numcodecs.shuffle":
+		return newShuffle(cfg)
 	case "crc32", "adler32", "fletcher32", "numcodecs.crc32", "numcodecs.adler32", "numcodecs.fletcher32":
 		return newChecksum(strings.TrimPrefix(c.Name, "numcodecs."), cfg)
 	case "delta":
