@@ -670,3 +670,133 @@ func TestChecksumCodecs(t *testing.T) {
 		t.Errorf("location middle: %v", err)
 	}
 }
+
+// TestLossyFiltersZarrPython: zarr-python 2 stores float arrays through
+// numcodecs' FixedScaleOffset (to uint16 and int16), Quantize and
+// BitRound, no compressor after them;
+// kvik reads every element as zarr-python reads it, and, given the same
+// original values, stores the same chunks byte for byte: its rounding is
+// NumPy's.
+func TestLossyFiltersZarrPython(t *testing.T) {
+	py := zarrPython(t)
+	dir := t.TempDir()
+	const script = `
+import sys, zarr, numcodecs, numpy as np
+root = sys.argv[1]
+rng = np.random.default_rng(7)
+arrays = {
+    "fso-u2": ("<f8", [numcodecs.FixedScaleOffset(offset=1000, scale=10, dtype="<f8", astype="<u2")], 1000 + rng.random((41, 17)) * 6000),
+    "fso-i2": ("<f4", [numcodecs.FixedScaleOffset(offset=-3.5, scale=100, dtype="<f4", astype="<i2")], (rng.random((41, 17)) * 600 - 300).astype("<f4")),
+    "quantize-f8": ("<f8", [numcodecs.Quantize(digits=3, dtype="<f8")], rng.normal(size=(41, 17)) * 50),
+    "quantize-f4": ("<f4", [numcodecs.Quantize(digits=1, dtype="<f4")], (rng.normal(size=(41, 17)) * 5).astype("<f4")),
+    "bitround-f4": ("<f4", [numcodecs.BitRound(keepbits=7)], (rng.normal(size=(41, 17)) * 1e3).astype("<f4")),
+    "bitround-f8": ("<f8", [numcodecs.BitRound(keepbits=20)], rng.normal(size=(41, 17)) * 1e-3),
+}
+for name, (dtype, filters, data) in arrays.items():
+    z = zarr.open(root + "/" + name, mode="w", shape=data.shape, chunks=(10, 8), dtype=dtype, compressor=None, filters=filters)
+    z[:] = data
+    np.save(root + "/" + name + ".orig.npy", data.astype(dtype.replace(">", "<")))
+    np.save(root + "/" + name + ".read.npy", z[:].astype(dtype.replace(">", "<")))
+`
+	if out, err := exec.Command(py, "-c", script, dir).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	s, err := NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fso-u2", "fso-i2", "quantize-f8", "quantize-f4", "bitround-f4", "bitround-f8"} {
+		a, err := Open(bg, s, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 41 * 17 * a.DataType().Size
+		tail := func(path string) []byte { b := mustRead(t, path); return b[len(b)-n:] }
+		want, orig := tail(filepath.Join(dir, name+".read.npy")), tail(filepath.Join(dir, name+".orig.npy"))
+		got := make([]byte, n)
+		if err := a.ReadRegion(bg, []int{0, 0}, []int{41, 17}, got); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: kvik reads otherwise than zarr-python (%v)", name, err)
+		}
+		if bytes.Equal(orig, want) {
+			t.Errorf("%s: the filter changed nothing: a test that cannot fail", name)
+		}
+		b, err := Create(bg, out, name, *a.Metadata())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.WriteRegion(bg, []int{0, 0}, []int{41, 17}, orig); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		keys, _ := s.List(bg, name+"/")
+		for _, k := range keys {
+			if strings.Contains(k, ".z") {
+				continue
+			}
+			mine, err := out.Get(bg, k, nil)
+			if theirs := mustRead(t, filepath.Join(dir, k)); err != nil || !bytes.Equal(mine, theirs) {
+				t.Errorf("%s: kvik stored %d bytes (%v), zarr-python %d: not the same", k, len(mine), err, len(theirs))
+				break
+			}
+		}
+	}
+	// A value a FixedScaleOffset's stored type cannot hold fails the
+	// write, where NumPy would wrap it.
+	a, err := Open(bg, s, "fso-u2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Create(bg, out, "wrap", *a.Metadata())
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := binary.LittleEndian.AppendUint64(nil, math.Float64bits(1000+7000)) // 70000 > 65535
+	if err := b.WriteRegion(bg, []int{0, 0}, []int{1, 1}, big); !errors.Is(err, ErrInvalidRegion) {
+		t.Errorf("a value past uint16: %v, want ErrInvalidRegion", err)
+	}
+}
+
+// TestLossyFiltersRefuse: configurations numcodecs would not run (a zero
+// scale, a quantize of integers, bitround keeping more bits than the
+// float has, a type that is no number), their v3 names (numcodecs' v3
+// forms are array-to-array codecs), and a stored value the array's type
+// cannot hold.
+func TestLossyFiltersRefuse(t *testing.T) {
+	f8 := DataType{Kind: Float, Size: 8}
+	for _, c := range []struct {
+		codec Codec
+		dt    DataType
+		want  error
+	}{
+		{Codec{Name: "fixedscaleoffset", Configuration: map[string]any{"scale": 0.0, "offset": 1.0, "dtype": "<f8", "astype": "<u1"}}, f8, ErrInvalidMetadata},
+		{Codec{Name: "fixedscaleoffset", Configuration: map[string]any{"scale": "x", "dtype": "<f8"}}, f8, ErrInvalidMetadata},
+		{Codec{Name: "fixedscaleoffset", Configuration: map[string]any{"scale": 2.0, "dtype": "<M8[s]"}}, f8, ErrUnsupportedCodec},
+		{Codec{Name: "fixedscaleoffset", Configuration: map[string]any{"scale": 2.0, "dtype": "<q9"}}, f8, ErrUnsupportedDataType},
+		{Codec{Name: "quantize", Configuration: map[string]any{"digits": 2.0, "dtype": "<i4"}}, f8, ErrInvalidMetadata},
+		{Codec{Name: "bitround", Configuration: map[string]any{"keepbits": 53.0}}, f8, ErrInvalidMetadata},
+		{Codec{Name: "bitround", Configuration: map[string]any{"keepbits": 3.0}}, DataType{Kind: Int, Size: 4}, ErrInvalidMetadata},
+	} {
+		if _, err := newBytesCodec(c.codec, c.dt, false); !errors.Is(err, c.want) {
+			t.Errorf("%v: %v, want %v", c.codec, err, c.want)
+		}
+	}
+	for _, name := range []string{"fixedscaleoffset", "quantize", "bitround", "numcodecs.fixedscaleoffset", "numcodecs.quantize", "numcodecs.bitround"} {
+		if _, err := newBytesCodec(Codec{Name: name, Configuration: map[string]any{"keepbits": 3.0, "digits": 2.0, "dtype": "<f8"}}, f8, true); !errors.Is(err, ErrUnsupportedCodec) {
+			t.Errorf("v3 %s: %v, want ErrUnsupportedCodec", name, err)
+		}
+	}
+	// int16 stored, read back as int8: 300 does not fit.
+	c, err := newBytesCodec(Codec{Name: "fixedscaleoffset", Configuration: map[string]any{"scale": 1.0, "offset": 0.0, "dtype": "|i1", "astype": "<i2"}}, DataType{Kind: Int, Size: 1}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.decode(binary.LittleEndian.AppendUint16(nil, 300), nil, 10); !errors.Is(err, ErrCorruptChunk) {
+		t.Errorf("a stored 300 into int8: %v, want ErrCorruptChunk", err)
+	}
+	if got, err := c.decode(binary.LittleEndian.AppendUint16(nil, uint16(0xffff&-7)), nil, 10); err != nil || len(got) != 1 || int8(got[0]) != -7 {
+		t.Errorf("a stored -7: %v, %v", got, err)
+	}
+}

@@ -306,8 +306,10 @@ func (p *pipeline) setAB(c arrayBytesCodec) error {
 }
 
 // v2Names are numcodecs' ids that v3 knows only as "numcodecs.<id>"
-// (or, for delta, not at all).
-var v2Names = map[string]bool{"zlib": true, "bz2": true, "lz4": true, "delta": true, "crc32": true, "adler32": true, "fletcher32": true, "shuffle": true}
+// (or, for delta and the lossy filters, array-to-array codecs of
+// numcodecs' own, not at all).
+var v2Names = map[string]bool{"zlib": true, "bz2": true, "lz4": true, "delta": true, "crc32": true, "adler32": true, "fletcher32": true, "shuffle": true,
+	"fixedscaleoffset": true, "quantize": true, "bitround": true}
 
 // newBytesCodec builds a bytes-to-bytes codec, v3 or v2 (a compressor or
 // filter).
@@ -359,6 +361,12 @@ func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
 		return crc32cCodec, nil
 	case "shuffle", "numcodecs.shuffle":
 		return newShuffle(cfg)
+	case "fixedscaleoffset":
+		return newFixedScaleOffset(cfg)
+	case "quantize":
+		return newQuantize(cfg)
+	case "bitround":
+		return newBitRound(cfg, dt)
 	case "crc32", "adler32", "fletcher32", "numcodecs.crc32", "numcodecs.adler32", "numcodecs.fletcher32":
 		return newChecksum(strings.TrimPrefix(c.Name, "numcodecs."), cfg)
 	case "delta":
@@ -393,6 +401,18 @@ func newPipelineV2(m *Metadata) (*pipeline, error) {
 		if err != nil {
 			return nil, fmt.Errorf("filter: %w", err)
 		}
+		switch f := c.(type) {
+		case bitRoundCodec:
+			if m.BigEndian { // numcodecs' BitRound takes only native floats (KeyError '>f8')
+				return nil, fmt.Errorf("filter: %w: bitround of big-endian %v", ErrUnsupportedCodec, m.DataType)
+			}
+		case fixedScaleOffsetCodec:
+			f.fill = storedFill(m)
+			c = f
+		case quantizeCodec:
+			f.fill = storedFill(m)
+			c = f
+		}
 		p.bb = append(p.bb, c)
 	}
 	if m.Compressor != nil {
@@ -412,6 +432,16 @@ func newPipelineV2(m *Metadata) (*pipeline, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// storedFill returns m's fill value as a v2 filter sees it: one element
+// in the array's stored byte order.
+func storedFill(m *Metadata) []byte {
+	b := append([]byte(nil), m.fill...)
+	if m.BigEndian {
+		swapInto(b, m.fill, m.DataType.swapUnit())
+	}
+	return b
 }
 
 // checkVar checks the chain of an array of variable-length elements in
