@@ -369,14 +369,7 @@ var _ = json.Marshal
 // fixed_length_utf32 (v3) and <U4, >U4 (v2) holding "abc", "🎉", "hi",
 // "te", "". Each array written again by kvik stores the same chunks.
 func TestTypeFixturesZarrPython3(t *testing.T) {
-	s, err := NewDirStore(filepath.Join("testdata", "zarrs-types"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := NewDirStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, out := fixtureStores(t, "zarrs-types")
 	const nat = math.MinInt64
 	dates := []time.Time{time.Unix(0, 0).UTC(), {}, time.Date(2005, 2, 3, 0, 0, 0, 0, time.UTC),
 		time.Date(2005, 2, 3, 4, 5, 0, 0, time.UTC), time.Date(2005, 2, 3, 4, 5, 6, 0, time.UTC), {}}
@@ -452,6 +445,20 @@ func TestTypeFixturesZarrPython3(t *testing.T) {
 	}
 }
 
+// fixtureStores opens testdata/dir and a new store in a temporary
+// directory, for a fixture's arrays written again.
+func fixtureStores(t *testing.T, dir string) (fixtures, out *DirStore) {
+	t.Helper()
+	fixtures, err := NewDirStore(filepath.Join("testdata", dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err = NewDirStore(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	return fixtures, out
+}
+
 // rewriteFixture creates array name in out with a's metadata, writes
 // data (the whole array) there, and checks that every chunk it stored
 // is the fixture's: byte for byte where no compressor is in the chain
@@ -509,14 +516,7 @@ func rewriteFixture(t *testing.T, s, out *DirStore, name string, a *Array, data 
 // same chunks, byte for byte; a chunk with one byte changed fails with
 // ErrCorruptChunk.
 func TestChecksumFixtures(t *testing.T) {
-	s, err := NewDirStore(filepath.Join("testdata", "zarrs-types"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := NewDirStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, out := fixtureStores(t, "zarrs-types")
 	for _, name := range []string{"adler32.zarr", "fletcher32.zarr"} {
 		a, err := Open(bg, s, name)
 		if err != nil {

@@ -883,14 +883,7 @@ func TestStringShardsLayout(t *testing.T) {
 // chunks read as the fill value, and kvik writing the same elements
 // stores the same chunks, byte for byte.
 func TestStringFixturesZarrPython3(t *testing.T) {
-	s, err := NewDirStore(filepath.Join("testdata", "zarrs-strings"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := NewDirStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, out := fixtureStores(t, "zarrs-strings")
 	var cities [][]string
 	for _, c := range []struct {
 		path   string
