@@ -6,10 +6,11 @@ import (
 	"math"
 )
 
-// Lossy numcodecs filters that pack floats for the compressor after
-// them: FixedScaleOffset, Quantize, BitRound (v2 filters fixedscaleoffset,
-// quantize, bitround; numcodecs' v3 forms of them are array-to-array
-// codecs, which this package does not read). Each encodes as NumPy
+// numcodecs filters that pack elements for the compressor after them:
+// the lossy FixedScaleOffset, Quantize, BitRound, and AsType, PackBits
+// (v2 filters fixedscaleoffset, quantize, bitround, astype, packbits;
+// numcodecs' v3 forms of them are array-to-array codecs, which this
+// package does not read). Each encodes as NumPy
 // computes it (arithmetic in the dtype's float width, np.around's
 // rounding half to even), so kvik's chunks are numcodecs' byte for byte;
 // where NumPy would wrap a value that does not fit the stored type,
@@ -273,4 +274,110 @@ func (c bitRoundCodec) decode(src, _ []byte, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: bitround output exceeds %d bytes", ErrCorruptChunk, limit)
 	}
 	return src, nil
+}
+
+// asTypeCodec is numcodecs' AsType filter: elements of decode_dtype (the
+// array's) stored as encode_dtype, converted both ways as NumPy's astype
+// converts (a float to an integer truncated; a value the other type
+// cannot hold fails, but the padding's fill value, as for
+// fixedScaleOffsetCodec).
+type asTypeCodec struct {
+	enc, dec numType
+	fill     []byte // the array's fill value, as the filter sees it
+}
+
+func newAsType(cfg map[string]any) (bytesCodec, error) {
+	c := asTypeCodec{}
+	var err error
+	if c.dec, err = cfgNumType(cfg, "decode_dtype", ""); err != nil {
+		return nil, err
+	}
+	if c.enc, err = cfgNumType(cfg, "encode_dtype", ""); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c asTypeCodec) encode(src, _ []byte) ([]byte, error) {
+	if c.dec.Kind != Float && c.enc.Kind != Float {
+		return convertInts(src, c.dec, c.enc, c.fill, ErrInvalidRegion)
+	}
+	return convert(src, c.dec, c.enc, c.enc.arith, c.fill, ErrInvalidRegion)
+}
+
+func (c asTypeCodec) decode(src, _ []byte, limit int) ([]byte, error) {
+	if len(src)/c.enc.Size*c.dec.Size > limit {
+		return nil, fmt.Errorf("%w: astype output exceeds %d bytes", ErrCorruptChunk, limit)
+	}
+	if c.dec.Kind != Float && c.enc.Kind != Float {
+		return convertInts(src, c.enc, c.dec, nil, ErrCorruptChunk)
+	}
+	return convert(src, c.enc, c.dec, c.dec.arith, nil, ErrCorruptChunk)
+}
+
+// convertInts is convert between integer types, exact past 2^53: a
+// value to cannot hold fails, but one whose bytes are fill, which keeps
+// its low bytes as NumPy's cast does.
+func convertInts(src []byte, from, to numType, fill []byte, err error) ([]byte, error) {
+	if len(src)%from.Size != 0 {
+		return nil, fmt.Errorf("%w: %d bytes are no whole number of %d-byte elements", err, len(src), from.Size)
+	}
+	n := len(src) / from.Size
+	out := make([]byte, n*to.Size)
+	for i := range n {
+		e := src[i*from.Size:][:from.Size]
+		u := loadUint(e, from.big)
+		maxU := uint64(math.MaxUint64) >> (64 - 8*to.Size)
+		maxI := int64(math.MaxInt64) >> (64 - 8*to.Size)
+		var fits bool
+		switch v := int64(signExtend(u, from.Size)); {
+		case from.Kind == Int && to.Kind == Int:
+			fits = v >= -maxI-1 && v <= maxI
+		case from.Kind == Int:
+			fits = v >= 0 && uint64(v) <= maxU
+		case to.Kind == Int:
+			fits = u <= uint64(maxI)
+		default:
+			fits = u <= maxU
+		}
+		if from.Kind == Int {
+			u = signExtend(u, from.Size)
+		}
+		if !fits && (fill == nil || string(e) != string(fill)) {
+			return nil, fmt.Errorf("%w: element %d does not fit %s", err, i, to.NumPy())
+		}
+		storeUint(out[i*to.Size:][:to.Size], u, to.big)
+	}
+	return out, nil
+}
+
+// packBitsCodec is numcodecs' PackBits filter of bools: the count of
+// padding bits of the last byte, then eight elements a byte, the first
+// the highest bit (np.packbits).
+type packBitsCodec struct{}
+
+func (packBitsCodec) encode(src, _ []byte) ([]byte, error) {
+	out := make([]byte, 1+(len(src)+7)/8)
+	out[0] = byte((8 - len(src)%8) % 8)
+	for i, b := range src {
+		if b != 0 {
+			out[1+i/8] |= 0x80 >> (i % 8)
+		}
+	}
+	return out, nil
+}
+
+func (packBitsCodec) decode(src, _ []byte, limit int) ([]byte, error) {
+	if len(src) == 0 || src[0] > 7 || len(src) == 1 && src[0] != 0 {
+		return nil, fmt.Errorf("%w: packbits of %d bytes", ErrCorruptChunk, len(src))
+	}
+	n := 8*(len(src)-1) - int(src[0])
+	if n > limit {
+		return nil, fmt.Errorf("%w: packbits output of %d bytes exceeds %d", ErrCorruptChunk, n, limit)
+	}
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = src[1+i/8] >> (7 - i%8) & 1
+	}
+	return out, nil
 }

@@ -778,6 +778,8 @@ func TestLossyFiltersRefuse(t *testing.T) {
 		{Codec{Name: "quantize", Configuration: map[string]any{"digits": 2.0, "dtype": "<i4"}}, f8, ErrInvalidMetadata},
 		{Codec{Name: "bitround", Configuration: map[string]any{"keepbits": 53.0}}, f8, ErrInvalidMetadata},
 		{Codec{Name: "bitround", Configuration: map[string]any{"keepbits": 3.0}}, DataType{Kind: Int, Size: 4}, ErrInvalidMetadata},
+		{Codec{Name: "packbits"}, DataType{Kind: Uint, Size: 1}, ErrInvalidMetadata},
+		{Codec{Name: "astype", Configuration: map[string]any{"encode_dtype": "<f4"}}, f8, ErrUnsupportedDataType},
 	} {
 		if _, err := newBytesCodec(c.codec, c.dt, false); !errors.Is(err, c.want) {
 			t.Errorf("%v: %v, want %v", c.codec, err, c.want)
@@ -787,6 +789,14 @@ func TestLossyFiltersRefuse(t *testing.T) {
 		if _, err := newBytesCodec(Codec{Name: name, Configuration: map[string]any{"keepbits": 3.0, "digits": 2.0, "dtype": "<f8"}}, f8, true); !errors.Is(err, ErrUnsupportedCodec) {
 			t.Errorf("v3 %s: %v, want ErrUnsupportedCodec", name, err)
 		}
+	}
+	for _, b := range [][]byte{{}, {8, 0xff}, {3}} {
+		if _, err := (packBitsCodec{}).decode(b, nil, 100); !errors.Is(err, ErrCorruptChunk) {
+			t.Errorf("packbits %x: %v, want ErrCorruptChunk", b, err)
+		}
+	}
+	if _, err := (packBitsCodec{}).decode([]byte{0, 1, 2, 3}, nil, 16); !errors.Is(err, ErrCorruptChunk) {
+		t.Errorf("packbits past the limit: %v, want ErrCorruptChunk", err)
 	}
 	// int16 stored, read back as int8: 300 does not fit.
 	c, err := newBytesCodec(Codec{Name: "fixedscaleoffset", Configuration: map[string]any{"scale": 1.0, "offset": 0.0, "dtype": "|i1", "astype": "<i2"}}, DataType{Kind: Int, Size: 1}, false)
@@ -798,5 +808,79 @@ func TestLossyFiltersRefuse(t *testing.T) {
 	}
 	if got, err := c.decode(binary.LittleEndian.AppendUint16(nil, uint16(0xffff&-7)), nil, 10); err != nil || len(got) != 1 || int8(got[0]) != -7 {
 		t.Errorf("a stored -7: %v, %v", got, err)
+	}
+}
+
+// TestPackingFiltersZarrPython: zarr-python 2 stores arrays through
+// numcodecs' AsType (float64 as float32, int64 as int16, uint8 as
+// float32) and PackBits (bools); kvik reads them as zarr-python does and
+// writes the same values to the same chunks, byte for byte. An int64
+// that int16 cannot hold fails the write.
+func TestPackingFiltersZarrPython(t *testing.T) {
+	py := zarrPython(t)
+	dir := t.TempDir()
+	const script = `
+import sys, zarr, numcodecs, numpy as np
+root = sys.argv[1]
+rng = np.random.default_rng(9)
+arrays = {
+    "astype-f4": ("<f8", [numcodecs.AsType(encode_dtype="<f4", decode_dtype="<f8")], rng.normal(size=(29, 13)) * 1e5),
+    "astype-i2": ("<i8", [numcodecs.AsType(encode_dtype="<i2", decode_dtype="<i8")], rng.integers(-30000, 30000, size=(29, 13))),
+    "astype-u1f4": ("|u1", [numcodecs.AsType(encode_dtype="<f4", decode_dtype="|u1")], rng.integers(0, 256, size=(29, 13)).astype("u1")),
+    "packbits": ("|b1", [numcodecs.PackBits()], rng.random((29, 13)) < 0.3),
+}
+for name, (dtype, filters, data) in arrays.items():
+    z = zarr.open(root + "/" + name, mode="w", shape=data.shape, chunks=(10, 6), dtype=dtype, compressor=None, filters=filters)
+    z[:] = data
+    np.save(root + "/" + name + ".orig.npy", data)
+    np.save(root + "/" + name + ".read.npy", z[:])
+`
+	if out, err := exec.Command(py, "-c", script, dir).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	s, err := NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"astype-f4", "astype-i2", "astype-u1f4", "packbits"} {
+		a, err := Open(bg, s, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 29 * 13 * a.DataType().Size
+		tail := func(path string) []byte { b := mustRead(t, path); return b[len(b)-n:] }
+		want, orig := tail(filepath.Join(dir, name+".read.npy")), tail(filepath.Join(dir, name+".orig.npy"))
+		got := make([]byte, n)
+		if err := a.ReadRegion(bg, []int{0, 0}, []int{29, 13}, got); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: kvik reads otherwise than zarr-python (%v)", name, err)
+		}
+		b, err := Create(bg, out, name, *a.Metadata())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.WriteRegion(bg, []int{0, 0}, []int{29, 13}, orig); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		keys, _ := s.List(bg, name+"/")
+		for _, k := range keys {
+			if strings.Contains(k, ".z") {
+				continue
+			}
+			if mine, err := out.Get(bg, k, nil); err != nil || !bytes.Equal(mine, mustRead(t, filepath.Join(dir, k))) {
+				t.Errorf("%s: kvik stored other bytes than zarr-python (%v)", k, err)
+				break
+			}
+		}
+	}
+	a, err := Open(bg, out, "astype-i2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteRegion(bg, []int{0, 0}, []int{1, 1}, binary.LittleEndian.AppendUint64(nil, 40000)); !errors.Is(err, ErrInvalidRegion) {
+		t.Errorf("40000 as int16: %v, want ErrInvalidRegion", err)
 	}
 }

@@ -309,7 +309,7 @@ func (p *pipeline) setAB(c arrayBytesCodec) error {
 // (or, for delta and the lossy filters, array-to-array codecs of
 // numcodecs' own, not at all).
 var v2Names = map[string]bool{"zlib": true, "bz2": true, "lz4": true, "delta": true, "crc32": true, "adler32": true, "fletcher32": true, "shuffle": true,
-	"fixedscaleoffset": true, "quantize": true, "bitround": true}
+	"fixedscaleoffset": true, "quantize": true, "bitround": true, "astype": true, "packbits": true}
 
 // newBytesCodec builds a bytes-to-bytes codec, v3 or v2 (a compressor or
 // filter).
@@ -367,6 +367,13 @@ func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
 		return newQuantize(cfg)
 	case "bitround":
 		return newBitRound(cfg, dt)
+	case "astype":
+		return newAsType(cfg)
+	case "packbits":
+		if dt.Kind != Bool {
+			return nil, fmt.Errorf("%w: packbits of %v", ErrInvalidMetadata, dt)
+		}
+		return packBitsCodec{}, nil
 	case "crc32", "adler32", "fletcher32", "numcodecs.crc32", "numcodecs.adler32", "numcodecs.fletcher32":
 		return newChecksum(strings.TrimPrefix(c.Name, "numcodecs."), cfg)
 	case "delta":
@@ -410,6 +417,9 @@ func newPipelineV2(m *Metadata) (*pipeline, error) {
 			f.fill = storedFill(m)
 			c = f
 		case quantizeCodec:
+			f.fill = storedFill(m)
+			c = f
+		case asTypeCodec:
 			f.fill = storedFill(m)
 			c = f
 		}
