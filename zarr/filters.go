@@ -10,14 +10,14 @@ import (
 // the lossy FixedScaleOffset, Quantize, BitRound, and AsType, PackBits
 // (v2 filters fixedscaleoffset, quantize, bitround, astype, packbits;
 // numcodecs' v3 forms of them are array-to-array codecs, which this
-// package does not read). Each encodes as NumPy
-// computes it (arithmetic in the dtype's float width, np.around's
-// rounding half to even), so kvik's chunks are numcodecs' byte for byte;
-// where NumPy would wrap a value that does not fit the stored type,
-// encode fails instead (ErrInvalidRegion), but for the array's fill
-// value, which a chunk's padding holds: that wraps as NumPy's cast does
-// on x86-64, as zarr-python stores it. Decode fails a stored value that
-// does not fit the array's type (ErrCorruptChunk).
+// package does not read). Each encodes as NumPy computes it (arithmetic
+// in the dtype's float width, np.around's rounding half to even), so
+// kvik's chunks are numcodecs' byte for byte; where NumPy would wrap a
+// value that does not fit the stored type, encode fails instead
+// (ErrInvalidRegion), but for the array's fill value, which a chunk's
+// padding holds: that wraps as NumPy's cast does on x86-64, as
+// zarr-python stores it. Decode fails a stored value that does not fit
+// the array's type (ErrCorruptChunk).
 
 // numType is a numeric NumPy type of a filter's configuration, with its
 // byte order.
