@@ -143,13 +143,20 @@ type fixedScaleOffsetCodec struct {
 	fill          []byte // the array's fill value, as the filter sees it
 }
 
+// cfgDtypes parses a filter's dtype and astype (astype defaulting to
+// dtype).
+func cfgDtypes(cfg map[string]any) (dt, as numType, err error) {
+	if dt, err = cfgNumType(cfg, "dtype", ""); err != nil {
+		return dt, as, err
+	}
+	as, err = cfgNumType(cfg, "astype", dt.NumPy())
+	return dt, as, err
+}
+
 func newFixedScaleOffset(cfg map[string]any) (bytesCodec, error) {
 	c := fixedScaleOffsetCodec{}
 	var err error
-	if c.dt, err = cfgNumType(cfg, "dtype", ""); err != nil {
-		return nil, err
-	}
-	if c.as, err = cfgNumType(cfg, "astype", c.dt.NumPy()); err != nil {
+	if c.dt, c.as, err = cfgDtypes(cfg); err != nil {
 		return nil, err
 	}
 	var ok bool
@@ -189,10 +196,7 @@ type quantizeCodec struct {
 func newQuantize(cfg map[string]any) (bytesCodec, error) {
 	c := quantizeCodec{}
 	var err error
-	if c.dt, err = cfgNumType(cfg, "dtype", ""); err != nil {
-		return nil, err
-	}
-	if c.as, err = cfgNumType(cfg, "astype", c.dt.NumPy()); err != nil {
+	if c.dt, c.as, err = cfgDtypes(cfg); err != nil {
 		return nil, err
 	}
 	digits, err := cfgNumber(cfg, "digits", 0)
