@@ -118,21 +118,59 @@ func (t numType) arith(f float64) float64 {
 
 // convert maps every element of src, of type from, through f into a new
 // buffer of elements of type to, failing (with err's class) on a value
-// to cannot hold but one whose bytes are fill (wrapped, see store).
+// to cannot hold but one whose bytes are fill (wrapped, see store). A
+// nil f casts as NumPy's astype: between integer types exactly (past
+// 2^53 too), else through a float64.
 func convert(src []byte, from, to numType, f func(float64) float64, fill []byte, err error) ([]byte, error) {
 	if len(src)%from.Size != 0 {
 		return nil, fmt.Errorf("%w: %d bytes are no whole number of %d-byte elements", err, len(src), from.Size)
+	}
+	ints := f == nil && from.Kind != Float && to.Kind != Float
+	if f == nil {
+		f = to.arith
 	}
 	n := len(src) / from.Size
 	out := make([]byte, n*to.Size)
 	for i := range n {
 		e := src[i*from.Size:][:from.Size]
-		v := f(from.load(e))
-		if !to.store(out[i*to.Size:][:to.Size], v, fill != nil && string(e) == string(fill)) {
+		o := out[i*to.Size:][:to.Size]
+		wrap := fill != nil && string(e) == string(fill)
+		if ints {
+			if !castInt(o, to, e, from) && !wrap {
+				return nil, fmt.Errorf("%w: element %d does not fit %s", err, i, to.NumPy())
+			}
+			continue
+		}
+		if v := f(from.load(e)); !to.store(o, v, wrap) {
 			return nil, fmt.Errorf("%w: element %d, %g, does not fit %s", err, i, v, to.NumPy())
 		}
 	}
 	return out, nil
+}
+
+// castInt writes the integer e, of type from, into o as an integer of
+// type to (its low bytes, as NumPy's cast) and reports whether to holds
+// it.
+func castInt(o []byte, to numType, e []byte, from numType) bool {
+	u := loadUint(e, from.big)
+	maxU := uint64(math.MaxUint64) >> (64 - 8*to.Size)
+	maxI := int64(math.MaxInt64) >> (64 - 8*to.Size)
+	var fits bool
+	switch v := int64(signExtend(u, from.Size)); {
+	case from.Kind == Int && to.Kind == Int:
+		fits = v >= -maxI-1 && v <= maxI
+	case from.Kind == Int:
+		fits = v >= 0 && uint64(v) <= maxU
+	case to.Kind == Int:
+		fits = u <= uint64(maxI)
+	default:
+		fits = u <= maxU
+	}
+	if from.Kind == Int {
+		u = signExtend(u, from.Size)
+	}
+	storeUint(o, u, to.big)
+	return fits
 }
 
 // fixedScaleOffsetCodec stores round((x - offset) * scale) as astype and
@@ -229,7 +267,7 @@ func (c quantizeCodec) decode(src, _ []byte, limit int) ([]byte, error) {
 	if len(src)/c.as.Size*c.dt.Size > limit {
 		return nil, fmt.Errorf("%w: quantize output exceeds %d bytes", ErrCorruptChunk, limit)
 	}
-	return convert(src, c.as, c.dt, func(y float64) float64 { return y }, nil, ErrCorruptChunk)
+	return convert(src, c.as, c.dt, nil, nil, ErrCorruptChunk)
 }
 
 // bitRoundCodec keeps keepbits bits of each float's mantissa, rounding
@@ -303,56 +341,14 @@ func newAsType(cfg map[string]any) (bytesCodec, error) {
 }
 
 func (c asTypeCodec) encode(src, _ []byte) ([]byte, error) {
-	if c.dec.Kind != Float && c.enc.Kind != Float {
-		return convertInts(src, c.dec, c.enc, c.fill, ErrInvalidRegion)
-	}
-	return convert(src, c.dec, c.enc, c.enc.arith, c.fill, ErrInvalidRegion)
+	return convert(src, c.dec, c.enc, nil, c.fill, ErrInvalidRegion)
 }
 
 func (c asTypeCodec) decode(src, _ []byte, limit int) ([]byte, error) {
 	if len(src)/c.enc.Size*c.dec.Size > limit {
 		return nil, fmt.Errorf("%w: astype output exceeds %d bytes", ErrCorruptChunk, limit)
 	}
-	if c.dec.Kind != Float && c.enc.Kind != Float {
-		return convertInts(src, c.enc, c.dec, nil, ErrCorruptChunk)
-	}
-	return convert(src, c.enc, c.dec, c.dec.arith, nil, ErrCorruptChunk)
-}
-
-// convertInts is convert between integer types, exact past 2^53: a
-// value to cannot hold fails, but one whose bytes are fill, which keeps
-// its low bytes as NumPy's cast does.
-func convertInts(src []byte, from, to numType, fill []byte, err error) ([]byte, error) {
-	if len(src)%from.Size != 0 {
-		return nil, fmt.Errorf("%w: %d bytes are no whole number of %d-byte elements", err, len(src), from.Size)
-	}
-	n := len(src) / from.Size
-	out := make([]byte, n*to.Size)
-	for i := range n {
-		e := src[i*from.Size:][:from.Size]
-		u := loadUint(e, from.big)
-		maxU := uint64(math.MaxUint64) >> (64 - 8*to.Size)
-		maxI := int64(math.MaxInt64) >> (64 - 8*to.Size)
-		var fits bool
-		switch v := int64(signExtend(u, from.Size)); {
-		case from.Kind == Int && to.Kind == Int:
-			fits = v >= -maxI-1 && v <= maxI
-		case from.Kind == Int:
-			fits = v >= 0 && uint64(v) <= maxU
-		case to.Kind == Int:
-			fits = u <= uint64(maxI)
-		default:
-			fits = u <= maxU
-		}
-		if from.Kind == Int {
-			u = signExtend(u, from.Size)
-		}
-		if !fits && (fill == nil || string(e) != string(fill)) {
-			return nil, fmt.Errorf("%w: element %d does not fit %s", err, i, to.NumPy())
-		}
-		storeUint(out[i*to.Size:][:to.Size], u, to.big)
-	}
-	return out, nil
+	return convert(src, c.enc, c.dec, nil, nil, ErrCorruptChunk)
 }
 
 // packBitsCodec is numcodecs' PackBits filter of bools: the count of

@@ -698,17 +698,7 @@ for name, (dtype, filters, data) in arrays.items():
     np.save(root + "/" + name + ".orig.npy", data.astype(dtype.replace(">", "<")))
     np.save(root + "/" + name + ".read.npy", z[:].astype(dtype.replace(">", "<")))
 `
-	if out, err := exec.Command(py, "-c", script, dir).CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	s, err := NewDirStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := NewDirStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, out := runPythonArrays(t, py, script, dir)
 	for _, name := range []string{"fso-u2", "fso-i2", "quantize-f8", "quantize-f4", "bitround-f4", "bitround-f8"} {
 		if orig, want := rewritePythonArray(t, s, out, dir, name, []int{41, 17}); bytes.Equal(orig, want) {
 			t.Errorf("%s: the filter changed nothing: a test that cannot fail", name)
@@ -728,6 +718,24 @@ for name, (dtype, filters, data) in arrays.items():
 	if err := b.WriteRegion(bg, []int{0, 0}, []int{1, 1}, big); !errors.Is(err, ErrInvalidRegion) {
 		t.Errorf("a value past uint16: %v, want ErrInvalidRegion", err)
 	}
+}
+
+// runPythonArrays runs the Python script with dir as its argument (it
+// writes arrays there) and returns dir's store and a new one to write
+// them again in.
+func runPythonArrays(t *testing.T, py, script, dir string) (s, out *DirStore) {
+	t.Helper()
+	if b, err := exec.Command(py, "-c", script, dir).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	s, err := NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err = NewDirStore(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	return s, out
 }
 
 // rewritePythonArray checks array name of the store s in dir, which
@@ -845,17 +853,7 @@ for name, (dtype, filters, data) in arrays.items():
     np.save(root + "/" + name + ".orig.npy", data)
     np.save(root + "/" + name + ".read.npy", z[:])
 `
-	if out, err := exec.Command(py, "-c", script, dir).CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	s, err := NewDirStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := NewDirStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, out := runPythonArrays(t, py, script, dir)
 	for _, name := range []string{"astype-f4", "astype-i2", "astype-u1f4", "packbits"} {
 		rewritePythonArray(t, s, out, dir, name, []int{29, 13})
 	}
