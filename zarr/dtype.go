@@ -489,44 +489,35 @@ func fillBytes(t DataType, raw json.RawMessage, allowNull bool) ([]byte, error) 
 // zarr-python 2 writes for a string array created without a fill value
 // (0), is the string of its digits, as NumPy casts it.
 func stringFill(t DataType, raw json.RawMessage, b []byte) bool {
+	str, ok := fillText(raw, t.Kind == Unicode)
+	return ok && t.putString(b, str) == nil
+}
+
+// fillText reads the fill value raw of a string type: text (a number
+// as its digits, as NumPy casts zarr-python 2's 0) where text is set,
+// else base64 of the bytes.
+func fillText(raw json.RawMessage, text bool) (string, bool) {
 	var str string
 	if json.Unmarshal(raw, &str) != nil {
 		var n json.Number
-		if t.Kind != Unicode || json.Unmarshal(raw, &n) != nil {
-			return false
+		if !text || json.Unmarshal(raw, &n) != nil {
+			return "", false
 		}
-		str = n.String()
+		return n.String(), true
 	}
-	if t.Kind != Unicode {
-		v, err := base64.StdEncoding.DecodeString(str)
-		if err != nil {
-			return false
-		}
-		str = string(v)
+	if text {
+		return str, true
 	}
-	return t.putString(b, str) == nil
+	v, err := base64.StdEncoding.DecodeString(str)
+	return string(v), err == nil
 }
 
 // varFill converts the fill value of a variable-length type: a string
 // for VarString (a number as its digits, as for Unicode), base64 for
 // VarBytes; at most maxStringSize bytes.
 func varFill(t DataType, raw json.RawMessage) ([]byte, bool) {
-	var str string
-	if json.Unmarshal(raw, &str) != nil {
-		var n json.Number
-		if t.Kind != VarString || json.Unmarshal(raw, &n) != nil {
-			return nil, false
-		}
-		str = n.String()
-	}
-	if t.Kind == VarBytes {
-		v, err := base64.StdEncoding.DecodeString(str)
-		if err != nil {
-			return nil, false
-		}
-		str = string(v)
-	}
-	return []byte(str), len(str) <= maxStringSize
+	str, ok := fillText(raw, t.Kind == VarString)
+	return []byte(str), ok && len(str) <= maxStringSize
 }
 
 // stringFillJSON renders b, one element of string type t, as a JSON fill

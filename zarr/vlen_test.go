@@ -101,8 +101,8 @@ func vlenSpecs(rng *rand.Rand) []Metadata {
 	return out
 }
 
-// fillText is what a missing element of m reads as.
-func fillText(m Metadata) string {
+// modelFill is what a missing element of m reads as.
+func modelFill(m Metadata) string {
 	switch f := m.FillValue.(type) {
 	case string:
 		return f
@@ -141,7 +141,7 @@ func TestStringArraysRoundTrip(t *testing.T) {
 			}
 			model := make([]string, numElements(m.Shape))
 			for i := range model {
-				model[i] = fillText(m)
+				model[i] = modelFill(m)
 			}
 			full := view{shape: m.Shape, es: 1}
 			for round := range 4 {
