@@ -117,13 +117,17 @@ func (t numType) arith(f float64) float64 {
 }
 
 // convert maps every element of src, of type from, through f into a new
-// buffer of elements of type to, failing (with err's class) on a value
-// to cannot hold but one whose bytes are fill (wrapped, see store). A
+// buffer of elements of type to, of at most limit bytes, failing (with
+// err's class) on a value to cannot hold but one whose bytes are fill
+// (wrapped, see store). A
 // nil f casts as NumPy's astype: between integer types exactly (past
 // 2^53 too), else through a float64.
-func convert(src []byte, from, to numType, f func(float64) float64, fill []byte, err error) ([]byte, error) {
+func convert(src []byte, from, to numType, f func(float64) float64, fill []byte, limit int, err error) ([]byte, error) {
 	if len(src)%from.Size != 0 {
 		return nil, fmt.Errorf("%w: %d bytes are no whole number of %d-byte elements", err, len(src), from.Size)
+	}
+	if len(src)/from.Size*to.Size > limit {
+		return nil, fmt.Errorf("%w: %d bytes converted pass %d", err, len(src)/from.Size*to.Size, limit)
 	}
 	ints := f == nil && from.Kind != Float && to.Kind != Float
 	if f == nil {
@@ -210,16 +214,13 @@ func newFixedScaleOffset(cfg map[string]any) (bytesCodec, error) {
 func (c fixedScaleOffsetCodec) encode(src, _ []byte) ([]byte, error) {
 	return convert(src, c.dt, c.as, func(x float64) float64 {
 		return math.RoundToEven(c.dt.arith(c.dt.arith(x-c.dt.arith(c.offset)) * c.dt.arith(c.scale)))
-	}, c.fill, ErrInvalidRegion)
+	}, c.fill, math.MaxInt, ErrInvalidRegion)
 }
 
 func (c fixedScaleOffsetCodec) decode(src, _ []byte, limit int) ([]byte, error) {
-	if len(src)/c.as.Size*c.dt.Size > limit {
-		return nil, fmt.Errorf("%w: fixedscaleoffset output exceeds %d bytes", ErrCorruptChunk, limit)
-	}
 	return convert(src, c.as, c.dt, func(y float64) float64 {
 		return c.as.arith(c.as.arith(y/c.as.arith(c.scale)) + c.as.arith(c.offset))
-	}, nil, ErrCorruptChunk)
+	}, nil, limit, ErrCorruptChunk)
 }
 
 // quantizeCodec keeps digits decimal digits of floats: round(x * 2^b) /
@@ -260,14 +261,11 @@ func (c quantizeCodec) encode(src, _ []byte) ([]byte, error) {
 	return convert(src, c.dt, c.as, func(x float64) float64 {
 		s := c.dt.arith(c.scale)
 		return c.dt.arith(math.RoundToEven(c.dt.arith(s*x)) / s)
-	}, c.fill, ErrInvalidRegion)
+	}, c.fill, math.MaxInt, ErrInvalidRegion)
 }
 
 func (c quantizeCodec) decode(src, _ []byte, limit int) ([]byte, error) {
-	if len(src)/c.as.Size*c.dt.Size > limit {
-		return nil, fmt.Errorf("%w: quantize output exceeds %d bytes", ErrCorruptChunk, limit)
-	}
-	return convert(src, c.as, c.dt, nil, nil, ErrCorruptChunk)
+	return convert(src, c.as, c.dt, nil, nil, limit, ErrCorruptChunk)
 }
 
 // bitRoundCodec keeps keepbits bits of each float's mantissa, rounding
@@ -341,14 +339,11 @@ func newAsType(cfg map[string]any) (bytesCodec, error) {
 }
 
 func (c asTypeCodec) encode(src, _ []byte) ([]byte, error) {
-	return convert(src, c.dec, c.enc, nil, c.fill, ErrInvalidRegion)
+	return convert(src, c.dec, c.enc, nil, c.fill, math.MaxInt, ErrInvalidRegion)
 }
 
 func (c asTypeCodec) decode(src, _ []byte, limit int) ([]byte, error) {
-	if len(src)/c.enc.Size*c.dec.Size > limit {
-		return nil, fmt.Errorf("%w: astype output exceeds %d bytes", ErrCorruptChunk, limit)
-	}
-	return convert(src, c.enc, c.dec, nil, nil, ErrCorruptChunk)
+	return convert(src, c.enc, c.dec, nil, nil, limit, ErrCorruptChunk)
 }
 
 // packBitsCodec is numcodecs' PackBits filter of bools: the count of
