@@ -21,6 +21,9 @@ type Array struct {
 	pipe    *pipeline
 	grid    []int // chunks per dimension
 	workers int
+	// writeEmpty: writes store chunks all of the fill value
+	// (SetWriteEmptyChunks).
+	writeEmpty bool
 }
 
 // Open opens the array at path in s: zarr.json (v3) if present, else
@@ -265,6 +268,19 @@ func (a *Array) DataType() DataType { return a.meta.DataType }
 // (default GOMAXPROCS); on a RemoteStore, its MaxRequests more chunks are
 // being fetched meanwhile. n < 1 means 1.
 func (a *Array) SetWorkers(n int) { a.workers = max(n, 1) }
+
+// SetWriteEmptyChunks sets whether writes store a chunk (a shard) whose
+// every element is the fill value. By default they leave it out,
+// deleting it where it was stored, as zarr-python 3
+// (write_empty_chunks=False) and TensorStore do: a read finds the fill
+// value either way, and an array takes the room of what it holds. With
+// on, every chunk a write touches is stored, as zarr-python 2 does.
+// Elements are compared bit for bit (a NaN matches only the fill's NaN,
+// -0 not 0). One exception: a write of part of a stored chunk through a
+// RemoteStore opened WithProcessLocks stores it, fill value or not (S3
+// has no delete on the condition that an object is a version read).
+// Set it before the array is used, as SetWorkers.
+func (a *Array) SetWriteEmptyChunks(on bool) { a.writeEmpty = on }
 
 // ChunkKey returns the store key of the chunk at grid coordinates c.
 func (a *Array) ChunkKey(c []int) string {

@@ -21,8 +21,10 @@ var maxWriteTries = 100
 // stored bytes, found or not) and stores the result on the condition
 // that the chunk is still the version read (or still missing); where
 // another writer's version came between, it backs off and does it all
-// again. It returns the encoded chunk.
-func (a *Array) writeChunkIf(ctx context.Context, s *RemoteStore, key string, merge func(old []byte, found bool) ([]byte, error)) ([]byte, error) {
+// again. It returns the encoded chunk. merge may answer that a chunk not
+// found stays empty (all fill value): nothing is written, the write
+// taking its place in the order of writes at the read.
+func (a *Array) writeChunkIf(ctx context.Context, s *RemoteStore, key string, merge func(old []byte, found bool) (enc []byte, empty bool, err error)) ([]byte, error) {
 	limit := a.maxStoredChunk()
 	for try := 1; ; try++ {
 		old, tag, err := s.getWithETag(ctx, key, nil, limit)
@@ -33,8 +35,8 @@ func (a *Array) writeChunkIf(ctx context.Context, s *RemoteStore, key string, me
 		if found && tag == "" {
 			return nil, fmt.Errorf("%w: %s: the server names no version (ETag) of the chunk, which a write of part of it must ask for", errors.ErrUnsupported, key)
 		}
-		enc, err := merge(old, found)
-		if err != nil {
+		enc, empty, err := merge(old, found)
+		if err != nil || empty && !found {
 			return nil, err
 		}
 		err = s.saveIf(ctx, key, kvik.Piece{Data: enc}, tag)

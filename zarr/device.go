@@ -925,7 +925,9 @@ func copyDtoH(dst []byte, src cuda.DevicePtr, c copy2D, st cuda.Stream) error {
 // src (C order, little-endian elements). Uncompressed chunks that the
 // region covers whole and that are contiguous in src go from the device
 // straight to the store (SetDevice: a file written through kvik, or an
-// object uploaded through pinned bounce buffers); otherwise the region is
+// object uploaded through pinned bounce buffers), the GPU looking for
+// those all of the fill value first (see SetWriteEmptyChunks; a driver
+// that cannot load kvik's kernel stores them); otherwise the region is
 // copied to host memory and written as WriteRegion does.
 func (a *Array) WriteRegionDevice(ctx context.Context, start, stop []int, src cuda.DevicePtr) error {
 	r, size, err := a.region(start, stop)
@@ -951,6 +953,10 @@ func (a *Array) WriteRegionDevice(ctx context.Context, start, stop []int, src cu
 			return err
 		}
 	}
+	stored, err := a.directStored(target, in, direct)
+	if err != nil {
+		return err
+	}
 	return a.run(ctx, len(direct), func(ctx context.Context, _, i int) error {
 		t := direct[i]
 		off := in.sub(t.dstStart).offset()
@@ -960,8 +966,48 @@ func (a *Array) WriteRegionDevice(ctx context.Context, start, stop []int, src cu
 			return err
 		}
 		defer unlock()
+		if !stored[i] {
+			return a.store.Delete(ctx, key)
+		}
 		return a.store.SetDevice(ctx, key, src, numElements(t.sel.count)*in.es, int64(off))
 	})
+}
+
+// directStored reports which of the chunks direct, whole in the region
+// in at r's device memory, a device write stores: every one where a
+// stores chunks of the fill value, else those the GPU finds anything but
+// the fill value in; every one where the kernel cannot be loaded (an old
+// driver), as before it.
+func (a *Array) directStored(r devmem.Range, in view, direct []chunkTask) ([]bool, error) {
+	if !a.writeEmpty && len(direct) > 0 {
+		offs := make([]uint64, len(direct))
+		for i, t := range direct {
+			offs[i] = uint64(in.sub(t.dstStart).offset())
+		}
+		n := numElements(a.meta.ChunkShape) * in.es
+		var stored []bool
+		err := cuda.WithContext(r.Ctx, func() error {
+			u, err := kernels.LoadFillScanner(r.Ctx)
+			if err != nil {
+				return nil
+			}
+			s, err := devmem.GetStream(r.Ctx, r.Primary)
+			if err != nil {
+				return err
+			}
+			stored, err = u.Differs(s, r.Ptr, offs, n, a.pipe.fill)
+			devmem.PutStream(r.Ctx, r.Primary, s)
+			return err
+		})
+		if stored != nil || err != nil {
+			return stored, err
+		}
+	}
+	stored := make([]bool, len(direct))
+	for i := range stored {
+		stored[i] = true
+	}
+	return stored, nil
 }
 
 // writeBands writes the chunks of tasks, parts of region r whose bytes

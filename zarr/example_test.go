@@ -487,3 +487,49 @@ func ExampleArray_AppendEncodedChunk() {
 	// chunk 2: true, true
 	// chunk 3: true, true
 }
+
+// ExampleArray_SetWriteEmptyChunks writes a sparse array: chunks all of
+// the fill value take no room, and one that becomes so is deleted.
+func ExampleArray_SetWriteEmptyChunks() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "zarr-example")
+	defer os.RemoveAll(dir)
+	s, err := zarr.NewDirStore(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := zarr.Create(ctx, s, "mask", zarr.Metadata{
+		Shape: []int{4, 4}, ChunkShape: []int{2, 2},
+		DataType: zarr.DataType{Kind: zarr.Uint, Size: 1},
+		Codecs:   []zarr.Codec{{Name: "bytes"}, {Name: "zstd"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	chunks := func() []string {
+		keys, err := s.List(ctx, "mask/c/")
+		if err != nil {
+			log.Fatal(err)
+		}
+		return keys
+	}
+	mask := make([]byte, 16)
+	mask[5] = 1 // element (1, 1): chunk (0, 0)
+	if err := a.WriteRegion(ctx, []int{0, 0}, []int{4, 4}, mask); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(chunks())
+	if err := a.WriteRegion(ctx, []int{1, 1}, []int{2, 2}, []byte{0}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(chunks())
+	a.SetWriteEmptyChunks(true) // as zarr-python 2: every chunk written
+	if err := a.WriteRegion(ctx, []int{0, 0}, []int{4, 4}, make([]byte, 16)); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(chunks()))
+	// Output:
+	// [mask/c/0/0]
+	// []
+	// 4
+}

@@ -1,7 +1,9 @@
 package zarr
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -671,17 +673,40 @@ func fillRepeat(b, e []byte) {
 	}
 }
 
-// isFill reports whether every element of b equals fill.
+// isFill reports whether every whole element of b equals fill. Once the
+// first one does, b is compared with its own checked start in spans that
+// double, at memequal's speed rather than a byte at a time.
 func isFill(b, fill []byte) bool {
 	es := len(fill)
-	for i := 0; i+es <= len(b); i += es {
-		for k := 0; k < es; k++ {
-			if b[i+k] != fill[k] {
-				return false
-			}
+	if es == 0 || len(b) < es {
+		return true
+	}
+	n := len(b) - len(b)%es
+	if !bytes.Equal(b[:es], fill) {
+		return false
+	}
+	for k := es; k < n; {
+		m := min(k, n-k)
+		if !bytes.Equal(b[k:k+m], b[:m]) {
+			return false
 		}
+		k += m
 	}
 	return true
 }
+
+// viewIsFill reports whether every element of the box count at v's
+// position equals fill.
+func viewIsFill(v view, count []int, fill []byte) bool {
+	return v.runs(count, func(off, n int) error {
+		if !isFill(v.buf[off:off+n], fill) {
+			return errNotFill
+		}
+		return nil
+	}) == nil
+}
+
+// errNotFill stops viewIsFill's walk at the first run that differs.
+var errNotFill = errors.New("not the fill value")
 
 var _ = binary.LittleEndian

@@ -374,39 +374,55 @@ func (a *Array) writeStringsChunk(ctx context.Context, t chunkTask, r box, ss []
 	}
 	defer unlock()
 	n := numElements(a.meta.ChunkShape)
-	merge := func(old []byte, found bool) ([]byte, error) {
+	// merge puts the region's part into the chunk, old where found, and
+	// encodes it; empty where all of it is the fill value, unless a
+	// stores such chunks or keep asks for its bytes.
+	merge := func(old []byte, found, keep bool) ([]byte, bool, error) {
 		var chunk []string
 		if found {
 			var err error
 			if chunk, err = a.pipe.decodeStrings(old, a.meta.ChunkShape); err != nil {
-				return nil, fmt.Errorf("chunk %s: %w", key, err)
+				return nil, false, fmt.Errorf("chunk %s: %w", key, err)
 			}
 		} else {
 			chunk = a.pipe.varFillChunk(n)
 		}
 		pairStrings(view{shape: a.meta.ChunkShape, es: 1, start: t.sel.start}, view{shape: r.count, es: 1}.sub(t.dstStart), t.sel.count, func(c, s int) { chunk[c] = ss[s] })
+		if !a.writeEmpty && !keep && allEqual(chunk, string(a.pipe.fill)) {
+			return nil, true, nil
+		}
 		enc, err := a.pipe.encodeStrings(chunk, a.meta.ChunkShape)
 		if err != nil {
-			return nil, fmt.Errorf("chunk %s: %w", key, err)
+			return nil, false, fmt.Errorf("chunk %s: %w", key, err)
 		}
-		return enc, nil
+		return enc, false, nil
 	}
 	var old []byte
 	found := false
 	if !a.covers(t) {
 		if s, ok := a.store.(*RemoteStore); ok && s.processLocks {
-			_, err := a.writeChunkIf(ctx, s, key, merge)
+			_, err := a.writeChunkIf(ctx, s, key, func(old []byte, found bool) ([]byte, bool, error) { return merge(old, found, found) })
 			return err
 		}
 		if old, found, err = a.fetch(ctx, piece{key: key, n: -1}, nil); err != nil {
 			return err
 		}
 	}
-	enc, err := merge(old, found)
+	enc, empty, err := merge(old, found, false)
 	if err != nil {
 		return err
 	}
-	return a.store.Set(ctx, key, enc)
+	return a.putChunk(ctx, t, key, enc, empty, found)
+}
+
+// allEqual reports whether every element of ss is s.
+func allEqual(ss []string, s string) bool {
+	for _, x := range ss {
+		if x != s {
+			return false
+		}
+	}
+	return true
 }
 
 // pairStrings calls f with the element offsets in a and in b of each

@@ -12,7 +12,8 @@ import (
 // WriteRegion writes src (C order, little-endian elements, the region's
 // size in bytes) to [start, stop). Chunks are encoded by up to SetWorkers
 // goroutines; a chunk the region covers only in part is read, updated and
-// rewritten. Each chunk is stored whole and atomically (Store.Set).
+// rewritten. Each chunk is stored whole and atomically (Store.Set), or,
+// where all of it is the fill value, deleted (see SetWriteEmptyChunks).
 // Writes of one chunk (shard) wait for each other within the process,
 // through any Array on the same store (see docs/zarr.md): concurrent
 // calls may write disjoint parts of one chunk. Across processes only
@@ -108,8 +109,12 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 	if a.covers(t) && a.insideArray(t) {
 		// Every byte is the region's: a chain that can read the chunk
 		// where it lies encodes it without a gathered copy.
+		src := in.sub(t.dstStart)
+		if !a.writeEmpty && viewIsFill(src, t.sel.count, a.pipe.fill) {
+			return a.store.Delete(ctx, key)
+		}
 		var ok bool
-		if enc, ok, err = a.pipe.encodeFrom(in.sub(t.dstStart), t.sel.count, dst); ok {
+		if enc, ok, err = a.pipe.encodeFrom(src, t.sel.count, dst); ok {
 			if err != nil {
 				return fmt.Errorf("chunk %s: %w", key, err)
 			}
@@ -124,8 +129,8 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 	found := false
 	if !a.covers(t) {
 		if s, ok := a.store.(*RemoteStore); ok && s.processLocks {
-			enc, err = a.writeChunkIf(ctx, s, key, func(old []byte, found bool) ([]byte, error) {
-				return a.merge(t, in, key, buf, old, found, dst)
+			enc, err = a.writeChunkIf(ctx, s, key, func(old []byte, found bool) ([]byte, bool, error) {
+				return a.merge(t, in, key, buf, old, found, dst, found)
 			})
 			return err
 		}
@@ -133,16 +138,32 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 			return err
 		}
 	}
-	if enc, err = a.merge(t, in, key, buf, old, found, dst); err != nil {
+	enc, empty, err := a.merge(t, in, key, buf, old, found, dst, false)
+	if err != nil {
 		return err
 	}
-	return a.store.Set(ctx, key, enc)
+	return a.putChunk(ctx, t, key, enc, empty, found)
+}
+
+// putChunk stores enc, chunk t's bytes, under key; or, where the chunk is
+// empty (all fill value, left out), deletes what may be stored there: a
+// chunk found, or one the write covers without having looked.
+func (a *Array) putChunk(ctx context.Context, t chunkTask, key string, enc []byte, empty, found bool) error {
+	switch {
+	case !empty:
+		return a.store.Set(ctx, key, enc)
+	case found || a.covers(t):
+		return a.store.Delete(ctx, key)
+	}
+	return nil
 }
 
 // merge assembles chunk t, of key, in buf and encodes it into dst: the
 // fill value, unless every byte is the region's; then the stored bytes
-// old, decoded, where found; then the region's part from in.
-func (a *Array) merge(t chunkTask, in view, key string, buf, old []byte, found bool, dst []byte) ([]byte, error) {
+// old, decoded, where found; then the region's part from in. A chunk all
+// of the fill value is empty, not encoded, unless a stores such chunks
+// or keep asks for its bytes.
+func (a *Array) merge(t chunkTask, in view, key string, buf, old []byte, found bool, dst []byte, keep bool) (enc []byte, empty bool, err error) {
 	shape := a.meta.ChunkShape
 	if !a.covers(t) || !a.insideArray(t) {
 		fillRepeat(buf, a.pipe.fill)
@@ -152,16 +173,19 @@ func (a *Array) merge(t chunkTask, in view, key string, buf, old []byte, found b
 		// buffer of its own, then copied); the copy is then in place.
 		c, err := a.pipe.decode(old, shape, buf)
 		if err != nil {
-			return nil, fmt.Errorf("chunk %s: %w", key, err)
+			return nil, false, fmt.Errorf("chunk %s: %w", key, err)
 		}
 		buf = append(buf[:0], c.data...)
 	}
 	copyBox(view{buf: buf, shape: shape, es: a.meta.DataType.Size, start: t.sel.start}, in.sub(t.dstStart), t.sel.count)
-	enc, err := a.pipe.encode(chunkArray{shape: shape, data: buf}, dst)
-	if err != nil {
-		return nil, fmt.Errorf("chunk %s: %w", key, err)
+	if !a.writeEmpty && !keep && isFill(buf, a.pipe.fill) {
+		return nil, true, nil
 	}
-	return enc, nil
+	enc, err = a.pipe.encode(chunkArray{shape: shape, data: buf}, dst)
+	if err != nil {
+		return nil, false, fmt.Errorf("chunk %s: %w", key, err)
+	}
+	return enc, false, nil
 }
 
 // maxPooledOutput bounds the chunks whose encoded bytes a write puts in

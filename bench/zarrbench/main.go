@@ -59,6 +59,7 @@ func main() {
 	altRows := flag.Bool("alt-rowwrites", false, "in each round, also write each array with its chunks taken in C order, a row (one directory) at once (zarrtune.RowMajorWrites), from host and device memory: RESULT NAME_write_rows, NAME_devwrite_rows")
 	altNoSync := flag.Bool("alt-nosync", false, "in each round, also write each array from host memory through a DirStore opened with zarr.WithoutSync (no fsync of each chunk's file and directory: what a disk's flushes cost): RESULT NAME_write_nosync")
 	altUnshuffle := flag.Bool("alt-unshuffle", false, "in each round, also read each array into device memory with Blosc's byte shuffle undone on the CPU (zarrtune.CPUUnshuffle) instead of on the GPU: RESULT NAME_gpu_cpuunshuffle")
+	flag.BoolVar(&writeEmpty, "write-empty", false, "store chunks all of the fill value (Array.SetWriteEmptyChunks(true)): the writes without the fill-value check, for an A/B in two processes")
 	profile := flag.String("profile", "", "a directory for a CPU profile of 5 more writes of each codec (each into a new array) and a trace of one more (NAME-write.prof, .trace), of as many encode ceilings (NAME-encode.prof, .trace), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
 	flag.Parse()
 	check(os.RemoveAll(*dir))
@@ -260,6 +261,9 @@ func codecsOf(name string, chunk int) []zarr.Codec {
 	return nil
 }
 
+// writeEmpty is -write-empty.
+var writeEmpty bool
+
 // create makes an empty array of m in a new DirStore at dir (anything
 // there removed first).
 func create(dir string, m zarr.Metadata, workers int, opts ...zarr.StoreOption) (*zarr.DirStore, *zarr.Array) {
@@ -271,6 +275,7 @@ func create(dir string, m zarr.Metadata, workers int, opts ...zarr.StoreOption) 
 	if workers > 0 {
 		a.SetWorkers(workers)
 	}
+	a.SetWriteEmptyChunks(writeEmpty)
 	return s, a
 }
 

@@ -1,12 +1,14 @@
-// Package kernels runs kvik's own CUDA kernels on data on its way to
-// device memory, where the GPU does in microseconds what would take the
-// CPU cores that decode it milliseconds. The kernels are PTX embedded in
-// the binary (unshuffle.ptx, made from unshuffle.cu by go generate),
-// loaded into a context on first use, the driver compiling them for its
-// device, and kept for the life of the process.
+// Package kernels runs kvik's own CUDA kernels on data on its way to or
+// from device memory, where the GPU does in microseconds what would take
+// the CPU cores milliseconds (and a copy to host memory first). The
+// kernels are PTX embedded in the binary (unshuffle.ptx and fill.ptx,
+// made from their .cu files by go generate), loaded into a context on
+// first use, the driver compiling them for its device, and kept for the
+// life of the process.
 package kernels
 
 //go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -O3 -S -o unshuffle.ptx unshuffle.cu
+//go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -O3 -S -o fill.ptx fill.cu
 
 import (
 	_ "embed"
@@ -18,56 +20,74 @@ import (
 	"github.com/kvikgo/kvik/cuda"
 )
 
-//go:embed unshuffle.ptx
-var unshufflePTX []byte
-
-// blockThreads is the threads of a block of the unshuffle kernel.
-const blockThreads = 256
-
-// Unshuffler launches the unshuffle kernel in one context.
-type Unshuffler struct{ f cuda.Function }
-
-// The unshufflers loaded so far, by context ID (a handle may be reused
-// by a later context; an ID is not), a failed load kept as its error.
 var (
-	mu     sync.Mutex
-	loaded = map[uint64]loadResult{}
+	//go:embed unshuffle.ptx
+	unshufflePTX []byte
+	//go:embed fill.ptx
+	fillPTX []byte
 )
 
+// blockThreads is the threads of a block of the kernels.
+const blockThreads = 256
+
+// The kernels loaded so far, by context ID (a handle may be reused by a
+// later context; an ID is not) and name, a failed load kept as its error.
+var (
+	mu     sync.Mutex
+	loaded = map[loadKey]loadResult{}
+)
+
+type loadKey struct {
+	ctx  uint64
+	name string
+}
+
 type loadResult struct {
-	u   *Unshuffler
+	f   cuda.Function
 	err error
 }
 
-// LoadUnshuffler returns ctx's unshuffler, loading its module the first
-// time; ctx must be current. A driver that cannot run it (no PTX
-// compiler, a PTX version it does not know, no cuCtxGetId: before CUDA
-// 12) gives an error, each time: the caller does the work on the CPU.
-func LoadUnshuffler(ctx cuda.Context) (*Unshuffler, error) {
+// load returns ctx's kernel name from the module ptx, loading the module
+// the first time; ctx must be current. A driver that cannot run it (no
+// PTX compiler, a PTX version it does not know, no cuCtxGetId: before
+// CUDA 12) gives an error, each time.
+func load(ctx cuda.Context, ptx []byte, name string) (cuda.Function, error) {
 	id, err := cuda.CtxGetID(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("kernels: context ID: %w", err)
+		return 0, fmt.Errorf("kernels: context ID: %w", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if r, ok := loaded[id]; ok {
-		return r.u, r.err
+	k := loadKey{id, name}
+	if r, ok := loaded[k]; ok {
+		return r.f, r.err
 	}
 	var r loadResult
-	m, err := cuda.ModuleLoadData(unshufflePTX)
+	m, err := cuda.ModuleLoadData(ptx)
 	if err == nil {
-		var f cuda.Function
-		if f, err = cuda.ModuleGetFunction(m, "unshuffle"); err == nil {
-			r.u = &Unshuffler{f: f}
-		} else {
+		if r.f, err = cuda.ModuleGetFunction(m, name); err != nil {
 			cuda.ModuleUnload(m)
 		}
 	}
 	if err != nil {
-		r.err = fmt.Errorf("kernels: loading the unshuffle kernel: %w", err)
+		r.err = fmt.Errorf("kernels: loading the %s kernel: %w", name, err)
 	}
-	loaded[id] = r
-	return r.u, r.err
+	loaded[k] = r
+	return r.f, r.err
+}
+
+// Unshuffler launches the unshuffle kernel in one context.
+type Unshuffler struct{ f cuda.Function }
+
+// LoadUnshuffler returns ctx's unshuffler, loading its module the first
+// time; ctx must be current. A driver that cannot run it gives an error,
+// each time: the caller does the work on the CPU.
+func LoadUnshuffler(ctx cuda.Context) (*Unshuffler, error) {
+	f, err := load(ctx, unshufflePTX, "unshuffle")
+	if err != nil {
+		return nil, err
+	}
+	return &Unshuffler{f: f}, nil
 }
 
 // Unshuffle queues on stream s (of the context u was loaded in, current)
@@ -104,5 +124,10 @@ func (u *Unshuffler) Unshuffle(s cuda.Stream, dst cuda.DevicePtr, width, dpitch 
 }
 
 func invalid(format string, a ...any) error {
-	return fmt.Errorf("kernels: unshuffle: %s: %w", fmt.Sprintf(format, a...), cuda.ErrorInvalidValue)
+	return invalidArg("unshuffle", format, a...)
+}
+
+// invalidArg is the error of kernel name's arguments.
+func invalidArg(name, format string, a ...any) error {
+	return fmt.Errorf("kernels: %s: %s: %w", name, fmt.Sprintf(format, a...), cuda.ErrorInvalidValue)
 }

@@ -98,8 +98,8 @@ func TestUnshuffle(t *testing.T) {
 			}
 		}
 		// The module is loaded once per context.
-		if u2, err := LoadUnshuffler(ctx); err != nil || u2 != u {
-			t.Errorf("second load: %p, %v; want %p", u2, err, u)
+		if u2, err := LoadUnshuffler(ctx); err != nil || u2.f != u.f {
+			t.Errorf("second load: %v, %v; want the function %v", u2, err, u.f)
 		}
 		return nil
 	})
