@@ -533,3 +533,43 @@ func ExampleArray_SetWriteEmptyChunks() {
 	// []
 	// 4
 }
+
+// ExampleArray_Append grows a time series as its rows arrive, and
+// shrinks it back: the cut rows read as the fill value when it grows
+// again.
+func ExampleArray_Append() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "zarr-example")
+	defer os.RemoveAll(dir)
+	s, err := zarr.NewDirStore(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := zarr.Create(ctx, s, "series", zarr.Metadata{
+		Shape: []int{0, 2}, ChunkShape: []int{4, 2}, FillValue: 255,
+		DataType: zarr.DataType{Kind: zarr.Uint, Size: 1},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, rows := range [][]byte{{1, 2}, {3, 4, 5, 6, 7, 8}} {
+		if err := a.Append(ctx, 0, rows); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println(a.Shape())
+	if err := a.Resize(ctx, []int{1, 2}); err != nil {
+		log.Fatal(err)
+	}
+	if err := a.Resize(ctx, []int{3, 2}); err != nil {
+		log.Fatal(err)
+	}
+	all := make([]byte, 6)
+	if err := a.ReadRegion(ctx, []int{0, 0}, []int{3, 2}, all); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(all)
+	// Output:
+	// [4 2]
+	// [1 2 255 255 255 255]
+}
