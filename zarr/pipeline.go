@@ -216,8 +216,20 @@ func (p *pipeline) writable() error {
 // newPipelineV3 builds the chain of a v3 codec list for chunks of shape.
 func newPipelineV3(codecs []Codec, dt DataType, fill []byte, shape []int) (*pipeline, error) {
 	p := &pipeline{dt: dt, fill: fill}
+	var filters []bytesCodec // numcodecs' array-to-array codecs
 	for _, c := range codecs {
 		cfg := c.Configuration
+		if id, ok := numcodecsFilter(c.Name); ok {
+			if p.ab != nil {
+				return nil, fmt.Errorf("%w: %s after the array-to-bytes codec", ErrInvalidMetadata, c.Name)
+			}
+			f, err := newV3Filter(id, cfg, dt, fill)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", c.Name, err)
+			}
+			filters = append(filters, f)
+			continue
+		}
 		switch c.Name {
 		case "transpose":
 			if p.ab != nil {
@@ -272,6 +284,12 @@ func newPipelineV3(codecs []Codec, dt DataType, fill []byte, shape []int) (*pipe
 	if p.ab == nil {
 		return nil, fmt.Errorf("%w: no array-to-bytes codec (bytes or sharding_indexed)", ErrInvalidMetadata)
 	}
+	if len(filters) > 0 {
+		if err := p.checkFilters(filters); err != nil {
+			return nil, err
+		}
+		p.bb = append(filters, p.bb...)
+	}
 	if dt.Variable() {
 		if err := p.checkVar(shape); err != nil {
 			return nil, err
@@ -284,6 +302,77 @@ func newPipelineV3(codecs []Codec, dt DataType, fill []byte, shape []int) (*pipe
 		}
 	}
 	return p, nil
+}
+
+// numcodecsFilter returns the numcodecs id of a v3 codec that is one of
+// numcodecs' array-to-array filters: "numcodecs.delta" as
+// numcodecs.zarr3 and zarr-python before 3.1.3 name it, or "delta" as
+// zarr-python's own copies of them do since.
+func numcodecsFilter(name string) (string, bool) {
+	id := strings.TrimPrefix(name, "numcodecs.")
+	switch id {
+	case "delta", "fixedscaleoffset", "quantize", "bitround", "astype", "packbits":
+		return id, true
+	}
+	return "", false
+}
+
+// newV3Filter builds numcodecs' filter id from its v3 configuration: the
+// v2 one, but for data types that may be v3 names ("int16") where v2 has
+// NumPy's ("<i2"), and a missing dtype that is the array's. It runs on
+// the little-endian bytes of the array's elements, after the bytes codec
+// (checkFilters), the place of a v2 filter; fill is the array's.
+func newV3Filter(id string, cfg map[string]any, dt DataType, fill []byte) (bytesCodec, error) {
+	c := make(map[string]any, len(cfg)+1)
+	for k, v := range cfg {
+		if s, ok := v.(string); ok && (strings.HasSuffix(k, "dtype") || k == "astype") {
+			if t, ok := v3Types[s]; ok {
+				v = t.NumPy()
+			}
+		}
+		c[k] = v
+	}
+	key := map[string]string{"delta": "dtype", "fixedscaleoffset": "dtype", "quantize": "dtype", "astype": "decode_dtype"}[id]
+	if _, ok := c[key]; key != "" && !ok {
+		c[key] = dt.NumPy()
+	}
+	f, err := newBytesCodec(Codec{Name: id, Configuration: c}, dt, false)
+	if err != nil {
+		return nil, err
+	}
+	switch f := f.(type) {
+	case fixedScaleOffsetCodec:
+		f.fill = fill
+		return f, nil
+	case quantizeCodec:
+		f.fill = fill
+		return f, nil
+	case asTypeCodec:
+		f.fill = fill
+		return f, nil
+	}
+	return f, nil
+}
+
+// checkFilters checks the place of numcodecs' filters in p's chain: they
+// run on the bytes codec's output, which is their input only where it
+// is the elements' little-endian bytes, not shards; and delta and
+// packbits, which work on the elements in the order they are given,
+// only where no transpose comes before or after them.
+func (p *pipeline) checkFilters(filters []bytesCodec) error {
+	ab, ok := p.ab.(bytesCodecAB)
+	if !ok || ab.big && ab.unit > 1 {
+		return fmt.Errorf("%w: numcodecs filters before other than a little-endian bytes codec", ErrUnsupportedCodec)
+	}
+	for _, f := range filters {
+		switch f.(type) {
+		case deltaCodec, packBitsCodec:
+			if len(p.aa) > 0 {
+				return fmt.Errorf("%w: numcodecs' delta or packbits with a transpose", ErrUnsupportedCodec)
+			}
+		}
+	}
+	return nil
 }
 
 // checkChunkBytes fails for chunks of shape whose decoded size, which a
@@ -307,11 +396,9 @@ func (p *pipeline) setAB(c arrayBytesCodec) error {
 	return nil
 }
 
-// v2Names are numcodecs' ids that v3 knows only as "numcodecs.<id>"
-// (or, for delta and the lossy filters, array-to-array codecs of
-// numcodecs' own, not at all).
-var v2Names = map[string]bool{"zlib": true, "bz2": true, "lz4": true, "delta": true, "crc32": true, "adler32": true, "fletcher32": true, "shuffle": true,
-	"fixedscaleoffset": true, "quantize": true, "bitround": true, "astype": true, "packbits": true}
+// v2Names are numcodecs' ids of bytes-to-bytes codecs that v3 knows only
+// as "numcodecs.<id>" (its array-to-array filters: numcodecsFilter).
+var v2Names = map[string]bool{"zlib": true, "bz2": true, "lz4": true, "crc32": true, "adler32": true, "fletcher32": true, "shuffle": true}
 
 // newBytesCodec builds a bytes-to-bytes codec, v3 or v2 (a compressor or
 // filter).
