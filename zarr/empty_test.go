@@ -47,25 +47,33 @@ func emptyCases() []emptyCase {
 // chunk a write touched.
 func TestWriteEmptyChunks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(40, 41))
-	for _, c := range emptyCases() {
+	eachWay(t, emptyCases(), func(t *testing.T, s *DirStore, m Metadata, on bool) {
+		checkEmptyChunks(t, rng, s, m, on, 12)
+	})
+}
+
+// eachWay runs f for each case, once storing chunks of the fill value
+// and once not, in a subtest with a new DirStore.
+func eachWay(t *testing.T, cases []emptyCase, f func(t *testing.T, s *DirStore, m Metadata, on bool)) {
+	for _, c := range cases {
 		for _, on := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/write-empty=%v", c.name, on), func(t *testing.T) {
 				s, err := NewDirStore(t.TempDir())
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkEmptyChunks(t, rng, s, c.m, on, 12)
+				f(t, s, c.m, on)
 			})
 		}
 	}
 }
 
-// checkEmptyChunks creates arr in s from m, with chunks of random shape
-// (shards of 4 x 6 where m shards), writes random regions and checks
-// reads and stored keys after each (see TestWriteEmptyChunks).
-func checkEmptyChunks(t *testing.T, rng *rand.Rand, s Store, m Metadata, on bool, writes int) {
+// randArray creates arr in s from m with a random shape, each side at
+// least least, and random chunks (shards of 4 x 6 where m shards), some
+// workers, and SetWriteEmptyChunks(on).
+func randArray(t *testing.T, rng *rand.Rand, s Store, m Metadata, on bool, least int) *Array {
 	t.Helper()
-	m.Shape = []int{3 + rng.IntN(10), 3 + rng.IntN(14)}
+	m.Shape = []int{least + rng.IntN(10), least + rng.IntN(13)}
 	m.ChunkShape = []int{1 + rng.IntN(4), 1 + rng.IntN(6)}
 	if len(m.Codecs) > 0 && m.Codecs[0].Name == "sharding_indexed" {
 		m.ChunkShape = []int{4, 6}
@@ -76,6 +84,16 @@ func checkEmptyChunks(t *testing.T, rng *rand.Rand, s Store, m Metadata, on bool
 	}
 	a.SetWorkers(1 + rng.IntN(4))
 	a.SetWriteEmptyChunks(on)
+	return a
+}
+
+// checkEmptyChunks creates a random array of m in s, writes random
+// regions and checks reads and stored keys after each (see
+// TestWriteEmptyChunks).
+func checkEmptyChunks(t *testing.T, rng *rand.Rand, s Store, m Metadata, on bool, writes int) {
+	t.Helper()
+	a := randArray(t, rng, s, m, on, 3)
+	m = *a.Metadata()
 	es := m.DataType.Size
 	fill := a.pipe.fill
 	ref := model{shape: m.Shape, es: es, buf: chunkFill(fill, m.Shape)}
@@ -316,130 +334,109 @@ func checkEmptyLocked(t *testing.T, rng *rand.Rand, s Store, m Metadata) {
 func TestDeviceWriteEmptyChunks(t *testing.T) {
 	ctx := needGPU(t)
 	rng := rand.New(rand.NewPCG(46, 47))
-	for _, c := range emptyCases()[:3] {
-		for _, on := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/write-empty=%v", c.name, on), func(t *testing.T) {
-				s, err := NewDirStore(t.TempDir())
-				if err != nil {
-					t.Fatal(err)
-				}
-				m := c.m
-				m.Shape, m.ChunkShape = []int{40, 96}, []int{5, 96} // chunks whole rows: contiguous
-				a, err := Create(bg, s, "arr", m)
-				if err != nil {
-					t.Fatal(err)
-				}
-				a.SetWriteEmptyChunks(on)
-				es := m.DataType.Size
-				fill := a.pipe.fill
-				ref := model{shape: m.Shape, es: es, buf: chunkFill(fill, m.Shape)}
-				touched := map[string]bool{}
-				for w := range 4 {
-					src := chunkFill(fill, m.Shape)
-					for ci := 0; ci < 8; ci++ {
-						chunk := src[ci*5*96*es : (ci+1)*5*96*es]
-						switch (ci + w) % 4 {
-						case 1:
-							chunk[len(chunk)-1] ^= 0x01
-						case 2:
-							copy(chunk, randValues(rng, m.DataType, len(chunk)/es))
-						case 3:
-							chunk[rng.IntN(len(chunk))] ^= 0x40
-						}
-					}
-					buf := devAlloc(t, ctx, len(src))
-					if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyHtoD(buf.Ptr(), src) }); err != nil {
-						t.Fatal(err)
-					}
-					if err := a.WriteRegionDevice(context.Background(), []int{0, 0}, m.Shape, buf.Ptr()); err != nil {
-						t.Fatal(err)
-					}
-					ref.write([]int{0, 0}, m.Shape, src)
-					for _, k := range chunksOf(a, []int{0, 0}, m.Shape) {
-						touched[k] = true
-					}
-					checkModel(t, a, ref)
-					checkStoredKeys(t, a, ref, touched, on)
-				}
-			})
+	eachWay(t, emptyCases()[:3], func(t *testing.T, s *DirStore, m Metadata, on bool) {
+		m.Shape, m.ChunkShape = []int{40, 96}, []int{5, 96} // chunks whole rows: contiguous
+		a, err := Create(bg, s, "arr", m)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		a.SetWriteEmptyChunks(on)
+		es := m.DataType.Size
+		fill := a.pipe.fill
+		ref := model{shape: m.Shape, es: es, buf: chunkFill(fill, m.Shape)}
+		touched := map[string]bool{}
+		for w := range 4 {
+			src := chunkFill(fill, m.Shape)
+			for ci := 0; ci < 8; ci++ {
+				chunk := src[ci*5*96*es : (ci+1)*5*96*es]
+				switch (ci + w) % 4 {
+				case 1:
+					chunk[len(chunk)-1] ^= 0x01
+				case 2:
+					copy(chunk, randValues(rng, m.DataType, len(chunk)/es))
+				case 3:
+					chunk[rng.IntN(len(chunk))] ^= 0x40
+				}
+			}
+			buf := devAlloc(t, ctx, len(src))
+			if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyHtoD(buf.Ptr(), src) }); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.WriteRegionDevice(context.Background(), []int{0, 0}, m.Shape, buf.Ptr()); err != nil {
+				t.Fatal(err)
+			}
+			ref.write([]int{0, 0}, m.Shape, src)
+			for _, k := range chunksOf(a, []int{0, 0}, m.Shape) {
+				touched[k] = true
+			}
+			checkModel(t, a, ref)
+			checkStoredKeys(t, a, ref, touched, on)
+		}
+	})
 }
 
 // TestWriteEmptyStringChunks: chunks of variable-length strings all of
 // the fill value are left out (deleted where stored; shards too), in
 // whole-chunk and partial writes, and kept with SetWriteEmptyChunks(true).
 func TestWriteEmptyStringChunks(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		m    Metadata
-	}{
+	eachWay(t, []emptyCase{
 		{"v3", Metadata{DataType: DataType{Kind: VarString}, FillValue: "x"}},
 		{"v2", Metadata{ZarrFormat: 2, Separator: ".", DataType: DataType{Kind: VarBytes}}},
 		{"v3-shard", Metadata{DataType: DataType{Kind: VarString}, Codecs: shardCodecs([]int{2, 2}, false, []Codec{{Name: "vlen-utf8"}, {Name: "zstd"}})}},
-	} {
-		for _, on := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/write-empty=%v", c.name, on), func(t *testing.T) {
-				s, err := NewDirStore(t.TempDir())
-				if err != nil {
-					t.Fatal(err)
-				}
-				m := c.m
-				m.Shape, m.ChunkShape = []int{8, 8}, []int{4, 4}
-				a, err := Create(bg, s, "arr", m)
-				if err != nil {
-					t.Fatal(err)
-				}
-				a.SetWriteEmptyChunks(on)
-				fill := string(a.pipe.fill)
-				set := func(start, stop []int, v string) {
-					t.Helper()
-					ss := make([]string, (stop[0]-start[0])*(stop[1]-start[1]))
-					for i := range ss {
-						ss[i] = v
-					}
-					if err := a.WriteStrings(bg, start, stop, ss); err != nil {
-						t.Fatal(err)
-					}
-				}
-				keys := func(want ...[]int) {
-					t.Helper()
-					got := chunkKeys(t, a)
-					var w []string
-					for _, c := range want {
-						w = append(w, a.ChunkKey(c))
-					}
-					if !on && !slices.Equal(got, w) {
-						t.Fatalf("stored %q, want %q", got, w)
-					}
-				}
-				set([]int{0, 0}, []int{8, 8}, "ab")
-				set([]int{0, 0}, []int{4, 4}, fill) // a whole chunk
-				set([]int{4, 0}, []int{6, 4}, fill) // half of one, then
-				keys([]int{0, 1}, []int{1, 0}, []int{1, 1})
-				set([]int{6, 0}, []int{8, 4}, fill) // the other half
-				set([]int{1, 5}, []int{2, 6}, fill) // part of a chunk
-				keys([]int{0, 1}, []int{1, 1})
-				got, err := a.ReadStrings(bg, []int{0, 0}, []int{8, 8})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i, v := range got {
-					r, c := i/8, i%8
-					want := "ab"
-					if r < 4 && c < 4 || r >= 4 && c < 4 || r == 1 && c == 5 {
-						want = fill
-					}
-					if v != want {
-						t.Fatalf("element (%d, %d) %q, want %q", r, c, v, want)
-					}
-				}
-				if on {
-					if ks := chunkKeys(t, a); len(ks) != 4 {
-						t.Fatalf("stored %q, want every chunk", ks)
-					}
-				}
-			})
+	}, func(t *testing.T, s *DirStore, m Metadata, on bool) {
+		m.Shape, m.ChunkShape = []int{8, 8}, []int{4, 4}
+		a, err := Create(bg, s, "arr", m)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		a.SetWriteEmptyChunks(on)
+		fill := string(a.pipe.fill)
+		set := func(start, stop []int, v string) {
+			t.Helper()
+			ss := make([]string, (stop[0]-start[0])*(stop[1]-start[1]))
+			for i := range ss {
+				ss[i] = v
+			}
+			if err := a.WriteStrings(bg, start, stop, ss); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keys := func(want ...[]int) {
+			t.Helper()
+			got := chunkKeys(t, a)
+			var w []string
+			for _, c := range want {
+				w = append(w, a.ChunkKey(c))
+			}
+			if !on && !slices.Equal(got, w) {
+				t.Fatalf("stored %q, want %q", got, w)
+			}
+		}
+		set([]int{0, 0}, []int{8, 8}, "ab")
+		set([]int{0, 0}, []int{4, 4}, fill) // a whole chunk
+		set([]int{4, 0}, []int{6, 4}, fill) // half of one, then
+		keys([]int{0, 1}, []int{1, 0}, []int{1, 1})
+		set([]int{6, 0}, []int{8, 4}, fill) // the other half
+		set([]int{1, 5}, []int{2, 6}, fill) // part of a chunk
+		keys([]int{0, 1}, []int{1, 1})
+		got, err := a.ReadStrings(bg, []int{0, 0}, []int{8, 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range got {
+			r, c := i/8, i%8
+			want := "ab"
+			if r < 4 && c < 4 || r >= 4 && c < 4 || r == 1 && c == 5 {
+				want = fill
+			}
+			if v != want {
+				t.Fatalf("element (%d, %d) %q, want %q", r, c, v, want)
+			}
+		}
+		if on {
+			if ks := chunkKeys(t, a); len(ks) != 4 {
+				t.Fatalf("stored %q, want every chunk", ks)
+			}
+		}
+	})
 }

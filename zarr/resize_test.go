@@ -35,32 +35,17 @@ func resized(ref model, shape []int, fill []byte) model {
 // SetWriteEmptyChunks(true) those at least, and none outside the grid.
 func TestResize(t *testing.T) {
 	rng := rand.New(rand.NewPCG(50, 51))
-	for _, c := range emptyCases() {
-		for _, on := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/write-empty=%v", c.name, on), func(t *testing.T) {
-				s, err := NewDirStore(t.TempDir())
-				if err != nil {
-					t.Fatal(err)
-				}
-				checkResizes(t, rng, s, c.m, on, 14)
-			})
-		}
-	}
+	eachWay(t, emptyCases(), func(t *testing.T, s *DirStore, m Metadata, on bool) {
+		checkResizes(t, rng, s, m, on, 14)
+	})
 }
 
+// checkResizes creates a random array of m in s and resizes it between
+// random writes, checking it after each step (see TestResize).
 func checkResizes(t *testing.T, rng *rand.Rand, s Store, m Metadata, on bool, steps int) {
 	t.Helper()
-	m.Shape = []int{1 + rng.IntN(10), 1 + rng.IntN(12)}
-	m.ChunkShape = []int{1 + rng.IntN(4), 1 + rng.IntN(5)}
-	if len(m.Codecs) > 0 && m.Codecs[0].Name == "sharding_indexed" {
-		m.ChunkShape = []int{4, 6}
-	}
-	a, err := Create(bg, s, "arr", m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.SetWorkers(1 + rng.IntN(4))
-	a.SetWriteEmptyChunks(on)
+	a := randArray(t, rng, s, m, on, 1)
+	m = *a.Metadata()
 	fill := a.pipe.fill
 	ref := model{shape: m.Shape, es: m.DataType.Size, buf: chunkFill(fill, m.Shape)}
 	for step := range steps {

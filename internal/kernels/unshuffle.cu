@@ -3,20 +3,7 @@
 // equivalent one) and embedded: the driver compiles the PTX for the GPU
 // it runs on when the module is loaded.
 
-#ifdef __NVCC__
-#define CTA_X blockIdx.x
-#define NTID_X blockDim.x
-#define TID_X threadIdx.x
-#else
-#define __global__ __attribute__((global))
-#define CTA_X __nvvm_read_ptx_sreg_ctaid_x()
-#define NTID_X __nvvm_read_ptx_sreg_ntid_x()
-#define TID_X __nvvm_read_ptx_sreg_tid_x()
-#endif
-
-typedef unsigned char u8;
-typedef unsigned int u32;
-typedef unsigned long long u64;
+#include "kernels.h"
 
 // put stores b at byte p of the output: rows of width bytes, dpitch
 // apart, from dst.
