@@ -12,9 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
-	"github.com/kvikgo/kvik/internal/formatkit/npytime"
+	"github.com/kvikgo/kvik/internal/formatkit/npydescr"
 )
 
 // Errors returned (wrapped, with context) by this package; test with errors.Is.
@@ -84,38 +83,11 @@ func (d Dtype) Kind() byte {
 // Size returns the element size in bytes (a U string's code points
 // times 4), or 0 for a malformed dtype.
 func (d Dtype) Size() int {
-	if len(d) < 3 {
+	p, ok := npydescr.Parse(string(d))
+	if !ok {
 		return 0
 	}
-	size, _, _ := strings.Cut(string(d[2:]), "[") // a unit follows
-	n, err := strconv.Atoi(size)
-	if err != nil || n < 0 || n > maxStringSize {
-		return 0
-	}
-	if d.Kind() == 'U' {
-		return 4 * n
-	}
-	return n
-}
-
-// maxStringSize bounds the size of an S or V dtype and the code points
-// of a U one.
-const maxStringSize = 1 << 20
-
-// parseTimeUnit checks the unit of a datetime64 or timedelta64 descr,
-// "[ns]", "[10us]" or "" (generic), and returns it as NumPy writes it.
-func parseTimeUnit(u string) (string, bool) {
-	if u == "" {
-		return "", true
-	}
-	unit, scale, ok := npytime.ParseBracket(u)
-	switch {
-	case !ok:
-		return "", false
-	case scale == 1:
-		return "[" + unit + "]", true
-	}
-	return "[" + strconv.Itoa(scale) + unit + "]", true
+	return p.Size()
 }
 
 // Valid reports whether d is a dtype this package reads and writes, in
@@ -142,76 +114,15 @@ func MakeDtype(order, kind byte, size int) (Dtype, error) {
 	return ParseDtype(string(order) + string(kind) + strconv.Itoa(size))
 }
 
-// parseString checks a fixed-length string descr of kind S (bytes), U
-// (UTF-32 code points, in the order given) or V (raw bytes) and size
-// (code points for U) and returns it as NumPy writes it: "|S5", "<U3".
-func parseString(s string, order, kind byte, size int) (Dtype, error) {
-	if size < 1 || size > maxStringSize || !strings.ContainsRune("<>|=", rune(order)) {
-		return "", fmt.Errorf("%w: descr %q", ErrUnsupportedDtype, s)
-	}
-	switch {
-	case kind != 'U':
-		order = '|'
-	case order != '>':
-		order = '<'
-	}
-	return Dtype(string(order) + string(kind) + strconv.Itoa(size)), nil
-}
-
 // ParseDtype parses a NumPy descr string such as "<f8", ">i2", "|b1",
 // "<M8[ns]", "|S10" or "<U3".
 func ParseDtype(s string) (Dtype, error) {
 	if s == "O" || (len(s) >= 2 && s[1] == 'O') {
 		return "", fmt.Errorf("%w (descr %q)", ErrObjectArray, s)
 	}
-	if len(s) < 3 {
-		return "", fmt.Errorf("%w: descr %q", ErrUnsupportedDtype, s)
-	}
-	order, kind := s[0], s[1]
-	rest, unit := s[2:], ""
-	if kind == 'M' || kind == 'm' {
-		if i := strings.IndexByte(rest, '['); i >= 0 {
-			rest, unit = rest[:i], rest[i:]
-		}
-		var ok bool
-		if unit, ok = parseTimeUnit(unit); !ok {
-			return "", fmt.Errorf("%w: descr %q", ErrUnsupportedDtype, s)
-		}
-	}
-	size, err := strconv.Atoi(rest)
-	if err != nil || rest == "" || rest[0] == '+' || rest[0] == '-' {
-		return "", fmt.Errorf("%w: descr %q", ErrUnsupportedDtype, s)
-	}
-	if kind == 'S' || kind == 'U' || kind == 'V' {
-		return parseString(s, order, kind, size)
-	}
-	switch order {
-	case '<', '>', '|':
-	case '=':
-		order = '<' // native; every platform kvik runs on is little-endian
-	default:
-		return "", fmt.Errorf("%w: descr %q has byte order %q", ErrUnsupportedDtype, s, order)
-	}
-	ok := false
-	switch kind {
-	case 'b':
-		ok = size == 1
-	case 'i', 'u':
-		ok = size == 1 || size == 2 || size == 4 || size == 8
-	case 'f':
-		ok = size == 2 || size == 4 || size == 8
-	case 'c':
-		ok = size == 8 || size == 16
-	case 'M', 'm':
-		ok = size == 8
-	}
+	d, ok := npydescr.Parse(s)
 	if !ok {
 		return "", fmt.Errorf("%w: descr %q", ErrUnsupportedDtype, s)
 	}
-	if size == 1 {
-		order = '|'
-	} else if order == '|' {
-		return "", fmt.Errorf("%w: descr %q lacks a byte order", ErrUnsupportedDtype, s)
-	}
-	return Dtype(string(order) + string(kind) + strconv.Itoa(size) + unit), nil
+	return Dtype(d.String()), nil
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvikgo/kvik/internal/formatkit/npydescr"
 	"github.com/kvikgo/kvik/internal/formatkit/npytime"
 )
 
@@ -302,45 +303,25 @@ func parseV3Type(raw json.RawMessage) (DataType, error) {
 // parseV2Type parses a NumPy type string such as "<f4" or "|b1" and
 // reports whether the stored bytes are big-endian.
 func parseV2Type(s string) (DataType, bool, error) {
-	bad := fmt.Errorf("%w: %q", ErrUnsupportedDataType, s)
-	if len(s) < 3 {
-		return DataType{}, false, bad
+	d, ok := npydescr.Parse(s)
+	if !ok {
+		return DataType{}, false, fmt.Errorf("%w: %q", ErrUnsupportedDataType, s)
 	}
-	order, kind := s[0], Kind(s[1])
-	if kind == DateTime || kind == TimeDelta {
-		t, ok := parseV2Temporal(kind, s[2:])
-		if !ok || (order != '<' && order != '>' && order != '=') {
-			return DataType{}, false, bad
-		}
-		return t, order == '>', nil
-	}
-	size, err := strconv.Atoi(s[2:])
-	if err != nil || s[2] == '+' || s[2] == '-' || (order != '<' && order != '>' && order != '|' && order != '=') {
-		return DataType{}, false, bad
-	}
-	t := DataType{Kind: kind, Size: size}
-	if kind == Unicode {
-		if size > maxStringSize/4 {
-			return DataType{}, false, bad
-		}
-		t.Size = 4 * size // NumPy counts code points
-	}
-	if t.isString() {
-		if t.check() != nil {
-			return DataType{}, false, bad
-		}
-		return t, order == '>' && kind == Unicode, nil
-	}
+	t := DataType{Kind: Kind(d.Kind), Size: d.Size()}
+	big := s[0] == '>' // as written: ">i1" too, which has no order to keep
 	switch {
-	case kind == Bool && size == 1, (kind == Int || kind == Uint) && (size == 1 || size == 2 || size == 4 || size == 8),
-		kind == Float && (size == 2 || size == 4 || size == 8), kind == Complex && (size == 8 || size == 16):
-	default:
-		return DataType{}, false, bad
+	case t.temporal():
+		t.Unit, t.Scale = d.Unit, d.Scale
+		if t.Unit == "" {
+			t.Unit = "generic"
+		}
+	case t.isString():
+		if t.check() != nil {
+			return DataType{}, false, fmt.Errorf("%w: %q", ErrUnsupportedDataType, s)
+		}
+		big = big && t.Kind == Unicode
 	}
-	if order == '|' && size > 1 {
-		return DataType{}, false, bad
-	}
-	return t, order == '>', nil
+	return t, big, nil
 }
 
 // onlyFields decodes the JSON object b into v, failing on a field v does
@@ -349,21 +330,6 @@ func onlyFields(b []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	return d.Decode(v)
-}
-
-// parseV2Temporal parses what follows "<M" or "<m" in a NumPy type
-// string: "8[ns]", "8[10us]", or "8" (the generic unit).
-func parseV2Temporal(kind Kind, rest string) (DataType, bool) {
-	t := DataType{Kind: kind, Size: 8, Unit: "generic", Scale: 1}
-	if rest == "8" {
-		return t, true
-	}
-	b, ok := strings.CutPrefix(rest, "8")
-	if !ok {
-		return t, false
-	}
-	t.Unit, t.Scale, ok = npytime.ParseBracket(b)
-	return t, ok
 }
 
 // fillBytes converts a JSON fill value to one little-endian element.
