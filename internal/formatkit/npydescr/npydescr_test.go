@@ -26,3 +26,21 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParse: what Parse takes, it spells so that Parse takes that
+// spelling back unchanged, of the same size; it never panics.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"<f8", "|S10", "<M8[10us]", ">U2", "=i4", "<m8"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, ok := Parse(s)
+		if !ok {
+			return
+		}
+		e, ok := Parse(d.String())
+		if !ok || e != d || d.Size() <= 0 {
+			t.Fatalf("Parse(%q) = %+v, but Parse(%q) = %+v, %v", s, d, d.String(), e, ok)
+		}
+	})
+}
