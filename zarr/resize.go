@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kvikgo/kvik/cuda"
 )
 
 // Resize changes the array's shape to shape (as many dimensions; the
@@ -253,30 +255,50 @@ func (a *Array) clearOutside(ctx context.Context, key string, c, shape []int) er
 // write reading as the fill value. Not for variable-length elements
 // (ErrUnsupportedDataType): Resize, then WriteStrings.
 func (a *Array) Append(ctx context.Context, axis int, src []byte) error {
-	shape := a.Shape()
-	if axis < 0 || axis >= len(shape) {
-		return fmt.Errorf("%w: axis %d of a rank-%d array", ErrInvalidRegion, axis, len(shape))
-	}
-	if a.meta.DataType.Variable() {
-		return vlenCodec{}.refuse()
-	}
-	slice := a.meta.DataType.Size
-	for d, n := range shape {
-		if d != axis {
-			slice *= n
-		}
-	}
-	if len(src) == 0 {
-		return nil
-	}
-	if slice == 0 || len(src)%slice != 0 {
-		return fmt.Errorf("%w: %d bytes are no whole number of %d-byte slices along axis %d", ErrInvalidRegion, len(src), slice, axis)
-	}
-	start := make([]int, len(shape))
-	start[axis] = shape[axis]
-	shape[axis] += len(src) / slice
-	if err := a.Resize(ctx, shape); err != nil {
+	start, stop, err := a.grow(ctx, axis, len(src))
+	if err != nil || start == nil {
 		return err
 	}
-	return a.WriteRegion(ctx, start, shape, src)
+	return a.WriteRegion(ctx, start, stop, src)
+}
+
+// AppendDevice is Append of the size bytes of device memory at src:
+// Resize, then WriteRegionDevice.
+func (a *Array) AppendDevice(ctx context.Context, axis int, src cuda.DevicePtr, size int) error {
+	start, stop, err := a.grow(ctx, axis, size)
+	if err != nil || start == nil {
+		return err
+	}
+	return a.WriteRegionDevice(ctx, start, stop, src)
+}
+
+// grow resizes a along axis by n bytes' worth of slices and returns the
+// region they take; nil where n is 0.
+func (a *Array) grow(ctx context.Context, axis, n int) (start, stop []int, err error) {
+	shape := a.Shape()
+	if axis < 0 || axis >= len(shape) {
+		return nil, nil, fmt.Errorf("%w: axis %d of a rank-%d array", ErrInvalidRegion, axis, len(shape))
+	}
+	if a.meta.DataType.Variable() {
+		return nil, nil, vlenCodec{}.refuse()
+	}
+	slice := a.meta.DataType.Size
+	for d, x := range shape {
+		if d != axis {
+			slice *= x
+		}
+	}
+	if n == 0 {
+		return nil, nil, nil
+	}
+	if n < 0 || slice == 0 || n%slice != 0 {
+		return nil, nil, fmt.Errorf("%w: %d bytes are no whole number of %d-byte slices along axis %d", ErrInvalidRegion, n, slice, axis)
+	}
+	start = make([]int, len(shape))
+	start[axis] = shape[axis]
+	shape[axis] += n / slice
+	if err := a.Resize(ctx, shape); err != nil {
+		return nil, nil, err
+	}
+	return start, shape, nil
 }

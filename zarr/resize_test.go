@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvikgo/kvik/cuda"
 )
 
 // resized returns ref at shape: the elements both shapes hold kept, the
@@ -335,5 +337,52 @@ print(list(z.shape), z[:].ravel().tolist())
 	}
 	if got, w := strings.TrimSpace(string(out)), "[8, 10] ["+strings.Join(want, ", ")+"]"; got != w {
 		t.Errorf("zarr-python read\n%s\nwant\n%s", got, w)
+	}
+}
+
+// TestAppendDevice appends rows from device memory to an uncompressed
+// array (whole chunks go straight from the GPU, the fill value's left
+// out) and to a compressed one, against a model.
+func TestAppendDevice(t *testing.T) {
+	ctx := needGPU(t)
+	rng := rand.New(rand.NewPCG(56, 57))
+	for _, c := range emptyCases()[:3] {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := NewDirStore(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := c.m
+			m.Shape, m.ChunkShape = []int{0, 64}, []int{4, 64}
+			a, err := Create(bg, s, "arr", m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			es := m.DataType.Size
+			ref := model{shape: m.Shape, es: es, buf: nil}
+			for i := range 6 {
+				rows := 1 + rng.IntN(9)
+				src := randValues(rng, m.DataType, rows*64)
+				if i%3 == 1 {
+					src = chunkFill(a.pipe.fill, []int{rows * 64})
+				}
+				buf := devAlloc(t, ctx, len(src))
+				if err := cuda.WithContext(ctx, func() error { return cuda.MemcpyHtoD(buf.Ptr(), src) }); err != nil {
+					t.Fatal(err)
+				}
+				if err := a.AppendDevice(bg, 0, buf.Ptr(), len(src)); err != nil {
+					t.Fatal(err)
+				}
+				shape := []int{ref.shape[0] + rows, 64}
+				start := []int{ref.shape[0], 0}
+				ref = resized(ref, shape, a.pipe.fill)
+				ref.write(start, shape, src)
+				checkModel(t, a, ref)
+				checkStoredKeys(t, a, ref, nil, false)
+			}
+			if err := a.AppendDevice(bg, 0, 0, 5); !errors.Is(err, ErrInvalidRegion) {
+				t.Errorf("5 bytes: %v, want ErrInvalidRegion", err)
+			}
+		})
 	}
 }
