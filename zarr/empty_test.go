@@ -258,7 +258,7 @@ func TestWriteEmptyChunksRemote(t *testing.T) {
 				opts = append(opts, WithProcessLocks())
 			}
 			_, s := openS3(t, "empty", opts...)
-			for _, c := range emptyCases()[:3] {
+			for _, c := range flatCases(emptyCases()[:3]) {
 				c := c
 				if locks {
 					// A write of part of a stored chunk stores it,
@@ -274,6 +274,23 @@ func TestWriteEmptyChunksRemote(t *testing.T) {
 			}
 		})
 	}
+}
+
+// flatCases returns cases with their chunk keys in the array's own
+// folder ("." between coordinates): versitygw's posix backend removes
+// the folders a DELETE leaves empty, and a PUT under one at that moment
+// fails (409 ExistingObjectIsDirectory from its mkdirAll, v1.8.0), which
+// S3, having no folders, never does; the deletes of chunks of the fill
+// value would make the tests fail by chance.
+func flatCases(cases []emptyCase) []emptyCase {
+	out := slices.Clone(cases)
+	for i := range out {
+		if out[i].m.ZarrFormat != 2 {
+			out[i].m.ChunkKeyEncoding = "v2"
+		}
+		out[i].m.Separator = "."
+	}
+	return out
 }
 
 // checkEmptyLocked writes through a store with process locks: an array
@@ -300,13 +317,7 @@ func checkEmptyLocked(t *testing.T, rng *rand.Rand, s Store, m Metadata) {
 		ref.write(start, stop, src)
 		checkModel(t, a, ref)
 	}
-	stored := func() []string {
-		keys, err := s.List(bg, "arr/c/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return keys
-	}
+	stored := func() []string { return chunkKeys(t, a) }
 	write([]int{0, 0}, m.Shape, chunkFill(fill, []int{48}))
 	write([]int{0, 0}, []int{2, 3}, chunkFill(fill, []int{6}))
 	if k := stored(); len(k) != 0 {

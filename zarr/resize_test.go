@@ -277,7 +277,7 @@ func TestResizeRemote(t *testing.T) {
 				opts = append(opts, WithProcessLocks())
 			}
 			_, s := openS3(t, "resize", opts...)
-			for _, c := range emptyCases()[:3] {
+			for _, c := range flatCases(emptyCases()[:3]) {
 				// With locks, a part of a stored chunk left all fill
 				// value is stored: the keys are checked without them.
 				checkResizes(t, rng, s, c.m, locks, 8)
