@@ -66,10 +66,48 @@ func (a *Array) Resize(ctx context.Context, shape []int) error {
 	return nil
 }
 
-// storedDoc reads a's metadata document (zarr.json, or .zarray) from the
-// store itself, not its consolidated metadata: its key and its fields,
-// checked to hold a's shape.
-func (a *Array) storedDoc(ctx context.Context) (string, map[string]json.RawMessage, error) {
+// SetAttributes replaces the array's attributes with attrs (nil: none):
+// the "attributes" of its zarr.json, every other field kept as stored,
+// or a v2 array's .zattrs. Keys and strings that are not valid UTF-8
+// fail with ErrInvalidMetadata before anything is written. Like Resize,
+// it must not run at the same time as other calls on a, and a store's
+// consolidated metadata keeps the old attributes until Consolidate runs
+// again.
+func (a *Array) SetAttributes(ctx context.Context, attrs map[string]any) error {
+	if attrs == nil {
+		attrs = map[string]any{}
+	}
+	if a.meta.ZarrFormat == 2 {
+		b, err := marshalJSON(attrs, "    ")
+		if err != nil {
+			return err
+		}
+		if err := a.store.Set(ctx, a.path+".zattrs", b); err != nil {
+			return err
+		}
+	} else {
+		key, doc, err := a.readDoc(ctx)
+		if err != nil {
+			return err
+		}
+		if doc["attributes"], err = marshalJSON(attrs, ""); err != nil {
+			return err
+		}
+		b, err := marshalJSON(doc, "  ")
+		if err != nil {
+			return err
+		}
+		if err := a.store.Set(ctx, key, b); err != nil {
+			return err
+		}
+	}
+	a.meta.Attributes = attrs
+	return nil
+}
+
+// readDoc reads a's metadata document (zarr.json, or .zarray) from the
+// store itself, not its consolidated metadata: its key and its fields.
+func (a *Array) readDoc(ctx context.Context) (string, map[string]json.RawMessage, error) {
 	key := a.path + "zarr.json"
 	if a.meta.ZarrFormat == 2 {
 		key = a.path + ".zarray"
@@ -79,10 +117,19 @@ func (a *Array) storedDoc(ctx context.Context) (string, map[string]json.RawMessa
 		return "", nil, err
 	}
 	var doc map[string]json.RawMessage
-	var stored struct{ Shape []int }
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return "", nil, fmt.Errorf("%w: %s: %v", ErrInvalidMetadata, key, err)
 	}
+	return key, doc, nil
+}
+
+// storedDoc is readDoc, checked to hold a's shape.
+func (a *Array) storedDoc(ctx context.Context) (string, map[string]json.RawMessage, error) {
+	key, doc, err := a.readDoc(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	var stored struct{ Shape []int }
 	if err := json.Unmarshal(doc["shape"], &stored.Shape); err != nil || !slices.Equal(stored.Shape, a.meta.Shape) {
 		return "", nil, fmt.Errorf("%w: %s holds shape %s, not the array's %v: resized since it was opened", ErrInvalidMetadata, key, doc["shape"], a.meta.Shape)
 	}

@@ -386,3 +386,70 @@ func TestAppendDevice(t *testing.T) {
 		})
 	}
 }
+
+// TestSetAttributes replaces an array's attributes, v3 and v2: reopened,
+// it has the new ones and its shape, codecs and chunks as before; keys
+// or strings that are not UTF-8 fail with ErrInvalidMetadata, nothing
+// written.
+func TestSetAttributes(t *testing.T) {
+	for _, m := range []Metadata{
+		{Shape: []int{4, 3}, ChunkShape: []int{2, 2}, DataType: DataType{Kind: Int, Size: 2}, DimensionNames: []string{"y", "x"},
+			Attributes: map[string]any{"old": "yes"}, Codecs: roundTripCodecs["gzip"]},
+		{ZarrFormat: 2, Separator: ".", Shape: []int{4, 3}, ChunkShape: []int{2, 2}, DataType: DataType{Kind: Int, Size: 2}, Attributes: map[string]any{"old": "yes"}},
+	} {
+		t.Run(map[int]string{0: "v3", 2: "v2"}[m.ZarrFormat], func(t *testing.T) {
+			s, err := NewDirStore(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := Create(bg, s, "arr", m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := randValues(rand.New(rand.NewPCG(58, 59)), m.DataType, 12)
+			if err := a.WriteRegion(bg, []int{0, 0}, []int{4, 3}, src); err != nil {
+				t.Fatal(err)
+			}
+			attrs := map[string]any{"units": "K", "_ARRAY_DIMENSIONS": []any{"y", "x"}, "scale": 0.25, "nested": map[string]any{"é": true}}
+			old, err := Open(bg, s, "arr")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.SetAttributes(bg, attrs); err != nil {
+				t.Fatal(err)
+			}
+			b, err := Open(bg, s, "arr")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(b.Metadata().Attributes) != fmt.Sprint(attrs) || fmt.Sprint(a.Metadata().Attributes) != fmt.Sprint(attrs) {
+				t.Errorf("attributes %v (reopened), %v; want %v", b.Metadata().Attributes, a.Metadata().Attributes, attrs)
+			}
+			if !slices.Equal(b.Shape(), m.Shape) || fmt.Sprint(b.Metadata().Codecs) != fmt.Sprint(old.Metadata().Codecs) || fmt.Sprint(b.Metadata().DimensionNames) != fmt.Sprint(m.DimensionNames) {
+				t.Errorf("reopened as %+v", b.Metadata())
+			}
+			got := make([]byte, len(src))
+			if err := b.ReadRegion(bg, []int{0, 0}, []int{4, 3}, got); err != nil || !bytes.Equal(got, src) {
+				t.Errorf("values after: %v, equal %v", err, bytes.Equal(got, src))
+			}
+			before, _ := s.Get(bg, "arr/zarr.json", nil)
+			zattrs, _ := s.Get(bg, "arr/.zattrs", nil)
+			for _, bad := range []map[string]any{{"\xff": 1}, {"k": "\xfe"}, {"k": []any{"\xff"}}} {
+				if err := a.SetAttributes(bg, bad); !errors.Is(err, ErrInvalidMetadata) {
+					t.Errorf("%q: %v, want ErrInvalidMetadata", bad, err)
+				}
+			}
+			after, _ := s.Get(bg, "arr/zarr.json", nil)
+			zattrs2, _ := s.Get(bg, "arr/.zattrs", nil)
+			if !bytes.Equal(before, after) || !bytes.Equal(zattrs, zattrs2) {
+				t.Error("a refused SetAttributes wrote")
+			}
+			if err := a.SetAttributes(bg, nil); err != nil {
+				t.Fatal(err)
+			}
+			if c, _ := Open(bg, s, "arr"); c == nil || len(c.Metadata().Attributes) != 0 {
+				t.Errorf("attributes after nil: %v", c.Metadata().Attributes)
+			}
+		})
+	}
+}
