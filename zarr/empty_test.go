@@ -279,9 +279,10 @@ func TestWriteEmptyChunksRemote(t *testing.T) {
 // flatCases returns cases with their chunk keys in the array's own
 // folder ("." between coordinates): versitygw's posix backend removes
 // the folders a DELETE leaves empty, and a PUT under one at that moment
-// fails (409 ExistingObjectIsDirectory from its mkdirAll, v1.8.0), which
-// S3, having no folders, never does; the deletes of chunks of the fill
-// value would make the tests fail by chance.
+// can fail (409 ExistingObjectIsDirectory, v1.8.0: its answer to any
+// failure to make the folders), which S3, having no folders, never
+// does; the deletes of chunks of the fill value would make the tests
+// fail by chance.
 func flatCases(cases []emptyCase) []emptyCase {
 	out := slices.Clone(cases)
 	for i := range out {
