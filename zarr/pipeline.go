@@ -396,16 +396,11 @@ func (p *pipeline) setAB(c arrayBytesCodec) error {
 	return nil
 }
 
-// v2Names are numcodecs' ids of bytes-to-bytes codecs that v3 knows only
-// as "numcodecs.<id>" (its array-to-array filters: numcodecsFilter).
-var v2Names = map[string]bool{"zlib": true, "bz2": true, "lz4": true, "crc32": true, "adler32": true, "fletcher32": true, "shuffle": true}
-
 // newBytesCodec builds a bytes-to-bytes codec, v3 or v2 (a compressor or
-// filter).
+// filter). numcodecs' codecs go by their ids, and in v3 also by
+// "numcodecs.<id>", the names numcodecs.zarr3 gave them (zarr-python's
+// own copies of them write the ids and read both).
 func newBytesCodec(c Codec, dt DataType, v3 bool) (bytesCodec, error) {
-	if v3 && v2Names[c.Name] {
-		return nil, fmt.Errorf("%w: %q", ErrUnsupportedCodec, c.Name)
-	}
 	cfg := c.Configuration
 	switch c.Name {
 	case "gzip", "zlib", "numcodecs.zlib":
