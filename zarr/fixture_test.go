@@ -620,8 +620,8 @@ print("ok")
 // TestChecksumCodecs round-trips random bytes of random lengths (odd
 // ones for Fletcher-32's last byte) through each checksum codec, its
 // checksum first or last as configured, and fails every changed byte,
-// a cut chunk and a bad location; v3 takes numcodecs' checksums only by
-// their numcodecs. names.
+// a cut chunk and a bad location; v3 takes numcodecs' checksums by
+// their numcodecs. names and their bare ids alike.
 func TestChecksumCodecs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, c := range []struct {
@@ -665,11 +665,11 @@ func TestChecksumCodecs(t *testing.T) {
 		if _, err := codec.decode([]byte{1, 2, 3}, nil, 10); !errors.Is(err, ErrCorruptChunk) {
 			t.Errorf("%s: 3 bytes: %v", c.name, err)
 		}
-		if _, err := newBytesCodec(Codec{Name: c.name}, DataType{Kind: Uint, Size: 1}, true); !errors.Is(err, ErrUnsupportedCodec) {
-			t.Errorf("v3 %s: %v, want ErrUnsupportedCodec", c.name, err)
-		}
-		if _, err := newBytesCodec(Codec{Name: "numcodecs." + c.name, Configuration: c.cfg}, DataType{Kind: Uint, Size: 1}, true); err != nil {
-			t.Errorf("v3 numcodecs.%s: %v", c.name, err)
+		for _, name := range []string{c.name, "numcodecs." + c.name} {
+			v3, err := newBytesCodec(Codec{Name: name, Configuration: c.cfg}, DataType{Kind: Uint, Size: 1}, true)
+			if err != nil || fmt.Sprint(v3) != fmt.Sprint(codec) {
+				t.Errorf("v3 %s: %v, %v; want %v", name, v3, err, codec)
+			}
 		}
 	}
 	if _, err := newBytesCodec(Codec{Name: "crc32", Configuration: map[string]any{"location": "middle"}}, DataType{Kind: Uint, Size: 1}, false); !errors.Is(err, ErrInvalidMetadata) {
