@@ -137,8 +137,9 @@ func (a *Array) storedDoc(ctx context.Context) (string, map[string]json.RawMessa
 }
 
 // cutTo readies the chunks for a shrink to shape: those stored wholly
-// outside it deleted, those it cuts with their elements outside it set
-// to the fill value. Nothing is done where no dimension shrinks.
+// outside it deleted (keys past the old grid too, which a later grow
+// would show), those it cuts with their elements outside it set to the
+// fill value. Nothing is done where no dimension shrinks.
 func (a *Array) cutTo(ctx context.Context, shape []int) error {
 	shrinks := false
 	for d := range shape {
@@ -164,6 +165,10 @@ func (a *Array) cutTo(ctx context.Context, shape []int) error {
 		}
 		gone, cuts1 := false, false
 		for d, x := range c {
+			if x >= a.grid[d] { // no product that could overflow
+				gone = true
+				continue
+			}
 			lo, hi := x*a.meta.ChunkShape[d], min((x+1)*a.meta.ChunkShape[d], a.meta.Shape[d])
 			gone = gone || lo >= shape[d]
 			cuts1 = cuts1 || shape[d] < hi

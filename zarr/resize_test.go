@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os/exec"
 	"slices"
@@ -451,5 +452,48 @@ func TestSetAttributes(t *testing.T) {
 				t.Errorf("attributes after nil: %v", c.Metadata().Attributes)
 			}
 		})
+	}
+}
+
+// TestResizeStrayKeys: keys under the array that are no chunk of it
+// (another name, a coordinate not in decimal, too few coordinates) are
+// left as they are by a shrink; chunk keys past the old grid, the
+// largest coordinate included, are deleted, since a later grow would
+// show them.
+func TestResizeStrayKeys(t *testing.T) {
+	s, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Create(bg, s, "arr", Metadata{Shape: []int{4, 4}, ChunkShape: []int{2, 2}, DataType: DataType{Kind: Uint, Size: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteRegion(bg, []int{0, 0}, []int{4, 4}, bytes.Repeat([]byte{9}, 16)); err != nil {
+		t.Fatal(err)
+	}
+	keep := []string{"arr/notes.txt", "arr/c/9", "arr/c/+1/0", "arr/c/01/0", "arr/c/x/1", "arr/c/1/9/0"}
+	gone := []string{"arr/c/7/0", "arr/c/0/9223372036854775807"}
+	for _, k := range append(slices.Clone(keep), gone...) {
+		if err := s.Set(bg, k, []byte{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Resize(bg, []int{3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keep {
+		if _, err := s.Get(bg, k, nil); err != nil {
+			t.Errorf("%s: %v, want it kept", k, err)
+		}
+	}
+	for _, k := range gone {
+		if _, err := s.Get(bg, k, nil); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: %v, want it deleted", k, err)
+		}
+	}
+	got := make([]byte, 12)
+	if err := a.ReadRegion(bg, []int{0, 0}, []int{3, 4}, got); err != nil || !bytes.Equal(got, bytes.Repeat([]byte{9}, 12)) {
+		t.Errorf("read %v, %v", got, err)
 	}
 }
