@@ -356,12 +356,13 @@ func newV3Filter(id string, cfg map[string]any, dt DataType, fill []byte) (bytes
 
 // checkFilters checks the place of numcodecs' filters in p's chain: they
 // run on the bytes codec's output, which is their input only where it
-// is the elements' little-endian bytes, not shards; and delta and
+// is the elements' little-endian bytes, not shards (and only where their
+// own output, which may be of a wider type, needs no swap); and delta and
 // packbits, which work on the elements in the order they are given,
 // only where no transpose comes before or after them.
 func (p *pipeline) checkFilters(filters []bytesCodec) error {
 	ab, ok := p.ab.(bytesCodecAB)
-	if !ok || ab.big && ab.unit > 1 {
+	if !ok || ab.big {
 		return fmt.Errorf("%w: numcodecs filters before other than a little-endian bytes codec", ErrUnsupportedCodec)
 	}
 	for _, f := range filters {
