@@ -305,9 +305,9 @@ func newPipelineV3(codecs []Codec, dt DataType, fill []byte, shape []int) (*pipe
 }
 
 // numcodecsFilter returns the numcodecs id of a v3 codec that is one of
-// numcodecs' array-to-array filters: "numcodecs.delta" as
-// numcodecs.zarr3 and zarr-python before 3.1.3 name it, or "delta" as
-// zarr-python's own copies of them do since.
+// numcodecs' array-to-array filters: "numcodecs.delta" as numcodecs.zarr3
+// and zarr-python's first copies of it (zarr.codecs.numcodecs) name it,
+// or "delta" as its later ones write it (reading both).
 func numcodecsFilter(name string) (string, bool) {
 	id := strings.TrimPrefix(name, "numcodecs.")
 	switch id {
