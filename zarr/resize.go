@@ -282,22 +282,8 @@ func (a *Array) clearOutside(ctx context.Context, key string, c, shape []int) er
 		enc, err := a.pipe.encode(chunkArray{shape: cs, data: buf}, nil)
 		return enc, false, err
 	}
-	if s, ok := a.store.(*RemoteStore); ok && s.processLocks {
-		_, err := a.writeChunkIf(ctx, s, key, func(old []byte, found bool) ([]byte, bool, error) { return merge(old, found, found) })
-		return err
-	}
-	old, found, err := a.fetch(ctx, piece{key: key, n: -1}, nil)
-	if err != nil || !found {
-		return err
-	}
-	enc, empty, err := merge(old, true, false)
-	if err != nil {
-		return err
-	}
-	if empty {
-		return a.store.Delete(ctx, key)
-	}
-	return a.store.Set(ctx, key, enc)
+	_, err = a.rewriteChunk(ctx, key, false, merge)
+	return err
 }
 
 // Append grows the array along axis by the elements of src (C order,

@@ -397,22 +397,8 @@ func (a *Array) writeStringsChunk(ctx context.Context, t chunkTask, r box, ss []
 		}
 		return enc, false, nil
 	}
-	var old []byte
-	found := false
-	if !a.covers(t) {
-		if s, ok := a.store.(*RemoteStore); ok && s.processLocks {
-			_, err := a.writeChunkIf(ctx, s, key, func(old []byte, found bool) ([]byte, bool, error) { return merge(old, found, found) })
-			return err
-		}
-		if old, found, err = a.fetch(ctx, piece{key: key, n: -1}, nil); err != nil {
-			return err
-		}
-	}
-	enc, empty, err := merge(old, found, false)
-	if err != nil {
-		return err
-	}
-	return a.putChunk(ctx, t, key, enc, empty, found)
+	_, err = a.rewriteChunk(ctx, key, a.covers(t), merge)
+	return err
 }
 
 // allEqual reports whether every element of ss is s.

@@ -125,37 +125,42 @@ func (a *Array) writeChunk(ctx context.Context, t chunkTask, in view) error {
 	// was garbage of a chunk at every chunk).
 	pooled = getBuf(n)
 	buf = *pooled
-	var old []byte
-	found := false
-	if !a.covers(t) {
-		if s, ok := a.store.(*RemoteStore); ok && s.processLocks {
-			enc, err = a.writeChunkIf(ctx, s, key, func(old []byte, found bool) ([]byte, bool, error) {
-				return a.merge(t, in, key, buf, old, found, dst, found)
-			})
-			return err
-		}
-		if old, found, err = a.fetch(ctx, piece{key: key, n: -1}, nil); err != nil {
-			return err
-		}
-	}
-	enc, empty, err := a.merge(t, in, key, buf, old, found, dst, false)
-	if err != nil {
-		return err
-	}
-	return a.putChunk(ctx, t, key, enc, empty, found)
+	enc, err = a.rewriteChunk(ctx, key, a.covers(t), func(old []byte, found, keep bool) ([]byte, bool, error) {
+		return a.merge(t, in, key, buf, old, found, dst, keep)
+	})
+	return err
 }
 
-// putChunk stores enc, chunk t's bytes, under key; or, where the chunk is
-// empty (all fill value, left out), deletes what may be stored there: a
-// chunk found, or one the write covers without having looked.
-func (a *Array) putChunk(ctx context.Context, t chunkTask, key string, enc []byte, empty, found bool) error {
-	switch {
-	case !empty:
-		return a.store.Set(ctx, key, enc)
-	case found || a.covers(t):
-		return a.store.Delete(ctx, key)
+// rewriteChunk stores chunk key as merge makes it of the stored bytes,
+// old where found, and returns what it stored; whole: the write covers
+// the chunk, which is not read. Through a RemoteStore opened
+// WithProcessLocks, a chunk not whole is read and written on the
+// condition that it is still the version read (writeChunkIf), merge
+// asked to keep a stored chunk's bytes even where all fill value.
+// Elsewhere a chunk merge leaves empty (all fill value, left out) is
+// deleted where it may be stored: found, or whole.
+func (a *Array) rewriteChunk(ctx context.Context, key string, whole bool, merge func(old []byte, found, keep bool) ([]byte, bool, error)) ([]byte, error) {
+	var old []byte
+	found := false
+	if !whole {
+		if s, ok := a.store.(*RemoteStore); ok && s.processLocks {
+			return a.writeChunkIf(ctx, s, key, func(old []byte, found bool) ([]byte, bool, error) { return merge(old, found, found) })
+		}
+		var err error
+		if old, found, err = a.fetch(ctx, piece{key: key, n: -1}, nil); err != nil {
+			return nil, err
+		}
 	}
-	return nil
+	enc, empty, err := merge(old, found, false)
+	switch {
+	case err != nil:
+		return nil, err
+	case !empty:
+		return enc, a.store.Set(ctx, key, enc)
+	case found || whole:
+		return nil, a.store.Delete(ctx, key)
+	}
+	return nil, nil
 }
 
 // merge assembles chunk t, of key, in buf and encodes it into dst: the
