@@ -346,6 +346,25 @@ func (c asTypeCodec) decode(src, _ []byte, limit int) ([]byte, error) {
 	return convert(src, c.enc, c.dec, nil, nil, limit, ErrCorruptChunk)
 }
 
+// withFill returns c knowing fill, the array's fill value as it sees
+// it, where c converts elements to another type (fixedscaleoffset,
+// quantize, astype: the padding's fill value wraps there as NumPy wraps
+// it, where another value that does not fit fails); else c.
+func withFill(c bytesCodec, fill []byte) bytesCodec {
+	switch f := c.(type) {
+	case fixedScaleOffsetCodec:
+		f.fill = fill
+		return f
+	case quantizeCodec:
+		f.fill = fill
+		return f
+	case asTypeCodec:
+		f.fill = fill
+		return f
+	}
+	return c
+}
+
 // packBitsCodec is numcodecs' PackBits filter of bools: the count of
 // padding bits of the last byte, then eight elements a byte, the first
 // the highest bit (np.packbits).

@@ -340,18 +340,7 @@ func newV3Filter(id string, cfg map[string]any, dt DataType, fill []byte) (bytes
 	if err != nil {
 		return nil, err
 	}
-	switch f := f.(type) {
-	case fixedScaleOffsetCodec:
-		f.fill = fill
-		return f, nil
-	case quantizeCodec:
-		f.fill = fill
-		return f, nil
-	case asTypeCodec:
-		f.fill = fill
-		return f, nil
-	}
-	return f, nil
+	return withFill(f, fill), nil
 }
 
 // checkFilters checks the place of numcodecs' filters in p's chain: they
@@ -493,22 +482,10 @@ func newPipelineV2(m *Metadata) (*pipeline, error) {
 		if err != nil {
 			return nil, fmt.Errorf("filter: %w", err)
 		}
-		switch f := c.(type) {
-		case bitRoundCodec:
-			if m.BigEndian { // numcodecs' BitRound takes only native floats (KeyError '>f8')
-				return nil, fmt.Errorf("filter: %w: bitround of big-endian %v", ErrUnsupportedCodec, m.DataType)
-			}
-		case fixedScaleOffsetCodec:
-			f.fill = storedFill(m)
-			c = f
-		case quantizeCodec:
-			f.fill = storedFill(m)
-			c = f
-		case asTypeCodec:
-			f.fill = storedFill(m)
-			c = f
+		if _, ok := c.(bitRoundCodec); ok && m.BigEndian { // numcodecs' BitRound takes only native floats (KeyError '>f8')
+			return nil, fmt.Errorf("filter: %w: bitround of big-endian %v", ErrUnsupportedCodec, m.DataType)
 		}
-		p.bb = append(p.bb, c)
+		p.bb = append(p.bb, withFill(c, storedFill(m)))
 	}
 	if m.Compressor != nil {
 		c, err := newBytesCodec(*m.Compressor, m.DataType, false)
