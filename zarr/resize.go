@@ -48,15 +48,7 @@ func (a *Array) Resize(ctx context.Context, shape []int) error {
 	if doc["shape"], err = json.Marshal(shape); err != nil {
 		return err
 	}
-	indent := "  "
-	if a.meta.ZarrFormat == 2 {
-		indent = "    "
-	}
-	b, err := marshalJSON(doc, indent)
-	if err != nil {
-		return err
-	}
-	if err := a.store.Set(ctx, key, b); err != nil {
+	if err := a.writeDoc(ctx, key, doc); err != nil {
 		return err
 	}
 	a.meta.Shape = slices.Clone(shape)
@@ -93,11 +85,7 @@ func (a *Array) SetAttributes(ctx context.Context, attrs map[string]any) error {
 		if doc["attributes"], err = marshalJSON(attrs, ""); err != nil {
 			return err
 		}
-		b, err := marshalJSON(doc, "  ")
-		if err != nil {
-			return err
-		}
-		if err := a.store.Set(ctx, key, b); err != nil {
+		if err := a.writeDoc(ctx, key, doc); err != nil {
 			return err
 		}
 	}
@@ -121,6 +109,20 @@ func (a *Array) readDoc(ctx context.Context) (string, map[string]json.RawMessage
 		return "", nil, fmt.Errorf("%w: %s: %v", ErrInvalidMetadata, key, err)
 	}
 	return key, doc, nil
+}
+
+// writeDoc stores doc, a's metadata document read by readDoc and
+// changed, under key, indented as Create writes it.
+func (a *Array) writeDoc(ctx context.Context, key string, doc map[string]json.RawMessage) error {
+	indent := "  "
+	if a.meta.ZarrFormat == 2 {
+		indent = "    "
+	}
+	b, err := marshalJSON(doc, indent)
+	if err != nil {
+		return err
+	}
+	return a.store.Set(ctx, key, b)
 }
 
 // storedDoc is readDoc, checked to hold a's shape.
