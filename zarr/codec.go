@@ -364,26 +364,26 @@ func (c shuffleCodec) encode(src, dst []byte) ([]byte, error) {
 	if c.size > 1 && len(src)%c.size != 0 {
 		return nil, fmt.Errorf("%w: shuffle of %d bytes in elements of %d", ErrInvalidMetadata, len(src), c.size)
 	}
-	out := outBuf(dst, len(src))[:len(src)]
-	if c.size <= 1 {
-		copy(out, src)
-		return out, nil
-	}
-	shuffle(out, src, c.size)
-	return out, nil
+	return c.apply(shuffle, src, dst), nil
 }
 
 func (c shuffleCodec) decode(src, dst []byte, limit int) ([]byte, error) {
 	if len(src) > limit || c.size > 1 && len(src)%c.size != 0 {
 		return nil, fmt.Errorf("%w: %d shuffled bytes in elements of %d (at most %d)", ErrCorruptChunk, len(src), c.size, limit)
 	}
+	return c.apply(unshuffle, src, dst), nil
+}
+
+// apply runs f, shuffle or unshuffle, from src into dst's capacity where
+// it fits; a copy where elements are single bytes.
+func (c shuffleCodec) apply(f func(dst, src []byte, size int), src, dst []byte) []byte {
 	out := outBuf(dst, len(src))[:len(src)]
 	if c.size <= 1 {
 		copy(out, src)
-		return out, nil
+	} else {
+		f(out, src, c.size)
 	}
-	unshuffle(out, src, c.size)
-	return out, nil
+	return out
 }
 
 // fletcher32 is HDF5's Fletcher-32 of b (H5_checksum_fletcher32, which
