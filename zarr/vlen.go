@@ -232,12 +232,8 @@ func (s *shardingCodec) encodeStrings(ss []string, shape []int) ([]byte, error) 
 			start[d] *= s.inner[d]
 		}
 		inner := make([]string, numElements(s.inner))
-		filled := true
-		pairStrings(view{shape: s.inner, es: 1, start: make([]int, len(start))}, view{shape: shape, es: 1}.sub(start), s.inner, func(d, x int) {
-			inner[d] = ss[x]
-			filled = filled && ss[x] == fill
-		})
-		if filled {
+		pairStrings(view{shape: s.inner, es: 1, start: make([]int, len(start))}, view{shape: shape, es: 1}.sub(start), s.inner, func(d, x int) { inner[d] = ss[x] })
+		if allEqual(inner, fill) {
 			continue
 		}
 		if total += frameSize(inner); total > maxVarChunk {
