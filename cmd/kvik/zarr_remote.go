@@ -396,15 +396,33 @@ func zarrToNpy(e *env, o *cpOptions, src, dst string) error {
 			return err
 		}
 	}
-	el := time.Since(start)
-	sum := crc32.Checksum(host, castagnoli)
+	return savedNpy(e, o, copied{nd, shape, dt, host, src, dst, via, time.Since(start)})
+}
+
+// copied is a Zarr array saved as a .npy file: its dtype there, shape and
+// Zarr type, the bytes saved, where from and to, through what, how long.
+type copied struct {
+	nd       npy.Dtype
+	shape    []int
+	dt       zarr.DataType
+	host     []byte
+	src, dst string
+	via      string
+	took     time.Duration
+}
+
+// savedNpy checksums the saved bytes, reads the file back to compare
+// where o verifies, and prints the copy's line.
+func savedNpy(e *env, o *cpOptions, c copied) error {
+	size := int64(len(c.host))
+	sum := crc32.Checksum(c.host, castagnoli)
 	if o.verify {
-		if err := verifyNpy(dst, int64(size), sum); err != nil {
+		if err := verifyNpy(c.dst, size, sum); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintf(e.stdout, "copied %s %v %s (%s) %s -> %s through %s in %.2f s, %.2f GB/s, verified, CRC-32C %08x\n",
-		nd, shape, dt, formatSize(int64(size)), src, dst, via, el.Seconds(), gbps(int64(size), el.Seconds()), sum)
+		c.nd, c.shape, c.dt, formatSize(size), c.src, c.dst, c.via, c.took.Seconds(), gbps(size, c.took.Seconds()), sum)
 	return nil
 }
 
@@ -460,16 +478,7 @@ func varStringsToNpy(e *env, o *cpOptions, a *zarr.Array, src, dst string) error
 	if err := npy.Save(e.ctx, dst, npy.SaveArray{Dtype: nd, Shape: shape64, Data: host}, o.saveOptions()...); err != nil {
 		return err
 	}
-	el := time.Since(start)
-	sum := crc32.Checksum(host, castagnoli)
-	if o.verify {
-		if err := verifyNpy(dst, size, sum); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintf(e.stdout, "copied %s %v %s (%s) %s -> %s through host memory in %.2f s, %.2f GB/s, verified, CRC-32C %08x\n",
-		nd, shape, a.DataType(), formatSize(size), src, dst, el.Seconds(), gbps(size, el.Seconds()), sum)
-	return nil
+	return savedNpy(e, o, copied{nd, shape, a.DataType(), host, src, dst, "host memory", time.Since(start)})
 }
 
 // verifyNpy checks that the data of the .npy file at path (its last size
