@@ -412,17 +412,20 @@ type copied struct {
 }
 
 // savedNpy checksums the saved bytes, reads the file back to compare
-// where o verifies, and prints the copy's line.
+// where o verifies, and prints the copy's line, which says "verified"
+// only where it was (as a file's copy says "not verified").
 func savedNpy(e *env, o *cpOptions, c copied) error {
 	size := int64(len(c.host))
 	sum := crc32.Checksum(c.host, castagnoli)
+	check := "not verified"
 	if o.verify {
 		if err := verifyNpy(c.dst, size, sum); err != nil {
 			return err
 		}
+		check = "verified"
 	}
-	fmt.Fprintf(e.stdout, "copied %s %v %s (%s) %s -> %s through %s in %.2f s, %.2f GB/s, verified, CRC-32C %08x\n",
-		c.nd, c.shape, c.dt, formatSize(size), c.src, c.dst, c.via, c.took.Seconds(), gbps(size, c.took.Seconds()), sum)
+	fmt.Fprintf(e.stdout, "copied %s %v %s (%s) %s -> %s through %s in %.2f s, %.2f GB/s, %s, CRC-32C %08x\n",
+		c.nd, c.shape, c.dt, formatSize(size), c.src, c.dst, c.via, c.took.Seconds(), gbps(size, c.took.Seconds()), check, sum)
 	return nil
 }
 

@@ -80,7 +80,14 @@ func TestZarrCpInfoBenchS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "a.npy")
-	runKvik(t, env, "cp", url+"/"+arr, out).expect(t, 0)
+	if r := runKvik(t, env, "cp", url+"/"+arr, out).expect(t, 0); !strings.Contains(r.stdout, ", verified, CRC-32C") {
+		t.Errorf("the copy's line:\n%s", r.stdout)
+	}
+	// Unverified, the line says so (it said "verified" before).
+	unchecked := filepath.Join(t.TempDir(), "u.npy")
+	if r := runKvik(t, env, "cp", "--verify=false", url+"/"+arr, unchecked).expect(t, 0); !strings.Contains(r.stdout, ", not verified, CRC-32C") {
+		t.Errorf("an unverified copy's line:\n%s", r.stdout)
+	}
 	got, err := npy.LoadHost(context.Background(), out, nil)
 	if err != nil {
 		t.Fatal(err)
