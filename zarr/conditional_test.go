@@ -4,10 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"html"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,11 +25,14 @@ import (
 // object has that ETag (412 otherwise, 404 for a missing one, as
 // versitygw answers), with If-None-Match: * only while there is none. It
 // counts the conditional writes and those refused. With noETag it names
-// no version; with refuseAll it refuses every conditional write.
+// no version; with refuseAll it refuses every conditional write. A
+// listing names every object, whatever prefix was asked for, and the
+// keys of extraList besides; DELETEs are kept in deleted.
 type condBucket struct {
 	*httptest.Server
 	mu                   sync.Mutex
 	objects              map[string][]byte
+	extraList, deleted   []string
 	conditional, refused atomic.Int64
 	noETag, refuseAll    atomic.Bool
 }
@@ -46,6 +52,30 @@ func newCondBucket(t *testing.T) *condBucket {
 
 func (c *condBucket) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.URL.EscapedPath()
+	switch {
+	case r.Method == http.MethodGet && r.URL.Query().Has("list-type"):
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var b strings.Builder
+		b.WriteString("<ListBucketResult><IsTruncated>false</IsTruncated>")
+		keys := slices.Clone(c.extraList)
+		for k := range c.objects {
+			keys = append(keys, strings.TrimPrefix(k, "/bkt/"))
+		}
+		for _, k := range keys {
+			fmt.Fprintf(&b, "<Contents><Key>%s</Key><Size>1</Size></Contents>", html.EscapeString(k))
+		}
+		b.WriteString("</ListBucketResult>")
+		w.Write([]byte(b.String()))
+		return
+	case r.Method == http.MethodDelete:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.deleted = append(c.deleted, key)
+		delete(c.objects, key)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		c.mu.Lock()

@@ -497,3 +497,54 @@ func TestResizeStrayKeys(t *testing.T) {
 		t.Errorf("read %v, %v", got, err)
 	}
 }
+
+// TestResizeHostileListing: a server whose listing names every object
+// of the bucket whatever the prefix asked (another store's, another
+// array's) and keys of its own making (dot segments, a coordinate past
+// int64, one past the grid) gets DELETEs from a shrink only for the
+// array's own chunk keys outside the new shape, and a PUT of the one it
+// cuts; the other array reads as before.
+func TestResizeHostileListing(t *testing.T) {
+	bkt := newCondBucket(t)
+	s, err := OpenURL(bg, "s3://bkt/x.zarr", s3Options(bkt.URL)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m := Metadata{Shape: []int{4, 4}, ChunkShape: []int{2, 2}, DataType: DataType{Kind: Uint, Size: 1}, FillValue: 0}
+	src := bytes.Repeat([]byte{3}, 16)
+	var arrays []*Array
+	for _, p := range []string{"arr", "arr2"} {
+		a, err := Create(bg, s, p, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.WriteRegion(bg, []int{0, 0}, []int{4, 4}, src); err != nil {
+			t.Fatal(err)
+		}
+		arrays = append(arrays, a)
+	}
+	bkt.mu.Lock()
+	bkt.extraList = []string{"other.zarr/arr/c/1/1", "x.zarr/arr/c/../../other.zarr/arr/c/0/0", "x.zarr/arr/c/1/1/../../../arr2/c/0/0",
+		"x.zarr/arr/c/0/99999999999999999999", "x.zarr/arr/c/9/9", "x.zarr/arr/c/1/1/x", "x.zarr/arr/c/-1/0"}
+	bkt.deleted = nil
+	bkt.mu.Unlock()
+	if err := arrays[0].Resize(bg, []int{1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	bkt.mu.Lock()
+	deleted := slices.Sorted(slices.Values(bkt.deleted))
+	bkt.mu.Unlock()
+	want := []string{"/bkt/x.zarr/arr/c/0/1", "/bkt/x.zarr/arr/c/1/0", "/bkt/x.zarr/arr/c/1/1", "/bkt/x.zarr/arr/c/9/9"}
+	if !slices.Equal(deleted, want) {
+		t.Errorf("deleted %q, want %q", deleted, want)
+	}
+	got := make([]byte, 16)
+	if err := arrays[1].ReadRegion(bg, []int{0, 0}, []int{4, 4}, got); err != nil || !bytes.Equal(got, src) {
+		t.Errorf("the other array: %v, %v", got, err)
+	}
+	one := make([]byte, 1)
+	if err := arrays[0].ReadRegion(bg, []int{0, 0}, []int{1, 1}, one); err != nil || one[0] != 3 {
+		t.Errorf("the array shrunk: %v, %v", one, err)
+	}
+}
