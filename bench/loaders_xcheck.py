@@ -124,7 +124,35 @@ NPY_DTYPES = ["|b1", "|i1", "|u1", "<i2", ">i2", "<u2", "<i4", ">i4", "<u4", "<i
               "<f2", ">f2", "<f4", ">f4", "<f8", ">f8", "<c8", ">c16", "<c16",
               # Last, so that the files before them stay as they were.
               "<M8[ns]", ">M8[s]", "<M8[10us]", "<M8", "<m8[D]", ">m8[3h]",
-              "|S5", "<U3", ">U2", "|V4"]
+              "|S5", "<U3", ">U2", "|V4",
+              # Structured dtypes (2026-11-29, twenty-second session): fields
+              # back to back, a subarray, padding (offsets), nesting.
+              [("x", "<f4"), ("n", ">i2", (3,))],
+              {"names": ["a", "b"], "formats": ["u1", "<f8"], "offsets": [0, 8], "itemsize": 16},
+              [("p", [("x", "<f4"), ("y", ">f4")]), ("id", "<u8"), ("tag", "|S3", (2, 2))],
+              [("t", "<M8[us]"), ("s", "<U2", (2,)), ("ok", "|b1")]]
+
+
+def descr(d):
+    """The dtype as a .npy header spells it: a descr list for a structured
+    one (str of numpy's descr), else the type string."""
+    return str(d.descr) if d.fields is not None else d.str
+
+
+def fix_fields(raw, d, n):
+    """raw, n records of the structured dtype d, with its bool fields 0 or 1
+    and its U fields code points (what NumPy would store)."""
+    recs = raw.reshape(n, d.itemsize) if n else raw.reshape(0, d.itemsize)
+    for name, (fd, off) in ((k, d.fields[k][:2]) for k in d.names):
+        base = fd.base
+        width = fd.itemsize
+        if base.kind == "b":
+            recs[:, off:off + width] &= 1
+        elif base.kind == "U":
+            cp = recs[:, off:off + width].copy().view("<u4") % 0x10F800
+            cp[cp >= 0xD800] += 0x800
+            recs[:, off:off + width] = cp.view(np.uint8)
+    return recs.reshape(-1)
 
 
 def header_fortran(path):
@@ -150,6 +178,8 @@ def make_npy(out, small):
                 raw = rng_bytes(rng, n * d.itemsize)
                 if d.kind == "b":
                     raw &= 1
+                if d.fields is not None:
+                    raw = fix_fields(raw, d, n)
                 if d.kind == "U":  # code points (no surrogates), in the dtype's order
                     cp = raw.view("<u4") % 0x10F800
                     cp[cp >= 0xD800] += 0x800
@@ -162,7 +192,7 @@ def make_npy(out, small):
                 np.save(os.path.join(out, name), a)
                 b = np.load(os.path.join(out, name))
                 fo = header_fortran(os.path.join(out, name))
-                expected["files"][name] = {"descr": b.dtype.str, "fortran_order": fo, "shape": list(b.shape),
+                expected["files"][name] = {"descr": descr(b.dtype), "fortran_order": fo, "shape": list(b.shape),
                                            "sha256": sha(b.tobytes(order="F" if fo else "C"))}
     # Version 2.0 (a header too long for 1.0) and 3.0 (a utf-8 header).
     big = np.arange(6, dtype="<i4").reshape(6, 1)
@@ -201,7 +231,7 @@ def check(d):
         try:
             if name.endswith(".npy"):
                 a = np.load(p)
-                got = {"descr": a.dtype.str, "shape": list(a.shape), "fortran_order": header_fortran(p),
+                got = {"descr": descr(a.dtype), "shape": list(a.shape), "fortran_order": header_fortran(p),
                        "sha256": sha(a.tobytes(order="F" if e["fortran_order"] else "C"))}
                 want = {k: e[k] for k in got}
             else:

@@ -9,6 +9,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+
+	"github.com/kvikgo/kvik/internal/formatkit/pylit"
 )
 
 // MaxHeaderSize bounds the header dictionary, so a hostile length never
@@ -111,14 +113,9 @@ func readFull(r io.ReaderAt, p []byte, off int64) error {
 // parseDict parses the header's Python dict literal, e.g.
 // {'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }.
 func (h *Header) parseDict(b []byte) error {
-	p := &lit{s: strings.TrimRight(string(b), " \n\x00")}
-	v, err := p.value()
+	v, err := pylit.Parse(strings.TrimRight(string(b), " \n\x00"))
 	if err != nil {
-		return err
-	}
-	p.space()
-	if p.i != len(p.s) {
-		return p.errf("trailing text")
+		return fmt.Errorf("%w: header dict %v", ErrInvalidHeader, err)
 	}
 	d, ok := v.(map[string]any)
 	if !ok {
@@ -133,7 +130,11 @@ func (h *Header) parseDict(b []byte) error {
 			return err
 		}
 	case []any:
-		return fmt.Errorf("%w: structured dtype", ErrUnsupportedDtype)
+		st, err := structOf(pylit.Plain(descr).([]any))
+		if err != nil {
+			return err
+		}
+		h.Dtype = Dtype(st.Repr())
 	default:
 		return fmt.Errorf("%w: descr is missing or not a string", ErrInvalidHeader)
 	}
@@ -142,7 +143,7 @@ func (h *Header) parseDict(b []byte) error {
 		return fmt.Errorf("%w: fortran_order is missing or not a bool", ErrInvalidHeader)
 	}
 	h.FortranOrder = fo
-	shape, ok := d["shape"].(tuple)
+	shape, ok := d["shape"].(pylit.Tuple)
 	if !ok {
 		return fmt.Errorf("%w: shape is missing or not a tuple", ErrInvalidHeader)
 	}
@@ -165,158 +166,16 @@ func keys(m map[string]any) []string {
 	return ks
 }
 
-type tuple []any
-
-// lit parses the small subset of Python literals .npy headers use:
-// dicts, tuples, lists, quoted strings, integers, True and False.
-type lit struct {
-	s     string
-	i     int
-	depth int
-}
-
-func (p *lit) errf(format string, a ...any) error {
-	return fmt.Errorf("%w: header dict at byte %d: %s", ErrInvalidHeader, p.i, fmt.Sprintf(format, a...))
-}
-
-func (p *lit) space() {
-	for p.i < len(p.s) && (p.s[p.i] == ' ' || p.s[p.i] == '\t' || p.s[p.i] == '\n') {
-		p.i++
-	}
-}
-
-func (p *lit) value() (any, error) {
-	p.space()
-	if p.i >= len(p.s) {
-		return nil, p.errf("unexpected end")
-	}
-	if p.depth > 16 {
-		return nil, p.errf("nested too deeply")
-	}
-	switch c := p.s[p.i]; {
-	case c == '{':
-		return p.dict()
-	case c == '(' || c == '[':
-		return p.seq(c)
-	case c == '\'' || c == '"':
-		return p.str()
-	case c >= '0' && c <= '9':
-		j := p.i
-		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
-			p.i++
-		}
-		if p.i < len(p.s) && p.s[p.i] == 'L' { // Python 2 long
-			defer func() { p.i++ }()
-		}
-		n, err := strconv.ParseInt(p.s[j:p.i], 10, 64)
-		if err != nil {
-			return nil, p.errf("integer %q out of range", p.s[j:p.i])
-		}
-		return n, nil
-	case strings.HasPrefix(p.s[p.i:], "True"):
-		p.i += 4
-		return true, nil
-	case strings.HasPrefix(p.s[p.i:], "False"):
-		p.i += 5
-		return false, nil
-	}
-	return nil, p.errf("unexpected %q", p.s[p.i])
-}
-
-func (p *lit) str() (string, error) {
-	q := p.s[p.i]
-	p.i++
-	j := strings.IndexByte(p.s[p.i:], q)
-	if j < 0 {
-		return "", p.errf("unterminated string")
-	}
-	s := p.s[p.i : p.i+j]
-	if strings.IndexByte(s, '\\') >= 0 {
-		return "", p.errf("escapes are not supported")
-	}
-	p.i += j + 1
-	return s, nil
-}
-
-// items parses comma-separated items up to close, allowing a trailing comma.
-func (p *lit) items(close byte, item func() error) error {
-	p.i++
-	p.depth++
-	defer func() { p.depth-- }()
-	for {
-		p.space()
-		if p.i < len(p.s) && p.s[p.i] == close {
-			p.i++
-			return nil
-		}
-		if err := item(); err != nil {
-			return err
-		}
-		p.space()
-		if p.i < len(p.s) && p.s[p.i] == ',' {
-			p.i++
-			continue
-		}
-		if p.i < len(p.s) && p.s[p.i] == close {
-			p.i++
-			return nil
-		}
-		return p.errf("expected ',' or %q", close)
-	}
-}
-
-func (p *lit) dict() (map[string]any, error) {
-	d := map[string]any{}
-	err := p.items('}', func() error {
-		p.space()
-		if p.i >= len(p.s) || (p.s[p.i] != '\'' && p.s[p.i] != '"') {
-			return p.errf("dict key is not a string")
-		}
-		k, err := p.str()
-		if err != nil {
-			return err
-		}
-		p.space()
-		if p.i >= len(p.s) || p.s[p.i] != ':' {
-			return p.errf("expected ':'")
-		}
-		p.i++
-		v, err := p.value()
-		if err != nil {
-			return err
-		}
-		if _, dup := d[k]; dup {
-			return p.errf("duplicate key %q", k)
-		}
-		d[k] = v
-		return nil
-	})
-	return d, err
-}
-
-func (p *lit) seq(open byte) (any, error) {
-	close := byte(')')
-	if open == '[' {
-		close = ']'
-	}
-	var out []any
-	err := p.items(close, func() error {
-		v, err := p.value()
-		out = append(out, v)
-		return err
-	})
-	if open == '(' {
-		return tuple(out), err
-	}
-	return out, err
-}
-
 // encodeHeader returns the magic, version, length and padded dict for an
 // array, in the version NumPy itself would pick (1.0 unless the header
 // needs more than 65535 bytes).
 func encodeHeader(d Dtype, shape []int64, fortran bool) []byte {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "{'descr': '%s', 'fortran_order': %s, 'shape': (", d, pyBool(fortran))
+	descr := "'" + string(d) + "'"
+	if d.structured() {
+		descr = string(d) // a list, not a string
+	}
+	fmt.Fprintf(&sb, "{'descr': %s, 'fortran_order': %s, 'shape': (", descr, pyBool(fortran))
 	for i, s := range shape {
 		if i > 0 {
 			sb.WriteString(", ")

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -83,7 +84,8 @@ func TestNumpyFiles(t *testing.T) {
 }
 
 var allDtypes = []string{"|b1", "|i1", "|u1", "<i2", ">i2", "<u2", ">u2", "<i4", ">i4", "<u4", "<i8", ">i8", "<u8", ">u8",
-	"<f2", ">f2", "<f4", ">f4", "<f8", ">f8", "<c8", ">c8", "<c16", ">c16", "<M8[ns]", ">M8[10us]", "<m8[D]", "<m8", "|S1", "|S7", "<U3", ">U2", "|V5"}
+	"<f2", ">f2", "<f4", ">f4", "<f8", ">f8", "<c8", ">c8", "<c16", ">c16", "<M8[ns]", ">M8[10us]", "<m8[D]", "<m8", "|S1", "|S7", "<U3", ">U2", "|V5",
+	"[('x', '<f4'), ('n', '>i2', (3,))]", "[('a', '|u1'), ('', '|V7'), ('b', '<f8')]", "[('p', [('x', '<f4'), ('y', '>f4')]), ('id', '<u8'), ('tag', '|S3', (2, 2))]"}
 
 // TestRoundTrip saves random arrays and loads them back; the saved bytes
 // must also parse with the same header.
@@ -241,7 +243,10 @@ func TestBadHeaders(t *testing.T) {
 		{"object", header(1, "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 16), ErrObjectArray},
 		{"empty string", header(1, "{'descr': '<U0', 'fortran_order': False, 'shape': (2,), }", 0), ErrUnsupportedDtype},
 		{"huge string", header(1, "{'descr': '|S9999999999', 'fortran_order': False, 'shape': (1,), }", 8), ErrUnsupportedDtype},
-		{"structured", header(1, "{'descr': [('a', '<i4')], 'fortran_order': False, 'shape': (2,), }", 8), ErrUnsupportedDtype},
+		{"structured, object field", header(1, "{'descr': [('a', '<i4'), ('o', '|O')], 'fortran_order': False, 'shape': (2,), }", 24), ErrObjectArray},
+		{"structured, bad field", header(1, "{'descr': [('a', '<i4', 'x')], 'fortran_order': False, 'shape': (2,), }", 0), ErrUnsupportedDtype},
+		{"structured, data short", header(1, "{'descr': [('a', '<i4'), ('b', '|u1', (3,))], 'fortran_order': False, 'shape': (2,), }", 13), ErrInvalidHeader},
+		{"structured, huge record", header(1, "{'descr': [('a', '<f8', (65536, 65536))], 'fortran_order': False, 'shape': (0,), }", 0), ErrUnsupportedDtype},
 		{"f16 longdouble", header(1, "{'descr': '<f16', 'fortran_order': False, 'shape': (1,), }", 16), ErrUnsupportedDtype},
 		{"negative dim", header(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", 0), ErrInvalidHeader},
 		{"missing key", header(1, "{'descr': '<f4', 'shape': (2,), }", 8), ErrInvalidHeader},
@@ -269,7 +274,7 @@ func TestBadHeaders(t *testing.T) {
 // describes exactly the bytes the file holds.
 func FuzzDecodeHeader(f *testing.F) {
 	names, _ := filepath.Glob("testdata/*.npy")
-	seeds := slices.Concat(names[:min(len(names), 12)], []string{"testdata/a085.npy", "testdata/a100.npy"}) // and two datetime64s
+	seeds := slices.Concat(names[:min(len(names), 12)], []string{"testdata/a085.npy", "testdata/a100.npy", "testdata/a134.npy"}) // and two datetime64s, a structured dtype
 	for _, n := range seeds {
 		b, _ := os.ReadFile(n)
 		f.Add(b)
@@ -294,9 +299,12 @@ func FuzzDecodeHeader(f *testing.F) {
 func TestErrorsQuoteHeaderText(t *testing.T) {
 	esc := "\x1b]0;owned\x07\x1b[2K\r"
 	for name, dict := range map[string]string{
-		"key":   "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), '" + esc + "': 1}",
-		"shape": "{'descr': '<f4', 'fortran_order': False, 'shape': (2, '" + esc + "'), }",
-		"descr": "{'descr': '" + esc + "', 'fortran_order': False, 'shape': (2,), }",
+		"key":              "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), '" + esc + "': 1}",
+		"shape":            "{'descr': '<f4', 'fortran_order': False, 'shape': (2, '" + esc + "'), }",
+		"descr":            "{'descr': '" + esc + "', 'fortran_order': False, 'shape': (2,), }",
+		"field":            "{'descr': [('" + esc + "', '<f4')], 'fortran_order': False, 'shape': (2,), }",
+		"type":             "{'descr': [('x', '" + esc + "')], 'fortran_order': False, 'shape': (2,), }",
+		"shape of a field": "{'descr': [('x', '<f4', ('" + esc + "',))], 'fortran_order': False, 'shape': (2,), }",
 	} {
 		b := header(1, dict, 8)
 		_, err := DecodeHeader(bytes.NewReader(b), int64(len(b)))
@@ -306,5 +314,47 @@ func TestErrorsQuoteHeaderText(t *testing.T) {
 		if strings.ContainsFunc(err.Error(), func(r rune) bool { return r < ' ' || r == 0x7f }) {
 			t.Errorf("%s: the error holds control characters: %q", name, err)
 		}
+	}
+}
+
+// TestStructuredDtypes checks structured dtypes: NumPy's spellings of a
+// descr list parse to one spelling, with kind 'V', order '|', the record's
+// size and each field's offset; bad lists and object fields are refused,
+// as is a non-canonical spelling given to Save.
+func TestStructuredDtypes(t *testing.T) {
+	for in, want := range map[string]Dtype{
+		`[('x', '<f4'), ('n', '>i2', (3,))]`:     "[('x', '<f4'), ('n', '>i2', (3,))]",
+		`[("x", "=f4"), ("n", ">i2", 3)]`:        "[('x', '<f4'), ('n', '>i2', (3,))]",
+		` [('x','<f4',),('n','>i2',(3,),),] `:    "[('x', '<f4'), ('n', '>i2', (3,))]",
+		`[('s', [('a', '<u1'), ('', '|V3')])]`:   "[('s', [('a', '|u1'), ('', '|V3')])]",
+		`[('t', '<M8[us]'), ('u', '<U2', (2,))]`: "[('t', '<M8[us]'), ('u', '<U2', (2,))]",
+	} {
+		d, err := ParseDtype(in)
+		if err != nil || d != want || !d.Valid() || d.Kind() != 'V' || d.Order() != '|' || d.BigEndian() {
+			t.Errorf("ParseDtype(%s) = %q, %v (kind %c, order %c); want %q", in, d, err, d.Kind(), d.Order(), want)
+		}
+	}
+	d := Dtype("[('p', [('x', '<f4'), ('y', '>f4')]), ('id', '<u8'), ('tag', '|S3', (2, 2))]")
+	want := []Field{{"p", "[('x', '<f4'), ('y', '>f4')]", nil, 0, 8}, {"id", "<u8", nil, 8, 8}, {"tag", "|S3", []int{2, 2}, 16, 12}}
+	if got := d.Fields(); d.Size() != 28 || !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: size %d, fields %+v; want 28, %+v", d, d.Size(), got, want)
+	}
+	if f := Float32.Fields(); f != nil {
+		t.Errorf("Float32.Fields() = %v, want nil", f)
+	}
+	for _, bad := range []string{"[]", "[('x',)]", "[('x', '<f3')]", "[('x', '<f4'), ('x', '<f4')]", "[('', '<f4')]",
+		"[('x', '<f4', (-1,))]", "[('x', '<f4')] x", "[('x', '<f4'", "[1, 2]", "[('x', {'a': 1})]", "[('x', '<f8', (1024, 1024, 1024))]"} {
+		if d, err := ParseDtype(bad); !errors.Is(err, ErrUnsupportedDtype) || errors.Is(err, ErrObjectArray) {
+			t.Errorf("ParseDtype(%s) = %q, %v; want ErrUnsupportedDtype", bad, d, err)
+		}
+	}
+	for _, obj := range []string{"[('x', 'O')]", "[('s', [('o', '|O')])]"} {
+		if _, err := ParseDtype(obj); !errors.Is(err, ErrObjectArray) {
+			t.Errorf("ParseDtype(%s): %v, want ErrObjectArray", obj, err)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "x.npy")
+	if err := Save(context.Background(), p, SaveArray{Dtype: `[("x", "<f4")]`, Shape: []int64{1}, Data: make([]byte, 4)}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Save of a structured dtype spelled with double quotes: %v, want ErrInvalidArgument", err)
 	}
 }

@@ -1,0 +1,85 @@
+package npy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// numpyPython returns a python3 with NumPy, or skips (fails under
+// CI=true, whose script installs it, unless KVIK_TEST_NUMPY_PYTHON=skip).
+func numpyPython(t *testing.T) string {
+	t.Helper()
+	var tried []string
+	for _, name := range []string{"/usr/bin/python3", "python3"} {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			tried = append(tried, name+": not found")
+			continue
+		}
+		out, err := exec.Command(p, "-c", "import numpy; print(numpy.__version__)").CombinedOutput()
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %s", p, strings.TrimSpace(string(out))))
+			continue
+		}
+		t.Logf("%s: numpy %s", p, strings.TrimSpace(string(out)))
+		return p
+	}
+	msg := "needs python3 with NumPy (apt-get install python3-numpy): " + strings.Join(tried, "; ")
+	if os.Getenv("CI") == "true" && os.Getenv("KVIK_TEST_NUMPY_PYTHON") != "skip" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// TestNumpyLoadsSaved saves random arrays of every dtype (structured ones
+// among them) and shape, C and Fortran order, from host memory, and has
+// NumPy load each (bench/loaders_xcheck.py check): its dtype, shape,
+// order and bytes must be those saved. TestNumpyFiles is the other way.
+func TestNumpyLoadsSaved(t *testing.T) {
+	py := numpyPython(t)
+	rng := rand.New(rand.NewPCG(61, 62))
+	dir := t.TempDir()
+	e := expected{Generator: "kvik npy.Save", Files: map[string]expectedFile{}}
+	for i, ds := range allDtypes {
+		d, err := ParseDtype(ds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, shape := range [][]int64{{}, {0}, {int64(1 + rng.IntN(9))}, {3, int64(1 + rng.IntN(5))}, {2, 3, int64(1 + rng.IntN(4))}} {
+			fortran := len(shape) >= 2 && (i+j)%2 == 1
+			n := int64(d.Size())
+			for _, s := range shape {
+				n *= s
+			}
+			data := make([]byte, n)
+			for k := range data {
+				data[k] = byte(rng.Uint32())
+				if d.Kind() == 'b' {
+					data[k] &= 1
+				}
+			}
+			name := fmt.Sprintf("s%02d%d.npy", i, j)
+			if err := Save(context.Background(), filepath.Join(dir, name), SaveArray{Dtype: d, Shape: shape, Fortran: fortran, Data: data}); err != nil {
+				t.Fatal(err)
+			}
+			e.Files[name] = expectedFile{Descr: d.String(), FortranOrder: fortran, Shape: shape, Sha256: sum(data)}
+		}
+	}
+	b, _ := json.MarshalIndent(e, "", " ")
+	if err := os.WriteFile(filepath.Join(dir, "expected.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(py, "../bench/loaders_xcheck.py", "check", dir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf(": %d passed, 0 failed", len(e.Files))) {
+		t.Fatalf("NumPy's loads of the saved files: %v\n%s", err, out)
+	}
+	t.Logf("%s", strings.TrimSpace(string(out)))
+}
