@@ -257,12 +257,17 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 		return err
 	}
 	es := a.meta.DataType.Size
-	bufSize, _ := bandBuffers(numElements(a.cellShape())*es, 0)
+	cellBytes := numElements(a.cellShape()) * es
+	bufSize, _ := bandBuffers(cellBytes, 0)
+	limit := bufSize
+	if v := int(zarrtune.BandLimit.Load()); v > 0 {
+		limit = min(limit, max(v, cellBytes))
+	}
 	out := view{shape: r.count, es: es}
 	ds, _ := a.store.(*DirStore)
 	layout := zarrtune.DeviceLayout.Load()
 	u := a.unshuffler(target)
-	p, err := a.bandPlan(ctx, r, bufSize, func(b *band) {
+	p, err := a.bandPlan(ctx, r, limit, func(b *band) {
 		if ds != nil {
 			a.directBand(b, out)
 		}

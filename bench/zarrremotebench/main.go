@@ -83,6 +83,7 @@ func main() {
 	altWholeSpans := flag.Bool("alt-wholespans", false, "the alternative reads' workers decode each fetched span of a shard whole, not in parts (zarrtune.WholeSpans)")
 	altEagerPlan := flag.Bool("alt-eagerplan", false, "the alternative reads of sharded arrays read every shard index before any chunk (zarrtune.EagerShardPlan)")
 	altCPUUnshuffle := flag.Bool("alt-cpuunshuffle", false, "the alternative reads of device memory undo Blosc's byte shuffle on the CPU, not the GPU (zarrtune.CPUUnshuffle)")
+	altBand := flag.Int("alt-band", 0, "also read each compressed array into device memory in bands of at most this many bytes (zarrtune.BandLimit; runs named \"... bN\", N in KiB), in the same rounds")
 	altWhole := flag.Bool("alt-whole", false, "also read each sharded array through a store opened with zarr.WithWholeShards (runs named \"... whole\"), in the same rounds")
 	host := flag.Bool("host", false, "read into host memory (no GPU needed)")
 	codecs := flag.String("codecs", "zstd,blosc-lz4,blosc-zstd,gzip,sharded,sharded-zstd", "variants besides raw, comma-separated")
@@ -151,7 +152,7 @@ func main() {
 	for _, v := range variants[1:] {
 		a := arrays[v.name]
 		runs = append(runs, run{"zarr " + v.name + " region", "s3_" + v.name, func() error { return t.region(a, shape) }})
-		if suffix := altSuffix(*altWorkers, *altRequests); suffix != "" && compressed(v) {
+		if suffix := altSuffix(*altWorkers, *altRequests, *altBand); suffix != "" && compressed(v) {
 			store := a.Store()
 			if *altRequests > 0 {
 				s, err := zarr.OpenURL(bg, "s3://bkt/"+v.name+".zarr", zarr.WithMaxRequests(*altRequests))
@@ -174,6 +175,8 @@ func main() {
 					k.Store(on)
 					defer k.Store(false)
 				}
+				zarrtune.BandLimit.Store(int64(*altBand))
+				defer zarrtune.BandLimit.Store(0)
 				return t.region(alt, shape)
 			}})
 		}
@@ -219,7 +222,7 @@ func main() {
 	if *cpu {
 		printUsage(runs, times, use, len(data))
 	}
-	printRatios(variants, gbs, times, altSuffix(*altWorkers, *altRequests))
+	printRatios(variants, gbs, times, altSuffix(*altWorkers, *altRequests, *altBand))
 	for _, run := range runs {
 		fmt.Printf("RESULT %s %.3f\n", run.key, gbs[run.name])
 	}
@@ -324,15 +327,19 @@ func printRatios(variants []variant, gbs map[string]float64, times map[string][]
 	}
 }
 
-// altSuffix names the alternative reads of -alt-workers and -alt-requests
-// (" w11", " r8", " w11 r8"), or is empty where there are none.
-func altSuffix(workers, requests int) string {
+// altSuffix names the alternative reads of -alt-workers, -alt-requests
+// and -alt-band (" w11", " r8", " w11 r8", " b4096"), or is empty where
+// there are none.
+func altSuffix(workers, requests, band int) string {
 	s := ""
 	if workers > 0 {
 		s += fmt.Sprintf(" w%d", workers)
 	}
 	if requests > 0 {
 		s += fmt.Sprintf(" r%d", requests)
+	}
+	if band > 0 {
+		s += fmt.Sprintf(" b%d", band>>10)
 	}
 	return s
 }

@@ -55,3 +55,8 @@ var RowMajorWrites atomic.Bool
 // on the CPU, as host reads do, instead of on the GPU after their copy
 // (zarr's GPU unshuffle), to compare.
 var CPUUnshuffle atomic.Bool
+
+// BandLimit, when above 0, caps the bytes of a device read's bands (at
+// least one cell), the pinned buffers they go through keeping their
+// size: a smaller set of staging memory in rotation, to compare.
+var BandLimit atomic.Int64
