@@ -2,8 +2,10 @@ package npy_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -63,4 +65,26 @@ func ExampleLoad_s3() {
 	}
 	defer a.Close()
 	fmt.Println(a.Dtype, a.Shape, a.Ptr)
+}
+
+// Read the fields of a structured dtype's records: NumPy's
+// np.dtype([('xyz', '<f4', (3,)), ('i', '<u2')], align=True), which pads
+// each record to 16 bytes.
+func ExampleDtype_Fields() {
+	d, err := npy.ParseDtype("[('xyz', '<f4', (3,)), ('i', '<u2'), ('', '|V2')]")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(d.Kind() == 'V', d.Size())
+	for _, f := range d.Fields() {
+		fmt.Printf("%q %s %v at %d, %d bytes\n", f.Name, f.Dtype, f.Shape, f.Offset, f.Size)
+	}
+	rec := []byte{0, 0, 128, 63, 0, 0, 0, 64, 0, 0, 64, 64, 7, 0, 0, 0} // (1, 2, 3), 7
+	fmt.Println(math.Float32frombits(binary.LittleEndian.Uint32(rec[8:])), binary.LittleEndian.Uint16(rec[12:]))
+	// Output:
+	// true 16
+	// "xyz" <f4 [3] at 0, 12 bytes
+	// "i" <u2 [] at 12, 2 bytes
+	// "" |V2 [] at 14, 2 bytes
+	// 3 7
 }

@@ -198,6 +198,12 @@ func Create(ctx context.Context, s Store, path string, m Metadata) (*Array, erro
 			m.Filters = append([]Codec{{Name: vlenName(k)}}, m.Filters...)
 		}
 	case 3:
+		if m.DataType.Struct != "" {
+			// v3 spells records as an extension data type ("struct" of
+			// zarr-extensions, zarr-python 3's Structured), not a descr
+			// list: not written (nor read) yet.
+			return nil, fmt.Errorf("%w: structured types in Zarr v3", ErrUnsupportedDataType)
+		}
 		if len(m.Codecs) == 0 {
 			m.Codecs = []Codec{{Name: "bytes", Configuration: map[string]any{"endian": "little"}}}
 			if m.DataType.Variable() {

@@ -68,6 +68,12 @@ type DataType struct {
 	// them empty.
 	Unit  string
 	Scale int
+	// Struct makes a Raw type a structured one (v2 only): NumPy's descr
+	// list of the record's fields, as npy.Dtype spells it, "[('x',
+	// '<f4'), ('n', '>i2', (3,))]", Size its record's bytes. Records are
+	// read and written as stored, each field in its own byte order (see
+	// Fields).
+	Struct string
 }
 
 // temporal reports whether t is a DateTime or a TimeDelta.
@@ -109,7 +115,10 @@ func (t DataType) check() error {
 		if t.Size < 1 || t.Size > maxStringSize || t.Kind == Unicode && t.Size%4 != 0 || t.Unit != "" || t.Scale != 0 {
 			return fmt.Errorf("%w: %c of %d bytes", ErrUnsupportedDataType, t.Kind, t.Size)
 		}
-		return nil
+		return t.checkStruct()
+	}
+	if t.Struct != "" {
+		return fmt.Errorf("%w: a structured type of kind %c, not Raw", ErrUnsupportedDataType, t.Kind)
 	}
 	if t.Variable() {
 		if t.Size != 0 || t.Unit != "" || t.Scale != 0 {
@@ -121,6 +130,51 @@ func (t DataType) check() error {
 		return fmt.Errorf("%w: %+v", ErrUnsupportedDataType, t)
 	}
 	return nil
+}
+
+// checkStruct reports a Struct that is not a structured type's descr
+// list as NumPy spells it, of Size bytes, for a Raw type.
+func (t DataType) checkStruct() error {
+	if t.Struct == "" {
+		return nil
+	}
+	st, err := npydescr.ParseRepr(t.Struct)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: structured type: %v", ErrUnsupportedDataType, err)
+	case t.Kind != Raw || st.Size != t.Size || st.Repr() != t.Struct:
+		return fmt.Errorf("%w: structured type %.80q of kind %c and %d bytes, want Raw of %d bytes spelled %.80q", ErrUnsupportedDataType, t.Struct, t.Kind, t.Size, st.Size, st.Repr())
+	}
+	return nil
+}
+
+// Fields returns the fields of a structured type (Struct), in order,
+// with their offsets in a record; nil for another type.
+func (t DataType) Fields() []Field {
+	st, err := npydescr.ParseRepr(t.Struct)
+	if t.Struct == "" || err != nil {
+		return nil
+	}
+	fields := make([]Field, len(st.Fields))
+	for i, f := range st.Fields {
+		fields[i] = Field{Name: f.Name, DType: f.Type, Shape: f.Shape, Offset: f.Offset, Size: f.Size}
+		if f.Struct != nil {
+			fields[i].DType = f.Struct.Repr()
+		}
+	}
+	return fields
+}
+
+// Field is a field of a structured type (DataType.Fields).
+type Field struct {
+	Name string // "" for padding (DType "|Vn")
+	// DType is the field's element type as NumPy spells it ("<f4",
+	// ">i2", "|S3"), or a nested structured type's descr list.
+	DType string
+	Shape []int // a subarray field's shape; nil for one element
+	// Offset is where the field starts in a record, Size its bytes (the
+	// subarray's included).
+	Offset, Size int
 }
 
 // swapUnit is the size of the parts of an element whose bytes a
@@ -176,6 +230,8 @@ func (t DataType) String() string {
 	switch {
 	case t.temporal():
 		return t.Name() + t.unitText()
+	case t.Struct != "":
+		return "structured" + t.Struct
 	case t.isString():
 		return fmt.Sprintf("%s[%d]", t.Name(), t.Size)
 	}
@@ -183,10 +239,12 @@ func (t DataType) String() string {
 }
 
 // NumPy returns t as NumPy spells it, little-endian ("<f4", "|b1",
-// "<M8[ns]"): the dtype of a v2 array stored little-endian, and what
-// npy.ParseDtype takes.
+// "<M8[ns]"), a structured type as its descr list: the dtype of a v2
+// array stored little-endian, and what npy.ParseDtype takes.
 func (t DataType) NumPy() string {
 	switch {
+	case t.Struct != "":
+		return t.Struct
 	case t.temporal():
 		return fmt.Sprintf("<%c8%s", t.Kind, t.unitText())
 	case t.Variable():
@@ -298,6 +356,22 @@ func parseV3Type(raw json.RawMessage) (DataType, error) {
 		return DataType{}, bad
 	}
 	return t, nil
+}
+
+// parseV2Struct parses a v2 dtype that is a structured type's descr
+// list, [["x", "<f4"], ["n", ">i2", [3]]], into a Raw type of its
+// record's size.
+func parseV2Struct(raw json.RawMessage) (DataType, error) {
+	var list []any
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return DataType{}, fmt.Errorf("%w: dtype %.60s", ErrInvalidMetadata, raw)
+	}
+	st, err := npydescr.ParseStruct(list)
+	if err != nil {
+		return DataType{}, fmt.Errorf("%w: structured dtype: %v", ErrUnsupportedDataType, err)
+	}
+	t := DataType{Kind: Raw, Size: st.Size, Struct: st.Repr()}
+	return t, t.check()
 }
 
 // parseV2Type parses a NumPy type string such as "<f4" or "|b1" and

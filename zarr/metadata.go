@@ -14,6 +14,8 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
+
+	"github.com/kvikgo/kvik/internal/formatkit/npydescr"
 )
 
 // Codec names a codec and its configuration: a v3 codec ({"name",
@@ -170,13 +172,15 @@ func ParseMetadataV2(b []byte, storeSep string) (*Metadata, error) {
 		return nil, fmt.Errorf("%w: zarr_format %d in .zarray", ErrInvalidMetadata, v.ZarrFormat)
 	}
 	var dts string
-	if err := json.Unmarshal(v.DType, &dts); err != nil {
-		return nil, fmt.Errorf("%w: structured dtype %.60s", ErrUnsupportedDataType, v.DType)
-	}
 	var dt DataType
 	var big bool
 	var err error
-	if dts != "|O" { // an object dtype's kind is its object codec's (below)
+	switch {
+	case json.Unmarshal(v.DType, &dts) != nil:
+		if dt, err = parseV2Struct(v.DType); err != nil {
+			return nil, err
+		}
+	case dts != "|O": // an object dtype's kind is its object codec's (below)
 		if dt, big, err = parseV2Type(dts); err != nil {
 			return nil, err
 		}
@@ -393,7 +397,8 @@ func jsonFill(v any) (json.RawMessage, error) {
 }
 
 // v2DType is m's data type as a v2 document's dtype: NumPy's, ">"
-// where m stores big-endian elements that have a byte order.
+// where m stores big-endian elements that have a byte order (a
+// structured type's descr list, as NumPy writes it).
 func (m *Metadata) v2DType() string {
 	dt := m.DataType.NumPy()
 	if m.BigEndian && m.DataType.swapUnit() > 1 {
@@ -418,7 +423,14 @@ func (m *Metadata) marshal() (map[string][]byte, error) {
 		fill = json.Number(fmt.Sprintf("%.1f", f))
 	}
 	if m.ZarrFormat == 2 {
-		dt := m.v2DType()
+		var dt any = m.v2DType()
+		if m.DataType.Struct != "" {
+			st, err := npydescr.ParseRepr(m.DataType.Struct) // valid: DataType.check
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrUnsupportedDataType, err)
+			}
+			dt = st.List()
+		}
 		filters := []any(nil)
 		for _, f := range m.Filters {
 			filters = append(filters, v2Codec(f))

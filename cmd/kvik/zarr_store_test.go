@@ -475,3 +475,37 @@ func TestZarrVarStrings(t *testing.T) {
 	}
 	runKvik(t, nil, "cp", filepath.Join(src, "long"), filepath.Join(dir, "long.npy")).expect(t, exitFailure).oneLineError(t, "longest element takes")
 }
+
+// TestZarrStructuredToNpy copies a v2 Zarr array of a structured type
+// (big-endian and padded fields, a subarray) into a .npy file: the file's
+// dtype is the array's descr list, its records the array's, as stored.
+func TestZarrStructuredToNpy(t *testing.T) {
+	dir := t.TempDir()
+	s, err := zarr.NewDirStore(filepath.Join(dir, "r.zarr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	descr := "[('x', '>f4'), ('', '|V4'), ('n', '<i2', (3,))]"
+	m := zarr.Metadata{ZarrFormat: 2, Shape: []int{9, 4}, ChunkShape: []int{4, 3}, DataType: zarr.DataType{Kind: zarr.Raw, Size: 14, Struct: descr},
+		Compressor: &zarr.Codec{Name: "blosc", Configuration: map[string]any{"cname": "zstd", "clevel": 3, "shuffle": 1}}}
+	a, err := zarr.Create(context.Background(), s, "r", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 9*4*14)
+	for i := range want {
+		want[i] = byte(i*31 + i/14)
+	}
+	if err := a.WriteRegion(context.Background(), []int{0, 0}, []int{9, 4}, want); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "r.npy")
+	runKvik(t, nil, "cp", "--memory", "host", filepath.Join(dir, "r.zarr", "r"), dst).expect(t, exitOK)
+	got, err := npy.LoadHost(context.Background(), dst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Dtype != npy.Dtype(descr) || fmt.Sprint(got.Shape) != "[9 4]" || string(got.Data) != string(want) {
+		t.Fatalf("%s: dtype %s shape %v, records equal %v", dst, got.Dtype, got.Shape, string(got.Data) == string(want))
+	}
+}
