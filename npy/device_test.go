@@ -66,17 +66,7 @@ func TestWriteForNumpy(t *testing.T) {
 		d, _ := ParseDtype(ds)
 		for j, shape := range [][]int64{{}, {0}, {7}, {3, 5}, {2, 3, 4}} {
 			fortran := len(shape) >= 2 && j%2 == 1
-			n := int64(d.Size())
-			for _, s := range shape {
-				n *= s
-			}
-			data := make([]byte, n)
-			for k := range data {
-				data[k] = byte(rng.Uint32())
-				if d.Kind() == 'b' {
-					data[k] &= 1
-				}
-			}
+			data := randData(rng, d, shape)
 			src := filepath.Join(tmp, "src.npy")
 			if err := Save(context.Background(), src, SaveArray{Dtype: d, Shape: shape, Fortran: fortran, Data: data}); err != nil {
 				t.Fatal(err)

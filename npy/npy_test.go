@@ -87,6 +87,23 @@ var allDtypes = []string{"|b1", "|i1", "|u1", "<i2", ">i2", "<u2", ">u2", "<i4",
 	"<f2", ">f2", "<f4", ">f4", "<f8", ">f8", "<c8", ">c8", "<c16", ">c16", "<M8[ns]", ">M8[10us]", "<m8[D]", "<m8", "|S1", "|S7", "<U3", ">U2", "|V5",
 	"[('x', '<f4'), ('n', '>i2', (3,))]", "[('a', '|u1'), ('', '|V7'), ('b', '<f8')]", "[('p', [('x', '<f4'), ('y', '>f4')]), ('id', '<u8'), ('tag', '|S3', (2, 2))]"}
 
+// randData returns random bytes of an array of d and shape (bools 0 or
+// 1, as NumPy writes them).
+func randData(rng *rand.Rand, d Dtype, shape []int64) []byte {
+	n := int64(d.Size())
+	for _, s := range shape {
+		n *= s
+	}
+	data := make([]byte, n)
+	for k := range data {
+		data[k] = byte(rng.Uint32())
+		if d.Kind() == 'b' {
+			data[k] &= 1
+		}
+	}
+	return data
+}
+
 // TestRoundTrip saves random arrays and loads them back; the saved bytes
 // must also parse with the same header.
 func TestRoundTrip(t *testing.T) {
@@ -98,14 +115,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, shape := range [][]int64{{}, {0}, {int64(rng.IntN(50) + 1)}, {3, int64(rng.IntN(9) + 1)}, {2, 0, 5}, {2, 3, int64(rng.IntN(7) + 1)}} {
-			n := int64(d.Size())
-			for _, s := range shape {
-				n *= s
-			}
-			data := make([]byte, n)
-			for j := range data {
-				data[j] = byte(rng.Uint32())
-			}
+			data := randData(rng, d, shape)
 			fortran := len(shape) >= 2 && i%2 == 0
 			p := filepath.Join(dir, "x.npy")
 			if err := Save(context.Background(), p, SaveArray{Dtype: d, Shape: shape, Fortran: fortran, Data: data}); err != nil {

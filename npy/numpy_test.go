@@ -55,17 +55,7 @@ func TestNumpyLoadsSaved(t *testing.T) {
 		}
 		for j, shape := range [][]int64{{}, {0}, {int64(1 + rng.IntN(9))}, {3, int64(1 + rng.IntN(5))}, {2, 3, int64(1 + rng.IntN(4))}} {
 			fortran := len(shape) >= 2 && (i+j)%2 == 1
-			n := int64(d.Size())
-			for _, s := range shape {
-				n *= s
-			}
-			data := make([]byte, n)
-			for k := range data {
-				data[k] = byte(rng.Uint32())
-				if d.Kind() == 'b' {
-					data[k] &= 1
-				}
-			}
+			data := randData(rng, d, shape)
 			name := fmt.Sprintf("s%02d%d.npy", i, j)
 			if err := Save(context.Background(), filepath.Join(dir, name), SaveArray{Dtype: d, Shape: shape, Fortran: fortran, Data: data}); err != nil {
 				t.Fatal(err)

@@ -58,6 +58,16 @@ func zarrPython(t *testing.T) string {
 	return ""
 }
 
+// testSeed returns a random seed, or KVIK_TEST_SEED's, and logs it.
+func testSeed(t *testing.T) uint64 {
+	seed := uint64(rand.Int64())
+	if s := os.Getenv("KVIK_TEST_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (KVIK_TEST_SEED repeats it)", seed)
+	return seed
+}
+
 // runInterop runs testdata/interop.py with args and returns its stdout.
 func runInterop(t *testing.T, py string, args ...string) ([]byte, error) {
 	t.Helper()
@@ -261,11 +271,7 @@ func interopRead(t *testing.T, a *Array) ([]byte, error) {
 // (through a store WithProcessLocks), nested groups.
 func TestZarrPythonInterop(t *testing.T) {
 	py := zarrPython(t)
-	seed := uint64(rand.Int64())
-	if s := os.Getenv("KVIK_TEST_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (KVIK_TEST_SEED repeats it)", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 27))
 	dir := t.TempDir()
 	if _, err := runInterop(t, py, "write", dir, strconv.FormatUint(seed%(1<<31), 10)); err != nil {

@@ -55,6 +55,9 @@ func randRegion(rng *rand.Rand, shape []int) ([]int, []int) {
 
 // randValues returns n elements of t, never all zero.
 func randValues(rng *rand.Rand, t DataType, n int) []byte {
+	if t.Struct != "" {
+		return randRecords(rng, t.Size, n)
+	}
 	if t.isString() {
 		return stringValues(rng, t, n)
 	}
@@ -190,7 +193,7 @@ func roundTripIn(t *testing.T, rng *rand.Rand, s Store, m Metadata) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.meta.ZarrFormat != a.meta.ZarrFormat || fmt.Sprint(b.meta.FillValue) != fmt.Sprint(a.meta.FillValue) {
+	if b.meta.ZarrFormat != a.meta.ZarrFormat || b.meta.DataType != a.meta.DataType || fmt.Sprint(b.meta.FillValue) != fmt.Sprint(a.meta.FillValue) {
 		t.Fatalf("reopened metadata %+v, created %+v", b.meta, a.meta)
 	}
 	for r := 0; r < 6; r++ {

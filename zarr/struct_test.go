@@ -133,48 +133,7 @@ func TestStructuredRoundTrip(t *testing.T) {
 				fill = base64.StdEncoding.EncodeToString(randRecords(rng, dt.Size, 1))
 			}
 			m := Metadata{ZarrFormat: 2, Shape: shape, ChunkShape: chunks, DataType: dt, Compressor: comp, Order: "CF"[j%2], FillValue: fill}
-			t.Run(fmt.Sprintf("%d/%d", i, j), func(t *testing.T) { structRoundTrip(t, rng, m) })
-		}
-	}
-}
-
-func structRoundTrip(t *testing.T, rng *rand.Rand, m Metadata) {
-	s, err := NewDirStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := Create(bg, s, "arr", m)
-	if err != nil {
-		t.Fatalf("%+v: %v", m, err)
-	}
-	ref := model{shape: m.Shape, es: m.DataType.Size, buf: chunkFill(a.pipe.fill, m.Shape)}
-	for range 4 {
-		start, stop := randRegion(rng, m.Shape)
-		src := randRecords(rng, m.DataType.Size, numElements(boxCount(start, stop)))
-		if err := a.WriteRegion(bg, start, stop, src); err != nil {
-			t.Fatalf("write %v-%v: %v", start, stop, err)
-		}
-		ref.write(start, stop, src)
-	}
-	b, err := Open(bg, s, "arr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.DataType() != m.DataType {
-		t.Fatalf("reopened as %+v, created as %+v", b.DataType(), m.DataType)
-	}
-	for r := range 5 {
-		start, stop := make([]int, len(m.Shape)), m.Shape
-		if r > 0 {
-			start, stop = randRegion(rng, m.Shape)
-		}
-		want := ref.region(start, stop)
-		got := make([]byte, len(want))
-		if err := b.ReadRegion(bg, start, stop, got); err != nil {
-			t.Fatalf("read %v-%v: %v", start, stop, err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("region %v-%v differs from the model", start, stop)
+			t.Run(fmt.Sprintf("%d/%d", i, j), func(t *testing.T) { roundTrip(t, rng, m) })
 		}
 	}
 }
@@ -188,11 +147,7 @@ func structRoundTrip(t *testing.T, rng *rand.Rand, m Metadata) {
 // every byte.
 func TestZarrPythonStructured(t *testing.T) {
 	py := zarrPython(t)
-	seed := uint64(rand.Int64())
-	if s := os.Getenv("KVIK_TEST_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (KVIK_TEST_SEED repeats it)", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 83))
 	dir := t.TempDir()
 	script, _ := filepath.Abs(filepath.Join("testdata", "struct_interop.py"))
