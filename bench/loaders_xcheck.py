@@ -206,6 +206,92 @@ def make_npy(out, small):
         json.dump(expected, f, indent=1, sort_keys=True)
 
 
+def npz_arrays(rng):
+    """The arrays of the .npz fixtures: dtypes of each kind, both byte
+    orders, 0-d, empty, Fortran order, a structured dtype."""
+    arrays = {}
+    for i, dt in enumerate(["<f4", ">i8", "|b1", "<c16", "<M8[ns]", "|S4", [("x", "<f4"), ("n", ">i2", (3,))]]):
+        d = np.dtype(dt)
+        shape = [(7,), (3, 5), (), (0, 4), (2, 3, 4), (6,), (4, 3)][i]
+        n = int(np.prod(shape)) if shape else 1
+        raw = rng_bytes(rng, n * d.itemsize)
+        if d.kind == "b":
+            raw &= 1
+        a = raw.view(d).reshape(shape)
+        arrays["a%d" % i if i != 3 else "group/c"] = np.asfortranarray(a) if i == 1 else a
+    return arrays
+
+
+def make_npz(out):
+    """NumPy's savez and savez_compressed of the same arrays (and of one
+    positional array, arr_0), a savez archive with a member that is not a
+    .npy file, and expected.json: per archive, per key, what npy files have
+    in theirs."""
+    import zipfile
+    rng = np.random.default_rng(21)
+    os.makedirs(out, exist_ok=True)
+    arrays = npz_arrays(rng)
+    pos = np.arange(10, dtype="<u2")
+    np.savez(os.path.join(out, "plain.npz"), pos, **arrays)
+    np.savez_compressed(os.path.join(out, "compressed.npz"), pos, **arrays)
+    np.savez(os.path.join(out, "other.npz"), x=arrays["a0"])
+    with zipfile.ZipFile(os.path.join(out, "other.npz"), "a") as z:
+        z.writestr("notes.txt", "not an array")
+    expected = {"generator": f"numpy {np.__version__}", "archives": {}}
+    for name in ("plain.npz", "compressed.npz", "other.npz"):
+        with np.load(os.path.join(out, name)) as f:
+            entries = {}
+            for k in f.files:
+                if k == "notes.txt":
+                    continue
+                b = f[k]
+                fo = b.flags.f_contiguous and not b.flags.c_contiguous
+                entries[k] = {"descr": descr(b.dtype), "fortran_order": bool(fo), "shape": list(b.shape),
+                              "sha256": sha(b.tobytes(order="F" if fo else "C"))}
+            expected["archives"][name] = entries
+    with open(os.path.join(out, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=1, sort_keys=True)
+
+
+def member_fortran(path, key):
+    """The fortran_order in the header of the member key of an .npz."""
+    import zipfile
+    with zipfile.ZipFile(path) as z, z.open(key + ".npy") as f:
+        ver = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if ver == (1, 0) else np.lib.format.read_array_header_2_0
+        return bool(read(f)[1])
+
+
+def check_npz(d):
+    """NumPy loads each .npz that d/expected.json lists and compares
+    every array with it (fortran_order as each member's header says)."""
+    exp = json.load(open(os.path.join(d, "expected.json")))
+    ok = bad = 0
+    for name, entries in exp["archives"].items():
+        try:
+            with np.load(os.path.join(d, name)) as f:
+                got = {}
+                for k in f.files:
+                    b = f[k]
+                    fo = member_fortran(os.path.join(d, name), k)
+                    if b.dtype.fields is not None:
+                        # NumPy loads an archive's records field by field
+                        # into memory it does not clear: padding as zeros.
+                        c = np.zeros(b.shape, b.dtype, order="F" if fo else "C")
+                        c[...] = b
+                        b = c
+                    got[k] = {"descr": descr(b.dtype), "fortran_order": bool(fo), "shape": list(b.shape),
+                              "sha256": sha(b.tobytes(order="F" if fo else "C"))}
+            if got != entries:
+                raise AssertionError(f"got {got}\nwant {entries}")
+            ok += 1
+        except Exception as ex:  # report every archive, then fail
+            print(f"FAIL {name}: {ex}")
+            bad += 1
+    print(f"xcheck-npz {d}: {ok} passed, {bad} failed")
+    return bad == 0
+
+
 def samples_expected(d):
     """expected.json for the reference project's sample files (see
     safetensors/testdata/samples/SOURCE.md): each tensor named by a NumPy
@@ -259,6 +345,10 @@ if __name__ == "__main__":
         make_st(d, small)
     elif cmd == "make-npy":
         make_npy(d, small)
+    elif cmd == "make-npz":
+        make_npz(d)
+    elif cmd == "check-npz":
+        sys.exit(0 if check_npz(d) else 1)
     elif cmd == "samples-expected":
         samples_expected(d)
     elif cmd == "check":

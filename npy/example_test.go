@@ -88,3 +88,30 @@ func ExampleDtype_Fields() {
 	// "" |V2 [] at 14, 2 bytes
 	// 3 7
 }
+
+// Save two arrays as a .npz archive (as numpy.savez does) and load them
+// back into host memory; LoadNpz loads onto a GPU instead.
+func ExampleLoadNpzHost() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "npz")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "batch.npz")
+	err := npy.SaveNpz(ctx, path, []npy.NpzArray{
+		{Name: "x", SaveArray: npy.SaveArray{Dtype: npy.Uint8, Shape: []int64{2, 2}, Data: []byte{1, 2, 3, 4}}},
+		{Name: "labels", SaveArray: npy.SaveArray{Dtype: npy.Int16, Shape: []int64{2}, Data: []byte{7, 0, 9, 0}}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := npy.LoadNpzHost(ctx, path, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, name := range a.Names {
+		arr := a.Arrays[name]
+		fmt.Println(name, arr.Dtype, arr.Shape, arr.Data)
+	}
+	// Output:
+	// x |u1 [2 2] [1 2 3 4]
+	// labels <i2 [2] [7 0 9 0]
+}

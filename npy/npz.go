@@ -1,0 +1,509 @@
+package npy
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/klauspost/compress/flate"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/devmem"
+	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
+	"github.com/kvikgo/kvik/internal/hostmem"
+)
+
+// ErrInvalidArchive reports a .npz file that is not a well-formed ZIP
+// archive of .npy files: a broken directory, a member whose sizes do not
+// agree or whose CRC-32 does not match, a compression other than none and
+// DEFLATE, two members of one name. A member that is a broken .npy file
+// is ErrInvalidHeader or ErrUnsupportedDtype instead.
+var ErrInvalidArchive = errors.New("npy: invalid .npz archive")
+
+// maxInflate bounds how many bytes DEFLATE can make of one: a member
+// whose sizes claim more is refused before anything is allocated.
+const maxInflate = 1032
+
+// npzLoads is how many members a load reads at once.
+const npzLoads = 8
+
+// Archive is a loaded .npz file (NumPy's savez and savez_compressed: a
+// ZIP archive of .npy files): its arrays by name, the member's name less
+// ".npy", in the archive's order. Close frees their device memory.
+type Archive struct {
+	Names  []string
+	Arrays map[string]*Array
+	// Other names the members that are not .npy files, which NumPy's
+	// load returns as bytes: they are not read.
+	Other []string
+}
+
+// Close frees the device memory of every array; it does nothing for host
+// arrays.
+func (a *Archive) Close() error {
+	var err error
+	for _, arr := range a.Arrays {
+		if arr == nil {
+			continue
+		}
+		if e := arr.Close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// LoadNpz reads the .npz file at name, a path or URL as for ReadHeader,
+// each array into new memory on the CUDA device that o names (device 0
+// when o is nil). An array stored uncompressed (np.savez) is read straight
+// from the file as Load reads a .npy file (in parallel reads, ranged GETs
+// for a URL); a compressed one (np.savez_compressed) is inflated in host
+// memory, its CRC-32 checked, then copied. Several arrays are read at
+// once. Cancelling ctx stops the reads and frees what was loaded.
+func LoadNpz(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Archive, error) {
+	return tensorload.Open(ctx, name, opts, func(r kvik.Reader) (*Archive, error) { return LoadNpzReader(ctx, r, o) })
+}
+
+// LoadNpzHost is LoadNpz into host memory (each Array's Data); o is
+// ignored. Every array's CRC-32 is checked.
+func LoadNpzHost(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Archive, error) {
+	return tensorload.Open(ctx, name, opts, func(r kvik.Reader) (*Archive, error) { return LoadNpzHostReader(ctx, r, o) })
+}
+
+// LoadNpzReader is LoadNpz from a file the caller opened (any kvik
+// handle); r stays open.
+func LoadNpzReader(ctx context.Context, r kvik.Reader, o *Options) (*Archive, error) {
+	device, err := o.device()
+	if err != nil {
+		return nil, readErr(r, err)
+	}
+	return tensorload.Whole(r, func() (*Archive, error) { return loadNpz(ctx, r, device) })
+}
+
+// LoadNpzHostReader is LoadNpzHost from a file the caller opened; r stays
+// open.
+func LoadNpzHostReader(ctx context.Context, r kvik.Reader, o *Options) (*Archive, error) {
+	return tensorload.Whole(r, func() (*Archive, error) { return loadNpz(ctx, r, -1) })
+}
+
+// npzMember is a .npy member of an archive.
+type npzMember struct {
+	name string
+	f    *zip.File
+}
+
+// loadNpz loads r's arrays onto device (host memory when device < 0).
+func loadNpz(ctx context.Context, r kvik.Reader, device int) (*Archive, error) {
+	size, err := r.Size()
+	if err == nil {
+		var a *Archive
+		if a, err = loadNpzAt(ctx, tensorload.ReaderAt(ctx, r), size, r, device); err == nil {
+			return a, nil
+		}
+	}
+	return nil, readErr(r, ctxErr(ctx, err))
+}
+
+// loadNpzAt loads the arrays of the archive of size bytes that ra reads:
+// into host memory when device < 0, else onto device, the stored ones
+// read from r (the same file).
+func loadNpzAt(ctx context.Context, ra io.ReaderAt, size int64, r kvik.Reader, device int) (*Archive, error) {
+	ra = boundedAt{ra, size}
+	zr, err := zip.NewReader(ra, size)
+	if err != nil {
+		return nil, archiveErr(err)
+	}
+	zr.RegisterDecompressor(zip.Deflate, flate.NewReader)
+	a := &Archive{Arrays: map[string]*Array{}}
+	var members []npzMember
+	for _, f := range zr.File {
+		key, ok := strings.CutSuffix(f.Name, ".npy")
+		if !ok {
+			a.Other = append(a.Other, f.Name)
+			continue
+		}
+		if _, dup := a.Arrays[key]; dup {
+			return nil, fmt.Errorf("%w: two members named %q", ErrInvalidArchive, f.Name)
+		}
+		a.Arrays[key] = nil
+		a.Names = append(a.Names, key)
+		members = append(members, npzMember{key, f})
+	}
+	loaded := make([]*Array, len(members))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(npzLoads)
+	for i, m := range members {
+		g.Go(func() (err error) {
+			loaded[i], err = loadMember(gctx, r, ra, size, m.f, device)
+			if err != nil {
+				err = fmt.Errorf("member %q: %w", m.f.Name, err)
+			}
+			return err
+		})
+	}
+	err = g.Wait()
+	for i, m := range members {
+		a.Arrays[m.name] = loaded[i]
+	}
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// boundedAt is an archive's io.ReaderAt, refusing reads outside it:
+// archive/zip reads where the archive's records say, and those may say
+// anything (a negative offset).
+type boundedAt struct {
+	r    io.ReaderAt
+	size int64
+}
+
+func (b boundedAt) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off > b.size {
+		return 0, fmt.Errorf("%w: a read at %d of a %d-byte file", ErrInvalidArchive, off, b.size)
+	}
+	if int64(len(p)) > b.size-off {
+		n, err := b.r.ReadAt(p[:b.size-off], off)
+		if err == nil {
+			err = io.EOF
+		}
+		return n, err
+	}
+	return b.r.ReadAt(p, off)
+}
+
+// archiveErr wraps archive/zip's errors, and a member's DEFLATE stream's,
+// in ErrInvalidArchive.
+func archiveErr(err error) error {
+	var corrupt flate.CorruptInputError
+	var internal flate.InternalError
+	if errors.Is(err, zip.ErrFormat) || errors.Is(err, zip.ErrAlgorithm) || errors.Is(err, zip.ErrChecksum) ||
+		errors.Is(err, zip.ErrInsecurePath) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.As(err, &corrupt) || errors.As(err, &internal) {
+		return fmt.Errorf("%w: %v", ErrInvalidArchive, err)
+	}
+	return err
+}
+
+// loadMember loads the .npy file that f holds, in an archive of size
+// bytes.
+func loadMember(ctx context.Context, r kvik.Reader, ra io.ReaderAt, size int64, f *zip.File, device int) (*Array, error) {
+	n := int64(f.UncompressedSize64)
+	c := int64(f.CompressedSize64)
+	switch {
+	case n < 0 || c < 0:
+		return nil, fmt.Errorf("%w: sizes %d and %d", ErrInvalidArchive, f.UncompressedSize64, f.CompressedSize64)
+	case f.Method == zip.Store && n != c:
+		return nil, fmt.Errorf("%w: stored, of %d bytes compressed and %d not", ErrInvalidArchive, c, n)
+	case f.Method == zip.Deflate && n/maxInflate > c:
+		return nil, fmt.Errorf("%w: %d bytes said to inflate to %d", ErrInvalidArchive, c, n)
+	case f.Method != zip.Store && f.Method != zip.Deflate:
+		return nil, fmt.Errorf("%w: compression method %d", ErrInvalidArchive, f.Method)
+	}
+	if f.Method == zip.Deflate {
+		return inflateMember(ctx, f, device)
+	}
+	off, err := f.DataOffset()
+	if err != nil {
+		return nil, archiveErr(err)
+	}
+	// archive/zip moves every offset by where it finds the directory
+	// against where the end record says it is: one may land anywhere.
+	if off < 0 || off > size || n > size-off {
+		return nil, fmt.Errorf("%w: %d bytes at offset %d of a %d-byte file", ErrInvalidArchive, n, off, size)
+	}
+	h, err := DecodeHeader(io.NewSectionReader(ra, off, n), n)
+	if err != nil {
+		return nil, err
+	}
+	h.DataOffset += off // the array's bytes in the archive
+	if device >= 0 {
+		return loadDevice(ctx, r, h, device)
+	}
+	if err := hostmem.Check(h.Size(), "array"); err != nil {
+		return nil, err
+	}
+	a := &Array{Header: *h, Data: make([]byte, h.Size()), Device: -1}
+	if _, err := ra.ReadAt(a.Data, h.DataOffset); err != nil {
+		return nil, err
+	}
+	// The member's CRC-32 covers the .npy header too.
+	head := make([]byte, h.DataOffset-off)
+	if _, err := ra.ReadAt(head, off); err != nil {
+		return nil, err
+	}
+	if sum := crc32.Update(crc32.ChecksumIEEE(head), crc32.IEEETable, a.Data); sum != f.CRC32 {
+		return nil, fmt.Errorf("%w: CRC-32 %08x, the directory says %08x", ErrInvalidArchive, sum, f.CRC32)
+	}
+	return a, nil
+}
+
+// inflateMember inflates f, a compressed .npy file, into host memory
+// (archive/zip checks its CRC-32 at the end) and, for device >= 0, copies
+// its array to new memory there.
+func inflateMember(ctx context.Context, f *zip.File, device int) (*Array, error) {
+	n := int64(f.UncompressedSize64)
+	if err := hostmem.Check(n, "array"); err != nil {
+		return nil, err
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return nil, archiveErr(err)
+	}
+	defer rc.Close()
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(ctxRead{ctx, rc}, buf); err != nil {
+		return nil, archiveErr(err)
+	}
+	// archive/zip checks the CRC-32 once the stream ends.
+	if k, err := rc.Read(make([]byte, 1)); k != 0 || err != io.EOF {
+		if err == nil || err == io.EOF {
+			err = fmt.Errorf("%w: more than the %d bytes the directory says", ErrInvalidArchive, n)
+		}
+		return nil, archiveErr(err)
+	}
+	h, err := DecodeHeader(bytes.NewReader(buf), n)
+	if err != nil {
+		return nil, err
+	}
+	data := buf[h.DataOffset:]
+	if device < 0 {
+		return &Array{Header: *h, Data: data, Device: -1}, nil
+	}
+	return copyToDevice(h, data, device)
+}
+
+// copyToDevice copies data, the array of h, to new memory on device.
+func copyToDevice(h *Header, data []byte, device int) (*Array, error) {
+	a := &Array{Header: *h, Device: device}
+	if err := cuda.Init(); err != nil {
+		return nil, err
+	}
+	var err error
+	if a.dev, err = cuda.DeviceGet(device); err != nil {
+		return nil, err
+	}
+	cctx, err := a.dev.PrimaryCtxRetain()
+	if err != nil {
+		return nil, err
+	}
+	if len(data) == 0 {
+		a.dev.PrimaryCtxRelease()
+		return a, nil
+	}
+	err = cuda.WithContext(cctx, func() (err error) {
+		if a.buf, err = cuda.MemAlloc(len(data)); err != nil {
+			return err
+		}
+		a.Ptr = a.buf.Ptr()
+		return cuda.MemcpyHtoD(a.Ptr, data)
+	})
+	if err != nil {
+		if a.buf != nil {
+			a.Close()
+		} else {
+			a.dev.PrimaryCtxRelease()
+		}
+		return nil, err
+	}
+	return a, nil
+}
+
+// ctxRead is r, stopped once ctx is done.
+type ctxRead struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxRead) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// NpzArray is an array SaveNpz writes: the member Name+".npy".
+type NpzArray struct {
+	Name string
+	SaveArray
+}
+
+// SaveNpz writes arrays as a .npz file at path, as numpy.savez does: a ZIP
+// archive of one uncompressed .npy member each, ZIP64 where a size or an
+// offset needs it, which LoadNpz reads straight from the file. It writes
+// through kvik.SaveFile, atomically, as Save does (path may be an s3://
+// URL). A ZIP member's CRC-32 precedes its bytes: an array in device
+// memory is first copied to host memory to compute it. Names must be
+// non-empty, distinct, valid UTF-8 without NUL.
+func SaveNpz(ctx context.Context, path string, arrays []NpzArray, opts ...kvik.RemoteOption) error {
+	pieces, err := npzPieces(arrays)
+	if err != nil {
+		return &fs.PathError{Op: "write", Path: kvik.RedactURL(path), Err: err}
+	}
+	return kvik.SaveFile(ctx, path, pieces, opts...)
+}
+
+// zip64Mark is what a plain ZIP record holds in place of a size or an
+// offset kept in its ZIP64 extra field; sizes and offsets from zip64At
+// (zip64Mark; tests lower it) go there.
+const zip64Mark = 1<<32 - 1
+
+var zip64At uint64 = zip64Mark
+
+// npzPieces lays out the archive of arrays: each member's local header,
+// .npy header and bytes, then the central directory.
+func npzPieces(arrays []NpzArray) ([]kvik.Piece, error) {
+	var pieces []kvik.Piece
+	var dir []byte
+	var off uint64
+	seen := map[string]bool{}
+	for _, a := range arrays {
+		if a.Name == "" || !utf8.ValidString(a.Name) || strings.ContainsRune(a.Name, 0) || seen[a.Name] {
+			return nil, fmt.Errorf("%w: array name %q (empty, not UTF-8, or given twice)", ErrInvalidArgument, a.Name)
+		}
+		seen[a.Name] = true
+		n, err := checkShape(a.Dtype, a.Shape)
+		if err != nil {
+			return nil, err
+		}
+		data := a.Data
+		if a.Ptr != 0 {
+			if data, err = deviceBytes(a.Ptr, n); err != nil {
+				return nil, err
+			}
+		} else if n != int64(len(data)) {
+			return nil, fmt.Errorf("%w: %s: %d bytes of data for shape %v of %s", ErrInvalidArgument, a.Name, len(data), a.Shape, a.Dtype)
+		}
+		hdr := encodeHeader(a.Dtype, a.Shape, a.Fortran)
+		m := zipMember{name: a.Name + ".npy", crc: crc32.Update(crc32.ChecksumIEEE(hdr), crc32.IEEETable, data), size: uint64(len(hdr)) + uint64(n), off: off}
+		local := m.local()
+		pieces = append(pieces, kvik.Piece{Data: local}, kvik.Piece{Data: hdr}, kvik.Piece{Data: data})
+		dir = append(dir, m.central()...)
+		off += uint64(len(local)) + m.size
+	}
+	return append(pieces, kvik.Piece{Data: append(dir, zipEnd(len(arrays), uint64(len(dir)), off)...)}), nil
+}
+
+// deviceBytes copies n bytes of device memory at ptr to host memory.
+func deviceBytes(ptr cuda.DevicePtr, n int64) ([]byte, error) {
+	if err := hostmem.Check(n, "array"); err != nil {
+		return nil, err
+	}
+	r, err := devmem.ResolveSynced(ptr, int(n), 0)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, n)
+	return b, cuda.WithContext(r.Ctx, func() error { return cuda.MemcpyDtoH(b, ptr) })
+}
+
+// zipMember is what a ZIP's records say of a stored member.
+type zipMember struct {
+	name      string
+	crc       uint32
+	size, off uint64
+}
+
+// zip64 reports whether the member's size or offset needs ZIP64's.
+func (m zipMember) zip64() bool { return m.size >= zip64At || m.off >= zip64At }
+
+// flags sets the UTF-8 bit for a name that is not ASCII.
+func (m zipMember) flags() uint16 {
+	for i := 0; i < len(m.name); i++ {
+		if m.name[i] >= 0x80 {
+			return 1 << 11
+		}
+	}
+	return 0
+}
+
+// local returns the member's local file header (with its ZIP64 extra
+// field of both sizes where needed).
+func (m zipMember) local() []byte {
+	b := binary.LittleEndian.AppendUint32(nil, 0x04034b50)
+	size32, version, extra := uint32(m.size), uint16(20), []byte(nil)
+	if m.zip64() {
+		size32, version = zip64Mark, 45
+		extra = binary.LittleEndian.AppendUint16(binary.LittleEndian.AppendUint16(nil, 1), 16)
+		extra = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(extra, m.size), m.size)
+	}
+	b = appendUint16s(b, version, m.flags(), 0, 0, 0x21) // stored; 1980-01-01 00:00
+	b = binary.LittleEndian.AppendUint32(b, m.crc)
+	b = binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(b, size32), size32)
+	b = appendUint16s(b, uint16(len(m.name)), uint16(len(extra)))
+	return append(append(b, m.name...), extra...)
+}
+
+// central returns the member's central directory record.
+func (m zipMember) central() []byte {
+	b := binary.LittleEndian.AppendUint32(nil, 0x02014b50)
+	size32, off32, version := uint32(m.size), uint32(m.off), uint16(20)
+	var extra []byte
+	if m.zip64() {
+		version = 45
+		extra = binary.LittleEndian.AppendUint16(nil, 1)
+		var fields []uint64
+		if m.size >= zip64At {
+			size32 = zip64Mark
+			fields = append(fields, m.size, m.size)
+		}
+		if m.off >= zip64At {
+			off32 = zip64Mark
+			fields = append(fields, m.off)
+		}
+		extra = binary.LittleEndian.AppendUint16(extra, uint16(8*len(fields)))
+		for _, f := range fields {
+			extra = binary.LittleEndian.AppendUint64(extra, f)
+		}
+	}
+	b = appendUint16s(b, 3<<8|version, version, m.flags(), 0, 0, 0x21)
+	b = binary.LittleEndian.AppendUint32(b, m.crc)
+	b = binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(b, size32), size32)
+	b = appendUint16s(b, uint16(len(m.name)), uint16(len(extra)), 0, 0, 0)
+	b = binary.LittleEndian.AppendUint32(b, 0o100644<<16) // a regular file, rw-r--r--
+	b = binary.LittleEndian.AppendUint32(b, off32)
+	return append(append(b, m.name...), extra...)
+}
+
+// zipEnd returns the end of the central directory of n members, size
+// bytes at off: with ZIP64's record and locator where a count, size or
+// offset needs them.
+func zipEnd(n int, size, off uint64) []byte {
+	var b []byte
+	n16, size32, off32 := uint16(n), uint32(size), uint32(off)
+	if n >= 0xffff || size >= zip64At || off >= zip64At {
+		n16, size32, off32 = 0xffff, zip64Mark, zip64Mark
+		b = binary.LittleEndian.AppendUint32(b, 0x06064b50)
+		b = binary.LittleEndian.AppendUint64(b, 44)
+		b = appendUint16s(b, 3<<8|45, 45)
+		b = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(b, 0), uint64(n)) // disk numbers 0; entries here
+		b = binary.LittleEndian.AppendUint64(b, uint64(n))
+		b = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(b, size), off)
+		b = binary.LittleEndian.AppendUint32(b, 0x07064b50) // the locator
+		b = binary.LittleEndian.AppendUint32(b, 0)
+		b = binary.LittleEndian.AppendUint64(b, off+size)
+		b = binary.LittleEndian.AppendUint32(b, 1)
+	}
+	b = binary.LittleEndian.AppendUint32(b, 0x06054b50)
+	b = appendUint16s(b, 0, 0, n16, n16)
+	b = binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(b, size32), off32)
+	return appendUint16s(b, 0)
+}
+
+func appendUint16s(b []byte, vs ...uint16) []byte {
+	for _, v := range vs {
+		b = binary.LittleEndian.AppendUint16(b, v)
+	}
+	return b
+}
