@@ -196,38 +196,59 @@ func archiveErr(err error) error {
 	return err
 }
 
-// loadMember loads the .npy file that f holds, in an archive of size
-// bytes.
-func loadMember(ctx context.Context, r kvik.Reader, ra io.ReaderAt, size int64, f *zip.File, device int) (*Array, error) {
+// checkMember returns the size of f's .npy file, checking f's sizes and
+// compression.
+func checkMember(f *zip.File) (int64, error) {
 	n := int64(f.UncompressedSize64)
 	c := int64(f.CompressedSize64)
 	switch {
 	case n < 0 || c < 0:
-		return nil, fmt.Errorf("%w: sizes %d and %d", ErrInvalidArchive, f.UncompressedSize64, f.CompressedSize64)
+		return 0, fmt.Errorf("%w: sizes %d and %d", ErrInvalidArchive, f.UncompressedSize64, f.CompressedSize64)
 	case f.Method == zip.Store && n != c:
-		return nil, fmt.Errorf("%w: stored, of %d bytes compressed and %d not", ErrInvalidArchive, c, n)
+		return 0, fmt.Errorf("%w: stored, of %d bytes compressed and %d not", ErrInvalidArchive, c, n)
 	case f.Method == zip.Deflate && n/maxInflate > c:
-		return nil, fmt.Errorf("%w: %d bytes said to inflate to %d", ErrInvalidArchive, c, n)
+		return 0, fmt.Errorf("%w: %d bytes said to inflate to %d", ErrInvalidArchive, c, n)
 	case f.Method != zip.Store && f.Method != zip.Deflate:
-		return nil, fmt.Errorf("%w: compression method %d", ErrInvalidArchive, f.Method)
+		return 0, fmt.Errorf("%w: compression method %d", ErrInvalidArchive, f.Method)
 	}
-	if f.Method == zip.Deflate {
-		return inflateMember(ctx, f, device)
-	}
+	return n, nil
+}
+
+// storedHeader reads the .npy header of f, a stored member of n bytes in
+// an archive of size bytes, and returns it, its DataOffset the array's
+// place in the archive, and where the member starts.
+func storedHeader(ra io.ReaderAt, size int64, f *zip.File, n int64) (*Header, int64, error) {
 	off, err := f.DataOffset()
 	if err != nil {
-		return nil, archiveErr(err)
+		return nil, 0, archiveErr(err)
 	}
 	// archive/zip moves every offset by where it finds the directory
 	// against where the end record says it is: one may land anywhere.
 	if off < 0 || off > size || n > size-off {
-		return nil, fmt.Errorf("%w: %d bytes at offset %d of a %d-byte file", ErrInvalidArchive, n, off, size)
+		return nil, 0, fmt.Errorf("%w: %d bytes at offset %d of a %d-byte file", ErrInvalidArchive, n, off, size)
 	}
 	h, err := DecodeHeader(io.NewSectionReader(ra, off, n), n)
 	if err != nil {
+		return nil, 0, err
+	}
+	h.DataOffset += off
+	return h, off, nil
+}
+
+// loadMember loads the .npy file that f holds, in an archive of size
+// bytes.
+func loadMember(ctx context.Context, r kvik.Reader, ra io.ReaderAt, size int64, f *zip.File, device int) (*Array, error) {
+	n, err := checkMember(f)
+	if err != nil {
 		return nil, err
 	}
-	h.DataOffset += off // the array's bytes in the archive
+	if f.Method == zip.Deflate {
+		return inflateMember(ctx, f, device)
+	}
+	h, off, err := storedHeader(ra, size, f, n)
+	if err != nil {
+		return nil, err
+	}
 	if device >= 0 {
 		return loadDevice(ctx, r, h, device)
 	}
@@ -506,4 +527,103 @@ func appendUint16s(b []byte, vs ...uint16) []byte {
 		b = binary.LittleEndian.AppendUint16(b, v)
 	}
 	return b
+}
+
+// NpzHeader is what ReadNpzHeader reads of a .npz file: the header of
+// each array, by name, in the archive's order, and the members that are
+// not .npy files.
+type NpzHeader struct {
+	Names   []string
+	Headers map[string]*Header
+	// Compressed names the arrays whose members are deflated: their
+	// header's DataOffset is within the member's inflated bytes, not the
+	// file's.
+	Compressed map[string]bool
+	Other      []string
+}
+
+// ReadNpzHeader reads the directory of the .npz file at name (a path or
+// URL as for ReadHeader) and the .npy header of each member, without the
+// arrays: a stored member's header is read where it lies, a deflated
+// one's from the start of its stream. o is as for ReadHeader.
+func ReadNpzHeader(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*NpzHeader, error) {
+	return tensorload.Open(ctx, name, opts, func(r kvik.Reader) (*NpzHeader, error) {
+		size, err := r.Size()
+		if err == nil {
+			var h *NpzHeader
+			if h, err = readNpzHeader(tensorload.ReaderAt(ctx, r), size); err == nil {
+				return h, nil
+			}
+		}
+		return nil, readErr(r, ctxErr(ctx, err))
+	})
+}
+
+func readNpzHeader(ra io.ReaderAt, size int64) (*NpzHeader, error) {
+	ra = boundedAt{ra, size}
+	zr, err := zip.NewReader(ra, size)
+	if err != nil {
+		return nil, archiveErr(err)
+	}
+	zr.RegisterDecompressor(zip.Deflate, flate.NewReader)
+	h := &NpzHeader{Headers: map[string]*Header{}, Compressed: map[string]bool{}}
+	for _, f := range zr.File {
+		key, ok := strings.CutSuffix(f.Name, ".npy")
+		if !ok {
+			h.Other = append(h.Other, f.Name)
+			continue
+		}
+		if _, dup := h.Headers[key]; dup {
+			return nil, fmt.Errorf("%w: two members named %q", ErrInvalidArchive, f.Name)
+		}
+		mh, err := memberHeader(ra, size, f)
+		if err != nil {
+			return nil, fmt.Errorf("member %q: %w", f.Name, err)
+		}
+		h.Names = append(h.Names, key)
+		h.Headers[key] = mh
+		h.Compressed[key] = f.Method == zip.Deflate
+	}
+	return h, nil
+}
+
+// memberHeader reads the .npy header of f, a member of an archive of size
+// bytes, checking the member's sizes as a load does.
+func memberHeader(ra io.ReaderAt, size int64, f *zip.File) (*Header, error) {
+	n, err := checkMember(f)
+	if err != nil {
+		return nil, err
+	}
+	if f.Method == zip.Store {
+		h, _, err := storedHeader(ra, size, f, n)
+		return h, err
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return nil, archiveErr(err)
+	}
+	defer rc.Close()
+	head := make([]byte, min(n, headerProbe+MaxHeaderSize))
+	if _, err := io.ReadFull(rc, head); err != nil {
+		return nil, archiveErr(err)
+	}
+	return DecodeHeader(prefixAt{head, n}, n)
+}
+
+// prefixAt reads the first bytes of a file of size bytes, which are all
+// DecodeHeader reads of it but for the size.
+type prefixAt struct {
+	b    []byte
+	size int64
+}
+
+func (p prefixAt) ReadAt(b []byte, off int64) (int, error) {
+	if off >= int64(len(p.b)) {
+		return 0, fmt.Errorf("%w: a header past the member's first %d bytes", ErrInvalidHeader, len(p.b))
+	}
+	n := copy(b, p.b[off:])
+	if n < len(b) {
+		return n, io.ErrUnexpectedEOF
+	}
+	return n, nil
 }

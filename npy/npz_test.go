@@ -348,7 +348,8 @@ func setSize(b []byte, n uint64) []byte {
 
 // FuzzLoadNpzHost checks that no archive panics and that what loads is
 // consistent: every array's bytes are its header's size (LoadNpzHost's
-// path from the archive's bytes on).
+// path from the archive's bytes on), and that ReadNpzHeader's errors are
+// typed too.
 func FuzzLoadNpzHost(f *testing.F) {
 	for _, name := range []string{"plain.npz", "compressed.npz", "other.npz"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "npz", name))
@@ -358,6 +359,10 @@ func FuzzLoadNpzHost(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := readNpzHeader(bytes.NewReader(b), int64(len(b))); err != nil && !errors.Is(err, ErrInvalidArchive) &&
+			!errors.Is(err, ErrInvalidHeader) && !errors.Is(err, ErrUnsupportedDtype) {
+			t.Fatalf("ReadNpzHeader: untyped error: %v", err)
+		}
 		a, err := loadNpzAt(context.Background(), bytes.NewReader(b), int64(len(b)), nil, -1)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidArchive) && !errors.Is(err, ErrInvalidHeader) && !errors.Is(err, ErrUnsupportedDtype) && !errors.Is(err, hostmem.ErrTooLarge) {
@@ -371,4 +376,33 @@ func FuzzLoadNpzHost(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReadNpzHeader reads the headers of NumPy's archives, stored and
+// deflated, without their arrays, and checks each against the load's.
+func TestReadNpzHeader(t *testing.T) {
+	dir := filepath.Join("testdata", "npz")
+	for _, name := range []string{"plain.npz", "compressed.npz", "other.npz"} {
+		p := filepath.Join(dir, name)
+		h, err := ReadNpzHeader(context.Background(), p, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		a, err := LoadNpzHost(context.Background(), p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(h.Names, a.Names) || !slices.Equal(h.Other, a.Other) {
+			t.Fatalf("%s: names %v %v, the load's %v %v", name, h.Names, h.Other, a.Names, a.Other)
+		}
+		for _, k := range h.Names {
+			got, want := h.Headers[k], a.Arrays[k].Header
+			if got.Dtype != want.Dtype || !slices.Equal(got.Shape, want.Shape) || got.FortranOrder != want.FortranOrder || h.Compressed[k] != (name == "compressed.npz") {
+				t.Errorf("%s[%s]: %+v (compressed %v), the load's %+v", name, k, got, h.Compressed[k], want)
+			}
+			if !h.Compressed[k] && got.DataOffset != want.DataOffset {
+				t.Errorf("%s[%s]: data at %d, the load's at %d", name, k, got.DataOffset, want.DataOffset)
+			}
+		}
+	}
 }

@@ -89,6 +89,8 @@ func tensorInfo(e *env, name string, asJSON bool) error {
 	r := tensorFileInfo{Path: redact(name)}
 	var err error
 	switch tensorFormat(name) {
+	case "":
+		err = r.npz(name) // isNpz
 	case formatNpy:
 		err = r.npy(name)
 	case formatIndex:
@@ -127,6 +129,44 @@ func (r *tensorFileInfo) npy(name string) error {
 		dt += " (fortran order)"
 	}
 	r.Tensors = []tensorRow{{Name: "(array)", Dtype: dt, Shape: h.Shape, Bytes: h.Size()}}
+	return nil
+}
+
+// isNpz reports whether the file at a path or URL is named a NumPy .npz
+// archive. Only kvik info reads one as such: kvik cp copies it as any
+// file.
+func isNpz(name string) bool {
+	if isURL(name) {
+		if u, err := url.Parse(name); err == nil {
+			name = u.Path
+		}
+	}
+	return strings.HasSuffix(name, ".npz")
+}
+
+// npz fills r from a .npz archive's directory and its members' .npy
+// headers: an array a row, "(deflated)" after the dtype of a compressed
+// member; the members that are not .npy files in its metadata.
+func (r *tensorFileInfo) npz(name string) error {
+	h, err := npy.ReadNpzHeader(context.Background(), name, nil)
+	if err != nil {
+		return err
+	}
+	r.Format = "npz"
+	for _, k := range h.Names {
+		a := h.Headers[k]
+		dt := a.Dtype.String()
+		if a.FortranOrder {
+			dt += " (fortran order)"
+		}
+		if h.Compressed[k] {
+			dt += " (deflated)"
+		}
+		r.Tensors = append(r.Tensors, tensorRow{Name: k, Dtype: dt, Shape: a.Shape, Bytes: a.Size()})
+	}
+	if len(h.Other) > 0 {
+		r.Metadata = map[string]string{"members not .npy": strings.Join(h.Other, ", ")}
+	}
 	return nil
 }
 

@@ -89,3 +89,40 @@ func TestInfoTensorsSingular(t *testing.T) {
 		t.Errorf("kvik info of one tensor:\n%s", out)
 	}
 }
+
+// TestInfoNpz lists NumPy's .npz archives, stored and deflated, as text
+// and JSON (the member that is not a .npy file in the metadata), refuses
+// a broken one, and kvik cp still copies an archive as a plain file.
+func TestInfoNpz(t *testing.T) {
+	dir := filepath.Join("..", "..", "npy", "testdata", "npz")
+	r := runKvik(t, nil, "info", filepath.Join(dir, "compressed.npz")).expect(t, exitOK)
+	for _, want := range []string{"npz, 8 tensors", "group/c", ">i8 (fortran order) (deflated)", "[('x', '<f4'), ('n', '>i2', (3,))] (deflated)", "[4 3]"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("kvik info compressed.npz lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	var rep tensorFileInfo
+	r = runKvik(t, nil, "info", "--json", filepath.Join(dir, "other.npz")).expect(t, exitOK)
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Format != "npz" || len(rep.Tensors) != 1 || rep.Tensors[0].Name != "x" || rep.Bytes != 28 || rep.Metadata["members not .npy"] != "notes.txt" {
+		t.Errorf("JSON report %+v", rep)
+	}
+	tmp := t.TempDir()
+	bad := filepath.Join(tmp, "bad.npz")
+	if err := os.WriteFile(bad, []byte("PK\x03\x04 not really"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runKvik(t, nil, "info", bad).expect(t, exitFailure)
+	if !strings.Contains(r.stderr, "invalid .npz archive") {
+		t.Errorf("a broken archive: %s", r.stderr)
+	}
+	dst := filepath.Join(tmp, "copy.npz")
+	runKvik(t, nil, "cp", filepath.Join(dir, "plain.npz"), dst).expect(t, exitOK)
+	a, errA := os.ReadFile(filepath.Join(dir, "plain.npz"))
+	b, errB := os.ReadFile(dst)
+	if errA != nil || errB != nil || string(a) != string(b) {
+		t.Errorf("kvik cp of an archive: %v %v, equal %v", errA, errB, string(a) == string(b))
+	}
+}
