@@ -10,7 +10,9 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/flate"
@@ -21,6 +23,7 @@ import (
 	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 	"github.com/kvikgo/kvik/internal/hostmem"
+	"github.com/kvikgo/kvik/internal/libdeflate"
 )
 
 // ErrInvalidArchive reports a .npz file that is not a well-formed ZIP
@@ -218,14 +221,9 @@ func checkMember(f *zip.File) (int64, error) {
 // an archive of size bytes, and returns it, its DataOffset the array's
 // place in the archive, and where the member starts.
 func storedHeader(ra io.ReaderAt, size int64, f *zip.File, n int64) (*Header, int64, error) {
-	off, err := f.DataOffset()
+	off, err := memberAt(f, size)
 	if err != nil {
-		return nil, 0, archiveErr(err)
-	}
-	// archive/zip moves every offset by where it finds the directory
-	// against where the end record says it is: one may land anywhere.
-	if off < 0 || off > size || n > size-off {
-		return nil, 0, fmt.Errorf("%w: %d bytes at offset %d of a %d-byte file", ErrInvalidArchive, n, off, size)
+		return nil, 0, err
 	}
 	h, err := DecodeHeader(io.NewSectionReader(ra, off, n), n)
 	if err != nil {
@@ -233,6 +231,21 @@ func storedHeader(ra io.ReaderAt, size int64, f *zip.File, n int64) (*Header, in
 	}
 	h.DataOffset += off
 	return h, off, nil
+}
+
+// memberAt returns where the stored bytes of f (CompressedSize64 of
+// them) start in an archive of size bytes.
+func memberAt(f *zip.File, size int64) (int64, error) {
+	off, err := f.DataOffset()
+	if err != nil {
+		return 0, archiveErr(err)
+	}
+	// archive/zip moves every offset by where it finds the directory
+	// against where the end record says it is: one may land anywhere.
+	if c := int64(f.CompressedSize64); off < 0 || off > size || c < 0 || c > size-off {
+		return 0, fmt.Errorf("%w: %d bytes at offset %d of a %d-byte file", ErrInvalidArchive, f.CompressedSize64, off, size)
+	}
+	return off, nil
 }
 
 // loadMember loads the .npy file that f holds, in an archive of size
@@ -243,7 +256,7 @@ func loadMember(ctx context.Context, r kvik.Reader, ra io.ReaderAt, size int64, 
 		return nil, err
 	}
 	if f.Method == zip.Deflate {
-		return inflateMember(ctx, f, device)
+		return inflateMember(ctx, ra, size, f, device)
 	}
 	h, off, err := storedHeader(ra, size, f, n)
 	if err != nil {
@@ -270,14 +283,70 @@ func loadMember(ctx context.Context, r kvik.Reader, ra io.ReaderAt, size int64, 
 	return a, nil
 }
 
-// inflateMember inflates f, a compressed .npy file, into host memory
-// (archive/zip checks its CRC-32 at the end) and, for device >= 0, copies
-// its array to new memory there.
-func inflateMember(ctx context.Context, f *zip.File, device int) (*Array, error) {
+// nativeInflate reports whether members are inflated by libdeflate: where
+// it loads, unless KVIK_DEFLATE (zarr.DeflateEnv, read here too) is
+// "go". klauspost/compress inflated float32 members at a quarter of its
+// rate (npz_gpu.sh, H200). Tests replace it.
+var nativeInflate = sync.OnceValue(func() bool {
+	return os.Getenv("KVIK_DEFLATE") != "go" && libdeflate.Load() == nil
+})
+
+// inflateMember inflates f, a compressed .npy file in an archive of size
+// bytes that ra reads, into host memory, checking its size and CRC-32,
+// and, for device >= 0, copies its array to new memory there.
+func inflateMember(ctx context.Context, ra io.ReaderAt, size int64, f *zip.File, device int) (*Array, error) {
 	n := int64(f.UncompressedSize64)
 	if err := hostmem.Check(n, "array"); err != nil {
 		return nil, err
 	}
+	inflate := inflateGo
+	if nativeInflate() {
+		inflate = inflateNative
+	}
+	buf, err := inflate(ctx, ra, size, f)
+	if err != nil {
+		return nil, err
+	}
+	h, err := DecodeHeader(bytes.NewReader(buf), n)
+	if err != nil {
+		return nil, err
+	}
+	data := buf[h.DataOffset:]
+	if device < 0 {
+		return &Array{Header: *h, Data: data, Device: -1}, nil
+	}
+	return copyToDevice(h, data, device)
+}
+
+// inflateNative reads f's compressed bytes whole and inflates them with
+// libdeflate into a buffer of the size the directory gives.
+func inflateNative(ctx context.Context, ra io.ReaderAt, size int64, f *zip.File) ([]byte, error) {
+	off, err := memberAt(f, size)
+	if err != nil {
+		return nil, err
+	}
+	src := make([]byte, f.CompressedSize64)
+	if _, err := ra.ReadAt(src, off); err != nil {
+		return nil, archiveErr(err)
+	}
+	buf := make([]byte, f.UncompressedSize64)
+	_, n, err := libdeflate.DeflateDecompress(buf, src)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: DEFLATE data: %v", ErrInvalidArchive, err)
+	case n != len(buf):
+		return nil, fmt.Errorf("%w: %d bytes inflated, the directory says %d", ErrInvalidArchive, n, len(buf))
+	}
+	if sum := crc32.ChecksumIEEE(buf); sum != f.CRC32 {
+		return nil, fmt.Errorf("%w: CRC-32 %08x, the directory says %08x", ErrInvalidArchive, sum, f.CRC32)
+	}
+	return buf, nil
+}
+
+// inflateGo inflates f with klauspost/compress as archive/zip streams it
+// (which checks its CRC-32 at the end).
+func inflateGo(ctx context.Context, _ io.ReaderAt, _ int64, f *zip.File) ([]byte, error) {
+	n := int64(f.UncompressedSize64)
 	rc, err := f.Open()
 	if err != nil {
 		return nil, archiveErr(err)
@@ -294,15 +363,7 @@ func inflateMember(ctx context.Context, f *zip.File, device int) (*Array, error)
 		}
 		return nil, archiveErr(err)
 	}
-	h, err := DecodeHeader(bytes.NewReader(buf), n)
-	if err != nil {
-		return nil, err
-	}
-	data := buf[h.DataOffset:]
-	if device < 0 {
-		return &Array{Header: *h, Data: data, Device: -1}, nil
-	}
-	return copyToDevice(h, data, device)
+	return buf, nil
 }
 
 // copyToDevice copies data, the array of h, to new memory on device.

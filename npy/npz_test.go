@@ -21,7 +21,27 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik/internal/hostmem"
+	"github.com/kvikgo/kvik/internal/libdeflate"
 )
+
+// eachInflate runs f with deflated members inflated by
+// klauspost/compress and, where libdeflate loads, by libdeflate (which
+// must load under KVIK_TEST_LIBDEFLATE=require, as in CI).
+func eachInflate(t *testing.T, f func(t *testing.T)) {
+	old := nativeInflate
+	t.Cleanup(func() { nativeInflate = old })
+	for _, native := range []bool{false, true} {
+		if err := libdeflate.Load(); native && err != nil {
+			if os.Getenv("KVIK_TEST_LIBDEFLATE") == "require" {
+				t.Fatalf("libdeflate: %v", err)
+			}
+			t.Logf("deflated members through klauspost/compress only: %v", err)
+			continue
+		}
+		nativeInflate = func() bool { return native }
+		t.Run(map[bool]string{false: "go", true: "libdeflate"}[native], f)
+	}
+}
 
 // npzExpected is testdata/npz/expected.json: per archive, per key.
 type npzExpected struct {
@@ -66,7 +86,9 @@ func checkArchive(t *testing.T, name string, a *Archive, want map[string]expecte
 // savez_compressed, deflated) into host memory and compares every array
 // with what NumPy loaded; a member that is not a .npy file is listed in
 // Other, not read.
-func TestNpzFiles(t *testing.T) {
+func TestNpzFiles(t *testing.T) { eachInflate(t, testNpzFiles) }
+
+func testNpzFiles(t *testing.T) {
 	dir := filepath.Join("testdata", "npz")
 	e := readNpzExpected(t, dir)
 	for name, want := range e.Archives {
@@ -240,7 +262,9 @@ func npyBytes(n int) []byte {
 // TestNpzHostile checks broken and hostile archives: each is a typed
 // error, never a panic or an allocation of what a header claims, from
 // host and (where a GPU is found) device loads.
-func TestNpzHostile(t *testing.T) {
+func TestNpzHostile(t *testing.T) { eachInflate(t, testNpzHostile) }
+
+func testNpzHostile(t *testing.T) {
 	good := zipOf(t, "x.npy", zip.Store, npyBytes(100), "y.npy", zip.Deflate, npyBytes(300))
 	dir := t.TempDir()
 	cases := map[string]struct {

@@ -1,10 +1,10 @@
-// Command loadbench times the load of a safetensors, GGUF or .npy file
+// Command loadbench times the load of a safetensors, GGUF, .npy or .npz file
 // (by its name's extension), from a path or a URL, into host memory
 // (LoadHost) or onto GPU 0 (Load), against the plain read of the same
 // file or object into new memory of the same kind (kvik.OpenReader, then
 // ReadAt or ReadDevice into a new allocation): the ceiling the load
 // should meet. It covers what kvik bench --safetensors, --gguf and --url
-// do not: host loads, and .npy arrays.
+// do not: host loads, .npy arrays and .npz archives.
 //
 //	loadbench -memory host|device [-repeats 5] [-settle 200ms] NAME...
 //
@@ -169,12 +169,22 @@ func loader(ctx context.Context, format, name string, host bool) (config, error)
 		run = func() (io.Closer, error) { return closer(npy.LoadHost(ctx, name, nil)) }
 	case format == "npy":
 		run = func() (io.Closer, error) { return closer(npy.Load(ctx, name, nil)) }
+	case format == "npz" && host:
+		run = func() (io.Closer, error) { return closer(npy.LoadNpzHost(ctx, name, nil)) }
+	case format == "npz":
+		run = func() (io.Closer, error) { return closer(npy.LoadNpz(ctx, name, nil)) }
 	default:
-		return config{}, fmt.Errorf("unknown format %q: want a .safetensors, .gguf or .npy name", format)
+		return config{}, fmt.Errorf("unknown format %q: want a .safetensors, .gguf, .npy or .npz name", format)
 	}
 	fn := format + ".Load"
 	if host {
 		fn = format + ".LoadHost"
+	}
+	if format == "npz" {
+		fn = "npy.LoadNpz"
+		if host {
+			fn = "npy.LoadNpzHost"
+		}
 	}
 	return config{fn, run}, nil
 }

@@ -1,6 +1,7 @@
 // Package libdeflate is a thin binding of the part of libdeflate's API
 // (libdeflate.h) that kvik's codecs need: whole-buffer decompression of
-// gzip members and zlib streams, the output's size known in advance.
+// gzip members, zlib streams and raw DEFLATE data, the output's size
+// known in advance.
 //
 // The library, libdeflate.so.0, is opened at run time on first use, with
 // no cgo and no headers; KVIK_LIBDEFLATE_PATH names an exact path
@@ -67,9 +68,10 @@ var (
 	procFree  = fn("libdeflate_free_decompressor")
 	procGzip  = fn("libdeflate_gzip_decompress_ex")
 	procZlib  = fn("libdeflate_zlib_decompress_ex")
+	procRaw   = fn("libdeflate_deflate_decompress_ex")
 
 	// libdeflate has no version function: the symbols are the check.
-	binding = &dl.Binding{Lib: lib, Funcs: []*dl.Func{procAlloc, procFree, procGzip, procZlib}}
+	binding = &dl.Binding{Lib: lib, Funcs: []*dl.Func{procAlloc, procFree, procGzip, procZlib, procRaw}}
 )
 
 var decompressors = dl.NewObjectList(procAlloc, procFree, func() error { return ErrNoMemory })
@@ -98,6 +100,12 @@ func GzipDecompress(dst, src []byte) (in, out int, err error) {
 // checked): libdeflate_zlib_decompress_ex.
 func ZlibDecompress(dst, src []byte) (in, out int, err error) {
 	return decompress(procZlib, dst, src)
+}
+
+// DeflateDecompress is GzipDecompress for raw DEFLATE data (a ZIP
+// member's; no checksum): libdeflate_deflate_decompress_ex.
+func DeflateDecompress(dst, src []byte) (in, out int, err error) {
+	return decompress(procRaw, dst, src)
 }
 
 func decompress(f *dl.Func, dst, src []byte) (in, out int, err error) {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
 
@@ -24,8 +25,8 @@ import (
 // fails instead.
 func need(t testing.TB) { libtest.Need(t, "libdeflate", Load, "KVIK_TEST_LIBDEFLATE") }
 
-// compressed returns src as a gzip member or a zlib stream written by
-// klauspost/compress at level.
+// compressed returns src as a gzip member, a zlib stream or raw DEFLATE
+// data written by klauspost/compress at level.
 func compressed(t testing.TB, format string, src []byte, level int) []byte {
 	var b bytes.Buffer
 	var w interface {
@@ -33,9 +34,12 @@ func compressed(t testing.TB, format string, src []byte, level int) []byte {
 		Close() error
 	}
 	var err error
-	if format == "gzip" {
+	switch format {
+	case "gzip":
 		w, err = gzip.NewWriterLevel(&b, level)
-	} else {
+	case "deflate":
+		w, err = flate.NewWriter(&b, level)
+	default:
 		w, err = zlib.NewWriterLevel(&b, level)
 	}
 	if err != nil {
@@ -48,7 +52,7 @@ func compressed(t testing.TB, format string, src []byte, level int) []byte {
 	return b.Bytes()
 }
 
-// TestRoundTrip decodes gzip members and zlib streams of random sizes
+// TestRoundTrip decodes gzip members, zlib streams and raw DEFLATE data of random sizes
 // (field data from an unaligned offset, with random bytes in some) at
 // levels 0 to 9, with trailing bytes after them, into buffers of exactly
 // their size: the bytes match, the input taken is the member's or
@@ -70,14 +74,11 @@ func TestRoundTrip(t *testing.T) {
 				src[j] = byte(rng.Uint32())
 			}
 		}
-		for _, format := range []string{"gzip", "zlib"} {
+		for _, format := range []string{"gzip", "zlib", "deflate"} {
 			c := compressed(t, format, src, i%10)
 			in := append(bytes.Clone(c), "trailing"...)
 			dst := make([]byte, n)
-			f := GzipDecompress
-			if format == "zlib" {
-				f = ZlibDecompress
-			}
+			f := map[string]func(dst, src []byte) (int, int, error){"gzip": GzipDecompress, "zlib": ZlibDecompress, "deflate": DeflateDecompress}[format]
 			took, got, err := f(dst, in)
 			if err != nil || took != len(c) || got != n || !bytes.Equal(dst, src) {
 				t.Fatalf("%s, %d bytes, level %d: took %d of %d, gave %d, %v", format, n, i%10, took, len(c), got, err)
