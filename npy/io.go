@@ -144,29 +144,43 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-func loadDevice(ctx context.Context, r kvik.Reader, h *Header, device int) (*Array, error) {
+// newDeviceArray returns an array of h with new memory of its size on
+// device (none for an empty one: Ptr 0) and the context that holds it.
+func newDeviceArray(h *Header, device int) (*Array, cuda.Context, error) {
 	a := &Array{Header: *h, Device: device}
 	if err := cuda.Init(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var err error
 	if a.dev, err = cuda.DeviceGet(device); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	cctx, err := a.dev.PrimaryCtxRetain()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	size := int(h.Size())
 	if size == 0 {
 		a.dev.PrimaryCtxRelease()
-		return a, nil
+		return a, cctx, nil
 	}
 	if err := cuda.WithContext(cctx, func() (err error) { a.buf, err = cuda.MemAlloc(size); return err }); err != nil {
 		a.dev.PrimaryCtxRelease()
-		return nil, readErr(r, err)
+		return nil, 0, err
 	}
 	a.Ptr = a.buf.Ptr()
+	return a, cctx, nil
+}
+
+func loadDevice(ctx context.Context, r kvik.Reader, h *Header, device int) (*Array, error) {
+	a, _, err := newDeviceArray(h, device)
+	if err != nil {
+		return nil, readErr(r, err)
+	}
+	size := int(h.Size())
+	if size == 0 {
+		return a, nil
+	}
 	n, err := r.PReadDevice(ctx, a.Ptr, size, h.DataOffset, 0).Get()
 	if err == nil && n != size {
 		err = io.ErrUnexpectedEOF

@@ -368,35 +368,12 @@ func inflateGo(ctx context.Context, _ io.ReaderAt, _ int64, f *zip.File) ([]byte
 
 // copyToDevice copies data, the array of h, to new memory on device.
 func copyToDevice(h *Header, data []byte, device int) (*Array, error) {
-	a := &Array{Header: *h, Device: device}
-	if err := cuda.Init(); err != nil {
-		return nil, err
+	a, cctx, err := newDeviceArray(h, device)
+	if err != nil || a.Ptr == 0 {
+		return a, err
 	}
-	var err error
-	if a.dev, err = cuda.DeviceGet(device); err != nil {
-		return nil, err
-	}
-	cctx, err := a.dev.PrimaryCtxRetain()
-	if err != nil {
-		return nil, err
-	}
-	if len(data) == 0 {
-		a.dev.PrimaryCtxRelease()
-		return a, nil
-	}
-	err = cuda.WithContext(cctx, func() (err error) {
-		if a.buf, err = cuda.MemAlloc(len(data)); err != nil {
-			return err
-		}
-		a.Ptr = a.buf.Ptr()
-		return cuda.MemcpyHtoD(a.Ptr, data)
-	})
-	if err != nil {
-		if a.buf != nil {
-			a.Close()
-		} else {
-			a.dev.PrimaryCtxRelease()
-		}
+	if err := cuda.WithContext(cctx, func() error { return cuda.MemcpyHtoD(a.Ptr, data) }); err != nil {
+		a.Close()
 		return nil, err
 	}
 	return a, nil
