@@ -117,30 +117,43 @@ func loadNpz(ctx context.Context, r kvik.Reader, device int) (*Archive, error) {
 	return nil, readErr(r, ctxErr(ctx, err))
 }
 
+// openNpz reads the directory of the archive of size bytes that ra
+// reads (bounded by it) and returns its .npy members, in order, and the
+// names of the others; two members of one name are ErrInvalidArchive.
+func openNpz(ra io.ReaderAt, size int64) (members []npzMember, other []string, err error) {
+	zr, err := zip.NewReader(ra, size)
+	if err != nil {
+		return nil, nil, archiveErr(err)
+	}
+	zr.RegisterDecompressor(zip.Deflate, flate.NewReader)
+	seen := map[string]bool{}
+	for _, f := range zr.File {
+		key, ok := strings.CutSuffix(f.Name, ".npy")
+		switch {
+		case !ok:
+			other = append(other, f.Name)
+		case seen[key]:
+			return nil, nil, fmt.Errorf("%w: two members named %q", ErrInvalidArchive, f.Name)
+		default:
+			seen[key] = true
+			members = append(members, npzMember{key, f})
+		}
+	}
+	return members, other, nil
+}
+
 // loadNpzAt loads the arrays of the archive of size bytes that ra reads:
 // into host memory when device < 0, else onto device, the stored ones
 // read from r (the same file).
 func loadNpzAt(ctx context.Context, ra io.ReaderAt, size int64, r kvik.Reader, device int) (*Archive, error) {
 	ra = boundedAt{ra, size}
-	zr, err := zip.NewReader(ra, size)
+	members, other, err := openNpz(ra, size)
 	if err != nil {
-		return nil, archiveErr(err)
+		return nil, err
 	}
-	zr.RegisterDecompressor(zip.Deflate, flate.NewReader)
-	a := &Archive{Arrays: map[string]*Array{}}
-	var members []npzMember
-	for _, f := range zr.File {
-		key, ok := strings.CutSuffix(f.Name, ".npy")
-		if !ok {
-			a.Other = append(a.Other, f.Name)
-			continue
-		}
-		if _, dup := a.Arrays[key]; dup {
-			return nil, fmt.Errorf("%w: two members named %q", ErrInvalidArchive, f.Name)
-		}
-		a.Arrays[key] = nil
-		a.Names = append(a.Names, key)
-		members = append(members, npzMember{key, f})
+	a := &Archive{Arrays: map[string]*Array{}, Other: other}
+	for _, m := range members {
+		a.Names = append(a.Names, m.name)
 	}
 	loaded := make([]*Array, len(members))
 	g, gctx := errgroup.WithContext(ctx)
@@ -599,28 +612,19 @@ func ReadNpzHeader(ctx context.Context, name string, o *Options, opts ...kvik.Re
 
 func readNpzHeader(ra io.ReaderAt, size int64) (*NpzHeader, error) {
 	ra = boundedAt{ra, size}
-	zr, err := zip.NewReader(ra, size)
+	members, other, err := openNpz(ra, size)
 	if err != nil {
-		return nil, archiveErr(err)
+		return nil, err
 	}
-	zr.RegisterDecompressor(zip.Deflate, flate.NewReader)
-	h := &NpzHeader{Headers: map[string]*Header{}, Compressed: map[string]bool{}}
-	for _, f := range zr.File {
-		key, ok := strings.CutSuffix(f.Name, ".npy")
-		if !ok {
-			h.Other = append(h.Other, f.Name)
-			continue
-		}
-		if _, dup := h.Headers[key]; dup {
-			return nil, fmt.Errorf("%w: two members named %q", ErrInvalidArchive, f.Name)
-		}
-		mh, err := memberHeader(ra, size, f)
+	h := &NpzHeader{Headers: map[string]*Header{}, Compressed: map[string]bool{}, Other: other}
+	for _, m := range members {
+		mh, err := memberHeader(ra, size, m.f)
 		if err != nil {
-			return nil, fmt.Errorf("member %q: %w", f.Name, err)
+			return nil, fmt.Errorf("member %q: %w", m.f.Name, err)
 		}
-		h.Names = append(h.Names, key)
-		h.Headers[key] = mh
-		h.Compressed[key] = f.Method == zip.Deflate
+		h.Names = append(h.Names, m.name)
+		h.Headers[m.name] = mh
+		h.Compressed[m.name] = m.f.Method == zip.Deflate
 	}
 	return h, nil
 }
