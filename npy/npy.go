@@ -1,5 +1,6 @@
 // Package npy reads and writes NumPy's .npy format (versions 1.0, 2.0 and
-// 3.0) between files and GPU or host memory through kvik.
+// 3.0) between files and GPU or host memory through kvik, and .npz
+// archives of them (LoadNpz, SaveNpz).
 //
 // Every fixed-size numeric dtype and bool is supported, and datetime64
 // and timedelta64 (int64s), fixed-length strings and raw bytes, and
