@@ -262,6 +262,24 @@ def member_fortran(path, key):
         return bool(read(f)[1])
 
 
+def make_npz_large(out, gb):
+    """numpy.savez of one float32 array of about gb GB beside a small one
+    (past 4 GiB: ZIP64 records), and expected.json as make_npz writes it."""
+    os.makedirs(out, exist_ok=True)
+    rows = max(1, int(gb * 1e9) // (4096 * 4))
+    big = np.empty((rows, 4096), dtype=np.float32)
+    rng = np.random.default_rng(5)
+    for r in range(0, rows, 16384):
+        big[r:r + 16384] = rng.standard_normal((min(16384, rows - r), 4096), dtype=np.float32)
+    small = np.arange(7, dtype=">i8")
+    np.savez(os.path.join(out, "large.npz"), big=big, small=small)
+    entries = {k: {"descr": descr(v.dtype), "fortran_order": False, "shape": list(v.shape), "sha256": sha(v.tobytes())}
+               for k, v in (("big", big), ("small", small))}
+    with open(os.path.join(out, "expected.json"), "w") as f:
+        json.dump({"generator": f"numpy {np.__version__}", "archives": {"large.npz": entries}}, f)
+    print(f"wrote {out}/large.npz: {os.path.getsize(os.path.join(out, 'large.npz')) / 1e9:.2f} GB")
+
+
 def check_npz(d):
     """NumPy loads each .npz that d/expected.json lists and compares
     every array with it (fortran_order as each member's header says)."""
@@ -347,6 +365,8 @@ if __name__ == "__main__":
         make_npy(d, small)
     elif cmd == "make-npz":
         make_npz(d)
+    elif cmd == "make-npz-large":
+        make_npz_large(d, float(sys.argv[3]))
     elif cmd == "check-npz":
         sys.exit(0 if check_npz(d) else 1)
     elif cmd == "samples-expected":

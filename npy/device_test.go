@@ -122,3 +122,43 @@ func TestDeviceNpzFiles(t *testing.T) {
 		a.Close()
 	}
 }
+
+// TestDeviceLargeNpz loads a .npz past 4 GiB (ZIP64's records) that
+// NumPy wrote into $KVIK_TEST_NPZ_LARGE_DIR (bench/loaders_xcheck.py
+// make-npz-large) onto the GPU and compares its arrays with what NumPy
+// saved, then saves them back from device memory as kvik.npz there, with
+// kvik-expected/expected.json for loaders_xcheck.py check-npz (NumPy's
+// load of kvik's archive).
+func TestDeviceLargeNpz(t *testing.T) {
+	dir := os.Getenv("KVIK_TEST_NPZ_LARGE_DIR")
+	if dir == "" {
+		t.Skip("KVIK_TEST_NPZ_LARGE_DIR not set")
+	}
+	gputest.Need(t)
+	e := readNpzExpected(t, dir)
+	want := e.Archives["large.npz"]
+	a, err := LoadNpz(context.Background(), filepath.Join(dir, "large.npz"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	checkArchive(t, "large.npz", a, want, func(arr *Array) []byte { return fromDevice(t, arr) })
+	var arrays []NpzArray
+	for _, k := range a.Names {
+		arr := a.Arrays[k]
+		arrays = append(arrays, NpzArray{k, SaveArray{Dtype: arr.Dtype, Shape: arr.Shape, Ptr: arr.Ptr}})
+	}
+	out := filepath.Join(dir, "kvik-expected")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := SaveNpz(context.Background(), filepath.Join(out, "large.npz"), arrays); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(e)
+	if err := os.WriteFile(filepath.Join(out, "expected.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(filepath.Join(out, "large.npz"))
+	t.Logf("loaded %d arrays of %s; saved %d bytes", len(a.Names), filepath.Join(dir, "large.npz"), fi.Size())
+}
