@@ -25,7 +25,7 @@ var tiers = [][]string{
 	{"internal/dl"},
 	{"cuda", "cufile", "internal/libzstd", "internal/liblz4", "internal/libdeflate"},
 	// The engine: imports nothing of the root package.
-	{"internal/blockdev", "internal/devmem", "internal/hostmem", "internal/kernels", "internal/numa", "internal/posix", "internal/realpath", "internal/remote", "internal/sched", "internal/staging"},
+	{"internal/blockdev", "internal/crcsum", "internal/devmem", "internal/hostmem", "internal/kernels", "internal/numa", "internal/posix", "internal/realpath", "internal/remote", "internal/sched", "internal/staging"},
 	{"."}, // kvik: handles, sources, the settings
 	// Above the root: the formats and what they share.
 	{"internal/formatkit/tensorload", "internal/formatkit/zarrtune", "internal/formatkit/npytime", "internal/formatkit/npydescr", "internal/formatkit/pylit", "safetensors", "npy", "gguf", "zarr"},

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/crcsum"
 	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/remote"
 	"github.com/kvikgo/kvik/internal/sched"
@@ -215,7 +216,7 @@ func uploadObject(ctx context.Context, ep *remote.Endpoint, c *remote.Client, d 
 			if err != nil {
 				return fmt.Errorf("part %d: %w", i+1, err)
 			}
-			sum = remote.CRC32CCombine(sum, c, max(n, 0))
+			sum = crcsum.Castagnoli.Combine(sum, c, n)
 		}
 		*crc = sum
 		return nil

@@ -2,7 +2,8 @@
 # .npz loads in one GPU-machine call: NumPy writes, on /dev/shm (page
 # cache), GB (default 2) of float32 in 8 arrays as numpy.savez (stored)
 # and numpy.savez_compressed (deflated; CGB, default 1, of them: its
-# compression takes a core a minute per GB), and one .npy of GB;
+# compression takes a core a minute per GB; CGB=0: none), and one .npy
+# of GB;
 # bench/loadbench times npy.LoadNpz / npy.Load onto GPU 0 and
 # LoadNpzHost / LoadHost into host memory against the plain read of the
 # same file (the ceiling), and bench/npy_peers.py numpy.load (+ torch's
@@ -26,9 +27,14 @@ mkdir -p "$OUT" "$D"
 echo "libdeflate: ${KVIK_LIBDEFLATE_PATH:-none (klauspost/compress inflates)}" | tee "$OUT/inflate.txt"
 trap 'rm -rf "$D"' EXIT
 python3 "$R/bench/npy_peers.py" --make "$D/stored.npz" --gb "$GB" --members 8 | tee "$OUT/make.txt"
-python3 "$R/bench/npy_peers.py" --make "$D/deflated.npz" --gb "$CGB" --members 8 --compressed | tee -a "$OUT/make.txt"
+files="stored.npz deflated.npz one.npy"
+if [ "$CGB" = 0 ]; then
+  files="stored.npz one.npy" # CGB=0: no deflated archive
+else
+  python3 "$R/bench/npy_peers.py" --make "$D/deflated.npz" --gb "$CGB" --members 8 --compressed | tee -a "$OUT/make.txt"
+fi
 python3 "$R/bench/npy_peers.py" --make "$D/one.npy" --gb "$GB" | tee -a "$OUT/make.txt"
-for f in stored.npz deflated.npz one.npy; do
+for f in $files; do
   for mem in device host; do
     "$G/loadbench" -memory "$mem" -repeats "$REPEATS" "$D/$f" >> "$OUT/loadbench.jsonl" 2>> "$OUT/loadbench.txt"
   done

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/crcsum"
 	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 	"github.com/kvikgo/kvik/internal/hostmem"
@@ -290,7 +291,7 @@ func loadMember(ctx context.Context, r kvik.Reader, ra io.ReaderAt, size int64, 
 	if _, err := ra.ReadAt(head, off); err != nil {
 		return nil, err
 	}
-	if sum := crc32.Update(crc32.ChecksumIEEE(head), crc32.IEEETable, a.Data); sum != f.CRC32 {
+	if sum := crcsum.IEEE.Sum(crc32.ChecksumIEEE(head), a.Data); sum != f.CRC32 {
 		return nil, fmt.Errorf("%w: CRC-32 %08x, the directory says %08x", ErrInvalidArchive, sum, f.CRC32)
 	}
 	return a, nil
@@ -350,7 +351,7 @@ func inflateNative(ctx context.Context, ra io.ReaderAt, size int64, f *zip.File)
 	case n != len(buf):
 		return nil, fmt.Errorf("%w: %d bytes inflated, the directory says %d", ErrInvalidArchive, n, len(buf))
 	}
-	if sum := crc32.ChecksumIEEE(buf); sum != f.CRC32 {
+	if sum := crcsum.IEEE.Sum(0, buf); sum != f.CRC32 {
 		return nil, fmt.Errorf("%w: CRC-32 %08x, the directory says %08x", ErrInvalidArchive, sum, f.CRC32)
 	}
 	return buf, nil
@@ -458,7 +459,7 @@ func npzPieces(arrays []NpzArray) ([]kvik.Piece, error) {
 			return nil, fmt.Errorf("%w: %s: %d bytes of data for shape %v of %s", ErrInvalidArgument, a.Name, len(data), a.Shape, a.Dtype)
 		}
 		hdr := encodeHeader(a.Dtype, a.Shape, a.Fortran)
-		m := zipMember{name: a.Name + ".npy", crc: crc32.Update(crc32.ChecksumIEEE(hdr), crc32.IEEETable, data), size: uint64(len(hdr)) + uint64(n), off: off}
+		m := zipMember{name: a.Name + ".npy", crc: crcsum.IEEE.Sum(crc32.ChecksumIEEE(hdr), data), size: uint64(len(hdr)) + uint64(n), off: off}
 		local := m.local()
 		pieces = append(pieces, kvik.Piece{Data: local}, kvik.Piece{Data: hdr}, kvik.Piece{Data: data})
 		dir = append(dir, m.central()...)

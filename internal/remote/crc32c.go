@@ -5,10 +5,13 @@ import (
 	"hash/crc32"
 	"io"
 	"sync"
+
+	"github.com/kvikgo/kvik/internal/crcsum"
 )
 
-// Castagnoli is the CRC-32C table (hash/crc32), the checksum S3 checks.
-var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// Castagnoli is the CRC-32C table (hash/crc32), the checksum S3 checks;
+// crcsum.Castagnoli joins the sums of parts.
+var Castagnoli = crcsum.Castagnoli.Table()
 
 // SentSum is the checksum of one part's body as it went out: each attempt
 // (a retry sends the body again) starts a fresh crcReader, and the one
@@ -66,54 +69,3 @@ func (c *crcReader) Read(p []byte) (int, error) {
 }
 
 func (c *crcReader) Close() error { return c.r.Close() }
-
-// CRC32CCombine returns the CRC-32C of A followed by B from a = CRC(A),
-// b = CRC(B) and n = len(B): a times x^(8n) modulo the polynomial, plus b.
-func CRC32CCombine(a, b uint32, n int64) uint32 {
-	if n == 0 {
-		return a
-	}
-	return gfMul(a, xPow8n(n)) ^ b
-}
-
-// The CRC's polynomials are kept bit-reversed, as hash/crc32 does: bit 31
-// holds x^0 and bit 0 holds x^31.
-const crc32cPoly = 0x82f63b78
-
-// gfMul returns a*b modulo the CRC-32C polynomial.
-func gfMul(a, b uint32) uint32 {
-	var p uint32
-	for m := uint32(1) << 31; m != 0 && a != 0; m >>= 1 {
-		if a&m != 0 {
-			p ^= b
-			a ^= m
-		}
-		// b *= x
-		if b&1 != 0 {
-			b = b>>1 ^ crc32cPoly
-		} else {
-			b >>= 1
-		}
-	}
-	return p
-}
-
-// x2k[k] is x^(2^k) modulo the polynomial.
-var x2k = func() (t [64]uint32) {
-	t[0] = 1 << 30 // x^1
-	for k := 1; k < len(t); k++ {
-		t[k] = gfMul(t[k-1], t[k-1])
-	}
-	return t
-}()
-
-// xPow8n returns x^(8n) modulo the polynomial, n >= 0.
-func xPow8n(n int64) uint32 {
-	p := uint32(1) << 31 // x^0
-	for k := 3; n != 0; k, n = k+1, n>>1 {
-		if n&1 != 0 {
-			p = gfMul(p, x2k[k])
-		}
-	}
-	return p
-}
