@@ -22,6 +22,7 @@ import (
 
 	"github.com/kvikgo/kvik/internal/hostmem"
 	"github.com/kvikgo/kvik/internal/libdeflate"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
 // eachInflate runs f with deflated members inflated by
@@ -427,6 +428,53 @@ func TestReadNpzHeader(t *testing.T) {
 			if !h.Compressed[k] && got.DataOffset != want.DataOffset {
 				t.Errorf("%s[%s]: data at %d, the load's at %d", name, k, got.DataOffset, want.DataOffset)
 			}
+		}
+	}
+}
+
+// TestS3Npz loads NumPy's archives from S3 (versitygw) into host memory
+// and checks them as TestNpzFiles does, reads their headers there, and
+// saves random arrays as a .npz object with SaveNpz that equals the same
+// save to a file and loads back from its URL.
+func TestS3Npz(t *testing.T) {
+	v := s3test.Start(t)
+	dir := filepath.Join("testdata", "npz")
+	e := readNpzExpected(t, dir)
+	for name, want := range e.Archives {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Put(t, "npz/"+name, b)
+		a, err := LoadNpzHost(context.Background(), v.URLOf("npz/"+name), nil, v.Opts()...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		checkArchive(t, name, a, want, func(arr *Array) []byte { return arr.Data })
+		h, err := ReadNpzHeader(context.Background(), v.URLOf("npz/"+name), nil, v.Opts()...)
+		if err != nil || !slices.Equal(h.Names, a.Names) {
+			t.Fatalf("%s: header %+v, %v", name, h, err)
+		}
+	}
+	arrays := randNpz(rand.New(rand.NewPCG(73, 74)))
+	local := filepath.Join(t.TempDir(), "r.npz")
+	if err := SaveNpz(context.Background(), local, arrays); err != nil {
+		t.Fatal(err)
+	}
+	if err := SaveNpz(context.Background(), v.URLOf("saved/r.npz"), arrays, v.Opts()...); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(local)
+	if got, ok := v.Object("saved/r.npz"); !ok || !bytes.Equal(got, want) {
+		t.Fatalf("the object of %d bytes differs from the %d-byte file", len(got), len(want))
+	}
+	a, err := LoadNpzHost(context.Background(), v.URLOf("saved/r.npz"), nil, v.Opts()...)
+	if err != nil || len(a.Names) != len(arrays) {
+		t.Fatalf("loaded back: %v", err)
+	}
+	for _, x := range arrays {
+		if got := a.Arrays[x.Name]; got == nil || !bytes.Equal(got.Data, x.Data) || got.Dtype != x.Dtype {
+			t.Fatalf("%s differs loaded back from S3", x.Name)
 		}
 	}
 }
