@@ -10,7 +10,6 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
-	"os"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -22,6 +21,7 @@ import (
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/crcsum"
 	"github.com/kvikgo/kvik/internal/devmem"
+	"github.com/kvikgo/kvik/internal/formatkit/codecpick"
 	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 	"github.com/kvikgo/kvik/internal/hostmem"
 	"github.com/kvikgo/kvik/internal/libdeflate"
@@ -297,12 +297,13 @@ func loadMember(ctx context.Context, r kvik.Reader, ra io.ReaderAt, size int64, 
 	return a, nil
 }
 
-// nativeInflate reports whether members are inflated by libdeflate: where
-// it loads, unless KVIK_DEFLATE (zarr.DeflateEnv, read here too) is
-// "go". klauspost/compress inflated float32 members at a quarter of its
-// rate (npz_gpu.sh, H200). Tests replace it.
-var nativeInflate = sync.OnceValue(func() bool {
-	return os.Getenv("KVIK_DEFLATE") != "go" && libdeflate.Load() == nil
+// nativeInflate reports whether members are inflated by libdeflate, as
+// KVIK_DEFLATE picks it for zarr (zarr.DeflateEnv): where it loads
+// ("auto", the default), always ("native": an error where it cannot),
+// never ("go": klauspost/compress, which inflated float32 members at a
+// third of its rate on the H200, npz_gpu.sh). Tests replace it.
+var nativeInflate = sync.OnceValues(func() (bool, error) {
+	return codecpick.NativeNow(codecpick.DeflateEnv, libdeflate.Load)
 })
 
 // inflateMember inflates f, a compressed .npy file in an archive of size
@@ -313,8 +314,12 @@ func inflateMember(ctx context.Context, ra io.ReaderAt, size int64, f *zip.File,
 	if err := hostmem.Check(n, "array"); err != nil {
 		return nil, err
 	}
+	native, err := nativeInflate()
+	if err != nil {
+		return nil, err
+	}
 	inflate := inflateGo
-	if nativeInflate() {
+	if native {
 		inflate = inflateNative
 	}
 	buf, err := inflate(ctx, ra, size, f)

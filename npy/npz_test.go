@@ -20,6 +20,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/formatkit/codecpick"
 	"github.com/kvikgo/kvik/internal/hostmem"
 	"github.com/kvikgo/kvik/internal/libdeflate"
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
@@ -39,7 +41,7 @@ func eachInflate(t *testing.T, f func(t *testing.T)) {
 			t.Logf("deflated members through klauspost/compress only: %v", err)
 			continue
 		}
-		nativeInflate = func() bool { return native }
+		nativeInflate = func() (bool, error) { return native, nil }
 		t.Run(map[bool]string{false: "go", true: "libdeflate"}[native], f)
 	}
 }
@@ -476,5 +478,21 @@ func TestS3Npz(t *testing.T) {
 		if got := a.Arrays[x.Name]; got == nil || !bytes.Equal(got.Data, x.Data) || got.Dtype != x.Dtype {
 			t.Fatalf("%s differs loaded back from S3", x.Name)
 		}
+	}
+}
+
+// TestNpzDeflateEnv checks that KVIK_DEFLATE, which picks the inflater as
+// it does for zarr, fails a load that needs it when its value is bad
+// (kvik.ErrBadEnv), and that an archive of stored members loads anyway.
+func TestNpzDeflateEnv(t *testing.T) {
+	old := nativeInflate
+	t.Cleanup(func() { nativeInflate = old })
+	nativeInflate = func() (bool, error) { return codecpick.Native(codecpick.DeflateEnv, "bogus", true, libdeflate.Load) }
+	dir := filepath.Join("testdata", "npz")
+	if _, err := LoadNpzHost(context.Background(), filepath.Join(dir, "compressed.npz"), nil); !errors.Is(err, kvik.ErrBadEnv) || !strings.Contains(err.Error(), "KVIK_DEFLATE") {
+		t.Errorf("deflated members with KVIK_DEFLATE=bogus: %v, want kvik.ErrBadEnv", err)
+	}
+	if _, err := LoadNpzHost(context.Background(), filepath.Join(dir, "plain.npz"), nil); err != nil {
+		t.Errorf("stored members with KVIK_DEFLATE=bogus: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/kvikgo/kvik/internal/formatkit/codecpick"
 	"github.com/kvikgo/kvik/internal/libdeflate"
 )
 
@@ -16,12 +17,12 @@ import (
 // be used; "go" is klauspost/compress. libdeflate decodes the chunks of a
 // smooth float32 field about 3.5x as fast. Encoding is klauspost's
 // either way. It is read once, at the first use.
-const DeflateEnv = "KVIK_DEFLATE"
+const DeflateEnv = codecpick.DeflateEnv
 
 // deflateNow reports whether DeflateEnv picks libdeflate.
 var deflateNow = sync.OnceValues(func() (bool, error) {
 	v, set := os.LookupEnv(DeflateEnv)
-	return pickNative(DeflateEnv, v, set, libdeflate.Load)
+	return codecpick.Native(DeflateEnv, v, set, libdeflate.Load)
 })
 
 // DeflateImplementation says which implementation decodes gzip and
@@ -38,7 +39,7 @@ func DeflateImplementation() (string, error) {
 	if native {
 		return fmt.Sprintf("native (libdeflate, %s)", libdeflate.LibraryPath()), nil
 	}
-	return "go (klauspost/compress; " + goReason(DeflateEnv, libdeflate.Load) + ")", nil
+	return "go (klauspost/compress; " + codecpick.GoReason(DeflateEnv, libdeflate.Load) + ")", nil
 }
 
 // gzipNative decodes src, one gzip member or several back to back and

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pierrec/lz4/v4"
 
+	"github.com/kvikgo/kvik/internal/formatkit/codecpick"
 	"github.com/kvikgo/kvik/internal/liblz4"
 )
 
@@ -34,7 +35,7 @@ type lz4Impl interface {
 // lz4Now returns the implementation LZ4Env picks.
 var lz4Now = sync.OnceValues(func() (lz4Impl, error) {
 	v, set := os.LookupEnv(LZ4Env)
-	native, err := pickNative(LZ4Env, v, set, liblz4.Load)
+	native, err := codecpick.Native(LZ4Env, v, set, liblz4.Load)
 	switch {
 	case err != nil:
 		return nil, err
@@ -66,7 +67,7 @@ func LZ4Implementation() (string, error) {
 	if _, ok := l.(nativeLZ4); ok {
 		return fmt.Sprintf("native (liblz4 %s, %s)", liblz4.Version(), liblz4.LibraryPath()), nil
 	}
-	return "go (pierrec/lz4; " + goReason(LZ4Env, liblz4.Load) + ")", nil
+	return "go (pierrec/lz4; " + codecpick.GoReason(LZ4Env, liblz4.Load) + ")", nil
 }
 
 // goLZ4 is pierrec/lz4's CompressorCCompat.

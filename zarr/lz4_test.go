@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/formatkit/codecpick"
 	"github.com/kvikgo/kvik/internal/liblz4"
 	"github.com/kvikgo/kvik/internal/testkit/childtest"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
@@ -60,11 +61,11 @@ func TestLZ4ImplsAgree(t *testing.T) {
 func TestPickLZ4(t *testing.T) {
 	fails := func() error { return errors.New("no liblz4 here") }
 	for _, v := range []string{"native", "", "fast"} {
-		if _, err := pickNative(LZ4Env, v, true, fails); !errors.Is(err, kvik.ErrBadEnv) || !strings.Contains(err.Error(), LZ4Env) {
+		if _, err := codecpick.Native(LZ4Env, v, true, fails); !errors.Is(err, kvik.ErrBadEnv) || !strings.Contains(err.Error(), LZ4Env) {
 			t.Errorf("%q: %v", v, err)
 		}
 	}
-	if native, err := pickNative(LZ4Env, "", false, func() error { return nil }); !native || err != nil {
+	if native, err := codecpick.Native(LZ4Env, "", false, func() error { return nil }); !native || err != nil {
 		t.Errorf("unset with the library: native %v, %v", native, err)
 	}
 }

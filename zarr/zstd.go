@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/formatkit/codecpick"
 	"github.com/kvikgo/kvik/internal/libzstd"
 )
 
@@ -43,7 +42,7 @@ var zstdNow = sync.OnceValues(func() (zstdImpl, error) {
 // pickZstd returns the implementation the value v of ZstdEnv (set or
 // not) picks; load opens libzstd.
 func pickZstd(v string, set bool, load func() error) (zstdImpl, error) {
-	native, err := pickNative(ZstdEnv, v, set, load)
+	native, err := codecpick.Native(ZstdEnv, v, set, load)
 	switch {
 	case err != nil:
 		return nil, err
@@ -51,43 +50,6 @@ func pickZstd(v string, set bool, load func() error) (zstdImpl, error) {
 		return nativeZstd{}, nil
 	}
 	return goZstd{}, nil
-}
-
-// pickNative reports whether the value v of the environment variable
-// env (set or not) that picks a codec's implementation picks the
-// system's library ("auto" where load opens it, or "native") rather
-// than the Go one ("go", or "auto" where load fails). A value it does
-// not know, or native where load fails, is an error wrapping
-// kvik.ErrBadEnv, never a silent fallback.
-func pickNative(env, v string, set bool, load func() error) (bool, error) {
-	v = strings.ToLower(strings.TrimSpace(v))
-	switch {
-	case !set:
-		v = "auto"
-	case v == "":
-		return false, fmt.Errorf("%w: %s is set but empty", kvik.ErrBadEnv, env)
-	}
-	switch v {
-	case "auto":
-		return load() == nil, nil
-	case "native":
-		if err := load(); err != nil {
-			return false, fmt.Errorf("%w: %s=native: %w", kvik.ErrBadEnv, env, err)
-		}
-		return true, nil
-	case "go":
-		return false, nil
-	}
-	return false, fmt.Errorf("%w: %s=%q: want auto, native or go", kvik.ErrBadEnv, env, v)
-}
-
-// goReason says why the Go implementation codes where env picks: env=go,
-// or why load cannot open the library.
-func goReason(env string, load func() error) string {
-	if v, set := os.LookupEnv(env); set && !strings.EqualFold(strings.TrimSpace(v), "auto") {
-		return env + "=go"
-	}
-	return load().Error()
 }
 
 // ZstdImplementation says which implementation codes zstd chunks and
@@ -103,7 +65,7 @@ func ZstdImplementation() (string, error) {
 	if _, ok := z.(nativeZstd); ok {
 		return fmt.Sprintf("native (libzstd %s, %s)", libzstd.Version(), libzstd.LibraryPath()), nil
 	}
-	return "go (klauspost/compress; " + goReason(ZstdEnv, libzstd.Load) + ")", nil
+	return "go (klauspost/compress; " + codecpick.GoReason(ZstdEnv, libzstd.Load) + ")", nil
 }
 
 // zstdCodec is v3 "zstd" and v2 "zstd".
