@@ -30,7 +30,7 @@ var tiers = [][]string{
 	// Above the root: the formats and what they share.
 	{"internal/formatkit/tensorload", "internal/formatkit/zarrtune", "internal/formatkit/npytime", "internal/formatkit/npydescr", "internal/formatkit/pylit", "internal/formatkit/codecpick", "safetensors", "npy", "gguf", "zarr"},
 	// Tools and test kits.
-	{"internal/benchplot", "internal/testkit/gputest", "internal/testkit/httpfault", "internal/testkit/s3test", "internal/testkit/tmpfstest", "internal/testkit/redacttest", "internal/testkit/logtest", "internal/testkit/changetest", "internal/testkit/fskinds", "internal/testkit/fielddata", "internal/testkit/childtest", "internal/testkit/libtest",
+	{"internal/benchplot", "internal/testkit/gputest", "internal/testkit/httpfault", "internal/testkit/s3test", "internal/testkit/tmpfstest", "internal/testkit/redacttest", "internal/testkit/logtest", "internal/testkit/changetest", "internal/testkit/fskinds", "internal/testkit/fielddata", "internal/testkit/childtest", "internal/testkit/libtest", "internal/testkit/pyfind",
 		"cmd/kvik", "bench/kvikio/compare", "bench/zarrbench", "bench/zarrremotebench", "bench/loadbench"},
 }
 

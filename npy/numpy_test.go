@@ -10,33 +10,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvikgo/kvik/internal/testkit/pyfind"
 )
 
 // numpyPython returns a python3 with NumPy, or skips (fails under
 // CI=true, whose script installs it, unless KVIK_TEST_NUMPY_PYTHON=skip).
 func numpyPython(t *testing.T) string {
 	t.Helper()
-	var tried []string
-	for _, name := range []string{"/usr/bin/python3", "python3"} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			tried = append(tried, name+": not found")
-			continue
-		}
-		out, err := exec.Command(p, "-c", "import numpy; print(numpy.__version__)").CombinedOutput()
-		if err != nil {
-			tried = append(tried, fmt.Sprintf("%s: %s", p, strings.TrimSpace(string(out))))
-			continue
-		}
-		t.Logf("%s: numpy %s", p, strings.TrimSpace(string(out)))
-		return p
-	}
-	msg := "needs python3 with NumPy (apt-get install python3-numpy): " + strings.Join(tried, "; ")
-	if os.Getenv("CI") == "true" && os.Getenv("KVIK_TEST_NUMPY_PYTHON") != "skip" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return pyfind.Find(t, "import numpy; print(numpy.__version__)", "numpy", nil, "KVIK_TEST_NUMPY_PYTHON",
+		"needs python3 with NumPy (apt-get install python3-numpy)")
 }
 
 // TestNumpyLoadsSaved saves random arrays of every dtype (structured ones

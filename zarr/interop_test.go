@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,44 +17,27 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/kvikgo/kvik/internal/testkit/pyfind"
 )
 
 // zarrPython returns a Python interpreter that imports zarr 2 and
-// numcodecs: Debian's /usr/bin/python3 (python3-zarr, python3-numcodecs)
-// first, as python3 on PATH may be another installation. Without one the
+// numcodecs (Debian's python3-zarr, python3-numcodecs). Without one the
 // test skips with the reason, except under CI=true, where it fails: CI
-// installs them.
+// installs them; the GPU machine, which has CI set for its other tests
+// but no zarr-python and no network, opts out with
+// KVIK_TEST_ZARR_PYTHON=skip.
 func zarrPython(t *testing.T) string {
 	t.Helper()
-	var tried []string
-	for _, name := range []string{"/usr/bin/python3", "python3"} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			tried = append(tried, name+": not found")
-			continue
+	zarr2 := func(last string) string {
+		if !strings.HasPrefix(last, "2.") {
+			return fmt.Sprintf("zarr %s (the interop script needs zarr-python 2)", last)
 		}
-		out, err := exec.Command(p, "-c", "import zarr, numcodecs, numpy; print(zarr.__version__, numcodecs.__version__, numpy.__version__)").CombinedOutput()
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		last := lines[len(lines)-1]
-		switch {
-		case err != nil:
-			tried = append(tried, fmt.Sprintf("%s: %s", p, last))
-		case !strings.HasPrefix(last, "2."):
-			tried = append(tried, fmt.Sprintf("%s: zarr %s (the interop script needs zarr-python 2)", p, last))
-		default:
-			t.Logf("%s: zarr, numcodecs, numpy %s", p, last)
-			return p
-		}
+		return ""
 	}
-	msg := "zarr-python interop needs python3 with zarr-python 2 and numcodecs (apt-get install python3-zarr python3-numcodecs): " + strings.Join(tried, "; ")
-	// CI installs zarr-python and must not skip; the GPU machine, which
-	// has CI set for its other tests but no zarr-python and no network,
-	// opts out with KVIK_TEST_ZARR_PYTHON=skip.
-	if os.Getenv("CI") == "true" && os.Getenv("KVIK_TEST_ZARR_PYTHON") != "skip" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return pyfind.Find(t, "import zarr, numcodecs, numpy; print(zarr.__version__, numcodecs.__version__, numpy.__version__)",
+		"zarr, numcodecs, numpy", zarr2, "KVIK_TEST_ZARR_PYTHON",
+		"zarr-python interop needs python3 with zarr-python 2 and numcodecs (apt-get install python3-zarr python3-numcodecs)")
 }
 
 // testSeed returns a random seed, or KVIK_TEST_SEED's, and logs it.
