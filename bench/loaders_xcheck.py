@@ -192,8 +192,7 @@ def make_npy(out, small):
                 np.save(os.path.join(out, name), a)
                 b = np.load(os.path.join(out, name))
                 fo = header_fortran(os.path.join(out, name))
-                expected["files"][name] = {"descr": descr(b.dtype), "fortran_order": fo, "shape": list(b.shape),
-                                           "sha256": sha(b.tobytes(order="F" if fo else "C"))}
+                expected["files"][name] = array_entry(b, fo)
     # Version 2.0 (a header too long for 1.0) and 3.0 (a utf-8 header).
     big = np.arange(6, dtype="<i4").reshape(6, 1)
     for ver, name in (((2, 0), "v2.npy"), ((3, 0), "v3.npy")):
@@ -245,9 +244,7 @@ def make_npz(out):
                 if k == "notes.txt":
                     continue
                 b = f[k]
-                fo = b.flags.f_contiguous and not b.flags.c_contiguous
-                entries[k] = {"descr": descr(b.dtype), "fortran_order": bool(fo), "shape": list(b.shape),
-                              "sha256": sha(b.tobytes(order="F" if fo else "C"))}
+                entries[k] = array_entry(b, b.flags.f_contiguous and not b.flags.c_contiguous)
             expected["archives"][name] = entries
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1, sort_keys=True)
@@ -273,8 +270,7 @@ def make_npz_large(out, gb):
         big[r:r + 16384] = rng.standard_normal((min(16384, rows - r), 4096), dtype=np.float32)
     small = np.arange(7, dtype=">i8")
     np.savez(os.path.join(out, "large.npz"), big=big, small=small)
-    entries = {k: {"descr": descr(v.dtype), "fortran_order": False, "shape": list(v.shape), "sha256": sha(v.tobytes())}
-               for k, v in (("big", big), ("small", small))}
+    entries = {k: array_entry(v, False) for k, v in (("big", big), ("small", small))}
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump({"generator": f"numpy {np.__version__}", "archives": {"large.npz": entries}}, f)
     print(f"wrote {out}/large.npz: {os.path.getsize(os.path.join(out, 'large.npz')) / 1e9:.2f} GB")
@@ -283,31 +279,23 @@ def make_npz_large(out, gb):
 def check_npz(d):
     """NumPy loads each .npz that d/expected.json lists and compares
     every array with it (fortran_order as each member's header says)."""
+    def got_want(name, entries):
+        got = {}
+        with np.load(os.path.join(d, name)) as f:
+            for k in f.files:
+                b = f[k]
+                fo = member_fortran(os.path.join(d, name), k)
+                if b.dtype.fields is not None:
+                    # NumPy loads an archive's records field by field
+                    # into memory it does not clear: padding as zeros.
+                    c = np.zeros(b.shape, b.dtype, order="F" if fo else "C")
+                    c[...] = b
+                    b = c
+                got[k] = array_entry(b, fo)
+        return got, entries
+
     exp = json.load(open(os.path.join(d, "expected.json")))
-    ok = bad = 0
-    for name, entries in exp["archives"].items():
-        try:
-            with np.load(os.path.join(d, name)) as f:
-                got = {}
-                for k in f.files:
-                    b = f[k]
-                    fo = member_fortran(os.path.join(d, name), k)
-                    if b.dtype.fields is not None:
-                        # NumPy loads an archive's records field by field
-                        # into memory it does not clear: padding as zeros.
-                        c = np.zeros(b.shape, b.dtype, order="F" if fo else "C")
-                        c[...] = b
-                        b = c
-                    got[k] = {"descr": descr(b.dtype), "fortran_order": bool(fo), "shape": list(b.shape),
-                              "sha256": sha(b.tobytes(order="F" if fo else "C"))}
-            if got != entries:
-                raise AssertionError(f"got {got}\nwant {entries}")
-            ok += 1
-        except Exception as ex:  # report every archive, then fail
-            print(f"FAIL {name}: {ex}")
-            bad += 1
-    print(f"xcheck-npz {d}: {ok} passed, {bad} failed")
-    return bad == 0
+    return tally("xcheck-npz", d, exp["archives"], got_want)
 
 
 def samples_expected(d):
@@ -328,31 +316,44 @@ def samples_expected(d):
 
 
 def check(d):
-    exp = json.load(open(os.path.join(d, "expected.json")))
-    ok = bad = 0
-    for name, e in exp["files"].items():
+    def got_want(name, e):
         p = os.path.join(d, name)
+        if name.endswith(".npy"):
+            got = array_entry(np.load(p), header_fortran(p))
+            return got, {k: e[k] for k in got}
+        import safetensors.torch as st, safetensors
+        ts = st.load_file(p, device="cuda:0" if os.environ.get("XCHECK_CUDA") else "cpu")
+        with safetensors.safe_open(p, framework="pt") as so:
+            meta = so.metadata()
+        got = {"metadata": meta, "tensors": {k: {"dtype": dtype_name(v), "shape": list(v.shape),
+                                                 "sha256": sha(torch_bytes(v))} for k, v in ts.items()}}
+        return got, {"metadata": e.get("metadata"), "tensors": e["tensors"]}
+
+    exp = json.load(open(os.path.join(d, "expected.json")))
+    return tally("xcheck", d, exp["files"], got_want)
+
+
+def array_entry(b, fo):
+    """What expected.json holds of an array: its dtype as a header spells
+    it, fortran_order, shape and the sha256 of its bytes in that order."""
+    return {"descr": descr(b.dtype), "fortran_order": bool(fo), "shape": list(b.shape),
+            "sha256": sha(b.tobytes(order="F" if fo else "C"))}
+
+
+def tally(label, d, items, got_want):
+    """Compares got with want, as got_want(name, entry) returns them, for
+    each item of expected.json; reports every failure, then the count."""
+    ok = bad = 0
+    for name, e in items.items():
         try:
-            if name.endswith(".npy"):
-                a = np.load(p)
-                got = {"descr": descr(a.dtype), "shape": list(a.shape), "fortran_order": header_fortran(p),
-                       "sha256": sha(a.tobytes(order="F" if e["fortran_order"] else "C"))}
-                want = {k: e[k] for k in got}
-            else:
-                import safetensors.torch as st, safetensors
-                ts = st.load_file(p, device="cuda:0" if os.environ.get("XCHECK_CUDA") else "cpu")
-                with safetensors.safe_open(p, framework="pt") as so:
-                    meta = so.metadata()
-                got = {"metadata": meta, "tensors": {k: {"dtype": dtype_name(v), "shape": list(v.shape),
-                                                         "sha256": sha(torch_bytes(v))} for k, v in ts.items()}}
-                want = {"metadata": e.get("metadata"), "tensors": e["tensors"]}
+            got, want = got_want(name, e)
             if got != want:
                 raise AssertionError(f"got {got}\nwant {want}")
             ok += 1
-        except Exception as ex:  # report every file, then fail
+        except Exception as ex:  # report every item, then fail
             print(f"FAIL {name}: {ex}")
             bad += 1
-    print(f"xcheck {d}: {ok} passed, {bad} failed")
+    print(f"{label} {d}: {ok} passed, {bad} failed")
     return bad == 0
 
 
