@@ -279,22 +279,19 @@ func loadMember(ctx context.Context, r kvik.Reader, ra io.ReaderAt, size int64, 
 	if device >= 0 {
 		return loadDevice(ctx, r, h, device)
 	}
-	if err := hostmem.Check(h.Size(), "array"); err != nil {
+	// The member whole, .npy header and array in one read: its CRC-32
+	// covers both.
+	if err := hostmem.Check(n, "array"); err != nil {
 		return nil, err
 	}
-	a := &Array{Header: *h, Data: make([]byte, h.Size()), Device: -1}
-	if _, err := ra.ReadAt(a.Data, h.DataOffset); err != nil {
+	buf := make([]byte, n)
+	if _, err := ra.ReadAt(buf, off); err != nil {
 		return nil, err
 	}
-	// The member's CRC-32 covers the .npy header too.
-	head := make([]byte, h.DataOffset-off)
-	if _, err := ra.ReadAt(head, off); err != nil {
-		return nil, err
-	}
-	if sum := crcsum.IEEE.Sum(crc32.ChecksumIEEE(head), a.Data); sum != f.CRC32 {
+	if sum := crcsum.IEEE.Sum(0, buf); sum != f.CRC32 {
 		return nil, fmt.Errorf("%w: CRC-32 %08x, the directory says %08x", ErrInvalidArchive, sum, f.CRC32)
 	}
-	return a, nil
+	return &Array{Header: *h, Data: buf[h.DataOffset-off:], Device: -1}, nil
 }
 
 // nativeInflate reports whether members are inflated by libdeflate, as
