@@ -24,6 +24,7 @@ import (
 	"github.com/kvikgo/kvik/internal/formatkit/codecpick"
 	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 	"github.com/kvikgo/kvik/internal/hostmem"
+	"github.com/kvikgo/kvik/internal/kernels"
 	"github.com/kvikgo/kvik/internal/libdeflate"
 )
 
@@ -71,9 +72,11 @@ func (a *Archive) Close() error {
 // each array into new memory on the CUDA device that o names (device 0
 // when o is nil). An array stored uncompressed (np.savez) is read straight
 // from the file as Load reads a .npy file (in parallel reads, ranged GETs
-// for a URL); a compressed one (np.savez_compressed) is inflated in host
+// for a URL), its member's CRC-32 then checked on the GPU by a kernel of
+// kvik's; a compressed one (np.savez_compressed) is inflated in host
 // memory, its CRC-32 checked, then copied. Several arrays are read at
-// once. Cancelling ctx stops the reads and frees what was loaded.
+// once. A CRC-32 that does not match is ErrInvalidArchive. Cancelling ctx
+// stops the reads and frees what was loaded.
 func LoadNpz(ctx context.Context, name string, o *Options, opts ...kvik.RemoteOption) (*Archive, error) {
 	return tensorload.Open(ctx, name, opts, func(r kvik.Reader) (*Archive, error) { return LoadNpzReader(ctx, r, o) })
 }
@@ -233,18 +236,36 @@ func checkMember(f *zip.File) (int64, error) {
 
 // storedHeader reads the .npy header of f, a stored member of n bytes in
 // an archive of size bytes, and returns it, its DataOffset the array's
-// place in the archive, and where the member starts.
-func storedHeader(ra io.ReaderAt, size int64, f *zip.File, n int64) (*Header, int64, error) {
+// place in the archive, where the member starts, and the CRC-32 of the
+// header's bytes (the start of the member's).
+func storedHeader(ra io.ReaderAt, size int64, f *zip.File, n int64) (*Header, int64, uint32, error) {
 	off, err := memberAt(f, size)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	h, err := DecodeHeader(io.NewSectionReader(ra, off, n), n)
+	p := &recordAt{r: io.NewSectionReader(ra, off, n)}
+	h, err := DecodeHeader(p, n)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
+	sum := crc32.ChecksumIEEE(p.got[:h.DataOffset])
 	h.DataOffset += off
-	return h, off, nil
+	return h, off, sum, nil
+}
+
+// recordAt keeps the bytes read from r's start, as far as the reads run
+// on from there (DecodeHeader reads a header from its start on).
+type recordAt struct {
+	r   io.ReaderAt
+	got []byte
+}
+
+func (p *recordAt) ReadAt(b []byte, off int64) (int, error) {
+	n, err := p.r.ReadAt(b, off)
+	if off == int64(len(p.got)) {
+		p.got = append(p.got, b[:n]...)
+	}
+	return n, err
 }
 
 // memberAt returns where the stored bytes of f (CompressedSize64 of
@@ -272,12 +293,12 @@ func loadMember(ctx context.Context, r kvik.Reader, ra io.ReaderAt, size int64, 
 	if f.Method == zip.Deflate {
 		return inflateMember(ctx, ra, size, f, device)
 	}
-	h, off, err := storedHeader(ra, size, f, n)
+	h, off, hsum, err := storedHeader(ra, size, f, n)
 	if err != nil {
 		return nil, err
 	}
 	if device >= 0 {
-		return loadDevice(ctx, r, h, device)
+		return loadStoredDevice(ctx, r, h, device, hsum, f.CRC32)
 	}
 	// The member whole, .npy header and array in one read: its CRC-32
 	// covers both.
@@ -292,6 +313,28 @@ func loadMember(ctx context.Context, r kvik.Reader, ra io.ReaderAt, size int64, 
 		return nil, fmt.Errorf("%w: CRC-32 %08x, the directory says %08x", ErrInvalidArchive, sum, f.CRC32)
 	}
 	return &Array{Header: *h, Data: buf[h.DataOffset-off:], Device: -1}, nil
+}
+
+// loadStoredDevice loads the array of h, a stored member whose header's
+// bytes sum to hsum, onto device and checks the member's CRC-32 against
+// want there.
+func loadStoredDevice(ctx context.Context, r kvik.Reader, h *Header, device int, hsum, want uint32) (*Array, error) {
+	a, err := loadDevice(ctx, r, h, device)
+	if err != nil {
+		return nil, err
+	}
+	sum := hsum
+	if a.Ptr != 0 {
+		sum, err = deviceCRC(hsum, a.Ptr, h.Size())
+	}
+	if err == nil && sum != want {
+		err = fmt.Errorf("%w: CRC-32 %08x, the directory says %08x", ErrInvalidArchive, sum, want)
+	}
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
 }
 
 // nativeInflate reports whether members are inflated by libdeflate, as
@@ -419,7 +462,8 @@ type NpzArray struct {
 // offset needs it, which LoadNpz reads straight from the file. It writes
 // through kvik.SaveFile, atomically, as Save does (path may be an s3://
 // URL). A ZIP member's CRC-32 precedes its bytes: an array in device
-// memory is first copied to host memory to compute it. Names must be
+// memory is summed there first (by a kernel of kvik's), then written as
+// Save writes it, with no copy of it in host memory. Names must be
 // non-empty, distinct, valid UTF-8 without NUL.
 func SaveNpz(ctx context.Context, path string, arrays []NpzArray, opts ...kvik.RemoteOption) error {
 	pieces, err := npzPieces(arrays)
@@ -452,35 +496,63 @@ func npzPieces(arrays []NpzArray) ([]kvik.Piece, error) {
 		if err != nil {
 			return nil, err
 		}
-		data := a.Data
-		if a.Ptr != 0 {
-			if data, err = deviceBytes(a.Ptr, n); err != nil {
-				return nil, err
-			}
-		} else if n != int64(len(data)) {
-			return nil, fmt.Errorf("%w: %s: %d bytes of data for shape %v of %s", ErrInvalidArgument, a.Name, len(data), a.Shape, a.Dtype)
-		}
 		hdr := encodeHeader(a.Dtype, a.Shape, a.Fortran)
-		m := zipMember{name: a.Name + ".npy", crc: crcsum.IEEE.Sum(crc32.ChecksumIEEE(hdr), data), size: uint64(len(hdr)) + uint64(n), off: off}
+		body, sum := kvik.Piece{Data: a.Data}, crc32.ChecksumIEEE(hdr)
+		switch {
+		case a.Ptr != 0 && n > 0:
+			body = kvik.Piece{Ptr: a.Ptr, Size: n}
+			if sum, err = deviceCRC(sum, a.Ptr, n); err != nil {
+				return nil, fmt.Errorf("%s: %w", a.Name, err)
+			}
+		case a.Ptr != 0:
+			body = kvik.Piece{}
+		case n != int64(len(a.Data)):
+			return nil, fmt.Errorf("%w: %s: %d bytes of data for shape %v of %s", ErrInvalidArgument, a.Name, len(a.Data), a.Shape, a.Dtype)
+		default:
+			sum = crcsum.IEEE.Sum(sum, a.Data)
+		}
+		m := zipMember{name: a.Name + ".npy", crc: sum, size: uint64(len(hdr)) + uint64(n), off: off}
 		local := m.local()
-		pieces = append(pieces, kvik.Piece{Data: local}, kvik.Piece{Data: hdr}, kvik.Piece{Data: data})
+		pieces = append(pieces, kvik.Piece{Data: local}, kvik.Piece{Data: hdr}, body)
 		dir = append(dir, m.central()...)
 		off += uint64(len(local)) + m.size
 	}
 	return append(pieces, kvik.Piece{Data: append(dir, zipEnd(len(arrays), uint64(len(dir)), off)...)}), nil
 }
 
-// deviceBytes copies n bytes of device memory at ptr to host memory.
-func deviceBytes(ptr cuda.DevicePtr, n int64) ([]byte, error) {
-	if err := hostmem.Check(n, "array"); err != nil {
-		return nil, err
-	}
+// loadCRC32 loads the GPU's CRC-32 kernel; tests replace it to check
+// the way without it.
+var loadCRC32 = kernels.LoadCRC32
+
+// crcPiece is the most device memory that deviceCRC copies to host
+// memory at once where the kernel cannot run.
+const crcPiece = 64 << 20
+
+// deviceCRC continues the CRC-32 crc over the n > 0 bytes of device
+// memory at ptr once the work queued on its context's stream 0 is done:
+// on the GPU (kernels.CRC32, a few milliseconds a GB), or, where its
+// kernel cannot load, through host memory crcPiece bytes at a time.
+func deviceCRC(crc uint32, ptr cuda.DevicePtr, n int64) (uint32, error) {
 	r, err := devmem.ResolveSynced(ptr, int(n), 0)
 	if err != nil {
-		return nil, err
+		return crc, err
 	}
-	b := make([]byte, n)
-	return b, cuda.WithContext(r.Ctx, func() error { return cuda.MemcpyDtoH(b, ptr) })
+	err = cuda.WithContext(r.Ctx, func() error {
+		if u, err := loadCRC32(r.Ctx); err == nil {
+			crc, err = u.Update(0, crc, crcsum.IEEE, ptr, n)
+			return err
+		}
+		buf := make([]byte, min(n, crcPiece))
+		for off := int64(0); off < n; off += int64(len(buf)) {
+			b := buf[:min(int64(len(buf)), n-off)]
+			if err := cuda.MemcpyDtoH(b, ptr+cuda.DevicePtr(off)); err != nil {
+				return err
+			}
+			crc = crcsum.IEEE.Sum(crc, b)
+		}
+		return nil
+	})
+	return crc, err
 }
 
 // zipMember is what a ZIP's records say of a stored member.
@@ -640,7 +712,7 @@ func memberHeader(ra io.ReaderAt, size int64, f *zip.File) (*Header, error) {
 		return nil, err
 	}
 	if f.Method == zip.Store {
-		h, _, err := storedHeader(ra, size, f, n)
+		h, _, _, err := storedHeader(ra, size, f, n)
 		return h, err
 	}
 	rc, err := f.Open()

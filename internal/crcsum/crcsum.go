@@ -30,7 +30,7 @@ func New(p uint32) *Poly {
 	c := &Poly{table: crc32.MakeTable(p), poly: p}
 	c.x2k[0] = 1 << 30 // x^1
 	for k := 1; k < len(c.x2k); k++ {
-		c.x2k[k] = c.mul(c.x2k[k-1], c.x2k[k-1])
+		c.x2k[k] = c.Mul(c.x2k[k-1], c.x2k[k-1])
 	}
 	return c
 }
@@ -44,11 +44,17 @@ func (c *Poly) Combine(a, b uint32, n int64) uint32 {
 	if n <= 0 {
 		return a
 	}
-	return c.mul(a, c.xPow8n(n)) ^ b
+	return c.Mul(a, c.XPow8n(n)) ^ b
 }
 
-// mul returns a*b modulo the polynomial.
-func (c *Poly) mul(a, b uint32) uint32 {
+// Reversed returns the polynomial, bit-reversed (bit 31 holds x^0) as
+// New took it.
+func (c *Poly) Reversed() uint32 { return c.poly }
+
+// Mul returns a*b modulo the polynomial, both as a CRC register holds
+// them (bit 31 holds x^0): Mul(crc, XPow8n(n)) is crc moved over n zero
+// bytes.
+func (c *Poly) Mul(a, b uint32) uint32 {
 	var p uint32
 	for m := uint32(1) << 31; m != 0 && a != 0; m >>= 1 {
 		if a&m != 0 {
@@ -65,12 +71,12 @@ func (c *Poly) mul(a, b uint32) uint32 {
 	return p
 }
 
-// xPow8n returns x^(8n) modulo the polynomial, n >= 0.
-func (c *Poly) xPow8n(n int64) uint32 {
+// XPow8n returns x^(8n) modulo the polynomial, n >= 0.
+func (c *Poly) XPow8n(n int64) uint32 {
 	p := uint32(1) << 31 // x^0
 	for k := 3; n != 0; k, n = k+1, n>>1 {
 		if n&1 != 0 {
-			p = c.mul(p, c.x2k[k])
+			p = c.Mul(p, c.x2k[k])
 		}
 	}
 	return p

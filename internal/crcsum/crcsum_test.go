@@ -31,11 +31,11 @@ func TestCombine(t *testing.T) {
 		}
 		for range 50 {
 			n, m := rng.Int64N(1<<40), rng.Int64N(1<<40)
-			if c.mul(c.xPow8n(n), c.xPow8n(m)) != c.xPow8n(n+m) {
+			if c.Mul(c.XPow8n(n), c.XPow8n(m)) != c.XPow8n(n+m) {
 				t.Fatalf("x^(8(%d+%d)) differs from the product of its factors", n, m)
 			}
 		}
-		if c.xPow8n(0) != 1<<31 || c.xPow8n(1) != c.mul(c.x2k[3], 1<<31) {
+		if c.XPow8n(0) != 1<<31 || c.XPow8n(1) != c.Mul(c.x2k[3], 1<<31) {
 			t.Fatal("x^0 or x^8 wrong")
 		}
 	}
