@@ -14,7 +14,6 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/klauspost/compress/flate"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kvikgo/kvik"
@@ -23,6 +22,7 @@ import (
 	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/formatkit/codecpick"
 	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
+	"github.com/kvikgo/kvik/internal/formatkit/zipkit"
 	"github.com/kvikgo/kvik/internal/hostmem"
 	"github.com/kvikgo/kvik/internal/kernels"
 	"github.com/kvikgo/kvik/internal/libdeflate"
@@ -122,14 +122,13 @@ func loadNpz(ctx context.Context, r kvik.Reader, device int) (*Archive, error) {
 }
 
 // openNpz reads the directory of the archive of size bytes that ra
-// reads (bounded by it) and returns its .npy members, in order, and the
-// names of the others; two members of one name are ErrInvalidArchive.
-func openNpz(ra io.ReaderAt, size int64) (members []npzMember, other []string, err error) {
-	zr, err := zip.NewReader(ra, size)
+// reads and returns its .npy members, in order, the names of the others,
+// and ra bounded by size; two members of one name are ErrInvalidArchive.
+func openNpz(ra io.ReaderAt, size int64) (members []npzMember, other []string, _ io.ReaderAt, err error) {
+	zr, ra, err := zipkit.Open(ra, size, ErrInvalidArchive)
 	if err != nil {
-		return nil, nil, archiveErr(err)
+		return nil, nil, nil, err
 	}
-	zr.RegisterDecompressor(zip.Deflate, flate.NewReader)
 	seen := map[string]bool{}
 	for _, f := range zr.File {
 		key, ok := strings.CutSuffix(f.Name, ".npy")
@@ -137,21 +136,20 @@ func openNpz(ra io.ReaderAt, size int64) (members []npzMember, other []string, e
 		case !ok:
 			other = append(other, f.Name)
 		case seen[key]:
-			return nil, nil, fmt.Errorf("%w: two members named %q", ErrInvalidArchive, f.Name)
+			return nil, nil, nil, fmt.Errorf("%w: two members named %q", ErrInvalidArchive, f.Name)
 		default:
 			seen[key] = true
 			members = append(members, npzMember{key, f})
 		}
 	}
-	return members, other, nil
+	return members, other, ra, nil
 }
 
 // loadNpzAt loads the arrays of the archive of size bytes that ra reads:
 // into host memory when device < 0, else onto device, the stored ones
 // read from r (the same file).
 func loadNpzAt(ctx context.Context, ra io.ReaderAt, size int64, r kvik.Reader, device int) (*Archive, error) {
-	ra = boundedAt{ra, size}
-	members, other, err := openNpz(ra, size)
+	members, other, ra, err := openNpz(ra, size)
 	if err != nil {
 		return nil, err
 	}
@@ -182,39 +180,9 @@ func loadNpzAt(ctx context.Context, ra io.ReaderAt, size int64, r kvik.Reader, d
 	return a, nil
 }
 
-// boundedAt is an archive's io.ReaderAt, refusing reads outside it:
-// archive/zip reads where the archive's records say, and those may say
-// anything (a negative offset).
-type boundedAt struct {
-	r    io.ReaderAt
-	size int64
-}
-
-func (b boundedAt) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off > b.size {
-		return 0, fmt.Errorf("%w: a read at %d of a %d-byte file", ErrInvalidArchive, off, b.size)
-	}
-	if int64(len(p)) > b.size-off {
-		n, err := b.r.ReadAt(p[:b.size-off], off)
-		if err == nil {
-			err = io.EOF
-		}
-		return n, err
-	}
-	return b.r.ReadAt(p, off)
-}
-
 // archiveErr wraps archive/zip's errors, and a member's DEFLATE stream's,
 // in ErrInvalidArchive.
-func archiveErr(err error) error {
-	var corrupt flate.CorruptInputError
-	var internal flate.InternalError
-	if errors.Is(err, zip.ErrFormat) || errors.Is(err, zip.ErrAlgorithm) || errors.Is(err, zip.ErrChecksum) ||
-		errors.Is(err, zip.ErrInsecurePath) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.As(err, &corrupt) || errors.As(err, &internal) {
-		return fmt.Errorf("%w: %v", ErrInvalidArchive, err)
-	}
-	return err
-}
+func archiveErr(err error) error { return zipkit.Err(err, ErrInvalidArchive) }
 
 // checkMember returns the size of f's .npy file, checking f's sizes and
 // compression.
@@ -239,7 +207,7 @@ func checkMember(f *zip.File) (int64, error) {
 // place in the archive, where the member starts, and the CRC-32 of the
 // header's bytes (the start of the member's).
 func storedHeader(ra io.ReaderAt, size int64, f *zip.File, n int64) (*Header, int64, uint32, error) {
-	off, err := memberAt(f, size)
+	off, err := zipkit.DataAt(f, size, ErrInvalidArchive)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -266,21 +234,6 @@ func (p *recordAt) ReadAt(b []byte, off int64) (int, error) {
 		p.got = append(p.got, b[:n]...)
 	}
 	return n, err
-}
-
-// memberAt returns where the stored bytes of f (CompressedSize64 of
-// them) start in an archive of size bytes.
-func memberAt(f *zip.File, size int64) (int64, error) {
-	off, err := f.DataOffset()
-	if err != nil {
-		return 0, archiveErr(err)
-	}
-	// archive/zip moves every offset by where it finds the directory
-	// against where the end record says it is: one may land anywhere.
-	if c := int64(f.CompressedSize64); off < 0 || off > size || c < 0 || c > size-off {
-		return 0, fmt.Errorf("%w: %d bytes at offset %d of a %d-byte file", ErrInvalidArchive, f.CompressedSize64, off, size)
-	}
-	return off, nil
 }
 
 // loadMember loads the .npy file that f holds, in an archive of size
@@ -380,7 +333,7 @@ func inflateMember(ctx context.Context, ra io.ReaderAt, size int64, f *zip.File,
 // inflateNative reads f's compressed bytes whole and inflates them with
 // libdeflate into a buffer of the size the directory gives.
 func inflateNative(ctx context.Context, ra io.ReaderAt, size int64, f *zip.File) ([]byte, error) {
-	off, err := memberAt(f, size)
+	off, err := zipkit.DataAt(f, size, ErrInvalidArchive)
 	if err != nil {
 		return nil, err
 	}
@@ -686,8 +639,7 @@ func ReadNpzHeader(ctx context.Context, name string, o *Options, opts ...kvik.Re
 }
 
 func readNpzHeader(ra io.ReaderAt, size int64) (*NpzHeader, error) {
-	ra = boundedAt{ra, size}
-	members, other, err := openNpz(ra, size)
+	members, other, ra, err := openNpz(ra, size)
 	if err != nil {
 		return nil, err
 	}
