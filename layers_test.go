@@ -28,7 +28,7 @@ var tiers = [][]string{
 	{"internal/blockdev", "internal/crcsum", "internal/devmem", "internal/hostmem", "internal/kernels", "internal/numa", "internal/posix", "internal/realpath", "internal/remote", "internal/sched", "internal/staging"},
 	{"."}, // kvik: handles, sources, the settings
 	// Above the root: the formats and what they share.
-	{"internal/formatkit/tensorload", "internal/formatkit/zarrtune", "internal/formatkit/npytime", "internal/formatkit/npydescr", "internal/formatkit/pylit", "internal/formatkit/pickle", "internal/formatkit/zipkit", "internal/formatkit/codecpick", "safetensors", "npy", "gguf", "zarr"},
+	{"internal/formatkit/tensorload", "internal/formatkit/zarrtune", "internal/formatkit/npytime", "internal/formatkit/npydescr", "internal/formatkit/pylit", "internal/formatkit/pickle", "internal/formatkit/zipkit", "internal/formatkit/codecpick", "safetensors", "npy", "gguf", "zarr", "torch"},
 	// Tools and test kits.
 	{"internal/benchplot", "internal/testkit/gputest", "internal/testkit/httpfault", "internal/testkit/s3test", "internal/testkit/tmpfstest", "internal/testkit/redacttest", "internal/testkit/logtest", "internal/testkit/changetest", "internal/testkit/fskinds", "internal/testkit/fielddata", "internal/testkit/childtest", "internal/testkit/libtest", "internal/testkit/pyfind",
 		"cmd/kvik", "bench/kvikio/compare", "bench/zarrbench", "bench/zarrremotebench", "bench/loadbench"},

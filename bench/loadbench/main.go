@@ -1,10 +1,11 @@
-// Command loadbench times the load of a safetensors, GGUF, .npy or .npz file
-// (by its name's extension), from a path or a URL, into host memory
-// (LoadHost) or onto GPU 0 (Load), against the plain read of the same
-// file or object into new memory of the same kind (kvik.OpenReader, then
-// ReadAt or ReadDevice into a new allocation): the ceiling the load
-// should meet. It covers what kvik bench --safetensors, --gguf and --url
-// do not: host loads, .npy arrays and .npz archives.
+// Command loadbench times the load of a safetensors, GGUF, .npy, .npz or
+// PyTorch (.pt, .pth, .bin) file (by its name's extension), from a path
+// or a URL, into host memory (LoadHost) or onto GPU 0 (Load), against
+// the plain read of the same file or object into new memory of the same
+// kind (kvik.OpenReader, then ReadAt or ReadDevice into a new
+// allocation): the ceiling the load should meet. It covers what kvik
+// bench --safetensors, --gguf and --url do not: host loads, .npy arrays,
+// .npz archives and torch.save files.
 //
 //	loadbench -memory host|device [-repeats 5] [-settle 200ms] NAME...
 //
@@ -41,6 +42,7 @@ import (
 	"github.com/kvikgo/kvik/gguf"
 	"github.com/kvikgo/kvik/npy"
 	"github.com/kvikgo/kvik/safetensors"
+	"github.com/kvikgo/kvik/torch"
 )
 
 // result is one configuration's timings, with kvik bench --json's fields.
@@ -106,6 +108,9 @@ func main() {
 func bench(name string, g *gpu, repeats int, settle time.Duration) (report, error) {
 	ctx := context.Background()
 	format := strings.TrimPrefix(path.Ext(strings.ToLower(name)), ".")
+	if format == "pt" || format == "pth" || format == "bin" {
+		format = "torch"
+	}
 	load, err := loader(ctx, format, name, g == nil)
 	if err != nil {
 		return report{}, err
@@ -173,8 +178,12 @@ func loader(ctx context.Context, format, name string, host bool) (config, error)
 		run = func() (io.Closer, error) { return closer(npy.LoadNpzHost(ctx, name, nil)) }
 	case format == "npz":
 		run = func() (io.Closer, error) { return closer(npy.LoadNpz(ctx, name, nil)) }
+	case format == "torch" && host:
+		run = func() (io.Closer, error) { return closer(torch.LoadHost(ctx, name, nil)) }
+	case format == "torch":
+		run = func() (io.Closer, error) { return closer(torch.Load(ctx, name, nil)) }
 	default:
-		return config{}, fmt.Errorf("unknown format %q: want a .safetensors, .gguf, .npy or .npz name", format)
+		return config{}, fmt.Errorf("unknown format %q: want a .safetensors, .gguf, .npy, .npz, .pt, .pth or .bin name", format)
 	}
 	fn := format + ".Load"
 	if host {

@@ -18,6 +18,7 @@ import (
 	"github.com/kvikgo/kvik/gguf"
 	"github.com/kvikgo/kvik/npy"
 	"github.com/kvikgo/kvik/safetensors"
+	"github.com/kvikgo/kvik/torch"
 )
 
 // Tensor file formats that kvik info lists and kvik cp copies by format.
@@ -28,14 +29,20 @@ const (
 	formatGGUF        = "gguf"
 )
 
+// pathOf is the path of a path or URL, without a URL's query.
+func pathOf(name string) string {
+	if isURL(name) {
+		if u, err := url.Parse(name); err == nil {
+			return u.Path
+		}
+	}
+	return name
+}
+
 // tensorFormat names the format of the file at a path or URL by its name
 // (a URL's query aside), or returns "" for any other file.
 func tensorFormat(name string) string {
-	if isURL(name) {
-		if u, err := url.Parse(name); err == nil {
-			name = u.Path
-		}
-	}
+	name = pathOf(name)
 	switch {
 	case strings.HasSuffix(name, ".safetensors.index.json"):
 		return formatIndex
@@ -90,7 +97,11 @@ func tensorInfo(e *env, name string, asJSON bool) error {
 	var err error
 	switch tensorFormat(name) {
 	case "":
-		err = r.npz(name) // isNpz
+		if isTorch(name) {
+			err = r.torch(name)
+		} else {
+			err = r.npz(name) // isNpz
+		}
 	case formatNpy:
 		err = r.npy(name)
 	case formatIndex:
@@ -135,13 +146,40 @@ func (r *tensorFileInfo) npy(name string) error {
 // isNpz reports whether the file at a path or URL is named a NumPy .npz
 // archive. Only kvik info reads one as such: kvik cp copies it as any
 // file.
-func isNpz(name string) bool {
-	if isURL(name) {
-		if u, err := url.Parse(name); err == nil {
-			name = u.Path
-		}
+func isNpz(name string) bool { return strings.HasSuffix(pathOf(name), ".npz") }
+
+// isTorch reports whether the file at a path or URL is named as
+// torch.save's checkpoints are (.pt, .pth, pytorch_model*.bin). Only kvik
+// info reads one as such: kvik cp copies it as any file.
+func isTorch(name string) bool {
+	name = pathOf(name)
+	base := name[strings.LastIndex(name, "/")+1:]
+	return strings.HasSuffix(name, ".pt") || strings.HasSuffix(name, ".pth") ||
+		(strings.HasPrefix(base, "pytorch_model") && strings.HasSuffix(base, ".bin"))
+}
+
+// torch fills r from a torch.save checkpoint's data.pkl: a tensor a row,
+// "(strided)" after the dtype of one that is not contiguous, its bytes
+// its elements'; the archive's record and the tensors not read in its
+// metadata.
+func (r *tensorFileInfo) torch(name string) error {
+	h, err := torch.ReadHeader(context.Background(), name, nil)
+	if err != nil {
+		return err
 	}
-	return strings.HasSuffix(name, ".npz")
+	r.Format = "torch.save"
+	r.Metadata = map[string]string{"record": h.Record}
+	if len(h.Skipped) > 0 {
+		r.Metadata["not read"] = strings.Join(h.Skipped, ", ")
+	}
+	for _, t := range h.Tensors {
+		dt := string(t.Dtype)
+		if !t.Contiguous() {
+			dt += " (strided)"
+		}
+		r.Tensors = append(r.Tensors, tensorRow{Name: t.Name, Dtype: dt, Shape: t.Shape, Bytes: t.NumElements() * int64(t.Dtype.Size())})
+	}
+	return nil
 }
 
 // npz fills r from a .npz archive's directory and its members' .npy

@@ -126,3 +126,41 @@ func TestInfoNpz(t *testing.T) {
 		t.Errorf("kvik cp of an archive: %v %v, equal %v", errA, errB, string(a) == string(b))
 	}
 }
+
+// TestInfoTorch lists torch.save checkpoints (a training checkpoint's
+// nested names, strided views) as text and JSON, names a legacy file's
+// format in its error, and copies a checkpoint as any file.
+func TestInfoTorch(t *testing.T) {
+	dir := filepath.Join("..", "..", "torch", "testdata")
+	r := runKvik(t, nil, "info", filepath.Join(dir, "checkpoint.pt")).expect(t, exitOK)
+	for _, want := range []string{"torch.save, 12 tensors", "optimizer.state.0.exp_avg_sq", "history.1.0", "record = checkpoint"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("kvik info checkpoint.pt lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = runKvik(t, nil, "info", "--json", filepath.Join(dir, "views.pt")).expect(t, exitOK)
+	var rep tensorFileInfo
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	strided := 0
+	for _, x := range rep.Tensors {
+		if strings.HasSuffix(x.Dtype, "(strided)") {
+			strided++
+		}
+	}
+	if rep.Format != "torch.save" || len(rep.Tensors) != 9 || strided != 2 || rep.Bytes != 155036 {
+		t.Errorf("JSON report %+v", rep)
+	}
+	r = runKvik(t, nil, "info", filepath.Join(dir, "legacy.pt")).expect(t, exitFailure)
+	if !strings.Contains(r.stderr, "legacy (pre-1.6) torch.save format") {
+		t.Errorf("a legacy file: %s", r.stderr)
+	}
+	tmp := t.TempDir()
+	dst := filepath.Join(tmp, "pytorch_model.bin")
+	runKvik(t, nil, "cp", filepath.Join(dir, "views.pt"), dst).expect(t, exitOK)
+	r = runKvik(t, nil, "info", dst).expect(t, exitOK)
+	if !strings.Contains(r.stdout, "torch.save, 9 tensors") {
+		t.Errorf("kvik info of the copy named pytorch_model.bin:\n%s", r.stdout)
+	}
+}

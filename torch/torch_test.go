@@ -1,0 +1,349 @@
+package torch
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// expected is testdata/expected.json: what torch.load gave of each
+// fixture (make_fixtures.py, PyTorch 2.11).
+type expected struct {
+	Torch string
+	Files map[string]map[string]struct {
+		Dtype         Dtype
+		Shape, Stride []int64
+		StorageOffset int64 `json:"storage_offset"`
+		Contiguous    bool
+		SHA256        string
+	}
+}
+
+func readExpected(t testing.TB) expected {
+	t.Helper()
+	b, err := os.ReadFile("testdata/expected.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e expected
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// cOrder gathers the elements of a tensor of shape and stride (in
+// elements of es bytes) from span, its bytes from the first element to
+// the last, into C order.
+func cOrder(span []byte, shape, stride []int64, es int) []byte {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	out := make([]byte, 0, n*int64(es))
+	idx := make([]int64, len(shape))
+	for range n {
+		var at int64
+		for i, x := range idx {
+			at += x * stride[i]
+		}
+		out = append(out, span[at*int64(es):(at+1)*int64(es)]...)
+		for i := len(idx) - 1; i >= 0; i-- {
+			if idx[i]++; idx[i] < shape[i] {
+				break
+			}
+			idx[i] = 0
+		}
+	}
+	return out
+}
+
+// checkTensors compares a checkpoint's tensors, their bytes got by data,
+// with what torch.load gave of the file.
+func checkTensors(t *testing.T, file string, got []Tensor, data func(*Tensor) []byte) {
+	t.Helper()
+	want := readExpected(t).Files[file]
+	var names []string
+	for i := range got {
+		g := &got[i]
+		names = append(names, g.Name)
+		w, ok := want[g.Name]
+		switch {
+		case !ok:
+			t.Errorf("%s: %q, which torch.load does not give", file, g.Name)
+			continue
+		case g.Dtype != w.Dtype || !slices.Equal(g.Shape, w.Shape) || !slices.Equal(g.Stride, w.Stride) ||
+			g.StorageOffset != w.StorageOffset || g.Contiguous() != w.Contiguous:
+			t.Errorf("%s: %q is %s %v stride %v at %d (contiguous %v), want %s %v %v at %d (%v)", file, g.Name,
+				g.Dtype, g.Shape, g.Stride, g.StorageOffset, g.Contiguous(), w.Dtype, w.Shape, w.Stride, w.StorageOffset, w.Contiguous)
+			continue
+		}
+		b := data(g)
+		if int64(len(b)) != g.Size {
+			t.Errorf("%s: %q: %d bytes, Size %d", file, g.Name, len(b), g.Size)
+			continue
+		}
+		if !g.Contiguous() {
+			b = cOrder(b, g.Shape, g.Stride, g.Dtype.Size())
+		}
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != w.SHA256 {
+			t.Errorf("%s: %q: bytes differ from torch.load's", file, g.Name)
+		}
+	}
+	if len(names) != len(want) {
+		t.Errorf("%s: %d tensors %v, torch.load gives %d", file, len(names), names, len(want))
+	}
+}
+
+// TestFixtures loads every fixture into host memory, and reads its
+// header alone, against what torch.load gave: state dicts of every dtype
+// (float8 and the unsigned ones through _rebuild_tensor_v3), views with
+// offsets and strides, shared storages, a training checkpoint's nested
+// dicts, lists, Parameters and optimizer state, a file saved from GPU
+// memory.
+func TestFixtures(t *testing.T) {
+	e := readExpected(t)
+	for file := range e.Files {
+		p := filepath.Join("testdata", file)
+		h, err := ReadHeader(context.Background(), p, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		c, err := LoadHost(context.Background(), p, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if len(h.Tensors) != len(c.Tensors) || h.Record != strings.TrimSuffix(file, ".pt") || len(h.Skipped) != 0 {
+			t.Errorf("%s: header of %d tensors, record %q, skipped %v; %d loaded", file, len(h.Tensors), h.Record, h.Skipped, len(c.Tensors))
+		}
+		checkTensors(t, file, c.Tensors, func(x *Tensor) []byte { return x.Data })
+		for i := 1; i < len(h.Tensors); i++ {
+			if h.Tensors[i].Offset < h.Tensors[i-1].Offset {
+				t.Errorf("%s: tensors out of file order", file)
+			}
+		}
+	}
+}
+
+// TestViews: tied weights and slices share a storage, and load as
+// copies of their own bytes.
+func TestViews(t *testing.T) {
+	c, err := LoadHost(context.Background(), "testdata/views.pt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb, head, tail := c.Tensor("emb"), c.Tensor("lm_head"), c.Tensor("tail")
+	if emb == nil || head == nil || tail == nil || emb.Storage != head.Storage || emb.Storage != tail.Storage {
+		t.Fatalf("%v %v %v", emb, head, tail)
+	}
+	if !bytes.Equal(emb.Data, head.Data) || !bytes.Equal(emb.Data[16*4:], tail.Data) || &emb.Data[0] == &head.Data[0] {
+		t.Error("tied weights or a slice load unlike their storage, or into one buffer")
+	}
+}
+
+// TestOptions selects by name and by filter, and names a missing tensor.
+func TestOptions(t *testing.T) {
+	p := "testdata/checkpoint.pt"
+	c, err := LoadHost(context.Background(), p, &Options{Names: []string{"model.weight", "optimizer.state.1.step"}})
+	if err != nil || len(c.Tensors) != 2 || c.Tensor("model.weight") == nil {
+		t.Fatalf("%v %v", c, err)
+	}
+	c, err = LoadHost(context.Background(), p, &Options{Filter: func(t *TensorInfo) bool { return strings.HasPrefix(t.Name, "optimizer.") }})
+	if err != nil || len(c.Tensors) != 6 {
+		t.Fatalf("%d tensors, %v", len(c.Tensors), err)
+	}
+	if _, err := LoadHost(context.Background(), p, &Options{Names: []string{"model.nope"}}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a missing name: %v", err)
+	}
+}
+
+// TestLegacy: a file in the format before PyTorch 1.6 is ErrLegacyFormat,
+// read or loaded.
+func TestLegacy(t *testing.T) {
+	if _, err := ReadHeader(context.Background(), "testdata/legacy.pt", nil); !errors.Is(err, ErrLegacyFormat) {
+		t.Fatalf("%v", err)
+	}
+	if _, err := LoadHost(context.Background(), "testdata/legacy.pt", nil); !errors.Is(err, ErrLegacyFormat) {
+		t.Fatalf("%v", err)
+	}
+}
+
+// pk builds a pickle the way torch.save writes one, protocol 2: a dict of
+// tensors, each _rebuild_tensor_v2 of a persistent storage.
+type pk struct{ b []byte }
+
+func (p *pk) op(b ...byte) *pk { p.b = append(p.b, b...); return p }
+
+func (p *pk) str(s string) *pk {
+	p.op('X')
+	p.b = binary.LittleEndian.AppendUint32(p.b, uint32(len(s)))
+	return p.op([]byte(s)...)
+}
+
+func (p *pk) int(v int64) *pk {
+	p.op(0x8a, 8)
+	return p.op(binary.LittleEndian.AppendUint64(nil, uint64(v))...)
+}
+
+func (p *pk) global(m, n string) *pk { return p.op('c').op([]byte(m + "\n" + n + "\n")...) }
+
+func (p *pk) ints(vs ...int64) *pk {
+	p.op('(')
+	for _, v := range vs {
+		p.int(v)
+	}
+	return p.op('t')
+}
+
+// tensorPickle is a dict {name: tensor} of one tensor of storage
+// (class, key, count), offset, shape, stride.
+func tensorPickle(name, class, key string, count, offset int64, shape, stride []int64) []byte {
+	p := (&pk{}).op(0x80, 2, '}', '(').str(name).global("torch._utils", "_rebuild_tensor_v2").op('(')
+	p.op('(').str("storage").global("torch", class).str(key).str("cpu").int(count).op('t', 'Q')
+	p.int(offset).ints(shape...).ints(stride...).op(0x89).global("collections", "OrderedDict").op(')', 'R', 't', 'R')
+	return p.op('u', '.').b
+}
+
+// archiveOf writes a torch.save-like archive: record/data.pkl, then the
+// members given (names relative to the record), stored unless deflate
+// names them.
+func archiveOf(t testing.TB, record string, pkl []byte, members map[string][]byte, deflate ...string) []byte {
+	var buf bytes.Buffer
+	w := zip.NewWriter(&buf)
+	add := func(name string, b []byte) {
+		m := zip.Store
+		if slices.Contains(deflate, name) {
+			m = zip.Deflate
+		}
+		f, err := w.CreateHeader(&zip.FileHeader{Name: record + "/" + name, Method: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(b)
+	}
+	add("data.pkl", pkl)
+	keys := make([]string, 0, len(members))
+	for k := range members {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		add(k, members[k])
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func header(b []byte) (*Header, error) { return DecodeHeader(bytes.NewReader(b), int64(len(b))) }
+
+// TestHostile: archives and pickles that lie are refused before anything
+// is allocated from their claims, each with its error.
+func TestHostile(t *testing.T) {
+	data := make([]byte, 48)
+	for i := range data {
+		data[i] = byte(i*7 + 1)
+	}
+	good := tensorPickle("w", "FloatStorage", "0", 12, 0, []int64{3, 4}, []int64{4, 1})
+	if h, err := header(archiveOf(t, "m", good, map[string][]byte{"data/0": data})); err != nil || len(h.Tensors) != 1 || h.Tensors[0].Size != 48 {
+		t.Fatalf("the good archive: %+v, %v", h, err)
+	}
+	cases := map[string]struct {
+		b    []byte
+		want error
+	}{
+		"not a zip":         {[]byte("hello, world, not a checkpoint"), ErrInvalidCheckpoint},
+		"no data.pkl":       {archiveOf(t, "m", nil, nil)[:0], ErrInvalidCheckpoint},
+		"no storage member": {archiveOf(t, "m", good, nil), ErrInvalidCheckpoint},
+		"storage too short": {archiveOf(t, "m", good, map[string][]byte{"data/0": data[:44]}), ErrInvalidCheckpoint},
+		"past the storage":  {archiveOf(t, "m", tensorPickle("w", "FloatStorage", "0", 12, 1, []int64{3, 4}, []int64{4, 1}), map[string][]byte{"data/0": data}), ErrInvalidCheckpoint},
+		"stride past it":    {archiveOf(t, "m", tensorPickle("w", "FloatStorage", "0", 12, 0, []int64{3, 4}, []int64{5, 1}), map[string][]byte{"data/0": data}), ErrInvalidCheckpoint},
+		"negative stride":   {archiveOf(t, "m", tensorPickle("w", "FloatStorage", "0", 12, 0, []int64{3, 4}, []int64{-4, 1}), map[string][]byte{"data/0": data}), ErrInvalidCheckpoint},
+		"negative shape":    {archiveOf(t, "m", tensorPickle("w", "FloatStorage", "0", 12, 0, []int64{-3, 4}, []int64{4, 1}), map[string][]byte{"data/0": data}), ErrInvalidCheckpoint},
+		"overflowing shape": {archiveOf(t, "m", tensorPickle("w", "FloatStorage", "0", 12, 0, []int64{1 << 40, 1 << 40}, []int64{1 << 40, 1}), map[string][]byte{"data/0": data}), ErrInvalidCheckpoint},
+		"huge storage":      {archiveOf(t, "m", tensorPickle("w", "FloatStorage", "0", 1<<62, 0, []int64{3, 4}, []int64{4, 1}), map[string][]byte{"data/0": data}), ErrInvalidCheckpoint},
+		"rank mismatch":     {archiveOf(t, "m", tensorPickle("w", "FloatStorage", "0", 12, 0, []int64{3, 4}, []int64{4}), map[string][]byte{"data/0": data}), ErrInvalidCheckpoint},
+		"key leaves data/":  {archiveOf(t, "m", tensorPickle("w", "FloatStorage", "../x", 12, 0, []int64{3, 4}, []int64{4, 1}), map[string][]byte{"x": data}), ErrInvalidCheckpoint},
+		"quantized storage": {archiveOf(t, "m", tensorPickle("w", "QInt8Storage", "0", 48, 0, []int64{3, 4}, []int64{4, 1}), map[string][]byte{"data/0": data}), ErrUnsupportedDtype},
+		"compressed":        {archiveOf(t, "m", good, map[string][]byte{"data/0": data}, "data/0"), ErrUnsupported},
+		"big-endian":        {archiveOf(t, "m", good, map[string][]byte{"data/0": data, "byteorder": []byte("big")}), ErrUnsupported},
+		"odd byteorder":     {archiveOf(t, "m", good, map[string][]byte{"data/0": data, "byteorder": []byte("middle")}), ErrInvalidCheckpoint},
+		"bad pickle":        {archiveOf(t, "m", good[:len(good)-1], map[string][]byte{"data/0": data}), ErrInvalidCheckpoint},
+		"pickle of junk":    {archiveOf(t, "m", []byte("\x80\x02}(X\x01\x00\x00\x00wQu."), nil), ErrInvalidCheckpoint},
+		"deep":              {archiveOf(t, "m", append(append([]byte("\x80\x02"), bytes.Repeat([]byte("]"), 100)...), append(bytes.Repeat([]byte("a"), 99), '.')...), nil), ErrInvalidCheckpoint},
+	}
+	two := archiveOf(t, "m", good, map[string][]byte{"data/0": data})
+	var buf bytes.Buffer
+	w := zip.NewWriter(&buf)
+	for _, n := range []string{"a/data.pkl", "b/data.pkl"} {
+		f, _ := w.CreateHeader(&zip.FileHeader{Name: n, Method: zip.Store})
+		f.Write(good)
+	}
+	w.Close()
+	cases["two data.pkl"] = struct {
+		b    []byte
+		want error
+	}{buf.Bytes(), ErrInvalidCheckpoint}
+	for n := 0; n < len(two); n += 13 {
+		cases[fmt.Sprint("cut at ", n)] = struct {
+			b    []byte
+			want error
+		}{two[:n], ErrInvalidCheckpoint}
+	}
+	flipped := bytes.Clone(two)
+	flipped[bytes.Index(flipped, []byte("FloatStorage"))] ^= 0x20
+	cases["data.pkl's CRC"] = struct {
+		b    []byte
+		want error
+	}{flipped, ErrInvalidCheckpoint}
+	for name, c := range cases {
+		if h, err := header(c.b); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v (%v), want %v", name, err, h, c.want)
+		}
+	}
+}
+
+// TestSkipped: a tensor this package cannot rebuild (here a quantized
+// one's function) is named in Skipped; the others load.
+func TestSkipped(t *testing.T) {
+	p := (&pk{}).op(0x80, 2, '}', '(').str("q").global("torch._utils", "_rebuild_qtensor").op(')', 'R', 'u', '.')
+	h, err := header(archiveOf(t, "m", p.b, nil))
+	if err != nil || len(h.Tensors) != 0 || len(h.Skipped) != 1 || !strings.Contains(h.Skipped[0], "_rebuild_qtensor") {
+		t.Fatalf("%+v, %v", h, err)
+	}
+}
+
+// FuzzDecodeHeader: any bytes give a header whose tensors lie in the
+// file, or an error; never a panic.
+func FuzzDecodeHeader(f *testing.F) {
+	for _, n := range []string{"state_dict.pt", "checkpoint.pt"} {
+		b, err := os.ReadFile(filepath.Join("testdata", n))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := header(b)
+		if err != nil {
+			return
+		}
+		for _, x := range h.Tensors {
+			if x.Offset < 0 || x.Size < 0 || x.Offset+x.Size > int64(len(b)) {
+				t.Fatalf("%q at %d, %d bytes, in a %d-byte file", x.Name, x.Offset, x.Size, len(b))
+			}
+		}
+	})
+}
