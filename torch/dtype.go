@@ -1,6 +1,10 @@
 package torch
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/kvikgo/kvik/safetensors"
+)
 
 // ErrUnsupportedDtype reports a tensor of a dtype this package does not
 // know (a quantized type, one newer than it).
@@ -31,3 +35,18 @@ var storageDtypes = map[string]Dtype{
 	"ByteStorage": "uint8", "BoolStorage": "bool",
 	"ComplexDoubleStorage": "complex128", "ComplexFloatStorage": "complex64",
 }
+
+// safetensorsDtypes are the safetensors spellings of the dtypes that
+// format has.
+var safetensorsDtypes = map[Dtype]safetensors.Dtype{
+	"float64": safetensors.F64, "float32": safetensors.F32, "float16": safetensors.F16, "bfloat16": safetensors.BF16,
+	"int64": safetensors.I64, "int32": safetensors.I32, "int16": safetensors.I16, "int8": safetensors.I8,
+	"uint64": safetensors.U64, "uint32": safetensors.U32, "uint16": safetensors.U16, "uint8": safetensors.U8,
+	"bool": safetensors.BOOL, "complex64": safetensors.C64,
+	"float8_e4m3fn": safetensors.F8E4M3, "float8_e5m2": safetensors.F8E5M2, "float8_e8m0fnu": safetensors.F8E8M0,
+}
+
+// Safetensors returns d as the safetensors format spells it ("float32":
+// "F32"), or "" where that format has no such dtype (complex128,
+// complex32, the fnuz float8 types).
+func (d Dtype) Safetensors() safetensors.Dtype { return safetensorsDtypes[d] }

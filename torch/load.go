@@ -2,6 +2,7 @@ package torch
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
@@ -43,6 +44,36 @@ type Replica = tensorload.Replica
 type Tensor struct {
 	TensorInfo
 	Placement
+}
+
+// Dense returns the tensor's elements in C order from host memory (a
+// LoadHost): Data itself where the tensor is Contiguous, else a copy of
+// its elements gathered by Stride. A tensor loaded onto a device has no
+// Data: ErrInvalidArgument.
+func (t *Tensor) Dense() ([]byte, error) {
+	if int64(len(t.Data)) != t.Size {
+		return nil, fmt.Errorf("%w: %q is not in host memory", ErrInvalidArgument, t.Name)
+	}
+	if t.Contiguous() {
+		return t.Data, nil
+	}
+	es := int64(t.Dtype.Size())
+	out := make([]byte, 0, t.NumElements()*es)
+	idx := make([]int64, len(t.Shape))
+	for range t.NumElements() {
+		var at int64
+		for i, x := range idx {
+			at += x * t.Stride[i]
+		}
+		out = append(out, t.Data[at*es:(at+1)*es]...)
+		for i := len(idx) - 1; i >= 0; i-- {
+			if idx[i]++; idx[i] < t.Shape[i] {
+				break
+			}
+			idx[i] = 0
+		}
+	}
+	return out, nil
 }
 
 // Checkpoint is a loaded checkpoint's tensors. Close frees their memory.

@@ -43,34 +43,9 @@ func readExpected(t testing.TB) expected {
 	return e
 }
 
-// cOrder gathers the elements of a tensor of shape and stride (in
-// elements of es bytes) from span, its bytes from the first element to
-// the last, into C order.
-func cOrder(span []byte, shape, stride []int64, es int) []byte {
-	n := int64(1)
-	for _, d := range shape {
-		n *= d
-	}
-	out := make([]byte, 0, n*int64(es))
-	idx := make([]int64, len(shape))
-	for range n {
-		var at int64
-		for i, x := range idx {
-			at += x * stride[i]
-		}
-		out = append(out, span[at*int64(es):(at+1)*int64(es)]...)
-		for i := len(idx) - 1; i >= 0; i-- {
-			if idx[i]++; idx[i] < shape[i] {
-				break
-			}
-			idx[i] = 0
-		}
-	}
-	return out
-}
-
 // checkTensors compares a checkpoint's tensors, their bytes got by data,
-// with what torch.load gave of the file.
+// with what torch.load gave of the file: a strided one's elements in C
+// order (Dense).
 func checkTensors(t *testing.T, file string, got []Tensor, data func(*Tensor) []byte) {
 	t.Helper()
 	want := readExpected(t).Files[file]
@@ -95,7 +70,12 @@ func checkTensors(t *testing.T, file string, got []Tensor, data func(*Tensor) []
 			continue
 		}
 		if !g.Contiguous() {
-			b = cOrder(b, g.Shape, g.Stride, g.Dtype.Size())
+			// Dense gathers it, from a host load's bytes or a device's.
+			h := Tensor{TensorInfo: g.TensorInfo, Placement: Placement{Data: b}}
+			var err error
+			if b, err = h.Dense(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != w.SHA256 {
 			t.Errorf("%s: %q: bytes differ from torch.load's", file, g.Name)
@@ -149,6 +129,15 @@ func TestViews(t *testing.T) {
 	}
 	if !bytes.Equal(emb.Data, head.Data) || !bytes.Equal(emb.Data[16*4:], tail.Data) || &emb.Data[0] == &head.Data[0] {
 		t.Error("tied weights or a slice load unlike their storage, or into one buffer")
+	}
+	// Dense: a contiguous tensor's Data itself; a tensor not in host
+	// memory refused.
+	if d, err := emb.Dense(); err != nil || &d[0] != &emb.Data[0] {
+		t.Errorf("Dense of a contiguous tensor: %v", err)
+	}
+	dev := Tensor{TensorInfo: emb.TensorInfo, Placement: Placement{Device: 0, Ptr: 0x1000}}
+	if _, err := dev.Dense(); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Dense of a device tensor: %v", err)
 	}
 }
 

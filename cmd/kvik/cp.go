@@ -45,7 +45,14 @@ With a Zarr source or destination (a path or URL with a .zarr
 component), an array copied to a .npy file goes through GPU memory
 (ReadRegionDevice, then a device save); a store copied to another store
 (local directory or s3://) goes key by key, chunks first and metadata
-last, each value read back and compared.`
+last, each value read back and compared.
+
+A PyTorch checkpoint (.pt, .pth, pytorch_model*.bin) copied to a
+.safetensors file is converted: every tensor under its name, loaded into
+host memory (GPU memory with --memory device) without running its
+pickle, saved as safetensors (metadata {"format": "pt"}),
+then loaded back and compared tensor by tensor by CRC-32C (not with
+--verify=false).`
 
 // cpOptions holds kvik cp's flags.
 type cpOptions struct {
@@ -119,6 +126,9 @@ func runCp(e *env, args []string) error {
 	defer restore()
 	if isZarr(pos[0]) || isZarr(pos[1]) {
 		return zarrCopy(e, o, pos[0], pos[1])
+	}
+	if isTorchToSafetensors(pos[0], pos[1]) {
+		return torchToSafetensors(e, o, pos[0], pos[1])
 	}
 	if isURL(pos[0]) || isURL(pos[1]) {
 		if isURL(pos[0]) && isURL(pos[1]) {
