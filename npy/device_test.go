@@ -169,6 +169,24 @@ func TestDeviceLargeNpz(t *testing.T) {
 	t.Logf("loaded %d arrays of %s; saved %d bytes", len(a.Names), filepath.Join(dir, "large.npz"), fi.Size())
 }
 
+// onDevice copies data to new device memory of ctx, off bytes into it
+// (an unaligned address), freed when t ends, and returns its address.
+func onDevice(t testing.TB, ctx cuda.Context, data []byte, off int) cuda.DevicePtr {
+	t.Helper()
+	var d *cuda.DeviceBuffer
+	err := cuda.WithContext(ctx, func() (err error) {
+		if d, err = cuda.MemAlloc(len(data) + off); err == nil {
+			err = cuda.MemcpyHtoD(d.Ptr()+cuda.DevicePtr(off), data)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d.Ptr() + cuda.DevicePtr(off)
+}
+
 // TestDeviceNpzCRC checks stored members' CRC-32s on the GPU, with kvik's
 // kernel and without it (through host memory): arrays of random sizes up
 // to 40 MiB saved from device memory at unaligned addresses make the
@@ -193,20 +211,9 @@ func TestDeviceNpzCRC(t *testing.T) {
 				for j := range data {
 					data[j] = byte(rng.Uint32())
 				}
-				var d *cuda.DeviceBuffer
-				err := cuda.WithContext(ctx, func() (err error) {
-					if d, err = cuda.MemAlloc(n + 8); err == nil {
-						err = cuda.MemcpyHtoD(d.Ptr()+cuda.DevicePtr(1+i%7), data)
-					}
-					return err
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { d.Close() })
 				name := fmt.Sprintf("a%d", i)
 				host = append(host, NpzArray{name, SaveArray{Dtype: u1, Shape: []int64{int64(n)}, Data: data}})
-				dev = append(dev, NpzArray{name, SaveArray{Dtype: u1, Shape: []int64{int64(n)}, Ptr: d.Ptr() + cuda.DevicePtr(1+i%7)}})
+				dev = append(dev, NpzArray{name, SaveArray{Dtype: u1, Shape: []int64{int64(n)}, Ptr: onDevice(t, ctx, data, 1+i%7)}})
 			}
 			dir := t.TempDir()
 			hp, dp := filepath.Join(dir, "host.npz"), filepath.Join(dir, "dev.npz")
@@ -275,20 +282,9 @@ func BenchmarkSaveNpz(b *testing.B) {
 	}
 	var host, dev []NpzArray
 	for i := range 4 {
-		var d *cuda.DeviceBuffer
-		err := cuda.WithContext(ctx, func() (err error) {
-			if d, err = cuda.MemAlloc(n); err == nil {
-				err = cuda.MemcpyHtoD(d.Ptr(), data)
-			}
-			return err
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { d.Close() })
 		name := fmt.Sprint("w", i)
 		host = append(host, NpzArray{name, SaveArray{Dtype: f4, Shape: []int64{n / 4}, Data: data}})
-		dev = append(dev, NpzArray{name, SaveArray{Dtype: f4, Shape: []int64{n / 4}, Ptr: d.Ptr()}})
+		dev = append(dev, NpzArray{name, SaveArray{Dtype: f4, Shape: []int64{n / 4}, Ptr: onDevice(b, ctx, data, 0)}})
 	}
 	path := filepath.Join(b.TempDir(), "w.npz")
 	for _, c := range []struct {
@@ -323,20 +319,9 @@ func TestDeviceS3Npz(t *testing.T) {
 		for j := range data {
 			data[j] = byte(rng.Uint32())
 		}
-		var d *cuda.DeviceBuffer
-		err := cuda.WithContext(ctx, func() (err error) {
-			if d, err = cuda.MemAlloc(n + 8); err == nil {
-				err = cuda.MemcpyHtoD(d.Ptr()+cuda.DevicePtr(i+1), data)
-			}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
 		name := fmt.Sprint("s", i)
 		host = append(host, NpzArray{name, SaveArray{Dtype: u1, Shape: []int64{int64(n)}, Data: data}})
-		dev = append(dev, NpzArray{name, SaveArray{Dtype: u1, Shape: []int64{int64(n)}, Ptr: d.Ptr() + cuda.DevicePtr(i+1)}})
+		dev = append(dev, NpzArray{name, SaveArray{Dtype: u1, Shape: []int64{int64(n)}, Ptr: onDevice(t, ctx, data, i+1)}})
 	}
 	local := filepath.Join(t.TempDir(), "h.npz")
 	if err := SaveNpz(context.Background(), local, host); err != nil {
