@@ -51,8 +51,9 @@ var (
 )
 
 // maxPickle bounds data.pkl, the checkpoint's description: a few MB for
-// the largest models.
-const maxPickle = 256 << 20
+// the largest models. Decoded, a pickle takes a few tens of times its
+// bytes at the most.
+const maxPickle = 64 << 20
 
 // maxDepth bounds how deep the dicts, lists and tuples holding tensors
 // nest.
@@ -152,7 +153,10 @@ func DecodeHeader(r io.ReaderAt, size int64) (*Header, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &walker{seen: map[any]bool{}}
+	// A pickle may refer to one object many times over (a tuple of a
+	// tuple of ... each twice, from a few bytes of memo references): the
+	// walk visits no more objects than data.pkl has bytes.
+	w := &walker{seen: map[any]bool{}, budget: len(pkl) + 64}
 	obj, err := pickle.Decode(pkl, persistentStorage)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidCheckpoint, a.pkl.Name, err)
@@ -362,6 +366,7 @@ type walker struct {
 	tensors []found
 	skipped []string
 	seen    map[any]bool // containers already walked
+	budget  int          // objects left to visit
 }
 
 // rebuilders are the functions of torch._utils that make a tensor of a
@@ -378,6 +383,9 @@ const (
 func (w *walker) walk(name string, v any, depth int) error {
 	if depth > maxDepth {
 		return fmt.Errorf("%w: %q nested deeper than %d", ErrInvalidCheckpoint, name, maxDepth)
+	}
+	if w.budget--; w.budget < 0 {
+		return fmt.Errorf("%w: more objects than data.pkl has bytes (a pickle that refers to one object over and over)", ErrInvalidCheckpoint)
 	}
 	switch v := v.(type) {
 	case *pickle.Dict:

@@ -273,6 +273,16 @@ func TestHostile(t *testing.T) {
 		"pickle of junk":    {archiveOf(t, "m", []byte("\x80\x02}(X\x01\x00\x00\x00wQu."), nil), ErrInvalidCheckpoint},
 		"deep":              {archiveOf(t, "m", append(append([]byte("\x80\x02"), bytes.Repeat([]byte("]"), 100)...), append(bytes.Repeat([]byte("a"), 99), '.')...), nil), ErrInvalidCheckpoint},
 	}
+	// A tuple of a tuple of ... 60 deep, each holding the one below
+	// twice: 2^60 references from 300 bytes.
+	bomb := []byte("\x80\x02}(X\x01\x00\x00\x00xNq\x000")
+	for k := range 60 {
+		bomb = append(bomb, 'h', byte(k), 'h', byte(k), 0x86, 'q', byte(k+1), '0')
+	}
+	cases["references"] = struct {
+		b    []byte
+		want error
+	}{archiveOf(t, "m", append(bomb, 'h', 60, 'u', '.'), nil), ErrInvalidCheckpoint}
 	two := archiveOf(t, "m", good, map[string][]byte{"data/0": data})
 	var buf bytes.Buffer
 	w := zip.NewWriter(&buf)
