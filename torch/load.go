@@ -23,8 +23,10 @@ const Alignment = tensorload.Alignment
 //	Replicate bool                   every tensor onto every device, each byte read once
 //
 // Split cuts at multiples of Alignment, which no element straddles.
-// Tensors that share a storage (tied weights) are each loaded into
-// memory of their own.
+// Tensors that are one view of one storage (tied weights: the same
+// storage, offset, dtype, shape and strides under two names) are read
+// once, placed as the first of them, and share its memory; other views
+// of one storage (slices) each get memory of their own.
 type Options = tensorload.Options[TensorInfo]
 
 // Placement is where a loaded tensor is (see safetensors.Placement).
@@ -44,6 +46,11 @@ type Replica = tensorload.Replica
 type Tensor struct {
 	TensorInfo
 	Placement
+}
+
+// viewKey names the bytes a tensor is: its storage and how it views it.
+func viewKey(t *TensorInfo) string {
+	return fmt.Sprintf("%s %s %d %v %v", t.Storage, t.Dtype, t.StorageOffset, t.Shape, t.Stride)
 }
 
 // Dense returns the tensor's elements in C order from host memory (a
@@ -180,6 +187,7 @@ func loadFrom(ctx context.Context, r kvik.Reader, h *Header, o *Options, host bo
 		Name:     func(t *TensorInfo) string { return t.Name },
 		Range:    func(t *TensorInfo) (int64, int64) { return t.Offset, t.Size },
 		Unit:     func(*TensorInfo) int64 { return Alignment }, // a multiple of every dtype's size
+		Key:      viewKey,
 		Options:  *o,
 		Host:     host,
 		NotFound: ErrNotFound, InvalidArgument: ErrInvalidArgument,

@@ -477,6 +477,11 @@ type Request[T any] struct {
 	// NotFound and InvalidArgument are the format's errors for a missing
 	// name and a Place out of range.
 	NotFound, InvalidArgument error
+	// Key, if set, names the bytes a tensor is (torch's tied weights:
+	// one view of one storage under two names): the selected tensors of
+	// one non-empty key are placed and read once, as the first of them,
+	// and share its memory.
+	Key func(*T) string
 }
 
 // Part is the piece of a split tensor held by one device: bytes
@@ -528,6 +533,48 @@ func Load[T any](ctx context.Context, r kvik.Reader, q *Request[T]) (*Result[T],
 	if err != nil {
 		return nil, err
 	}
+	uniq, of := q.unique(ts)
+	res, err := q.load(ctx, r, uniq)
+	if err != nil || len(uniq) == len(ts) {
+		return res, err
+	}
+	placed := make([]Placement, len(ts))
+	for i, k := range of {
+		placed[i] = res.Placed[k]
+	}
+	res.Tensors, res.Placed = ts, placed
+	return res, nil
+}
+
+// unique returns the tensors of ts with a key (Key) no tensor before
+// them has, and for each of ts the index of its own among them.
+func (q *Request[T]) unique(ts []T) ([]T, []int) {
+	of := make([]int, len(ts))
+	if q.Key == nil {
+		for i := range of {
+			of[i] = i
+		}
+		return ts, of
+	}
+	first := map[string]int{}
+	var uniq []T
+	for i := range ts {
+		k := q.Key(&ts[i])
+		j, ok := first[k]
+		if !ok || k == "" {
+			j = len(uniq)
+			uniq = append(uniq, ts[i])
+			if k != "" {
+				first[k] = j
+			}
+		}
+		of[i] = j
+	}
+	return uniq, of
+}
+
+// load places and reads ts, the selected tensors.
+func (q *Request[T]) load(ctx context.Context, r kvik.Reader, ts []T) (*Result[T], error) {
 	devices := q.Devices
 	if len(devices) == 0 || q.Host {
 		devices = []int{0}

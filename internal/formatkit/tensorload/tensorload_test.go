@@ -381,3 +381,69 @@ func TestBalancedSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestKey loads a file's tensors with every third one under the key of
+// the one before it (tied weights): into host memory, and onto a GPU
+// where there is one, each tensor's bytes are the file's and the tied
+// ones share their first's memory, less than untied tensors take.
+func TestKey(t *testing.T) {
+	ts, data, f := randomFile(t, rand.New(rand.NewPCG(13, 14)), 11)
+	type desc struct {
+		name   string
+		off, n int64
+		key    string
+	}
+	var ds []desc
+	for i, x := range ts {
+		d := desc{fmt.Sprint("t", i), x.Off, x.Size, fmt.Sprint("k", i)}
+		if i%3 == 2 {
+			prev := ds[i-1]
+			d.off, d.n, d.key = prev.off, prev.n, prev.key
+		}
+		ds = append(ds, d)
+	}
+	// What the tensors would take each in memory of its own.
+	var all []Tensor
+	for _, d := range ds {
+		all = append(all, Tensor{Off: d.off, Size: d.n, Slot: 0})
+	}
+	untied := New(all, 1).Totals[0]
+	for _, host := range []bool{true, false} {
+		if !host && gputest.Count() == 0 {
+			continue
+		}
+		res, err := Load(context.Background(), f, &Request[desc]{
+			Tensors: ds, Host: host,
+			Name:     func(d *desc) string { return d.name },
+			Range:    func(d *desc) (int64, int64) { return d.off, d.n },
+			Unit:     func(*desc) int64 { return Alignment },
+			Key:      func(d *desc) string { return d.key },
+			NotFound: errors.New("not found"), InvalidArgument: errors.New("invalid"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Tensors) != len(ds) {
+			t.Fatalf("%d tensors, want %d", len(res.Tensors), len(ds))
+		}
+		for i, d := range ds {
+			pl := res.Placed[i]
+			got := pl.Data
+			if !host {
+				got = gputest.FromDevice(t, pl.Device, pl.Ptr, d.n)
+			}
+			if res.Tensors[i].name != d.name || !bytes.Equal(got, data[d.off:d.off+d.n]) {
+				t.Fatalf("host %v: tensor %d (%s) differs", host, i, d.name)
+			}
+			if i%3 == 2 && d.n > 0 && (pl.Ptr != res.Placed[i-1].Ptr || (host && &pl.Data[0] != &res.Placed[i-1].Data[0])) {
+				t.Errorf("host %v: tensor %d is not in its tie's memory", host, i)
+			}
+		}
+		if !host {
+			if got := int64(res.Mem.bufs[0].Size()); got >= untied {
+				t.Errorf("%d bytes on the device, %d untied", got, untied)
+			}
+			res.Mem.Close()
+		}
+	}
+}
