@@ -30,7 +30,7 @@ func fromDevice(t testing.TB, x *Tensor) []byte {
 // TestDeviceFixtures loads every fixture onto device 0 and compares each
 // tensor's bytes there with what torch.load gave (tied weights in one
 // place); then places views.pt's tensors across the devices there are,
-// by Place.
+// by Place, and loads a sharded checkpoint balanced over them.
 func TestDeviceFixtures(t *testing.T) {
 	n := gputest.Need(t)
 	for file := range readExpected(t).Files {
@@ -71,4 +71,10 @@ func TestDeviceFixtures(t *testing.T) {
 		}
 	}
 	checkTensors(t, "views.pt", c.Tensors, func(x *Tensor) []byte { return fromDevice(t, x) })
+	ix, err := LoadIndex(context.Background(), shardedIndex(t, nil), &Options{Devices: devices})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	checkIndexed(t, ix, func(x *Tensor) []byte { return fromDevice(t, x) })
 }

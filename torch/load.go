@@ -2,6 +2,7 @@ package torch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/kvikgo/kvik"
@@ -90,7 +91,7 @@ type Checkpoint struct {
 	// Skipped names the tensors not loaded (see Header.Skipped).
 	Skipped []string
 	byName  map[string]int
-	mem     *tensorload.Memory
+	mems    []*tensorload.Memory
 }
 
 // Tensor returns the loaded tensor called name, or nil.
@@ -102,12 +103,12 @@ func (c *Checkpoint) Tensor(name string) *Tensor {
 // Close frees the checkpoint's device memory and releases the contexts
 // it retained. Pointers into it are invalid afterwards.
 func (c *Checkpoint) Close() error {
-	if c.mem == nil {
-		return nil
+	var errs []error
+	for _, m := range c.mems {
+		errs = append(errs, m.Close())
 	}
-	err := c.mem.Close()
-	c.mem = nil
-	return err
+	c.mems = nil
+	return errors.Join(errs...)
 }
 
 // Load reads the selected tensors of the torch.save file at name into
@@ -195,7 +196,10 @@ func loadFrom(ctx context.Context, r kvik.Reader, h *Header, o *Options, host bo
 	if err != nil {
 		return nil, err
 	}
-	c := &Checkpoint{Skipped: h.Skipped, byName: make(map[string]int, len(res.Tensors)), mem: res.Mem}
+	c := &Checkpoint{Skipped: h.Skipped, byName: make(map[string]int, len(res.Tensors))}
+	if res.Mem != nil {
+		c.mems = append(c.mems, res.Mem)
+	}
 	for i, t := range res.Tensors {
 		c.byName[t.Name] = i
 		c.Tensors = append(c.Tensors, Tensor{TensorInfo: t, Placement: res.Placed[i]})

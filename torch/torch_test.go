@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvikgo/kvik/safetensors"
 )
 
 // expected is testdata/expected.json: what torch.load gave of each
@@ -345,4 +347,84 @@ func FuzzDecodeHeader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// shardedIndex writes into a temporary directory a sharded checkpoint as
+// save_pretrained writes one without safetensors: views.pt and
+// checkpoint.pt as its two shards, pytorch_model.bin.index.json mapping
+// each tensor to its shard, plus the entries extra adds (name: file).
+func shardedIndex(t *testing.T, extra map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	wm := map[string]string{}
+	for i, file := range []string{"views.pt", "checkpoint.pt"} {
+		shard := fmt.Sprintf("pytorch_model-%05d-of-00002.bin", i+1)
+		b, err := os.ReadFile(filepath.Join("testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, shard), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for name := range readExpected(t).Files[file] {
+			wm[name] = shard
+		}
+	}
+	for k, v := range extra {
+		wm[k] = v
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": 1}, "weight_map": wm})
+	p := filepath.Join(dir, "pytorch_model.bin.index.json")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checkIndexed compares the tensors of a sharded load with what
+// torch.load gave of each shard's file.
+func checkIndexed(t *testing.T, c *Checkpoint, data func(*Tensor) []byte) {
+	t.Helper()
+	e := readExpected(t)
+	byFile := map[string][]Tensor{}
+	for _, x := range c.Tensors {
+		for _, file := range []string{"views.pt", "checkpoint.pt"} {
+			if _, ok := e.Files[file][x.Name]; ok {
+				byFile[file] = append(byFile[file], x)
+			}
+		}
+	}
+	for file, ts := range byFile {
+		checkTensors(t, file, ts, data)
+	}
+	if len(byFile) != 2 || c.Tensor("emb") == nil || c.Tensor("optimizer.state.1.step") == nil {
+		t.Errorf("a sharded load of %d tensors", len(c.Tensors))
+	}
+}
+
+// TestIndex loads a sharded checkpoint (pytorch_model.bin.index.json)
+// into host memory, whole and by names; a name the index lacks, one its
+// shard lacks, and a shard outside the index's directory are refused.
+func TestIndex(t *testing.T) {
+	p := shardedIndex(t, nil)
+	c, err := LoadIndexHost(context.Background(), p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIndexed(t, c, func(x *Tensor) []byte { return x.Data })
+	c, err = LoadIndexHost(context.Background(), p, &Options{Names: []string{"t", "model.bias"}})
+	if err != nil || len(c.Tensors) != 2 || c.Tensor("t") == nil || c.Tensor("model.bias") == nil {
+		t.Fatalf("by names: %v, %v", c, err)
+	}
+	if _, err := LoadIndexHost(context.Background(), p, &Options{Names: []string{"nope"}}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a name the index lacks: %v", err)
+	}
+	ghost := shardedIndex(t, map[string]string{"ghost": "pytorch_model-00001-of-00002.bin"})
+	if _, err := LoadIndexHost(context.Background(), ghost, nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a name its shard lacks: %v", err)
+	}
+	out := shardedIndex(t, map[string]string{"x": "../elsewhere.bin"})
+	if _, err := LoadIndexHost(context.Background(), out, nil); !errors.Is(err, safetensors.ErrInvalidIndex) {
+		t.Errorf("a shard outside the directory: %v", err)
+	}
 }
