@@ -60,11 +60,24 @@ func (t *SaveTensor) bytes() (int64, error) {
 // the header is padded with spaces to a multiple of 8 bytes. Cancelling
 // ctx stops the writes: the old file (or object) stays, or none.
 func Save(ctx context.Context, path string, tensors []SaveTensor, metadata map[string]string, opts ...kvik.RemoteOption) error {
-	hdr, offs, err := encodeHeader(tensors, metadata)
+	ps, err := Encode(tensors, metadata)
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: kvik.RedactURL(path), Err: err}
 	}
-	return kvik.SaveFile(ctx, path, pieces(hdr, tensors, offs), opts...)
+	return kvik.SaveFile(ctx, path, ps, opts...)
+}
+
+// Encode lays out the safetensors file of tensors and metadata as Save
+// writes it: its header, then every tensor's bytes (from host or device
+// memory), as pieces for kvik.SaveFile or a kvik.PendingFile's
+// WritePieces (a caller that reads the file back before committing it).
+// Bad tensors or metadata are errors matching ErrInvalidArgument.
+func Encode(tensors []SaveTensor, metadata map[string]string) ([]kvik.Piece, error) {
+	hdr, offs, err := encodeHeader(tensors, metadata)
+	if err != nil {
+		return nil, err
+	}
+	return pieces(hdr, tensors, offs), nil
 }
 
 // pieces lays out the file: the header, then each tensor at its offset

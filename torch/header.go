@@ -134,7 +134,10 @@ var legacyMagic = []byte{0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0
 // archive of size bytes that r reads, and checks every tensor against
 // its storage's member, without reading a tensor.
 func DecodeHeader(r io.ReaderAt, size int64) (*Header, error) {
-	zr, ra, err := zipkit.Open(r, size, ErrInvalidCheckpoint)
+	if size < 0 {
+		return nil, fmt.Errorf("%w: size %d", ErrInvalidCheckpoint, size)
+	}
+	zr, _, err := zipkit.Open(r, size, ErrInvalidCheckpoint)
 	if err != nil {
 		head := make([]byte, min(size, int64(len(legacyMagic))))
 		if _, rerr := r.ReadAt(head, 0); rerr == nil && bytes.Equal(head, legacyMagic) {
@@ -166,7 +169,7 @@ func DecodeHeader(r io.ReaderAt, size int64) (*Header, error) {
 	}
 	h := &Header{Record: a.record, Skipped: w.skipped}
 	for _, t := range w.tensors {
-		if err := a.place(&t, ra, size); err != nil {
+		if err := a.place(&t, size); err != nil {
 			return nil, fmt.Errorf("tensor %q: %w", t.t.Name, err)
 		}
 		h.Tensors = append(h.Tensors, t.t)
@@ -249,9 +252,9 @@ func (a *archive) read(f *zip.File, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// place finds t's storage member, checks that t lies in it and sets
-// t's Offset and Size.
-func (a *archive) place(t *found, ra io.ReaderAt, size int64) error {
+// place finds t's storage member in the archive of size bytes, checks
+// that t lies in it and sets t's Offset and Size.
+func (a *archive) place(t *found, size int64) error {
 	name := a.record + "/data/" + t.st.key
 	f := a.files[name]
 	if f == nil {

@@ -240,6 +240,13 @@ func archiveOf(t testing.TB, record string, pkl []byte, members map[string][]byt
 
 func header(b []byte) (*Header, error) { return DecodeHeader(bytes.NewReader(b), int64(len(b))) }
 
+// TestNegativeSize: a size below zero is refused, not a panic.
+func TestNegativeSize(t *testing.T) {
+	if _, err := DecodeHeader(bytes.NewReader(nil), -5); !errors.Is(err, ErrInvalidCheckpoint) {
+		t.Fatal(err)
+	}
+}
+
 // TestHostile: archives and pickles that lie are refused before anything
 // is allocated from their claims, each with its error.
 func TestHostile(t *testing.T) {

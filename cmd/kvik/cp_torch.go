@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,12 +24,12 @@ func isTorchToSafetensors(src, dst string) bool {
 // checkpoint under its name, loaded into host memory (GPU memory with
 // --memory device: less host memory, but a file-to-file conversion
 // gains no speed on the GPU, 0.6-0.7x the host route on the H200), a
-// strided one made dense in host memory, saved atomically with the
-// metadata {"format": "pt"}; then,
-// unless --verify=false, the file loaded back and each tensor's CRC-32C
-// compared with the bytes saved. Tensors that share a storage (tied
-// weights) are saved each under its name. A dtype safetensors lacks
-// (complex128) fails the copy, naming the tensor.
+// strided one made dense in host memory, saved with the metadata
+// {"format": "pt"} and, unless --verify=false, loaded back to compare
+// each tensor's CRC-32C with the bytes saved before it replaces DST
+// (saveVerified). Tensors that share a storage (tied weights) are saved
+// each under its name. A dtype safetensors lacks (complex128) fails the
+// copy, naming the tensor.
 func torchToSafetensors(e *env, o *cpOptions, src, dst string) error {
 	ctx := e.ctx
 	mode := o.memory
@@ -56,7 +57,11 @@ func torchToSafetensors(e *env, o *cpOptions, src, dst string) error {
 	if err != nil {
 		return err
 	}
-	if err := safetensors.Save(ctx, dst, tensors, map[string]string{"format": "pt"}, o.saveOptions()...); err != nil {
+	pieces, err := safetensors.Encode(tensors, map[string]string{"format": "pt"})
+	if err != nil {
+		return err
+	}
+	if err := saveVerified(ctx, o, dst, pieces, sums); err != nil {
 		return err
 	}
 	var size int64
@@ -68,9 +73,6 @@ func torchToSafetensors(e *env, o *cpOptions, src, dst string) error {
 		via = "loaded through " + mem.gpu.name + " memory"
 	}
 	if o.verify {
-		if err := verifySaved(ctx, dst, sums); err != nil {
-			return err
-		}
 		via += ", verified"
 	}
 	elapsed := time.Since(start).Seconds()
@@ -123,10 +125,54 @@ func torchTensors(c *torch.Checkpoint, g *gpuDevice) ([]safetensors.SaveTensor, 
 	return out, sums, nil
 }
 
-// verifySaved loads the safetensors file at name into host memory and
+// saveVerified writes the safetensors file of pieces at dst and, unless
+// --verify=false, reads it back to compare each tensor with sums: a local
+// file in a temporary file beside dst, renamed over it only once checked
+// (a failed check leaves dst as it was); an object uploaded, then read
+// back.
+func saveVerified(ctx context.Context, o *cpOptions, dst string, pieces []kvik.Piece, sums map[string]uint32) error {
+	if isURL(dst) {
+		if err := kvik.SaveFile(ctx, dst, pieces, o.saveOptions()...); err != nil {
+			return err
+		}
+		if !o.verify {
+			return nil
+		}
+		r, err := kvik.OpenReader(ctx, dst)
+		if err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		defer r.Close()
+		return verifyConverted(ctx, r, sums)
+	}
+	if err := kvik.MkdirAll(filepath.Dir(dst), 0o755, o.saveOptions()...); err != nil {
+		return err
+	}
+	p, err := createPending(dst, 0o644)
+	if err != nil {
+		return err
+	}
+	defer p.Abort()
+	if err := p.WritePieces(ctx, pieces); err != nil {
+		return err
+	}
+	if o.verify {
+		if err := verifyConverted(ctx, p, sums); err != nil {
+			return err
+		}
+	}
+	return commit(p, o.sync)
+}
+
+// verifyConverted is verifySaved, which a test replaces to fail the
+// check.
+var verifyConverted = verifySaved
+
+// verifySaved loads the safetensors file r reads into host memory and
 // compares each tensor's CRC-32C with what was saved.
-func verifySaved(ctx context.Context, name string, sums map[string]uint32) error {
-	m, err := safetensors.LoadHost(ctx, name, nil)
+func verifySaved(ctx context.Context, r kvik.Reader, sums map[string]uint32) error {
+	name := r.Name()
+	m, err := safetensors.LoadHostReader(ctx, r, nil)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}

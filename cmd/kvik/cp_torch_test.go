@@ -5,12 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/testkit/s3test"
 	"github.com/kvikgo/kvik/safetensors"
 	"github.com/kvikgo/kvik/torch"
 )
@@ -75,5 +78,71 @@ func TestCpTorchToSafetensors(t *testing.T) {
 	}
 	if _, err := os.Stat(dst); !os.IsNotExist(err) {
 		t.Errorf("a failed conversion left %s: %v", dst, err)
+	}
+}
+
+// TestCpTorchVerifiedBeforeCommit: a conversion whose check fails leaves
+// the destination's old file as it was, and no temporary file; once the
+// check passes, the conversion replaces it.
+func TestCpTorchVerifiedBeforeCommit(t *testing.T) {
+	src := filepath.Join("..", "..", "torch", "testdata", "views.pt")
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "m.safetensors")
+	old := []byte("the old model")
+	if err := os.WriteFile(dst, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := verifyConverted
+	defer func() { verifyConverted = check }()
+	verifyConverted = func(ctx context.Context, r kvik.Reader, sums map[string]uint32) error {
+		for k := range sums {
+			sums[k] ^= 1 // one bit off, as a torn write would read
+		}
+		return check(ctx, r, sums)
+	}
+	e := &env{ctx: context.Background(), stdout: io.Discard, stderr: io.Discard}
+	o := &cpOptions{memory: "host", verify: true}
+	if err := torchToSafetensors(e, o, src, dst); err == nil || !strings.Contains(err.Error(), "verify") {
+		t.Fatalf("a conversion whose check fails: %v, want a verify error", err)
+	}
+	if got, _ := os.ReadFile(dst); string(got) != string(old) {
+		t.Fatalf("a failed check replaced the destination (%d bytes)", len(got))
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("%d files left in the destination's directory", len(ents))
+	}
+	verifyConverted = check
+	if err := torchToSafetensors(e, o, src, dst); err != nil {
+		t.Fatal(err)
+	}
+	m, err := safetensors.LoadHost(context.Background(), dst, nil)
+	if err != nil || len(m.Tensors) != 9 {
+		t.Fatalf("the conversion after: %v", err)
+	}
+}
+
+// TestCpTorchToS3: a checkpoint converted straight to an S3 object
+// (uploaded, then read back and checked), and from one to a file, equal
+// to the local conversion.
+func TestCpTorchToS3(t *testing.T) {
+	v := s3test.Start(t)
+	src := filepath.Join("..", "..", "torch", "testdata", "checkpoint.pt")
+	local := filepath.Join(t.TempDir(), "c.safetensors")
+	runKvik(t, nil, "cp", src, local).expect(t, exitOK)
+	r := runKvik(t, s3Env(v), "cp", src, v.URLOf("c.safetensors")).expect(t, exitOK)
+	if !strings.Contains(r.stdout, "verified") {
+		t.Errorf("kvik cp to S3: %s", r.stdout)
+	}
+	want, _ := os.ReadFile(local)
+	if got, ok := v.Object("c.safetensors"); !ok || string(got) != string(want) {
+		t.Fatalf("the object of %d bytes differs from the %d-byte local conversion", len(got), len(want))
+	}
+	b, _ := os.ReadFile(src)
+	v.Put(t, "pytorch_model.bin", b)
+	back := filepath.Join(t.TempDir(), "b.safetensors")
+	runKvik(t, s3Env(v), "cp", v.URLOf("pytorch_model.bin"), back).expect(t, exitOK)
+	if got, _ := os.ReadFile(back); string(got) != string(want) {
+		t.Fatal("the conversion from S3 differs from the local one")
 	}
 }
