@@ -206,7 +206,7 @@ func openArchive(zr *zip.Reader) (*archive, error) {
 		}
 	}
 	if a.pkl == nil {
-		return nil, fmt.Errorf("%w: no data.pkl: not a torch.save file (a TorchScript archive?)", ErrInvalidCheckpoint)
+		return nil, fmt.Errorf("%w: no data.pkl in a folder of its own: not a torch.save file", ErrInvalidCheckpoint)
 	}
 	return a, nil
 }
