@@ -15,7 +15,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
-	"golang.org/x/sync/errgroup"
 )
 
 // Index is a sharded checkpoint's *.safetensors.index.json: which file
@@ -178,33 +177,15 @@ func loadIndex(ctx context.Context, name string, o *Options, host bool, opts []k
 		want[n] = true
 	}
 	all := &Model{byName: map[string]int{}, Metadata: ix.StringMetadata()}
-	files := ix.Files()
-	models := make([]*Model, len(files))
-	// The first shard to fail cancels the others: a failed load neither
-	// waits for nor pays for the rest of the checkpoint. It reports that
-	// failure, not the cancellations it caused.
-	g, ctx := errgroup.WithContext(ctx)
-	for i, file := range files {
-		var names []string
-		for n, f := range ix.WeightMap {
-			if f == file && (len(want) == 0 || want[n]) {
-				names = append(names, n)
-			}
-		}
-		if len(names) == 0 {
-			continue
-		}
-		slices.Sort(names)
+	// Shards load concurrently, each one parallel read per device; the
+	// first to fail cancels the others: a failed load neither waits for
+	// nor pays for the rest of the checkpoint.
+	models, first := tensorload.Shards(ctx, ix.Files(), ix.WeightMap, want, func(ctx context.Context, file string, names []string) (*Model, error) {
 		so := *o
 		so.Names = names
-		// Shards load concurrently; each is one parallel read per device.
 		shard, _ := ShardName(name, file) // checked by ReadIndex
-		g.Go(func() (err error) {
-			models[i], err = load(ctx, shard, &so, host, opts)
-			return err
-		})
-	}
-	first := g.Wait()
+		return load(ctx, shard, &so, host, opts)
+	})
 	for _, m := range models {
 		if m == nil {
 			continue

@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"slices"
 
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 	"github.com/kvikgo/kvik/safetensors"
-	"golang.org/x/sync/errgroup"
 )
 
 // LoadIndex loads a sharded checkpoint, pytorch_model.bin.index.json
@@ -46,34 +45,15 @@ func loadIndex(ctx context.Context, name string, o *Options, host bool, opts []k
 		}
 		want[n] = true
 	}
-	files := ix.Files()
-	parts := make([]*Checkpoint, len(files))
-	// The first shard to fail cancels the others, and is the error.
-	g, gctx := errgroup.WithContext(ctx)
-	for i, file := range files {
-		var names []string
-		for n, f := range ix.WeightMap {
-			if f == file && (len(want) == 0 || want[n]) {
-				names = append(names, n)
-			}
-		}
-		if len(names) == 0 {
-			continue
-		}
-		slices.Sort(names)
+	parts, first := tensorload.Shards(ctx, ix.Files(), ix.WeightMap, want, func(ctx context.Context, file string, names []string) (*Checkpoint, error) {
 		so := *o
 		so.Names = names
 		shard, _ := safetensors.ShardName(name, file) // checked by ReadIndex
-		g.Go(func() (err error) {
-			if host {
-				parts[i], err = LoadHost(gctx, shard, &so, opts...)
-			} else {
-				parts[i], err = Load(gctx, shard, &so, opts...)
-			}
-			return err
-		})
-	}
-	first := g.Wait()
+		if host {
+			return LoadHost(ctx, shard, &so, opts...)
+		}
+		return Load(ctx, shard, &so, opts...)
+	})
 	all := &Checkpoint{byName: map[string]int{}}
 	for _, c := range parts {
 		if c == nil {
