@@ -52,7 +52,10 @@ A PyTorch checkpoint (.pt, .pth, pytorch_model*.bin) copied to a
 host memory (GPU memory with --memory device) without running its
 pickle, saved as safetensors (metadata {"format": "pt"}),
 then loaded back and compared tensor by tensor by CRC-32C (not with
---verify=false).`
+--verify=false) before it replaces DST. A sharded one's index
+(pytorch_model.bin.index.json) copied to a .safetensors.index.json is
+converted shard by shard (model-00001-of-00002.safetensors...), the new
+index last.`
 
 // cpOptions holds kvik cp's flags.
 type cpOptions struct {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,9 +16,11 @@ import (
 )
 
 // isTorchToSafetensors reports whether kvik cp SRC DST converts a
-// PyTorch checkpoint into a safetensors file.
+// PyTorch checkpoint into a safetensors file, or a sharded one's index
+// into a sharded safetensors checkpoint's.
 func isTorchToSafetensors(src, dst string) bool {
-	return isTorch(src) && strings.HasSuffix(pathOf(dst), ".safetensors")
+	return (isTorch(src) && strings.HasSuffix(pathOf(dst), ".safetensors")) ||
+		(isTorchIndex(src) && strings.HasSuffix(pathOf(dst), ".safetensors.index.json"))
 }
 
 // torchToSafetensors implements kvik cp CHECKPOINT MODEL.safetensors, as
@@ -29,9 +33,10 @@ func isTorchToSafetensors(src, dst string) bool {
 // each tensor's CRC-32C with the bytes saved before it replaces DST
 // (saveVerified). Tensors that share a storage (tied weights) are saved
 // each under its name. A dtype safetensors lacks (complex128) fails the
-// copy, naming the tensor.
+// copy, naming the tensor. A sharded checkpoint
+// (pytorch_model.bin.index.json to model.safetensors.index.json) goes
+// shard by shard (convertIndex).
 func torchToSafetensors(e *env, o *cpOptions, src, dst string) error {
-	ctx := e.ctx
 	mode := o.memory
 	if mode == "auto" {
 		mode = "host"
@@ -43,26 +48,38 @@ func torchToSafetensors(e *env, o *cpOptions, src, dst string) error {
 	if mem.gpu != nil {
 		defer mem.gpu.close()
 	}
+	if isTorchIndex(src) {
+		return convertIndex(e, o, mem, src, dst)
+	}
+	_, err = convertFile(e, o, mem, src, dst, nil)
+	return err
+}
+
+// convertFile converts the checkpoint at src (the tensors names lists
+// only, when not nil) into the safetensors file dst and prints a line;
+// it returns the tensors' bytes.
+func convertFile(e *env, o *cpOptions, mem memoryChoice, src, dst string, names []string) (int64, error) {
+	ctx := e.ctx
 	start := time.Now()
 	load := torch.LoadHost
 	if mem.device {
 		load = torch.Load
 	}
-	c, err := load(ctx, src, nil)
+	c, err := load(ctx, src, &torch.Options{Names: names})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer c.Close()
 	tensors, sums, err := torchTensors(c, mem.gpu)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	pieces, err := safetensors.Encode(tensors, map[string]string{"format": "pt"})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := saveVerified(ctx, o, dst, pieces, sums); err != nil {
-		return err
+		return 0, err
 	}
 	var size int64
 	for _, t := range c.Tensors {
@@ -81,7 +98,66 @@ func torchToSafetensors(e *env, o *cpOptions, src, dst string) error {
 	if len(c.Skipped) > 0 {
 		fmt.Fprintf(e.stdout, "not converted (no safetensors form): %s\n", strings.Join(c.Skipped, ", "))
 	}
+	return size, nil
+}
+
+// convertIndex converts a sharded checkpoint: each shard the index names
+// (pytorch_model-00001-of-00002.bin) into a safetensors shard beside
+// DST's index, named as save_pretrained names them
+// (model-00001-of-00002.safetensors), with the tensors the index maps
+// to it; then DST, the index of the new shards with the old one's
+// metadata, written last so that it never names a missing shard.
+func convertIndex(e *env, o *cpOptions, mem memoryChoice, src, dst string) error {
+	ix, err := safetensors.ReadIndex(e.ctx, src)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	out := safetensors.Index{Metadata: ix.Metadata, WeightMap: map[string]string{}}
+	var total int64
+	for _, file := range ix.Files() {
+		to := safetensorsShard(file)
+		var names []string
+		for n, f := range ix.WeightMap {
+			if f == file {
+				names = append(names, n)
+				out.WeightMap[n] = to
+			}
+		}
+		from, _ := safetensors.ShardName(src, file) // checked by ReadIndex
+		dstShard, err := safetensors.ShardName(dst, to)
+		if err != nil {
+			return err
+		}
+		n, err := convertFile(e, o, mem, from, dstShard, names)
+		if err != nil {
+			return err
+		}
+		total += n
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := kvik.SaveFile(e.ctx, dst, []kvik.Piece{{Data: append(b, '\n')}}, o.saveOptions()...); err != nil {
+		return err
+	}
+	elapsed := time.Since(start).Seconds()
+	fmt.Fprintf(e.stdout, "converted %s, %s (%s), and the index %s in %.2f s, %.2f GB/s\n", count(len(ix.Files()), "shard"),
+		formatSize(total), count(total, "byte"), display(redact(dst)), elapsed, gbps(total, elapsed))
 	return nil
+}
+
+// safetensorsShard names a .bin shard's safetensors form as
+// save_pretrained does: pytorch_model-00001-of-00002.bin is
+// model-00001-of-00002.safetensors; other names keep their stem.
+func safetensorsShard(file string) string {
+	dir, base := path.Split(file)
+	base = strings.TrimSuffix(base, path.Ext(base))
+	if rest, ok := strings.CutPrefix(base, "pytorch_model"); ok {
+		base = "model" + rest
+	}
+	return dir + base + ".safetensors"
 }
 
 // torchTensors returns the checkpoint's tensors as safetensors saves them

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -144,5 +145,73 @@ func TestCpTorchToS3(t *testing.T) {
 	runKvik(t, s3Env(v), "cp", v.URLOf("pytorch_model.bin"), back).expect(t, exitOK)
 	if got, _ := os.ReadFile(back); string(got) != string(want) {
 		t.Fatal("the conversion from S3 differs from the local one")
+	}
+}
+
+// TestCpTorchIndex lists a sharded checkpoint (views.pt and
+// checkpoint.pt as the shards of a pytorch_model.bin.index.json) with
+// kvik info, then converts it into a sharded safetensors one, its shards named as save_pretrained names
+// them, and loads it back with safetensors.LoadIndexHost against what
+// torch.load gave of each shard.
+func TestCpTorchIndex(t *testing.T) {
+	dir := filepath.Join("..", "..", "torch", "testdata")
+	b, err := os.ReadFile(filepath.Join(dir, "expected.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct {
+		Files map[string]map[string]struct{ SHA256 string }
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	wm, want := map[string]string{}, map[string]string{}
+	for i, file := range []string{"views.pt", "checkpoint.pt"} {
+		shard := fmt.Sprintf("pytorch_model-%05d-of-00002.bin", i+1)
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, shard), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for name, x := range e.Files[file] {
+			wm[name], want[name] = shard, x.SHA256
+		}
+	}
+	ix, _ := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": 1234}, "weight_map": wm})
+	if err := os.WriteFile(filepath.Join(src, "pytorch_model.bin.index.json"), ix, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runKvik(t, nil, "info", filepath.Join(src, "pytorch_model.bin.index.json")).expect(t, exitOK)
+	for _, w := range []string{"torch.save index, 2 shards", "optimizer.state.0.exp_avg", "pytorch_model-00002-of-00002.bin", "every_other"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("kvik info of the index lacks %q:\n%s", w, r.stdout)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "model.safetensors.index.json")
+	r = runKvik(t, nil, "cp", filepath.Join(src, "pytorch_model.bin.index.json"), out).expect(t, exitOK)
+	if !strings.Contains(r.stdout, "converted 2 shards") {
+		t.Errorf("kvik cp of an index: %s", r.stdout)
+	}
+	for _, shard := range []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"} {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(out), shard)); err != nil {
+			t.Error(err)
+		}
+	}
+	m, err := safetensors.LoadIndexHost(context.Background(), out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if len(m.Tensors) != len(want) || m.Metadata["total_size"] != "1234" {
+		t.Errorf("%d tensors, metadata %v; want %d", len(m.Tensors), m.Metadata, len(want))
+	}
+	for _, x := range m.Tensors {
+		sum := sha256.Sum256(x.Data)
+		if hex.EncodeToString(sum[:]) != want[x.Name] {
+			t.Errorf("%q unlike torch.load's", x.Name)
+		}
 	}
 }

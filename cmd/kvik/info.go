@@ -60,7 +60,7 @@ func runInfo(e *env, args []string) error {
 	if isZarr(path) {
 		return zarrInfo(e, path, fs.Lookup("json").Value.(flag.Getter).Get().(bool), zarrOptions(fs.Lookup("max-document").Value.(*sizeFlag)))
 	}
-	if tensorFormat(path) != "" || isNpz(path) || isTorch(path) {
+	if tensorFormat(path) != "" || isNpz(path) || isTorch(path) || isTorchIndex(path) {
 		return tensorInfo(e, path, fs.Lookup("json").Value.(flag.Getter).Get().(bool))
 	}
 	if isURL(path) {

@@ -97,9 +97,12 @@ func tensorInfo(e *env, name string, asJSON bool) error {
 	var err error
 	switch tensorFormat(name) {
 	case "":
-		if isTorch(name) {
+		switch {
+		case isTorchIndex(name):
+			err = r.torchIndex(name)
+		case isTorch(name):
 			err = r.torch(name)
-		} else {
+		default:
 			err = r.npz(name) // isNpz
 		}
 	case formatNpy:
@@ -158,6 +161,11 @@ func isTorch(name string) bool {
 		(strings.HasPrefix(base, "pytorch_model") && strings.HasSuffix(base, ".bin"))
 }
 
+// isTorchIndex reports whether name is a sharded PyTorch checkpoint's
+// index (pytorch_model.bin.index.json), which kvik info lists and kvik
+// cp converts to a sharded safetensors checkpoint.
+func isTorchIndex(name string) bool { return strings.HasSuffix(pathOf(name), ".bin.index.json") }
+
 // torch fills r from a torch.save checkpoint's data.pkl: a tensor a row,
 // "(strided)" after the dtype of one that is not contiguous, its bytes
 // its elements'; the archive's record and the tensors not read in its
@@ -172,14 +180,38 @@ func (r *tensorFileInfo) torch(name string) error {
 	if len(h.Skipped) > 0 {
 		r.Metadata["not read"] = strings.Join(h.Skipped, ", ")
 	}
+	r.Tensors = torchRows(h, nil, "")
+	return nil
+}
+
+// torchIndex fills r from a sharded PyTorch checkpoint's index
+// (pytorch_model.bin.index.json) and its shards' data.pkl.
+func (r *tensorFileInfo) torchIndex(name string) error {
+	return r.shards(name, "torch.save index", func(shard, file string, ix *safetensors.Index) ([]tensorRow, error) {
+		h, err := torch.ReadHeader(context.Background(), shard, nil)
+		if err != nil {
+			return nil, err
+		}
+		return torchRows(h, ix, file), nil
+	})
+}
+
+// torchRows lists h's tensors, "(strided)" after the dtype of one that
+// is not contiguous, its bytes its elements'; with an index, those it
+// places in file.
+func torchRows(h *torch.Header, ix *safetensors.Index, file string) []tensorRow {
+	var out []tensorRow
 	for _, t := range h.Tensors {
+		if ix != nil && ix.WeightMap[t.Name] != file {
+			continue
+		}
 		dt := string(t.Dtype)
 		if !t.Contiguous() {
 			dt += " (strided)"
 		}
-		r.Tensors = append(r.Tensors, tensorRow{Name: t.Name, Dtype: dt, Shape: t.Shape, Bytes: t.NumElements() * int64(t.Dtype.Size())})
+		out = append(out, tensorRow{Name: t.Name, Dtype: dt, Shape: t.Shape, Bytes: t.NumElements() * int64(t.Dtype.Size()), File: file})
 	}
-	return nil
+	return out
 }
 
 // npz fills r from a .npz archive's directory and its members' .npy
@@ -245,12 +277,25 @@ func (r *tensorFileInfo) gguf(name string) error {
 // index lists the tensors of every shard of an index, reading the
 // shards' headers at once.
 func (r *tensorFileInfo) index(name string) error {
+	return r.shards(name, formatIndex, func(shard, file string, ix *safetensors.Index) ([]tensorRow, error) {
+		h, err := safetensorsHeader(shard)
+		if err != nil {
+			return nil, err
+		}
+		return rows(h, ix, file), nil
+	})
+}
+
+// shards fills r from the index at name (a safetensors or a PyTorch
+// one: format) and its shards' headers, read at once, each shard's rows
+// by shardRows.
+func (r *tensorFileInfo) shards(name, format string, shardRows func(shard, file string, ix *safetensors.Index) ([]tensorRow, error)) error {
 	ix, err := safetensors.ReadIndex(context.Background(), name)
 	if err != nil {
 		return err
 	}
 	files := ix.Files()
-	r.Format = fmt.Sprintf("%s, %s", formatIndex, count(len(files), "shard"))
+	r.Format = fmt.Sprintf("%s, %s", format, count(len(files), "shard"))
 	r.Metadata = ix.StringMetadata()
 	shards := make([][]tensorRow, len(files))
 	errs := make([]error, len(files))
@@ -258,12 +303,7 @@ func (r *tensorFileInfo) index(name string) error {
 	for i, f := range files {
 		wg.Go(func() {
 			shard, _ := safetensors.ShardName(name, f) // checked by ReadIndex
-			h, err := safetensorsHeader(shard)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			shards[i] = rows(h, ix, f)
+			shards[i], errs[i] = shardRows(shard, f, ix)
 		})
 	}
 	wg.Wait()
