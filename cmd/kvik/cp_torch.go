@@ -114,6 +114,16 @@ func convertIndex(e *env, o *cpOptions, mem memoryChoice, src, dst string) error
 	}
 	start := time.Now()
 	out := safetensors.Index{Metadata: ix.Metadata, WeightMap: map[string]string{}}
+	// Two shards of one new name would lose one's tensors: refused
+	// before any shard is written.
+	from := map[string]string{}
+	for _, file := range ix.Files() {
+		to := safetensorsShard(file)
+		if prev, ok := from[to]; ok {
+			return fmt.Errorf("shards %q and %q would both become %q", prev, file, to)
+		}
+		from[to] = file
+	}
 	var total int64
 	for _, file := range ix.Files() {
 		to := safetensorsShard(file)
@@ -124,12 +134,12 @@ func convertIndex(e *env, o *cpOptions, mem memoryChoice, src, dst string) error
 				out.WeightMap[n] = to
 			}
 		}
-		from, _ := safetensors.ShardName(src, file) // checked by ReadIndex
+		srcShard, _ := safetensors.ShardName(src, file) // checked by ReadIndex
 		dstShard, err := safetensors.ShardName(dst, to)
 		if err != nil {
 			return err
 		}
-		n, err := convertFile(e, o, mem, from, dstShard, names)
+		n, err := convertFile(e, o, mem, srcShard, dstShard, names)
 		if err != nil {
 			return err
 		}

@@ -205,6 +205,17 @@ func TestCpTorchIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	// Two shards that would get one name: refused before either goes.
+	b, _ = os.ReadFile(filepath.Join(src, "pytorch_model-00001-of-00002.bin"))
+	os.WriteFile(filepath.Join(src, "pytorch_model-00001-of-00002.pt"), b, 0o644)
+	wm["emb"] = "pytorch_model-00001-of-00002.pt"
+	ix, _ = json.Marshal(map[string]any{"weight_map": wm})
+	os.WriteFile(filepath.Join(src, "twice.bin.index.json"), ix, 0o644)
+	dst := t.TempDir()
+	r = runKvik(t, nil, "cp", filepath.Join(src, "twice.bin.index.json"), filepath.Join(dst, "x.safetensors.index.json")).expect(t, exitFailure)
+	if ents, _ := os.ReadDir(dst); !strings.Contains(r.stderr, "would both become") || len(ents) != 0 {
+		t.Errorf("two shards of one new name: %s, %d files written", r.stderr, len(ents))
+	}
 	if len(m.Tensors) != len(want) || m.Metadata["total_size"] != "1234" {
 		t.Errorf("%d tensors, metadata %v; want %d", len(m.Tensors), m.Metadata, len(want))
 	}
