@@ -142,17 +142,8 @@ func loadReader(ctx context.Context, r kvik.Reader, o *Options, host bool) (*Mod
 	if o == nil {
 		o = &Options{}
 	}
-	m, err := tensorload.Whole(r, func() (*Model, error) {
-		h, err := readerHeader(ctx, r)
-		if err != nil {
-			return nil, err
-		}
-		return loadFrom(ctx, r, h, o, host)
-	})
-	if err != nil {
-		return nil, tensorload.PathError(r, err)
-	}
-	return m, nil
+	return tensorload.WholeHeader(r, func() (*Header, error) { return readerHeader(ctx, r) },
+		func(h *Header) (*Model, error) { return loadFrom(ctx, r, h, o, host) })
 }
 
 func loadFrom(ctx context.Context, f kvik.Reader, h *Header, o *Options, host bool) (*Model, error) {

@@ -169,17 +169,8 @@ func loadReader(ctx context.Context, r kvik.Reader, o *Options, host bool) (*Che
 	if o == nil {
 		o = &Options{}
 	}
-	c, err := tensorload.Whole(r, func() (*Checkpoint, error) {
-		h, err := readerHeader(ctx, r)
-		if err != nil {
-			return nil, err
-		}
-		return loadFrom(ctx, r, h, o, host)
-	})
-	if err != nil {
-		return nil, tensorload.PathError(r, err)
-	}
-	return c, nil
+	return tensorload.WholeHeader(r, func() (*Header, error) { return readerHeader(ctx, r) },
+		func(h *Header) (*Checkpoint, error) { return loadFrom(ctx, r, h, o, host) })
 }
 
 func loadFrom(ctx context.Context, r kvik.Reader, h *Header, o *Options, host bool) (*Checkpoint, error) {

@@ -741,6 +741,25 @@ func Whole[M io.Closer](r kvik.Reader, load func() (M, error)) (M, error) {
 	return m, nil
 }
 
+// WholeHeader is a format's load from r as one Whole: its header read
+// by header, then what that describes loaded by load; an error names
+// r's file (PathError).
+func WholeHeader[H any, M io.Closer](r kvik.Reader, header func() (H, error), load func(H) (M, error)) (M, error) {
+	m, err := Whole(r, func() (M, error) {
+		h, err := header()
+		if err != nil {
+			var none M
+			return none, err
+		}
+		return load(h)
+	})
+	if err != nil {
+		var none M
+		return none, PathError(r, err)
+	}
+	return m, nil
+}
+
 // PathError names r's file in err, unless a kvik handle already did. A
 // remote file's name is its URL without the query, so a signature stays
 // out of errors.
