@@ -262,10 +262,19 @@ func loadMember(ctx context.Context, r kvik.Reader, ra io.ReaderAt, size int64, 
 	if _, err := ra.ReadAt(buf, off); err != nil {
 		return nil, err
 	}
-	if sum := crcsum.IEEE.Sum(0, buf); sum != f.CRC32 {
-		return nil, fmt.Errorf("%w: CRC-32 %08x, the directory says %08x", ErrInvalidArchive, sum, f.CRC32)
+	if err := checkCRC(crcsum.IEEE.Sum(0, buf), f.CRC32); err != nil {
+		return nil, err
 	}
 	return &Array{Header: *h, Data: buf[h.DataOffset-off:], Device: -1}, nil
+}
+
+// checkCRC fails with ErrInvalidArchive where a member's CRC-32, sum,
+// is not the one its directory entry gives.
+func checkCRC(sum, want uint32) error {
+	if sum != want {
+		return fmt.Errorf("%w: CRC-32 %08x, the directory says %08x", ErrInvalidArchive, sum, want)
+	}
+	return nil
 }
 
 // loadStoredDevice loads the array of h, a stored member whose header's
@@ -280,8 +289,8 @@ func loadStoredDevice(ctx context.Context, r kvik.Reader, h *Header, device int,
 	if a.Ptr != 0 {
 		sum, err = deviceCRC(hsum, a.Ptr, h.Size())
 	}
-	if err == nil && sum != want {
-		err = fmt.Errorf("%w: CRC-32 %08x, the directory says %08x", ErrInvalidArchive, sum, want)
+	if err == nil {
+		err = checkCRC(sum, want)
 	}
 	if err != nil {
 		a.Close()
@@ -349,8 +358,8 @@ func inflateNative(ctx context.Context, ra io.ReaderAt, size int64, f *zip.File)
 	case n != len(buf):
 		return nil, fmt.Errorf("%w: %d bytes inflated, the directory says %d", ErrInvalidArchive, n, len(buf))
 	}
-	if sum := crcsum.IEEE.Sum(0, buf); sum != f.CRC32 {
-		return nil, fmt.Errorf("%w: CRC-32 %08x, the directory says %08x", ErrInvalidArchive, sum, f.CRC32)
+	if err := checkCRC(crcsum.IEEE.Sum(0, buf), f.CRC32); err != nil {
+		return nil, err
 	}
 	return buf, nil
 }
