@@ -228,21 +228,29 @@ type SaveArray struct {
 // (or object) stays, or none.
 func Save(ctx context.Context, path string, a SaveArray, opts ...kvik.RemoteOption) error {
 	n, err := checkShape(a.Dtype, a.Shape)
-	if err == nil && a.Ptr == 0 && n != int64(len(a.Data)) {
-		err = fmt.Errorf("%w: %d bytes of data for shape %v of %s", ErrInvalidArgument, len(a.Data), a.Shape, a.Dtype)
+	var body kvik.Piece
+	if err == nil {
+		body, err = a.body(n)
 	}
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: kvik.RedactURL(path), Err: err}
 	}
-	body := kvik.Piece{Data: a.Data}
-	if a.Ptr != 0 {
-		body = kvik.Piece{Ptr: a.Ptr, Size: n}
-		if n == 0 {
-			body = kvik.Piece{}
-		}
-	}
 	hdr := encodeHeader(a.Dtype, a.Shape, a.Fortran)
 	return kvik.SaveFile(ctx, path, []kvik.Piece{{Data: hdr}, body}, opts...)
+}
+
+// body is the piece that holds a's n bytes: at Ptr in device memory
+// (none for no bytes), else Data, which must hold n bytes.
+func (a SaveArray) body(n int64) (kvik.Piece, error) {
+	switch {
+	case a.Ptr != 0 && n > 0:
+		return kvik.Piece{Ptr: a.Ptr, Size: n}, nil
+	case a.Ptr != 0:
+		return kvik.Piece{}, nil
+	case n != int64(len(a.Data)):
+		return kvik.Piece{}, fmt.Errorf("%w: %d bytes of data for shape %v of %s", ErrInvalidArgument, len(a.Data), a.Shape, a.Dtype)
+	}
+	return kvik.Piece{Data: a.Data}, nil
 }
 
 // readErr names r's file in err, unless a kvik handle already did.

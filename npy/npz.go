@@ -458,20 +458,19 @@ func npzPieces(arrays []NpzArray) ([]kvik.Piece, error) {
 		if err != nil {
 			return nil, err
 		}
+		body, err := a.body(n)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", a.Name, err)
+		}
 		hdr := encodeHeader(a.Dtype, a.Shape, a.Fortran)
-		body, sum := kvik.Piece{Data: a.Data}, crc32.ChecksumIEEE(hdr)
-		switch {
-		case a.Ptr != 0 && n > 0:
-			body = kvik.Piece{Ptr: a.Ptr, Size: n}
-			if sum, err = deviceCRC(sum, a.Ptr, n); err != nil {
-				return nil, fmt.Errorf("%s: %w", a.Name, err)
-			}
-		case a.Ptr != 0:
-			body = kvik.Piece{}
-		case n != int64(len(a.Data)):
-			return nil, fmt.Errorf("%w: %s: %d bytes of data for shape %v of %s", ErrInvalidArgument, a.Name, len(a.Data), a.Shape, a.Dtype)
-		default:
-			sum = crcsum.IEEE.Sum(sum, a.Data)
+		sum := crc32.ChecksumIEEE(hdr)
+		if body.Ptr != 0 {
+			sum, err = deviceCRC(sum, body.Ptr, body.Size)
+		} else {
+			sum = crcsum.IEEE.Sum(sum, body.Data)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", a.Name, err)
 		}
 		m := zipMember{name: a.Name + ".npy", crc: sum, size: uint64(len(hdr)) + uint64(n), off: off}
 		local := m.local()
