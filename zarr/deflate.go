@@ -3,7 +3,6 @@ package zarr
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 
 	"github.com/kvikgo/kvik/internal/formatkit/codecpick"
@@ -21,8 +20,7 @@ const DeflateEnv = codecpick.DeflateEnv
 
 // deflateNow reports whether DeflateEnv picks libdeflate.
 var deflateNow = sync.OnceValues(func() (bool, error) {
-	v, set := os.LookupEnv(DeflateEnv)
-	return codecpick.Native(DeflateEnv, v, set, libdeflate.Load)
+	return codecpick.NativeNow(DeflateEnv, libdeflate.Load)
 })
 
 // DeflateImplementation says which implementation decodes gzip and

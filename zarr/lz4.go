@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 
 	"github.com/pierrec/lz4/v4"
@@ -34,8 +33,7 @@ type lz4Impl interface {
 
 // lz4Now returns the implementation LZ4Env picks.
 var lz4Now = sync.OnceValues(func() (lz4Impl, error) {
-	v, set := os.LookupEnv(LZ4Env)
-	native, err := codecpick.Native(LZ4Env, v, set, liblz4.Load)
+	native, err := codecpick.NativeNow(LZ4Env, liblz4.Load)
 	switch {
 	case err != nil:
 		return nil, err
