@@ -234,7 +234,7 @@ func saveVerified(ctx context.Context, o *cpOptions, dst string, pieces []kvik.P
 	if err := kvik.MkdirAll(filepath.Dir(dst), 0o755, o.saveOptions()...); err != nil {
 		return err
 	}
-	p, err := createPending(dst, 0o644)
+	p, err := createPending(dst, 0) // 0: a replaced file keeps its mode and owner
 	if err != nil {
 		return err
 	}

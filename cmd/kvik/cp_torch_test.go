@@ -13,7 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/testkit/fskinds"
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
 	"github.com/kvikgo/kvik/safetensors"
 	"github.com/kvikgo/kvik/torch"
@@ -224,5 +227,62 @@ func TestCpTorchIndex(t *testing.T) {
 		if hex.EncodeToString(sum[:]) != want[x.Name] {
 			t.Errorf("%q unlike torch.load's", x.Name)
 		}
+	}
+}
+
+// TestCpTorchDestinationKinds converts a checkpoint to destinations of
+// every kind, named .safetensors: a regular file is replaced, a link to
+// one replaces its target and stays a link, a missing directory is
+// made; a FIFO, a device node, a directory, a socket or a link to one
+// of them is refused as not a regular file and nothing changes.
+func TestCpTorchDestinationKinds(t *testing.T) {
+	src := filepath.Join("..", "..", "torch", "testdata", "views.pt")
+	root := t.TempDir()
+	p := func(name string) string { return filepath.Join(root, name) }
+	if err := os.WriteFile(p("regular.safetensors"), []byte("old"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p("dir.safetensors"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(p("fifo.safetensors"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused := []string{"dir.safetensors", "fifo.safetensors"}
+	if err := unix.Mknod(p("null.safetensors"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err == nil {
+		refused = append(refused, "null.safetensors")
+	} else {
+		t.Logf("no device node: %v", err)
+	}
+	for _, name := range slices.Clone(refused) {
+		l := "link-to-" + name
+		if err := os.Symlink(name, p(l)); err != nil {
+			t.Fatal(err)
+		}
+		refused = append(refused, l)
+	}
+	if err := os.Symlink("regular.safetensors", p("link.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range refused {
+		before := fskinds.Snapshot(t, root)
+		r := runKvik(t, nil, "cp", src, p(name)).expect(t, exitFailure)
+		r.oneLineError(t, "not a regular file")
+		if changed := fskinds.Changed(before, fskinds.Snapshot(t, root)); len(changed) > 0 {
+			t.Errorf("%s: a refused conversion changed %q", name, changed)
+		}
+	}
+	for _, name := range []string{"regular.safetensors", "link.safetensors", "no/such/dir/m.safetensors"} {
+		runKvik(t, nil, "cp", src, p(name)).expect(t, exitOK)
+		m, err := safetensors.LoadHost(context.Background(), p(name), nil)
+		if err != nil || len(m.Tensors) != 9 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if fi, err := os.Lstat(p("link.safetensors")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link became %v (%v)", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(p("regular.safetensors")); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("the replaced file's mode %v (%v), want 0640 kept", fi.Mode(), err)
 	}
 }
