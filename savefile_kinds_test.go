@@ -79,6 +79,13 @@ func savers(t *testing.T) []saver {
 			}
 			return formatBytes(t, save), save(path)
 		}},
+		{"npy.SaveNpz", func(rng *rand.Rand, path string) ([]byte, error) {
+			b := data(rng)
+			save := func(p string) error {
+				return npy.SaveNpz(ctx, p, []npy.NpzArray{{Name: "a", SaveArray: npy.SaveArray{Dtype: npy.Uint8, Shape: []int64{int64(len(b))}, Data: b}}})
+			}
+			return formatBytes(t, save), save(path)
+		}},
 		{"safetensors.Save", func(rng *rand.Rand, path string) ([]byte, error) {
 			b := data(rng)
 			save := func(p string) error {
