@@ -1,11 +1,16 @@
 package torch
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/kvikgo/kvik"
+	"github.com/kvikgo/kvik/internal/testkit/httpfault"
 	"github.com/kvikgo/kvik/internal/testkit/s3test"
 )
 
@@ -35,5 +40,51 @@ func TestS3Fixtures(t *testing.T) {
 		}
 		checkTensors(t, file, d.Tensors, func(x *Tensor) []byte { return fromDevice(t, x) })
 		d.Close()
+	}
+}
+
+// TestHTTPHostile loads checkpoints from servers that misbehave: a
+// connection reset or a short body on the GETs after the opening one
+// (the archive's directory at its end, the tensor's bytes) is
+// kvik.ErrShortBody, not an invalid checkpoint; an
+// archive whose data.pkl lies about a storage is ErrInvalidCheckpoint,
+// as from a file, before anything is allocated; a 403 is a typed status
+// error.
+func TestHTTPHostile(t *testing.T) {
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i*13 + 5)
+	}
+	n := int64(len(data) / 4)
+	good := archiveOf(t, "m", tensorPickle("w", "FloatStorage", "0", n, 0, []int64{n}, []int64{1}), map[string][]byte{"data/0": data})
+	lying := archiveOf(t, "m", tensorPickle("w", "FloatStorage", "0", n, 0, []int64{n + 1}, []int64{1}), map[string][]byte{"data/0": data})
+	srv := httpfault.New(t, map[string][]byte{"/good.pt": good, "/lying.pt": lying}, nil)
+	c, err := LoadHost(context.Background(), srv.URL+"/good.pt", nil)
+	if err != nil || !bytes.Equal(c.Tensor("w").Data, data) {
+		t.Fatalf("the good checkpoint: %v", err)
+	}
+	if _, err := LoadHost(context.Background(), srv.URL+"/lying.pt", nil); !errors.Is(err, ErrInvalidCheckpoint) {
+		t.Errorf("a lying checkpoint: %v", err)
+	}
+	restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.HTTPMaxAttempts = 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	for name, f := range map[string]func(http.ResponseWriter, *http.Request, []byte){"reset": httpfault.Reset, "short": httpfault.Short} {
+		srv.SetFault(func(n int32, w http.ResponseWriter, r *http.Request, data []byte) bool {
+			if n >= 2 {
+				f(w, r, data)
+			}
+			return n >= 2
+		})
+		if _, err := LoadHost(context.Background(), srv.URL+"/good.pt", nil); !errors.Is(err, kvik.ErrShortBody) {
+			t.Errorf("%s body: %v", name, err)
+		}
+	}
+	srv.SetFault(httpfault.Status(403, 1, 0))
+	var se *kvik.HTTPStatusError
+	if _, err := ReadHeader(context.Background(), srv.URL+"/good.pt", nil); !errors.As(err, &se) || se.Code != 403 {
+		t.Errorf("403: %v", err)
 	}
 }

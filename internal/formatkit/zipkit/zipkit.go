@@ -13,6 +13,8 @@ import (
 	"io"
 
 	"github.com/klauspost/compress/flate"
+
+	"github.com/kvikgo/kvik"
 )
 
 // Open reads the directory of the archive of size bytes that ra reads
@@ -68,8 +70,13 @@ func DataAt(f *zip.File, size int64, bad error) (int64, error) {
 }
 
 // Err wraps archive/zip's errors, a member's DEFLATE stream's and a cut
-// archive's in bad; others (a failed read) pass as they are.
+// archive's in bad; others (a failed read) pass as they are, a body a
+// server cut short (kvik.ErrShortBody, which wraps the
+// io.ErrUnexpectedEOF of a cut archive) among them.
 func Err(err, bad error) error {
+	if errors.Is(err, kvik.ErrShortBody) {
+		return err
+	}
 	var corrupt flate.CorruptInputError
 	var internal flate.InternalError
 	if errors.Is(err, zip.ErrFormat) || errors.Is(err, zip.ErrAlgorithm) || errors.Is(err, zip.ErrChecksum) ||

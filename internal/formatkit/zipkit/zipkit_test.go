@@ -4,8 +4,11 @@ import (
 	"archive/zip"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
+
+	"github.com/kvikgo/kvik"
 )
 
 var errBad = errors.New("bad archive")
@@ -55,5 +58,14 @@ func TestOpen(t *testing.T) {
 	}
 	if err := Err(io.ErrClosedPipe, errBad); errors.Is(err, errBad) {
 		t.Errorf("a read failure became the format's error: %v", err)
+	}
+	// A body a server cut short wraps the io.ErrUnexpectedEOF of a cut
+	// archive, but is the transport's failure.
+	short := fmt.Errorf("%w: 5 of 9 bytes: %w", kvik.ErrShortBody, io.ErrUnexpectedEOF)
+	if err := Err(short, errBad); errors.Is(err, errBad) || !errors.Is(err, kvik.ErrShortBody) {
+		t.Errorf("a short body: %v", err)
+	}
+	if err := Err(io.ErrUnexpectedEOF, errBad); !errors.Is(err, errBad) {
+		t.Errorf("a cut archive: %v", err)
 	}
 }
