@@ -79,32 +79,51 @@ func readWholeBody(resp *http.Response, buf []byte, limit int64) ([]byte, error)
 	return p, nil
 }
 
-// readUnknown appends r's bytes to p until EOF, growing p by doubling,
-// and fails with ErrTooLarge once it holds more than limit bytes: the
-// memory taken never passes about twice the bytes received, nor limit+1.
+// readUnknown appends r's bytes to p until EOF and fails with
+// ErrTooLarge once it holds more than limit bytes. Past p's capacity the
+// bytes go to chunks of doubling size, joined once at the end: growing
+// one buffer would copy all read so far at each doubling, and a body
+// that never ends (a hostile server's) would hold the caller past its
+// deadline for the last copy. The memory taken never passes about twice
+// the bytes received, nor the chunks limit+1.
 func readUnknown(r io.Reader, p []byte, limit int64) ([]byte, error) {
+	var full [][]byte // the chunks filled before p
+	var total int64   // their bytes
 	for {
 		if len(p) == cap(p) {
-			if int64(len(p)) > limit {
+			if total+int64(len(p)) > limit {
 				return nil, fmt.Errorf("%w: a body of more than %d bytes", ErrTooLarge, limit)
 			}
-			grow := min(int64(max(cap(p), minGrow)), limit+1-int64(len(p)))
-			q := make([]byte, len(p), int64(len(p))+grow)
-			copy(q, p)
-			p = q
+			if len(p) > 0 {
+				full, total = append(full, p), total+int64(len(p))
+			}
+			p = make([]byte, 0, min(max(total, minGrow), limit+1-total))
 		}
 		n, err := r.Read(p[len(p):cap(p)])
 		p = p[:len(p)+n]
-		if int64(len(p)) > limit {
+		if total+int64(len(p)) > limit {
 			return nil, fmt.Errorf("%w: a body of more than %d bytes", ErrTooLarge, limit)
 		}
 		if err == io.EOF {
-			return p, nil
+			return joinChunks(full, p, total), nil
 		}
 		if err != nil {
-			return nil, retryable{fmt.Errorf("%w: after %d bytes of a body of unknown length: %w", ErrShortBody, len(p), err)}
+			return nil, retryable{fmt.Errorf("%w: after %d bytes of a body of unknown length: %w", ErrShortBody, total+int64(len(p)), err)}
 		}
 	}
+}
+
+// joinChunks returns the chunks of full (total bytes) followed by last,
+// as one slice: last itself when full is empty.
+func joinChunks(full [][]byte, last []byte, total int64) []byte {
+	if len(full) == 0 {
+		return last
+	}
+	out := make([]byte, 0, total+int64(len(last)))
+	for _, c := range full {
+		out = append(out, c...)
+	}
+	return append(out, last...)
 }
 
 // ReadAtSize fills p with the object's bytes at off and returns the
