@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,7 +12,8 @@ import (
 )
 
 // TestEachKey checks that every key is copied once, and that the first
-// failure is returned and stops the keys not yet started.
+// failure is returned, cancels the context of those in flight and stops
+// the keys not yet started.
 func TestEachKey(t *testing.T) {
 	keys := make([]string, 100)
 	for i := range keys {
@@ -19,7 +21,7 @@ func TestEachKey(t *testing.T) {
 	}
 	var mu sync.Mutex
 	seen := map[string]int{}
-	if err := eachKey(keys, 4, func(k string) error {
+	if err := eachKey(context.Background(), keys, 4, func(_ context.Context, k string) error {
 		mu.Lock()
 		seen[k]++
 		mu.Unlock()
@@ -32,19 +34,18 @@ func TestEachKey(t *testing.T) {
 			t.Fatalf("%s copied %d times", k, seen[k])
 		}
 	}
-	// The keys after the failing fourth wait for its failure, so that
-	// the loop cannot run through them all before it is seen.
+	// The keys after the failing fourth wait for its failure to cancel
+	// their context (which happens before its slot frees), so that the
+	// loop cannot run through them all before the failure is seen.
 	boom := errors.New("boom")
-	failed := make(chan struct{})
 	var calls atomic.Int64
-	err := eachKey(keys, 2, func(k string) error {
+	err := eachKey(context.Background(), keys, 2, func(ctx context.Context, k string) error {
 		calls.Add(1)
 		switch i, _ := strconv.Atoi(strings.TrimPrefix(k, "c/")); {
 		case i == 3:
-			close(failed)
 			return boom
 		case i > 3:
-			<-failed
+			<-ctx.Done()
 		}
 		return nil
 	})

@@ -292,7 +292,7 @@ func copyStore(ctx context.Context, from, to zarr.Store) (int, int64, error) {
 	}
 	var total int64
 	var mu sync.Mutex
-	copyKey := func(k string) error {
+	copyKey := func(ctx context.Context, k string) error {
 		b, err := getWhole(ctx, from, k)
 		if err != nil {
 			return err
@@ -313,27 +313,28 @@ func copyStore(ctx context.Context, from, to zarr.Store) (int, int64, error) {
 		return nil
 	}
 	d, _ := kvik.GetDefaults()
-	if err := eachKey(chunks, d.NumThreads, copyKey); err != nil {
+	if err := eachKey(ctx, chunks, d.NumThreads, copyKey); err != nil {
 		return 0, 0, err
 	}
 	for _, k := range meta {
-		if err := copyKey(k); err != nil {
+		if err := copyKey(ctx, k); err != nil {
 			return 0, 0, err
 		}
 	}
 	return len(keys), total, nil
 }
 
-// eachKey runs f on every key on up to n goroutines; the first error
-// stops the rest.
-func eachKey(keys []string, n int, f func(string) error) error {
-	g, ctx := errgroup.WithContext(context.Background())
+// eachKey runs f on every key on up to n goroutines, with a context of
+// ctx that the first error cancels: the keys not yet started are not,
+// and those in flight may stop early.
+func eachKey(ctx context.Context, keys []string, n int, f func(context.Context, string) error) error {
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, n))
 	for _, k := range keys {
-		if ctx.Err() != nil {
+		if gctx.Err() != nil {
 			break
 		}
-		g.Go(func() error { return f(k) })
+		g.Go(func() error { return f(gctx, k) })
 	}
 	return g.Wait()
 }
