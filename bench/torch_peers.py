@@ -18,6 +18,13 @@ does.
 
 writes a state dict of about N GB: bfloat16 tensors of 4096 x 4096
 (random normal values) and a float32 bias of 4096 after each.
+
+  python3 bench/torch_peers.py FILE --convert DST
+
+converts FILE into the safetensors file DST as Hugging Face's
+conversion does (torch.load, then safetensors.torch.save_file with the
+metadata {"format": "pt"}), the peer of kvik cp FILE DST, and prints
+the seconds of each step.
 """
 import argparse
 import json
@@ -63,9 +70,19 @@ def main():
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda:0")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--convert", metavar="DST")
     a = ap.parse_args()
     if a.make:
         make(a.file, a.gb)
+        return
+    if a.convert:
+        from safetensors.torch import save_file
+        t0 = time.perf_counter()
+        sd = torch.load(a.file, weights_only=True)
+        t1 = time.perf_counter()
+        save_file(sd, a.convert, metadata={"format": "pt"})
+        t2 = time.perf_counter()
+        print(f"python torch.load {t1 - t0:.2f} s + save_file {t2 - t1:.2f} s = {t2 - t0:.2f} s")
         return
     size = os.path.getsize(a.file)
     if a.device == "cpu":

@@ -38,6 +38,16 @@ func (d Dtype) Bits() int { return dtypeBits[d] }
 // Valid reports whether d is a known dtype.
 func (d Dtype) Valid() bool { return dtypeBits[d] != 0 }
 
-// align is the number of bytes an element of d occupies, at least 1; Save
-// orders tensors by it so larger elements come first.
-func (d Dtype) align() int { return max(d.Bits()/8, 1) }
+// rank is d's place in the reference library's list of dtypes, whose
+// order is that of their sizes; Save stores tensors of higher ranks
+// first, as that library does (so that, with its order of names, kvik
+// writes the bytes it writes).
+func (d Dtype) rank() int { return dtypeRanks[d] }
+
+var dtypeRanks = func() map[Dtype]int {
+	m := map[Dtype]int{}
+	for i, d := range []Dtype{BOOL, F4, F6E2M3, F6E3M2, U8, I8, F8E5M2, F8E4M3, F8E8M0, I16, U16, F16, BF16, I32, U32, F32, C64, F64, I64, U64} {
+		m[d] = i + 1
+	}
+	return m
+}()

@@ -134,7 +134,7 @@ func TestSaveLayout(t *testing.T) {
 	}
 	for i := 1; i < len(h.Tensors); i++ {
 		a, c := h.Tensors[i-1], h.Tensors[i]
-		if a.Dtype.align() < c.Dtype.align() || (a.Dtype.align() == c.Dtype.align() && a.Name > c.Name) {
+		if a.Dtype.rank() < c.Dtype.rank() || (a.Dtype == c.Dtype && a.Name > c.Name) {
 			t.Fatalf("order: %s(%s) before %s(%s)", a.Name, a.Dtype, c.Name, c.Dtype)
 		}
 	}

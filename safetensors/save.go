@@ -55,9 +55,12 @@ func (t *SaveTensor) bytes() (int64, error) {
 // path, in parallel, through kvik.SaveFile: atomically, so that a failed
 // save leaves no partial file and any old file at path intact. path may
 // also be an s3:// URL, uploaded with opts; a local file is synced unless
-// opts hold kvik.WithoutSync. Tensors are stored by
-// descending element size, then by name, as the reference library does;
-// the header is padded with spaces to a multiple of 8 bytes. Cancelling
+// opts hold kvik.WithoutSync. Tensors are stored as the reference
+// library stores them (its dtypes' order, largest elements first, then
+// by name), the header written as it writes it and padded with spaces to
+// a multiple of 8 bytes: the file of the same tensors and metadata is
+// save_file's, byte for byte (metadata of one key at least; the
+// reference library's order of several keys varies). Cancelling
 // ctx stops the writes: the old file (or object) stays, or none.
 func Save(ctx context.Context, path string, tensors []SaveTensor, metadata map[string]string, opts ...kvik.RemoteOption) error {
 	ps, err := Encode(tensors, metadata)
@@ -73,11 +76,28 @@ func Save(ctx context.Context, path string, tensors []SaveTensor, metadata map[s
 // WritePieces (a caller that reads the file back before committing it).
 // Bad tensors or metadata are errors matching ErrInvalidArgument.
 func Encode(tensors []SaveTensor, metadata map[string]string) ([]kvik.Piece, error) {
-	hdr, offs, err := encodeHeader(tensors, metadata)
+	hdr, offs, err := encodeHeader(tensors, metadata, true)
 	if err != nil {
 		return nil, err
 	}
 	return pieces(hdr, tensors, offs), nil
+}
+
+// EncodeHeader returns the header of the file Encode lays out for
+// tensors and metadata, and where each tensor's bytes start in that
+// file, for a writer that streams the bytes itself (kvik cp converting a
+// checkpoint larger than memory): the tensors' Data and Ptr are not
+// looked at, their sizes follow from Dtype and Shape. The tensors' bytes
+// lie back to back from the header's end to the file's.
+func EncodeHeader(tensors []SaveTensor, metadata map[string]string) (header []byte, offsets []int64, err error) {
+	hdr, offs, err := encodeHeader(tensors, metadata, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range offs {
+		offs[i] += int64(len(hdr))
+	}
+	return hdr, offs, nil
 }
 
 // pieces lays out the file: the header, then each tensor at its offset
@@ -102,13 +122,15 @@ func pieces(hdr []byte, ts []SaveTensor, offs []int64) []kvik.Piece {
 	return ps
 }
 
-func encodeHeader(ts []SaveTensor, meta map[string]string) ([]byte, []int64, error) {
+// encodeHeader lays out ts and meta; with data, each tensor's Data must
+// hold its bytes where Ptr is 0.
+func encodeHeader(ts []SaveTensor, meta map[string]string, data bool) ([]byte, []int64, error) {
 	order := make([]int, len(ts))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
-		if d := ts[b].Dtype.align() - ts[a].Dtype.align(); d != 0 {
+		if d := ts[b].Dtype.rank() - ts[a].Dtype.rank(); d != 0 {
 			return d
 		}
 		return cmp.Compare(ts[a].Name, ts[b].Name)
@@ -134,7 +156,11 @@ func encodeHeader(ts []SaveTensor, meta map[string]string) ([]byte, []int64, err
 		if err := seen.add(t.Name); err != nil {
 			return nil, nil, err
 		}
-		n, err := t.size()
+		size := t.bytes
+		if data {
+			size = t.size
+		}
+		n, err := size()
 		if err != nil {
 			return nil, nil, err
 		}
@@ -142,7 +168,7 @@ func encodeHeader(ts []SaveTensor, meta map[string]string) ([]byte, []int64, err
 		if shape == nil {
 			shape = []int64{}
 		}
-		entry, _ := json.Marshal(map[string]any{"dtype": t.Dtype, "shape": shape, "data_offsets": [2]int64{at, at + n}})
+		entry, _ := json.Marshal(headerEntry{t.Dtype, shape, [2]int64{at, at + n}})
 		name, _ := json.Marshal(t.Name)
 		if buf.Len() > 1 {
 			buf.WriteByte(',')
@@ -160,6 +186,14 @@ func encodeHeader(ts []SaveTensor, meta map[string]string) ([]byte, []int64, err
 	out := make([]byte, 8, 8+buf.Len())
 	binary.LittleEndian.PutUint64(out, uint64(buf.Len()))
 	return append(out, buf.Bytes()...), offs, nil
+}
+
+// headerEntry is a tensor's entry in the header, its fields in the
+// reference library's order.
+type headerEntry struct {
+	Dtype   Dtype    `json:"dtype"`
+	Shape   []int64  `json:"shape"`
+	Offsets [2]int64 `json:"data_offsets"`
 }
 
 // tensorNames are the names of the tensors a save has checked so far.

@@ -263,11 +263,11 @@ func (d *shardDest) name(file string) string {
 }
 
 func (d *shardDest) save(ctx context.Context, file string, ts []SaveTensor, meta map[string]string) error {
-	hdr, offs, err := encodeHeader(ts, meta)
+	ps, err := Encode(ts, meta)
 	if err != nil {
 		return &fs.PathError{Op: "write", Path: redact(d.name(file)), Err: err}
 	}
-	return d.savePieces(ctx, file, pieces(hdr, ts, offs))
+	return d.savePieces(ctx, file, ps)
 }
 
 func (d *shardDest) saveBytes(ctx context.Context, file string, b []byte) error {

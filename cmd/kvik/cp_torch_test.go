@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,7 +34,41 @@ import (
 // fails, naming the tensor, and leaves no file.
 func TestCpTorchToSafetensors(t *testing.T) {
 	dir := filepath.Join("..", "..", "torch", "testdata")
-	b, err := os.ReadFile(filepath.Join(dir, "expected.json"))
+	tmp := t.TempDir()
+	mems := []string{"auto"}
+	if hasGPU() {
+		mems = append(mems, "device")
+	}
+	for _, mem := range mems {
+		for _, file := range []string{"views.pt", "checkpoint.pt"} {
+			dst := filepath.Join(tmp, mem+"-"+strings.TrimSuffix(file, ".pt")+".safetensors")
+			r := runKvik(t, nil, "cp", "--memory", mem, filepath.Join(dir, file), dst).expect(t, exitOK)
+			if !strings.Contains(r.stdout, "converted") || !strings.Contains(r.stdout, "verified") {
+				t.Errorf("kvik cp %s: %s", file, r.stdout)
+			}
+			if streamed := strings.Contains(r.stdout, "streamed"); streamed != (mem == "auto") {
+				t.Errorf("kvik cp --memory %s %s streamed: %v", mem, file, streamed)
+			}
+			checkConverted(t, dst, file, mem)
+		}
+	}
+	dst := filepath.Join(tmp, "all.safetensors")
+	r := runKvik(t, nil, "cp", filepath.Join(dir, "state_dict.pt"), dst).expect(t, exitFailure)
+	if !strings.Contains(r.stderr, `"t_complex128": complex128 has no safetensors dtype`) {
+		t.Errorf("a complex128 tensor: %s", r.stderr)
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Errorf("a failed conversion left %s: %v", dst, err)
+	}
+}
+
+// checkConverted compares the tensors of the safetensors file dst with
+// what torch.load gave of the checkpoint file (torch/testdata's
+// expected.json: each tensor's dtype, shape and the SHA-256 of its
+// elements in C order).
+func checkConverted(t *testing.T, dst, file, how string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "torch", "testdata", "expected.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,43 +82,106 @@ func TestCpTorchToSafetensors(t *testing.T) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		t.Fatal(err)
 	}
-	tmp := t.TempDir()
-	mems := []string{"auto"}
-	if hasGPU() {
-		mems = append(mems, "device")
+	m, err := safetensors.LoadHost(context.Background(), dst, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, mem := range mems {
-		for _, file := range []string{"views.pt", "checkpoint.pt"} {
-			dst := filepath.Join(tmp, mem+"-"+strings.TrimSuffix(file, ".pt")+".safetensors")
-			r := runKvik(t, nil, "cp", "--memory", mem, filepath.Join(dir, file), dst).expect(t, exitOK)
-			if !strings.Contains(r.stdout, "converted") || !strings.Contains(r.stdout, "verified") {
-				t.Errorf("kvik cp %s: %s", file, r.stdout)
-			}
-			m, err := safetensors.LoadHost(context.Background(), dst, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := e.Files[file]
-			if len(m.Tensors) != len(want) || m.Metadata["format"] != "pt" {
-				t.Errorf("%s: %d tensors, metadata %v; want %d", file, len(m.Tensors), m.Metadata, len(want))
-			}
-			for _, x := range m.Tensors {
-				w, ok := want[x.Name]
-				sum := sha256.Sum256(x.Data)
-				if !ok || x.Dtype != torch.Dtype(w.Dtype).Safetensors() || !slices.Equal(x.Shape, w.Shape) || hex.EncodeToString(sum[:]) != w.SHA256 {
-					t.Errorf("%s (%s): %q %s %v unlike torch.load's", file, mem, x.Name, x.Dtype, x.Shape)
-				}
-			}
-			m.Close()
+	defer m.Close()
+	want := e.Files[file]
+	if len(m.Tensors) != len(want) || m.Metadata["format"] != "pt" {
+		t.Errorf("%s: %d tensors, metadata %v; want %d", file, len(m.Tensors), m.Metadata, len(want))
+	}
+	for _, x := range m.Tensors {
+		w, ok := want[x.Name]
+		sum := sha256.Sum256(x.Data)
+		if !ok || x.Dtype != torch.Dtype(w.Dtype).Safetensors() || !slices.Equal(x.Shape, w.Shape) || hex.EncodeToString(sum[:]) != w.SHA256 {
+			t.Errorf("%s (%s): %q %s %v unlike torch.load's", file, how, x.Name, x.Dtype, x.Shape)
 		}
 	}
-	dst := filepath.Join(tmp, "all.safetensors")
-	r := runKvik(t, nil, "cp", filepath.Join(dir, "state_dict.pt"), dst).expect(t, exitFailure)
-	if !strings.Contains(r.stderr, `"t_complex128": complex128 has no safetensors dtype`) {
-		t.Errorf("a complex128 tensor: %s", r.stderr)
+}
+
+// TestCpTorchStreamed converts PyTorch's checkpoints in jobs of a few
+// bytes (convertSegment lowered to odd sizes: tensors cut into many runs,
+// small ones sharing a job, strided ones gathered whole), each file
+// equal to torch.load's tensors and to the conversion in large jobs.
+func TestCpTorchStreamed(t *testing.T) {
+	dir := filepath.Join("..", "..", "torch", "testdata")
+	seg := convertSegment
+	defer func() { convertSegment = seg }()
+	rng := rand.New(rand.NewPCG(5, 17))
+	e := &env{ctx: context.Background(), stdout: io.Discard, stderr: io.Discard}
+	o := &cpOptions{memory: "host", verify: true}
+	for _, file := range []string{"views.pt", "checkpoint.pt"} {
+		var first []byte
+		for _, s := range []int64{seg, 8 + rng.Int64N(56), 64 + rng.Int64N(4096)} {
+			convertSegment = s
+			dst := filepath.Join(t.TempDir(), "m.safetensors")
+			if err := torchToSafetensors(e, o, filepath.Join(dir, file), dst); err != nil {
+				t.Fatalf("%s in jobs of %d bytes: %v", file, s, err)
+			}
+			checkConverted(t, dst, file, fmt.Sprintf("jobs of %d bytes", s))
+			b, _ := os.ReadFile(dst)
+			if first == nil {
+				first = b
+			} else if !bytes.Equal(b, first) {
+				t.Errorf("%s: jobs of %d bytes wrote another file than jobs of %d", file, s, seg)
+			}
+		}
 	}
-	if _, err := os.Stat(dst); !os.IsNotExist(err) {
-		t.Errorf("a failed conversion left %s: %v", dst, err)
+}
+
+// TestPlanStream: the jobs of random tensors cover each tensor's bytes
+// once, in order, every job back to back in the file and at most the
+// segment's size unless it is one whole tensor.
+func TestPlanStream(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 3))
+	for range 200 {
+		n := rng.IntN(20)
+		size, off := make([]int64, n), make([]int64, n)
+		whole := make([]bool, n)
+		at := int64(rng.IntN(100))
+		for _, i := range rng.Perm(n) {
+			size[i], off[i], whole[i] = rng.Int64N(300), at, rng.IntN(4) == 0
+			at += size[i]
+		}
+		seg := 1 + rng.Int64N(100)
+		isWhole := func(i int) bool { return whole[i] }
+		jobs := planStream(off, size, isWhole, seg)
+		data := make([][]byte, n)
+		for i := range data {
+			data[i] = make([]byte, size[i])
+			for k := range data[i] {
+				data[i][k] = byte(rng.Uint32())
+			}
+		}
+		sums := newRunSums(size, seg, isWhole)
+		next := make([]int64, n) // each tensor's bytes covered so far
+		for _, j := range jobs {
+			if j.n > seg && len(j.runs) != 1 {
+				t.Fatalf("a job of %d bytes, %d runs, for segments of %d", j.n, len(j.runs), seg)
+			}
+			dst, sum := j.dst, int64(0)
+			for _, r := range j.runs {
+				if r.at != next[r.t] || off[r.t]+r.at != dst || r.n > seg && (!whole[r.t] || r.n != size[r.t]) {
+					t.Fatalf("run %+v of tensor %d (%d bytes at %d) in job at %d", r, r.t, size[r.t], off[r.t], j.dst)
+				}
+				sums.sum(r, data[r.t][r.at:r.at+r.n])
+				next[r.t] += r.n
+				dst += r.n
+				sum += r.n
+			}
+			if sum != j.n {
+				t.Fatalf("job of %d bytes holds runs of %d", j.n, sum)
+			}
+		}
+		if !slices.Equal(next, size) {
+			t.Fatalf("runs cover %v of tensors of %v bytes", next, size)
+		}
+		for i := range data {
+			if got, want := sums.tensor(i), crc32.Checksum(data[i], castagnoli); got != want {
+				t.Fatalf("tensor %d (%d bytes, whole %v, segments of %d): runs' CRC-32C %08x, its bytes' %08x", i, size[i], whole[i], seg, got, want)
+			}
+		}
 	}
 }
 
