@@ -10,7 +10,8 @@
 // dict's keys, "model.layer.weight" in a checkpoint's dict); the other
 // objects (numbers, strings, an argparse.Namespace) are left alone.
 // Every size and offset is checked against the archive before anything
-// is allocated.
+// is allocated. Files in the legacy format (before PyTorch 1.6: pickles
+// one after another, then the storages' bytes) load as well.
 package torch
 
 import (
@@ -37,9 +38,12 @@ var (
 	// pickle that does not decode, a storage or tensor that does not fit
 	// its member.
 	ErrInvalidCheckpoint = errors.New("torch: invalid checkpoint")
-	// ErrLegacyFormat reports a checkpoint in the format of PyTorch before
-	// 1.6 (or torch.save(..., _use_new_zipfile_serialization=False)): load
-	// it and save it again with a newer PyTorch.
+	// ErrLegacyFormat reports what this package does not read of a
+	// checkpoint in the format of PyTorch before 1.6 (or
+	// torch.save(..., _use_new_zipfile_serialization=False)), which it
+	// reads otherwise: storages viewed in part (PyTorch before 1.0),
+	// big-endian ones. Load such a file and save it again with a newer
+	// PyTorch.
 	ErrLegacyFormat = errors.New("torch: legacy (pre-1.6) torch.save format")
 	// ErrUnsupported reports a checkpoint this package does not read: its
 	// storages big-endian or compressed.
@@ -107,8 +111,12 @@ type Header struct {
 	// Tensors are in file order (by Offset, then Name).
 	Tensors []TensorInfo
 	// Record is the name of the archive's folder ("model" for model.pt
-	// as torch.save names it).
+	// as torch.save names it); "" in the legacy format.
 	Record string
+	// Legacy reports a file in the format of PyTorch before 1.6 (or
+	// torch.save(..., _use_new_zipfile_serialization=False)): pickles
+	// one after another, each storage's bytes after them, no archive.
+	Legacy bool
 	// Skipped names the tensors this package does not load (quantized,
 	// sparse, nested, of a tensor subclass), each with the function that
 	// would rebuild it.
@@ -132,7 +140,8 @@ var legacyMagic = []byte{0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0
 
 // DecodeHeader reads the directory and data.pkl of the torch.save
 // archive of size bytes that r reads, and checks every tensor against
-// its storage's member, without reading a tensor.
+// its storage's member, without reading a tensor; of a file in the
+// legacy format, its pickles and each storage's count of elements.
 func DecodeHeader(r io.ReaderAt, size int64) (*Header, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("%w: size %d", ErrInvalidCheckpoint, size)
@@ -141,7 +150,7 @@ func DecodeHeader(r io.ReaderAt, size int64) (*Header, error) {
 	if err != nil {
 		head := make([]byte, min(size, int64(len(legacyMagic))))
 		if _, rerr := r.ReadAt(head, 0); rerr == nil && bytes.Equal(head, legacyMagic) {
-			return nil, ErrLegacyFormat
+			return decodeLegacy(r, size)
 		}
 		return nil, err
 	}
@@ -270,6 +279,12 @@ func (a *archive) place(t *found, size int64) error {
 	if err != nil {
 		return err
 	}
+	return placeIn(t, off, int64(f.UncompressedSize64))
+}
+
+// placeIn checks that t's storage is the stored bytes [off, off+n) of
+// the file and that t lies in it, and sets t's Offset and Size.
+func placeIn(t *found, off, n int64) error {
 	es := int64(t.t.Dtype.Size())
 	stBytes := t.st.n
 	if t.st.dtype != "" {
@@ -278,8 +293,8 @@ func (a *archive) place(t *found, size int64) error {
 		}
 		stBytes = t.st.n * es
 	}
-	if stBytes != int64(f.UncompressedSize64) {
-		return fmt.Errorf("%w: storage %s of %d bytes, its member of %d", ErrInvalidCheckpoint, t.st.key, stBytes, f.UncompressedSize64)
+	if stBytes != n {
+		return fmt.Errorf("%w: storage %s of %d bytes, its data %d", ErrInvalidCheckpoint, t.st.key, stBytes, n)
 	}
 	first, span, err := extent(t.t.Shape, t.t.Stride, t.t.StorageOffset)
 	if err != nil {
@@ -323,10 +338,15 @@ func extent(shape, stride []int64, offset int64) (first, span int64, err error) 
 // persistentStorage makes a storage of a persistent ID, as torch.save
 // writes them: ("storage", storage type, key, location, count), the type
 // a typed storage's class (torch.FloatStorage: a count of elements) or
-// torch.storage.UntypedStorage (of bytes).
+// torch.storage.UntypedStorage (of bytes); the legacy format adds a
+// view's description, None (views of part of a storage, which PyTorch
+// before 1.0 wrote, are ErrLegacyFormat).
 func persistentStorage(pid any) (any, error) {
 	t, ok := pid.(pickle.Tuple)
-	if !ok || len(t) != 5 || t[0] != "storage" {
+	if ok && len(t) == 6 && t[5] != nil {
+		return nil, fmt.Errorf("%w: %w: a storage viewed in part (%.100v)", ErrUnsupported, ErrLegacyFormat, t[5])
+	}
+	if !ok || len(t) != 5 && len(t) != 6 || t[0] != "storage" {
 		return nil, fmt.Errorf("%w: persistent ID %.100v", ErrInvalidCheckpoint, pid)
 	}
 	cls, ok1 := t[1].(pickle.Global)

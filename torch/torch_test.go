@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,7 +107,11 @@ func TestFixtures(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
-		if len(h.Tensors) != len(c.Tensors) || h.Record != strings.TrimSuffix(file, ".pt") || len(h.Skipped) != 0 {
+		record := strings.TrimSuffix(file, ".pt")
+		if strings.HasPrefix(file, "legacy") {
+			record = "" // the legacy format has no archive
+		}
+		if len(h.Tensors) != len(c.Tensors) || h.Record != record || h.Legacy != (record == "") || len(h.Skipped) != 0 {
 			t.Errorf("%s: header of %d tensors, record %q, skipped %v; %d loaded", file, len(h.Tensors), h.Record, h.Skipped, len(c.Tensors))
 		}
 		checkTensors(t, file, c.Tensors, func(x *Tensor) []byte { return x.Data })
@@ -159,15 +164,109 @@ func TestOptions(t *testing.T) {
 	}
 }
 
-// TestLegacy: a file in the format before PyTorch 1.6 is ErrLegacyFormat,
-// read or loaded.
+// TestLegacy: a file in the format before PyTorch 1.6, as PyTorch 2.11
+// writes it with _use_new_zipfile_serialization=False, loads; one made
+// here whose pickles pass the first read (1 MiB) loads too; hostile ones
+// (counts that lie, storages past the end, keys twice or of no storage,
+// a storage viewed in part, big-endian) are refused with typed errors.
 func TestLegacy(t *testing.T) {
-	if _, err := ReadHeader(context.Background(), "testdata/legacy.pt", nil); !errors.Is(err, ErrLegacyFormat) {
-		t.Fatalf("%v", err)
+	c, err := LoadHost(context.Background(), "testdata/legacy.pt", nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := LoadHost(context.Background(), "testdata/legacy.pt", nil); !errors.Is(err, ErrLegacyFormat) {
-		t.Fatalf("%v", err)
+	if w := c.Tensor("w"); w == nil || w.Dtype != "float32" || !slices.Equal(w.Shape, []int64{3}) ||
+		!bytes.Equal(w.Data, bytes.Repeat([]byte{0, 0, 0x80, 0x3f}, 3)) {
+		t.Fatalf("legacy.pt: %+v", c.Tensors)
 	}
+	rng := rand.New(rand.NewPCG(2, 6))
+	data := make([]byte, 4*10)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	// A string of 1.5 MiB beside the tensor: the pickles pass the first read.
+	long := strings.Repeat("x", 3<<19)
+	ok := legacyFile(legacyCase{count: 10, data: data, extra: long})
+	h, err := header(ok)
+	if err != nil || len(h.Tensors) != 1 || h.Tensors[0].Size != 32 || h.Tensors[0].StorageOffset != 2 {
+		t.Fatalf("a legacy file with long pickles: %+v, %v", h, err)
+	}
+	if got := ok[h.Tensors[0].Offset : h.Tensors[0].Offset+32]; !bytes.Equal(got, data[8:40]) {
+		t.Fatal("the tensor's bytes are not where the header puts them")
+	}
+	for name, c := range map[string]struct {
+		c    legacyCase
+		want []error
+	}{
+		"count lies":       {legacyCase{count: 10, data: data, header: 9}, []error{ErrInvalidCheckpoint}},
+		"past the end":     {legacyCase{count: 10, data: data[:30]}, []error{ErrInvalidCheckpoint}},
+		"huge count":       {legacyCase{count: 1 << 61, data: data, header: 1 << 61}, []error{ErrInvalidCheckpoint}},
+		"key twice":        {legacyCase{count: 10, data: data, keys: []string{"k1", "k1"}}, []error{ErrInvalidCheckpoint}},
+		"key of nothing":   {legacyCase{count: 10, data: data, keys: []string{"k2"}}, []error{ErrInvalidCheckpoint}},
+		"no keys":          {legacyCase{count: 10, data: data, keys: []string{}}, []error{ErrInvalidCheckpoint}},
+		"viewed in part":   {legacyCase{count: 10, data: data, view: true}, []error{ErrUnsupported, ErrLegacyFormat}},
+		"big-endian":       {legacyCase{count: 10, data: data, bigEndian: true}, []error{ErrUnsupported, ErrLegacyFormat}},
+		"tensor past data": {legacyCase{count: 10, data: data, offset: 5}, []error{ErrInvalidCheckpoint}},
+	} {
+		_, err := header(legacyFile(c.c))
+		for _, w := range c.want {
+			if !errors.Is(err, w) {
+				t.Errorf("%s: %v, want %v", name, err, w)
+			}
+		}
+	}
+}
+
+// legacyCase is a legacy checkpoint of one float32 tensor "w" of shape
+// [8] at storage offset 2 (offset when set) of storage k1 of count
+// elements: data after a count of header (count when 0), the keys list
+// keys (["k1"] when nil).
+type legacyCase struct {
+	count, header, offset int64
+	data                  []byte
+	keys                  []string
+	extra                 string // a string in the object beside the tensor
+	view, bigEndian       bool
+}
+
+// legacyFile writes c as torch.save's legacy format does.
+func legacyFile(c legacyCase) []byte {
+	out := append([]byte(nil), legacyMagic...)
+	out = append(out, '.')
+	out = append(out, (&pk{}).op(0x80, 2, 'M', 0xe9, 0x03, '.').b...)
+	sys := (&pk{}).op(0x80, 2, '}', '(').str("protocol_version").op('M', 0xe9, 0x03).str("little_endian")
+	sys.op(map[bool]byte{false: 0x88, true: 0x89}[c.bigEndian]).op('u', '.')
+	out = append(out, sys.b...)
+	off := c.offset
+	if off == 0 {
+		off = 2
+	}
+	p := (&pk{}).op(0x80, 2, '}', '(').str("w").global("torch._utils", "_rebuild_tensor_v2").op('(')
+	p.op('(').str("storage").global("torch", "FloatStorage").str("k1").str("cpu").int(c.count)
+	if c.view {
+		p.ints(0, 4)
+	} else {
+		p.op('N')
+	}
+	p.op('t', 'Q').int(off).ints(8).ints(1).op(0x89).global("collections", "OrderedDict").op(')', 'R', 't', 'R')
+	if c.extra != "" {
+		p.str("note").str(c.extra)
+	}
+	out = append(out, p.op('u', '.').b...)
+	keys := c.keys
+	if keys == nil {
+		keys = []string{"k1"}
+	}
+	l := (&pk{}).op(0x80, 2, ']', '(')
+	for _, k := range keys {
+		l.str(k)
+	}
+	out = append(out, l.op('e', '.').b...)
+	n := c.header
+	if n == 0 {
+		n = c.count
+	}
+	out = binary.LittleEndian.AppendUint64(out, uint64(n))
+	return append(out, c.data...)
 }
 
 // pk builds a pickle the way torch.save writes one, protocol 2: a dict of
@@ -336,13 +435,14 @@ func TestSkipped(t *testing.T) {
 // FuzzDecodeHeader: any bytes give a header whose tensors lie in the
 // file, or an error; never a panic.
 func FuzzDecodeHeader(f *testing.F) {
-	for _, n := range []string{"state_dict.pt", "checkpoint.pt"} {
+	for _, n := range []string{"state_dict.pt", "checkpoint.pt", "legacy.pt"} {
 		b, err := os.ReadFile(filepath.Join("testdata", n))
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
+	f.Add(legacyFile(legacyCase{count: 10, data: make([]byte, 40), extra: "x"}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := header(b)
 		if err != nil {

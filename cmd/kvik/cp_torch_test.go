@@ -40,7 +40,7 @@ func TestCpTorchToSafetensors(t *testing.T) {
 		mems = append(mems, "device")
 	}
 	for _, mem := range mems {
-		for _, file := range []string{"views.pt", "checkpoint.pt"} {
+		for _, file := range []string{"views.pt", "checkpoint.pt", "legacy_views.pt", "legacy_checkpoint.pt"} {
 			dst := filepath.Join(tmp, mem+"-"+strings.TrimSuffix(file, ".pt")+".safetensors")
 			r := runKvik(t, nil, "cp", "--memory", mem, filepath.Join(dir, file), dst).expect(t, exitOK)
 			if !strings.Contains(r.stdout, "converted") || !strings.Contains(r.stdout, "verified") {
@@ -111,7 +111,7 @@ func TestCpTorchStreamed(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 17))
 	e := &env{ctx: context.Background(), stdout: io.Discard, stderr: io.Discard}
 	o := &cpOptions{memory: "host", verify: true}
-	for _, file := range []string{"views.pt", "checkpoint.pt"} {
+	for _, file := range []string{"views.pt", "checkpoint.pt", "legacy_views.pt"} {
 		var first []byte
 		for _, s := range []int64{seg, 8 + rng.Int64N(56), 64 + rng.Int64N(4096)} {
 			convertSegment = s

@@ -177,6 +177,9 @@ func (r *tensorFileInfo) torch(name string) error {
 	}
 	r.Format = "torch.save"
 	r.Metadata = map[string]string{"record": h.Record}
+	if h.Legacy {
+		r.Metadata = map[string]string{"format": "legacy (before PyTorch 1.6)"}
+	}
 	if len(h.Skipped) > 0 {
 		r.Metadata["not read"] = strings.Join(h.Skipped, ", ")
 	}

@@ -145,12 +145,19 @@ const maxLine = 4096
 // persistent makes an object of a persistent ID (PERSID, BINPERSID:
 // torch.save's storages); nil refuses them.
 func Decode(b []byte, persistent func(pid any) (any, error)) (any, error) {
+	v, _, err := DecodePrefix(b, persistent)
+	return v, err
+}
+
+// DecodePrefix is Decode of the pickle at the start of b, which may go
+// on past its STOP (a stream of pickles, as the legacy torch.save format
+// writes): it returns the bytes the pickle took too.
+func DecodePrefix(b []byte, persistent func(pid any) (any, error)) (v any, n int, err error) {
 	d := &decoder{b: b, persistent: persistent, memo: map[uint64]any{}}
-	v, err := d.run()
-	if err != nil {
-		return nil, err
+	if v, err = d.run(); err != nil {
+		return nil, 0, err
 	}
-	return v, nil
+	return v, d.pos, nil
 }
 
 type decoder struct {

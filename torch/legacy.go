@@ -1,0 +1,217 @@
+package torch
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/kvikgo/kvik/internal/formatkit/pickle"
+)
+
+// The legacy format (torch.save before PyTorch 1.6, or with
+// _use_new_zipfile_serialization=False) is five pickles one after
+// another: PyTorch's magic number, the format's version (1001), the
+// writer's system (its byte order), the object with its storages as
+// persistent IDs, and the list of the storages' keys; then each storage
+// in the order of that list, its count of elements (int64,
+// little-endian) before its bytes.
+
+const legacyVersion = 1001
+
+// legacyHead is the first read of a legacy checkpoint, which holds its
+// pickles but for the largest; a longer one is read again, 4x as long,
+// up to maxPickle past it.
+const legacyHead = 1 << 20
+
+// errShortHead reports pickles cut short by the end of the bytes read.
+var errShortHead = errors.New("torch: pickles past the bytes read")
+
+// quantizedSizes are the element sizes of the storages of quantized
+// tensors (skipped, but their bytes are stepped over).
+var quantizedSizes = map[string]int64{"QInt8Storage": 1, "QUInt8Storage": 1, "QInt32Storage": 4, "QUInt4x2Storage": 1, "QUInt2x4Storage": 1}
+
+// decodeLegacy reads the header of the legacy checkpoint of size bytes
+// that r reads: its pickles, and the count before each storage, checked
+// against the storage's persistent ID and the file's size.
+func decodeLegacy(r io.ReaderAt, size int64) (*Header, error) {
+	for n := int64(legacyHead); ; n *= 4 {
+		n = min(n, size)
+		head := make([]byte, n)
+		if _, err := r.ReadAt(head, 0); err != nil {
+			return nil, err
+		}
+		h, err := parseLegacy(r, head, size)
+		if !errors.Is(err, errShortHead) {
+			return h, err
+		}
+		if n == size || n > maxPickle {
+			return nil, fmt.Errorf("%w: pickles past %d bytes", ErrInvalidCheckpoint, n)
+		}
+	}
+}
+
+// parseLegacy decodes the pickles at the start of head, the first bytes
+// of the file, and finds the storages after them.
+func parseLegacy(r io.ReaderAt, head []byte, size int64) (*Header, error) {
+	pos := 0
+	next := func(persistent func(any) (any, error)) (any, error) {
+		v, n, err := pickle.DecodePrefix(head[pos:], persistent)
+		if err != nil {
+			if len(head) < int(size) {
+				return nil, errShortHead
+			}
+			return nil, fmt.Errorf("%w: legacy pickle at byte %d: %w", ErrInvalidCheckpoint, pos, err)
+		}
+		pos += n
+		return v, nil
+	}
+	magic, err := next(nil)
+	if err != nil {
+		return nil, err
+	}
+	if m, ok := magic.(pickle.Long); !ok || string(m) != string(legacyMagic[4:]) {
+		return nil, fmt.Errorf("%w: legacy magic number %.40v", ErrInvalidCheckpoint, magic)
+	}
+	if v, err := next(nil); err != nil {
+		return nil, err
+	} else if v != int64(legacyVersion) {
+		return nil, fmt.Errorf("%w: legacy format version %.40v", ErrUnsupported, v)
+	}
+	info, err := next(nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := legacyByteOrder(info); err != nil {
+		return nil, err
+	}
+	storages := map[string]*storage{}
+	persist := func(pid any) (any, error) {
+		v, err := persistentStorage(pid)
+		if st, ok := v.(*storage); ok {
+			if old := storages[st.key]; old != nil && (old.dtype != st.dtype || old.n != st.n || old.class != st.class) {
+				return nil, fmt.Errorf("%w: storage %s described twice, unlike", ErrInvalidCheckpoint, st.key)
+			}
+			storages[st.key] = st
+		}
+		return v, err
+	}
+	start := pos
+	obj, err := next(persist)
+	if err != nil {
+		return nil, err
+	}
+	keysObj, err := next(nil)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := legacyKeys(keysObj, storages)
+	if err != nil {
+		return nil, err
+	}
+	w := &walker{seen: map[any]bool{}, budget: pos - start + 64}
+	if err := w.walk("", obj, 0); err != nil {
+		return nil, err
+	}
+	at, err := legacyStorages(r, head, int64(pos), size, keys, storages)
+	if err != nil {
+		return nil, err
+	}
+	h := &Header{Skipped: w.skipped, Legacy: true}
+	for _, t := range w.tensors {
+		rec := at[t.st.key]
+		if err := placeIn(&t, rec[0], rec[1]); err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", t.t.Name, err)
+		}
+		h.Tensors = append(h.Tensors, t.t)
+	}
+	slices.SortStableFunc(h.Tensors, func(x, y TensorInfo) int {
+		if x.Offset != y.Offset {
+			return int(max(-1, min(1, x.Offset-y.Offset)))
+		}
+		return strings.Compare(x.Name, y.Name)
+	})
+	return h, nil
+}
+
+// legacyByteOrder checks the writer's system, a dict with little_endian.
+func legacyByteOrder(info any) error {
+	d, ok := info.(*pickle.Dict)
+	if ok {
+		for i, k := range d.Keys {
+			if k != "little_endian" {
+				continue
+			}
+			switch d.Values[i] {
+			case true:
+				return nil
+			case false:
+				return fmt.Errorf("%w: %w: big-endian storages", ErrUnsupported, ErrLegacyFormat)
+			}
+		}
+	}
+	return fmt.Errorf("%w: legacy system description %.100v", ErrInvalidCheckpoint, info)
+}
+
+// legacyKeys checks the list of storage keys: each once, each described
+// by a persistent ID of the object's pickle, and every such storage
+// listed.
+func legacyKeys(v any, storages map[string]*storage) ([]string, error) {
+	l, ok := v.(*pickle.List)
+	if !ok {
+		return nil, fmt.Errorf("%w: legacy storage keys %.100v", ErrInvalidCheckpoint, v)
+	}
+	keys := make([]string, 0, len(l.Items))
+	seen := map[string]bool{}
+	for _, x := range l.Items {
+		k, ok := x.(string)
+		if !ok || seen[k] || storages[k] == nil {
+			return nil, fmt.Errorf("%w: legacy storage key %.100v twice, or of no storage", ErrInvalidCheckpoint, x)
+		}
+		seen[k] = true
+		keys = append(keys, k)
+	}
+	if len(keys) != len(storages) {
+		return nil, fmt.Errorf("%w: %d storages, %d keys listed", ErrInvalidCheckpoint, len(storages), len(keys))
+	}
+	return keys, nil
+}
+
+// legacyStorages walks the storages of keys from byte pos of the file
+// of size bytes (head holds its first bytes): each one's count of
+// elements, which must be its persistent ID's, then its bytes. It
+// returns each storage's offset and bytes by key.
+func legacyStorages(r io.ReaderAt, head []byte, pos, size int64, keys []string, storages map[string]*storage) (map[string][2]int64, error) {
+	at := make(map[string][2]int64, len(keys))
+	var b [8]byte
+	for _, k := range keys {
+		st := storages[k]
+		es := int64(1)
+		switch {
+		case st.dtype != "":
+			es = int64(st.dtype.Size())
+		case st.class != "":
+			if es = quantizedSizes[st.class[strings.LastIndexByte(st.class, '.')+1:]]; es == 0 {
+				return nil, fmt.Errorf("%w: a storage of %s", ErrUnsupported, st.class)
+			}
+		}
+		if pos > size-8 {
+			return nil, fmt.Errorf("%w: storage %s past the end of the file", ErrInvalidCheckpoint, k)
+		}
+		if pos+8 <= int64(len(head)) {
+			copy(b[:], head[pos:])
+		} else if _, err := r.ReadAt(b[:], pos); err != nil {
+			return nil, err
+		}
+		n := int64(binary.LittleEndian.Uint64(b[:]))
+		if n != st.n || n > math.MaxInt64/es || n*es > size-pos-8 {
+			return nil, fmt.Errorf("%w: storage %s of %d elements (its description: %d) at byte %d of %d", ErrInvalidCheckpoint, k, n, st.n, pos, size)
+		}
+		at[k] = [2]int64{pos + 8, n * es}
+		pos += 8 + n*es
+	}
+	return at, nil
+}
