@@ -255,3 +255,42 @@ func FuzzDecode(f *testing.F) {
 		Decode(b, func(pid any) (any, error) { return pid, nil })
 	})
 }
+
+// TestDecodePrefix decodes Python's pickles one after another from one
+// stream, as the legacy torch.save format writes them: each value as
+// Decode gives it, each length its own, the stream's end after the last.
+func TestDecodePrefix(t *testing.T) {
+	f, err := os.Open("testdata/cases.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	var stream []byte
+	var lens []int
+	for sc.Scan() && len(lens) < 50 {
+		var c struct{ Pickle string }
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := hex.DecodeString(c.Pickle)
+		stream = append(stream, b...)
+		lens = append(lens, len(b))
+	}
+	at := 0
+	for i, n := range lens {
+		v, used, err := DecodePrefix(stream[at:], nil)
+		want, werr := Decode(stream[at:at+n], nil)
+		if err != nil || werr != nil || used != n || !reflect.DeepEqual(canon(t, v), canon(t, want)) {
+			t.Fatalf("pickle %d: %d bytes used of %d, %v, %v", i, used, n, err, werr)
+		}
+		at += used
+	}
+	if at != len(stream) {
+		t.Fatalf("%d bytes of %d decoded", at, len(stream))
+	}
+	if _, _, err := DecodePrefix(stream[:lens[0]-1], nil); err == nil {
+		t.Fatal("a pickle cut before its STOP decoded")
+	}
+}
