@@ -23,8 +23,8 @@ import (
 const legacyVersion = 1001
 
 // legacyHead is the first read of a legacy checkpoint, which holds its
-// pickles but for the largest; a longer one is read again, 4x as long,
-// up to maxPickle past it.
+// pickles but for the largest; a pickle cut short by it is read again
+// from a read 4x as long, up to legacyHead past maxPickle.
 const legacyHead = 1 << 20
 
 // errShortHead reports pickles cut short by the end of the bytes read.
@@ -38,8 +38,9 @@ var quantizedSizes = map[string]int64{"QInt8Storage": 1, "QUInt8Storage": 1, "QI
 // that r reads: its pickles, and the count before each storage, checked
 // against the storage's persistent ID and the file's size.
 func decodeLegacy(r io.ReaderAt, size int64) (*Header, error) {
+	limit := min(size, maxPickle+legacyHead)
 	for n := int64(legacyHead); ; n *= 4 {
-		n = min(n, size)
+		n = min(n, limit)
 		head := make([]byte, n)
 		if _, err := r.ReadAt(head, 0); err != nil {
 			return nil, err
@@ -48,8 +49,8 @@ func decodeLegacy(r io.ReaderAt, size int64) (*Header, error) {
 		if !errors.Is(err, errShortHead) {
 			return h, err
 		}
-		if n == size || n > maxPickle {
-			return nil, fmt.Errorf("%w: pickles past %d bytes", ErrInvalidCheckpoint, n)
+		if n == limit {
+			return nil, fmt.Errorf("%w: legacy pickles past %d bytes", ErrInvalidCheckpoint, n)
 		}
 	}
 }
@@ -60,11 +61,13 @@ func parseLegacy(r io.ReaderAt, head []byte, size int64) (*Header, error) {
 	pos := 0
 	next := func(persistent func(any) (any, error)) (any, error) {
 		v, n, err := pickle.DecodePrefix(head[pos:], persistent)
-		if err != nil {
-			if len(head) < int(size) {
-				return nil, errShortHead
-			}
+		switch {
+		case errors.Is(err, pickle.ErrTruncated) && int64(len(head)) < size:
+			return nil, errShortHead
+		case errors.Is(err, pickle.ErrInvalid) || errors.Is(err, pickle.ErrUnsupported):
 			return nil, fmt.Errorf("%w: legacy pickle at byte %d: %w", ErrInvalidCheckpoint, pos, err)
+		case err != nil: // the persistent IDs' own errors
+			return nil, err
 		}
 		pos += n
 		return v, nil

@@ -193,6 +193,11 @@ func TestLegacy(t *testing.T) {
 	if got := ok[h.Tensors[0].Offset : h.Tensors[0].Offset+32]; !bytes.Equal(got, data[8:40]) {
 		t.Fatal("the tensor's bytes are not where the header puts them")
 	}
+	for _, cut := range []int{20, 200, len(ok) / 2} { // in its pickles, in the long one
+		if _, err := header(ok[:cut]); !errors.Is(err, ErrInvalidCheckpoint) {
+			t.Errorf("a legacy file cut at %d bytes: %v", cut, err)
+		}
+	}
 	for name, c := range map[string]struct {
 		c    legacyCase
 		want []error

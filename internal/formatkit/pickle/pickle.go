@@ -21,6 +21,11 @@ import (
 // memo key never stored.
 var ErrInvalid = errors.New("pickle: invalid pickle")
 
+// ErrTruncated reports a pickle whose bytes end before its STOP; it
+// matches ErrInvalid too. A reader of a stream of pickles may read on
+// and decode again.
+var ErrTruncated = fmt.Errorf("%w: cut short", ErrInvalid)
+
 // ErrUnsupported reports an opcode this package does not decode (the
 // text forms of numbers and strings, the extension registry, out-of-band
 // buffers) or a protocol above 5.
@@ -173,6 +178,11 @@ func (d *decoder) errf(format string, a ...any) error {
 	return fmt.Errorf("%w: %s at byte %d", ErrInvalid, fmt.Sprintf(format, a...), d.pos)
 }
 
+// short is errf for bytes that end too soon (ErrTruncated).
+func (d *decoder) short(format string, a ...any) error {
+	return fmt.Errorf("%w: %s at byte %d", ErrTruncated, fmt.Sprintf(format, a...), d.pos)
+}
+
 func (d *decoder) run() (any, error) {
 	for d.pos < len(d.b) {
 		op := d.b[d.pos]
@@ -187,7 +197,7 @@ func (d *decoder) run() (any, error) {
 			return nil, err
 		}
 	}
-	return nil, d.errf("no STOP")
+	return nil, d.short("no STOP")
 }
 
 // step runs one opcode.
@@ -202,7 +212,7 @@ func (d *decoder) step(op byte) error {
 	case opFrame:
 		n, err := d.uint(8)
 		if err == nil && n > uint64(len(d.b)-d.pos) {
-			err = d.errf("a frame of %d bytes past the end", n)
+			err = d.short("a frame of %d bytes past the end", n)
 		}
 		return err
 	case opMark:
@@ -536,6 +546,9 @@ func (d *decoder) line() ([]byte, error) {
 			return l, nil
 		}
 	}
+	if len(d.b)-d.pos <= maxLine {
+		return nil, d.short("no end of line")
+	}
 	return nil, d.errf("no end of line within %d bytes", maxLine)
 }
 
@@ -567,7 +580,7 @@ func (d *decoder) sized(n int) ([]byte, error) {
 		return nil, err
 	}
 	if k > uint64(len(d.b)-d.pos) {
-		return nil, d.errf("%d bytes said to follow, %d left", k, len(d.b)-d.pos)
+		return nil, d.short("%d bytes said to follow, %d left", k, len(d.b)-d.pos)
 	}
 	return d.bytes(int(k))
 }
@@ -587,7 +600,7 @@ func (d *decoder) uint(n int) (uint64, error) {
 
 func (d *decoder) bytes(n int) ([]byte, error) {
 	if n > len(d.b)-d.pos {
-		return nil, d.errf("truncated")
+		return nil, d.short("truncated")
 	}
 	b := d.b[d.pos : d.pos+n]
 	d.pos += n
