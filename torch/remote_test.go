@@ -58,13 +58,21 @@ func TestHTTPHostile(t *testing.T) {
 	n := int64(len(data) / 4)
 	good := archiveOf(t, "m", tensorPickle("w", "FloatStorage", "0", n, 0, []int64{n}, []int64{1}), map[string][]byte{"data/0": data})
 	lying := archiveOf(t, "m", tensorPickle("w", "FloatStorage", "0", n, 0, []int64{n + 1}, []int64{1}), map[string][]byte{"data/0": data})
-	srv := httpfault.New(t, map[string][]byte{"/good.pt": good, "/lying.pt": lying}, nil)
+	// The legacy format: its tensor w is 8 elements from the third.
+	legacy := legacyFile(legacyCase{count: n, data: data})
+	legacyLying := legacyFile(legacyCase{count: n, data: data, header: n + 1})
+	srv := httpfault.New(t, map[string][]byte{"/good.pt": good, "/lying.pt": lying, "/legacy.pt": legacy, "/legacy-lying.pt": legacyLying}, nil)
 	c, err := LoadHost(context.Background(), srv.URL+"/good.pt", nil)
 	if err != nil || !bytes.Equal(c.Tensor("w").Data, data) {
 		t.Fatalf("the good checkpoint: %v", err)
 	}
-	if _, err := LoadHost(context.Background(), srv.URL+"/lying.pt", nil); !errors.Is(err, ErrInvalidCheckpoint) {
-		t.Errorf("a lying checkpoint: %v", err)
+	if c, err = LoadHost(context.Background(), srv.URL+"/legacy.pt", nil); err != nil || !bytes.Equal(c.Tensor("w").Data, data[8:40]) {
+		t.Fatalf("the good legacy checkpoint: %v", err)
+	}
+	for _, f := range []string{"/lying.pt", "/legacy-lying.pt"} {
+		if _, err := LoadHost(context.Background(), srv.URL+f, nil); !errors.Is(err, ErrInvalidCheckpoint) {
+			t.Errorf("a lying checkpoint %s: %v", f, err)
+		}
 	}
 	restore, err := kvik.UpdateDefaults(func(d *kvik.Defaults) { d.HTTPMaxAttempts = 1 })
 	if err != nil {
@@ -78,8 +86,10 @@ func TestHTTPHostile(t *testing.T) {
 			}
 			return n >= 2
 		})
-		if _, err := LoadHost(context.Background(), srv.URL+"/good.pt", nil); !errors.Is(err, kvik.ErrShortBody) {
-			t.Errorf("%s body: %v", name, err)
+		for _, f := range []string{"/good.pt", "/legacy.pt"} {
+			if _, err := LoadHost(context.Background(), srv.URL+f, nil); !errors.Is(err, kvik.ErrShortBody) {
+				t.Errorf("%s body of %s: %v", name, f, err)
+			}
 		}
 	}
 	srv.SetFault(httpfault.Status(403, 1, 0))
