@@ -43,11 +43,13 @@ func TestS3Fixtures(t *testing.T) {
 	}
 }
 
-// TestHTTPHostile loads checkpoints from servers that misbehave: a
-// connection reset or a short body on the GETs after the opening one
-// (the archive's directory at its end, the tensor's bytes) is
-// kvik.ErrShortBody, not an invalid checkpoint; an
-// archive whose data.pkl lies about a storage is ErrInvalidCheckpoint,
+// TestHTTPHostile loads checkpoints, an archive and one in the legacy
+// format, from servers that misbehave: a connection reset or a short
+// body on the GETs after the opening one (the archive's directory at its
+// end, the legacy pickles at its start, the tensor's bytes) is
+// kvik.ErrShortBody, not an invalid checkpoint; an archive whose
+// data.pkl lies about a storage, or a legacy storage's count that does
+// not match its description, is ErrInvalidCheckpoint,
 // as from a file, before anything is allocated; a 403 is a typed status
 // error.
 func TestHTTPHostile(t *testing.T) {
