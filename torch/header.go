@@ -11,7 +11,10 @@
 // objects (numbers, strings, an argparse.Namespace) are left alone.
 // Every size and offset is checked against the archive before anything
 // is allocated. Files in the legacy format (before PyTorch 1.6: pickles
-// one after another, then the storages' bytes) load as well.
+// one after another, then the storages' bytes) load as well, and whole
+// modules (torch.save of an nn.Module, torch.jit.save of a scripted
+// one) as their state dicts: the tensors in the objects' attributes,
+// named as state_dict names them.
 package torch
 
 import (
@@ -453,11 +456,58 @@ func (w *walker) object(name string, o *pickle.Object, depth int) error {
 	}
 	w.seen[o] = true
 	// A dict's or a list's subclass (collections.OrderedDict, a state
-	// dict) holds what SETITEMS and APPENDS gave it.
+	// dict) holds what SETITEMS and APPENDS gave it; any object, its
+	// attributes in its state.
 	if err := w.items(name, o.Keys, o.Values, depth); err != nil {
 		return err
 	}
-	return w.list(name, o.Items, depth)
+	if err := w.list(name, o.Items, depth); err != nil {
+		return err
+	}
+	return w.state(name, o.State, depth)
+}
+
+// moduleContainers are the attributes of a torch.nn.Module that hold its
+// submodules, parameters and buffers by name: they add no name of their
+// own, so that the tensors of a whole module torch.save pickled are
+// named as its state_dict names them ("0.weight", not
+// "_modules.0._parameters.weight").
+var moduleContainers = map[string]bool{"_modules": true, "_parameters": true, "_buffers": true}
+
+// state walks an object's state (BUILD's argument): a dict of its
+// attributes, each named by its key (a TorchScript module's parameters
+// and submodules, a pickled module's containers), or a tuple of a
+// dict and slots.
+func (w *walker) state(name string, s any, depth int) error {
+	switch s := s.(type) {
+	case *pickle.Dict:
+		if w.seen[s] {
+			return nil
+		}
+		w.seen[s] = true
+		for i, k := range s.Keys {
+			key, ok := keyString(k)
+			if !ok {
+				continue
+			}
+			n := join(name, key)
+			if moduleContainers[key] {
+				n = name
+			}
+			if err := w.walk(n, s.Values[i], depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case pickle.Tuple:
+		for _, x := range s {
+			if err := w.state(name, x, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return w.walk(name, s, depth+1)
 }
 
 func (w *walker) items(name string, keys, values []any, depth int) error {

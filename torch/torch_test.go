@@ -540,3 +540,30 @@ func TestIndex(t *testing.T) {
 		t.Errorf("a shard outside the directory: %v", err)
 	}
 }
+
+// TestModuleState: the tensors in a pickled object's state are found
+// under its attributes' names, a module's containers adding none
+// ("fc.weight" of {"_modules": {"fc": {"_parameters": {"weight": ...}}}}),
+// and an object whose state refers to itself is walked once.
+func TestModuleState(t *testing.T) {
+	data := make([]byte, 24)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	p := (&pk{}).op(0x80, 2).global("__main__", "Net").op(')', 0x81, 'q', 0) // the module, memo 0
+	p.op('}', '(').str("self").op('h', 0).str("training").op(0x88)            // its state: itself, a flag
+	p.str("_modules").op('}', '(').str("fc").global("__main__", "Linear").op(')', 0x81)
+	p.op('}', '(').str("_parameters").op('}', '(').str("weight")
+	p.global("torch._utils", "_rebuild_tensor_v2").op('(')
+	p.op('(').str("storage").global("torch", "FloatStorage").str("0").str("cpu").int(6).op('t', 'Q')
+	p.int(0).ints(2, 3).ints(3, 1).op(0x89).global("collections", "OrderedDict").op(')', 'R', 't', 'R')
+	p.op('u', 'u', 'b') // fc's _parameters, fc's state, BUILD fc
+	p.op('u', 'u', 'b', '.')
+	h, err := header(archiveOf(t, "net", p.b, map[string][]byte{"data/0": data}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Tensors) != 1 || h.Tensors[0].Name != "fc.weight" || h.Tensors[0].Size != 24 {
+		t.Fatalf("tensors %+v", h.Tensors)
+	}
+}

@@ -40,7 +40,7 @@ func TestCpTorchToSafetensors(t *testing.T) {
 		mems = append(mems, "device")
 	}
 	for _, mem := range mems {
-		for _, file := range []string{"views.pt", "checkpoint.pt", "legacy_views.pt", "legacy_checkpoint.pt"} {
+		for _, file := range []string{"views.pt", "checkpoint.pt", "legacy_views.pt", "legacy_checkpoint.pt", "module.pt", "scripted.pt"} {
 			dst := filepath.Join(tmp, mem+"-"+strings.TrimSuffix(file, ".pt")+".safetensors")
 			r := runKvik(t, nil, "cp", "--memory", mem, filepath.Join(dir, file), dst).expect(t, exitOK)
 			if !strings.Contains(r.stdout, "converted") || !strings.Contains(r.stdout, "verified") {

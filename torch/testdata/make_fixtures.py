@@ -3,7 +3,9 @@ PyTorch (2.11 on the GPU machines): torch.save's zip format of state
 dicts and checkpoints of every dtype, views, shared storages, and the
 legacy format (before PyTorch 1.6) of a small file and of the state
 dict (its dtypes that have a legacy storage), views and checkpoint
-again (legacy_*.pt). Run in this folder: python3 make_fixtures.py.
+again (legacy_*.pt), and a whole module saved (module.pt) and scripted
+(scripted.pt, torch.jit.save). Run in this folder: python3
+make_fixtures.py.
 expected.json holds, per file and tensor, what torch.load gives: dtype,
 shape, stride, storage offset and key, whether contiguous, and the
 SHA-256 of the tensor's bytes in C order."""
@@ -77,6 +79,13 @@ def legacy_ok(v):
         return False
 
 legacy = {"legacy.pt": {"w": torch.ones(3)}}
+# Whole modules: torch.save of an nn.Module itself (the object pickled,
+# its tensors in its attributes) and torch.jit.save of it scripted; what
+# torch.load gives of them, as tensors, is their state dicts.
+net = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+net(torch.randn(3, 6, generator=g))  # the running statistics move
+net.eval()
+modules = {"module.pt": net, "scripted.pt": net}
 for name in ("state_dict.pt", "views.pt", "checkpoint.pt"):
     obj = files[name]
     if name == "state_dict.pt":
@@ -84,9 +93,15 @@ for name in ("state_dict.pt", "views.pt", "checkpoint.pt"):
     legacy["legacy_" + name] = obj
 
 expected = {}
-for fname, obj in list(files.items()) + list(legacy.items()):
-    torch.save(obj, fname, _use_new_zipfile_serialization=fname not in legacy)
-    loaded = torch.load(fname, map_location="cpu", weights_only=False)
+for fname, obj in list(files.items()) + list(legacy.items()) + list(modules.items()):
+    if fname == "scripted.pt":
+        torch.jit.save(torch.jit.script(obj), fname)
+        loaded = torch.jit.load(fname, map_location="cpu").state_dict()
+    else:
+        torch.save(obj, fname, _use_new_zipfile_serialization=fname not in legacy)
+        loaded = torch.load(fname, map_location="cpu", weights_only=False)
+    if isinstance(loaded, torch.nn.Module):
+        loaded = loaded.state_dict()
     ts = {}
     def walk(prefix, v):
         if isinstance(v, torch.Tensor):
