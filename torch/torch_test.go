@@ -551,7 +551,7 @@ func TestModuleState(t *testing.T) {
 		data[i] = byte(i * 7)
 	}
 	p := (&pk{}).op(0x80, 2).global("__main__", "Net").op(')', 0x81, 'q', 0) // the module, memo 0
-	p.op('}', '(').str("self").op('h', 0).str("training").op(0x88)            // its state: itself, a flag
+	p.op('}', '(').str("self").op('h', 0).str("training").op(0x88)           // its state: itself, a flag
 	p.str("_modules").op('}', '(').str("fc").global("__main__", "Linear").op(')', 0x81)
 	p.op('}', '(').str("_parameters").op('}', '(').str("weight")
 	p.global("torch._utils", "_rebuild_tensor_v2").op('(')
