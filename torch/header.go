@@ -179,9 +179,15 @@ func DecodeHeader(r io.ReaderAt, size int64) (*Header, error) {
 	if err := w.walk("", obj, 0); err != nil {
 		return nil, err
 	}
-	h := &Header{Record: a.record, Skipped: w.skipped}
+	return w.header(&Header{Record: a.record}, func(t *found) error { return a.place(t, size) })
+}
+
+// header completes h with the tensors w found, each placed by place (its
+// Offset and Size set), in file order, and what w skipped.
+func (w *walker) header(h *Header, place func(t *found) error) (*Header, error) {
+	h.Skipped = w.skipped
 	for _, t := range w.tensors {
-		if err := a.place(&t, size); err != nil {
+		if err := place(&t); err != nil {
 			return nil, fmt.Errorf("tensor %q: %w", t.t.Name, err)
 		}
 		h.Tensors = append(h.Tensors, t.t)

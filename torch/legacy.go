@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/kvikgo/kvik/internal/formatkit/pickle"
@@ -123,21 +122,10 @@ func parseLegacy(r io.ReaderAt, head []byte, size int64) (*Header, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Header{Skipped: w.skipped, Legacy: true}
-	for _, t := range w.tensors {
+	return w.header(&Header{Legacy: true}, func(t *found) error {
 		rec := at[t.st.key]
-		if err := placeIn(&t, rec[0], rec[1]); err != nil {
-			return nil, fmt.Errorf("tensor %q: %w", t.t.Name, err)
-		}
-		h.Tensors = append(h.Tensors, t.t)
-	}
-	slices.SortStableFunc(h.Tensors, func(x, y TensorInfo) int {
-		if x.Offset != y.Offset {
-			return int(max(-1, min(1, x.Offset-y.Offset)))
-		}
-		return strings.Compare(x.Name, y.Name)
+		return placeIn(t, rec[0], rec[1])
 	})
-	return h, nil
 }
 
 // legacyByteOrder checks the writer's system, a dict with little_endian.

@@ -90,23 +90,8 @@ func canonAll(t *testing.T, vs []any) []any {
 // (in APPENDS batches), dicts, sets and shared references, and compares
 // each with its canonical form.
 func TestPythonPickles(t *testing.T) {
-	f, err := os.Open("testdata/cases.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
 	n := 0
-	for sc.Scan() {
-		var c struct {
-			Protocol int
-			Pickle   string
-			Want     any
-		}
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatal(err)
-		}
+	for _, c := range pythonCases(t) {
 		b, _ := hex.DecodeString(c.Pickle)
 		v, err := Decode(b, nil)
 		if err != nil {
@@ -256,10 +241,16 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// TestDecodePrefix decodes Python's pickles one after another from one
-// stream, as the legacy torch.save format writes them: each value as
-// Decode gives it, each length its own, the stream's end after the last.
-func TestDecodePrefix(t *testing.T) {
+// pyCase is a line of testdata/cases.jsonl: a pickle Python wrote, at a
+// protocol, and the value it holds.
+type pyCase struct {
+	Protocol int
+	Pickle   string
+	Want     any
+}
+
+// pythonCases reads testdata/cases.jsonl.
+func pythonCases(t *testing.T) []pyCase {
 	f, err := os.Open("testdata/cases.jsonl")
 	if err != nil {
 		t.Fatal(err)
@@ -267,13 +258,24 @@ func TestDecodePrefix(t *testing.T) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
-	var stream []byte
-	var lens []int
-	for sc.Scan() && len(lens) < 50 {
-		var c struct{ Pickle string }
+	var cases []pyCase
+	for sc.Scan() {
+		var c pyCase
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 			t.Fatal(err)
 		}
+		cases = append(cases, c)
+	}
+	return cases
+}
+
+// TestDecodePrefix decodes Python's pickles one after another from one
+// stream, as the legacy torch.save format writes them: each value as
+// Decode gives it, each length its own, the stream's end after the last.
+func TestDecodePrefix(t *testing.T) {
+	var stream []byte
+	var lens []int
+	for _, c := range pythonCases(t)[:50] {
 		b, _ := hex.DecodeString(c.Pickle)
 		stream = append(stream, b...)
 		lens = append(lens, len(b))
