@@ -8,6 +8,8 @@ import (
 	"math"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/kvikgo/kvik/internal/formatkit/pickle"
 )
 
@@ -171,13 +173,14 @@ func legacyKeys(v any, storages map[string]*storage) ([]string, error) {
 	return keys, nil
 }
 
-// legacyStorages walks the storages of keys from byte pos of the file
-// of size bytes (head holds its first bytes): each one's count of
-// elements, which must be its persistent ID's, then its bytes. It
-// returns each storage's offset and bytes by key.
+// legacyStorages lays out the storages of keys from byte pos of the file
+// of size bytes, each its count of elements then its bytes, by the
+// counts of their persistent IDs, then checks the count before each:
+// from head (the file's first bytes) or read, legacyReads at once (a
+// remote file's are requests; in turn, one after another, they took a
+// round trip each). It returns each storage's offset and bytes by key.
 func legacyStorages(r io.ReaderAt, head []byte, pos, size int64, keys []string, storages map[string]*storage) (map[string][2]int64, error) {
 	at := make(map[string][2]int64, len(keys))
-	var b [8]byte
 	for _, k := range keys {
 		st := storages[k]
 		es := int64(1)
@@ -189,20 +192,35 @@ func legacyStorages(r io.ReaderAt, head []byte, pos, size int64, keys []string, 
 				return nil, fmt.Errorf("%w: a storage of %s", ErrUnsupported, st.class)
 			}
 		}
-		if pos > size-8 {
-			return nil, fmt.Errorf("%w: storage %s past the end of the file", ErrInvalidCheckpoint, k)
+		if pos > size-8 || st.n > math.MaxInt64/es || st.n*es > size-pos-8 {
+			return nil, fmt.Errorf("%w: storage %s of %d elements at byte %d of %d: past the end of the file", ErrInvalidCheckpoint, k, st.n, pos, size)
 		}
-		if pos+8 <= int64(len(head)) {
-			copy(b[:], head[pos:])
-		} else if _, err := r.ReadAt(b[:], pos); err != nil {
-			return nil, err
-		}
-		n := int64(binary.LittleEndian.Uint64(b[:]))
-		if n != st.n || n > math.MaxInt64/es || n*es > size-pos-8 {
-			return nil, fmt.Errorf("%w: storage %s of %d elements (its description: %d) at byte %d of %d", ErrInvalidCheckpoint, k, n, st.n, pos, size)
-		}
-		at[k] = [2]int64{pos + 8, n * es}
-		pos += 8 + n*es
+		at[k] = [2]int64{pos + 8, st.n * es}
+		pos += 8 + st.n*es
+	}
+	var g errgroup.Group
+	g.SetLimit(legacyReads)
+	for _, k := range keys {
+		g.Go(func() error {
+			var b [8]byte
+			p := at[k][0] - 8
+			if p+8 <= int64(len(head)) {
+				copy(b[:], head[p:])
+			} else if _, err := r.ReadAt(b[:], p); err != nil {
+				return err
+			}
+			if n := int64(binary.LittleEndian.Uint64(b[:])); n != storages[k].n {
+				return fmt.Errorf("%w: storage %s of %d elements, its description %d (at byte %d)", ErrInvalidCheckpoint, k, n, storages[k].n, p)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return at, nil
 }
+
+// legacyReads bounds the counts a legacy checkpoint's header reads at
+// once.
+const legacyReads = 16
