@@ -159,48 +159,56 @@ func readFull(ctx context.Context, r kvik.Reader, p []byte, off int64) error {
 	return err
 }
 
+// streamed is what streamConvert did: the tensors converted, their bytes,
+// each one's CRC-32C by name, and the tensors skipped.
+type streamed struct {
+	n       int
+	size    int64
+	sums    map[string]uint32
+	skipped []string
+}
+
 // streamConvert converts the checkpoint r reads (the tensors names
-// lists only, when not nil) into a new safetensors file at dst, streamed
-// (see convertSegment), checked unless --verify=false, and returns the
-// tensors converted, their bytes and the tensors skipped.
-func streamConvert(ctx context.Context, o *cpOptions, r kvik.Reader, dst string, names []string) (n int, size int64, skipped []string, err error) {
+// lists only, when not nil) into a new safetensors file at dst, a local
+// path, streamed (see convertSegment), checked unless --verify=false.
+func streamConvert(ctx context.Context, o *cpOptions, r kvik.Reader, dst string, names []string) (res streamed, err error) {
 	changed := kvik.WatchFile(r)
 	h, err := torch.ReadHeaderReader(ctx, r, nil)
 	if err != nil {
-		return 0, 0, nil, err
+		return res, err
 	}
 	ts, err := selectTensors(h.Tensors, names)
 	if err != nil {
-		return 0, 0, nil, err
+		return res, err
 	}
 	save := make([]safetensors.SaveTensor, len(ts))
 	sizes := make([]int64, len(ts))
 	for i, t := range ts {
 		d := t.Dtype.Safetensors()
 		if d == "" {
-			return 0, 0, nil, fmt.Errorf("tensor %q: %s has no safetensors dtype", t.Name, t.Dtype)
+			return res, fmt.Errorf("tensor %q: %s has no safetensors dtype", t.Name, t.Dtype)
 		}
 		save[i] = safetensors.SaveTensor{Name: t.Name, Dtype: d, Shape: t.Shape}
 		sizes[i] = t.NumElements() * int64(t.Dtype.Size())
-		size += sizes[i]
+		res.size += sizes[i]
 	}
 	hdr, offs, err := safetensors.EncodeHeader(save, map[string]string{"format": "pt"})
 	if err != nil {
-		return 0, 0, nil, err
+		return res, err
 	}
 	if err := kvik.MkdirAll(filepath.Dir(dst), 0o755, o.saveOptions()...); err != nil {
-		return 0, 0, nil, err
+		return res, err
 	}
 	p, err := createPending(dst, 0) // 0: a replaced file keeps its mode and owner
 	if err != nil {
-		return 0, 0, nil, err
+		return res, err
 	}
 	defer p.Abort()
-	if err := p.Reserve(int64(len(hdr)) + size); err != nil {
-		return 0, 0, nil, err
+	if err := p.Reserve(int64(len(hdr)) + res.size); err != nil {
+		return res, err
 	}
 	if _, err := p.PWrite(ctx, hdr, 0).Get(); err != nil {
-		return 0, 0, nil, err
+		return res, err
 	}
 	seg := convertSegment
 	strided := func(i int) bool { return !ts[i].Contiguous() }
@@ -223,18 +231,19 @@ func streamConvert(ctx context.Context, o *cpOptions, r kvik.Reader, dst string,
 		err = changed() // a checkpoint written to meanwhile: its parts may disagree
 	}
 	if err != nil {
-		return 0, 0, nil, err
+		return res, err
+	}
+	res.sums = make(map[string]uint32, len(ts))
+	for i, t := range ts {
+		res.sums[t.Name] = sums.tensor(i)
 	}
 	if o.verify {
-		want := make(map[string]uint32, len(ts))
-		for i, t := range ts {
-			want[t.Name] = sums.tensor(i)
-		}
-		if err := verifyConverted(ctx, p, want); err != nil {
-			return 0, 0, nil, err
+		if err := verifyConverted(ctx, p, res.sums); err != nil {
+			return res, err
 		}
 	}
-	return len(ts), size, h.Skipped, commit(p, o.sync)
+	res.n, res.skipped = len(ts), h.Skipped
+	return res, commit(p, o.sync)
 }
 
 // readRun reads run's bytes of t from r into b: straight from the file

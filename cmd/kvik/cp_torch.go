@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -27,12 +28,12 @@ func isTorchToSafetensors(src, dst string) bool {
 // Hugging Face's conversion does, without Python: every tensor of the
 // checkpoint under its name, a strided one made dense, with the metadata
 // {"format": "pt"}, and unless --verify=false each tensor's CRC-32C
-// compared with the file read back before it replaces DST. Into a local
-// file through host memory the tensors are streamed (streamConvert);
-// to S3, or through GPU memory with --memory device (less host memory,
-// but a file-to-file conversion gains no speed on the GPU, 0.6-0.7x the
-// host route on the H200), the model is loaded whole, then saved
-// (saveVerified). Tensors that share a storage (tied weights) are saved
+// compared with the file read back before it replaces DST. Through host
+// memory the tensors are streamed (streamConvert), into the file or,
+// for S3, a temporary one uploaded (streamFile); through GPU memory with
+// --memory device (less host memory, but a file-to-file conversion gains
+// no speed on the GPU, 0.6-0.7x the host route on the H200) the model is
+// loaded whole, then saved (saveVerified). Tensors that share a storage (tied weights) are saved
 // each under its name. A dtype safetensors lacks (complex128) fails the
 // copy, naming the tensor. A sharded checkpoint
 // (pytorch_model.bin.index.json to model.safetensors.index.json) goes
@@ -60,7 +61,7 @@ func torchToSafetensors(e *env, o *cpOptions, src, dst string) error {
 // only, when not nil) into the safetensors file dst and prints a line;
 // it returns the tensors' bytes.
 func convertFile(e *env, o *cpOptions, mem memoryChoice, src, dst string, names []string) (int64, error) {
-	if !mem.device && !isURL(dst) {
+	if !mem.device {
 		return streamFile(e, o, src, dst, names)
 	}
 	ctx := e.ctx
@@ -105,8 +106,10 @@ func convertFile(e *env, o *cpOptions, mem memoryChoice, src, dst string, names 
 	return size, nil
 }
 
-// streamFile is convertFile into a local file through host memory,
-// streamed (streamConvert).
+// streamFile is convertFile through host memory, streamed
+// (streamConvert): into a local file, or for an object a temporary file
+// in TMPDIR, uploaded (kvik.UploadFileS3: its parts read from the file)
+// and read back for the check, then removed.
 func streamFile(e *env, o *cpOptions, src, dst string, names []string) (int64, error) {
 	start := time.Now()
 	r, err := kvik.OpenReader(e.ctx, src)
@@ -114,11 +117,30 @@ func streamFile(e *env, o *cpOptions, src, dst string, names []string) (int64, e
 		return 0, kvik.RedactError(err)
 	}
 	defer r.Close()
-	n, size, skipped, err := streamConvert(e.ctx, o, r, dst, names)
+	local := dst
+	if isURL(dst) {
+		dir, err := os.MkdirTemp("", "kvik-convert-")
+		if err != nil {
+			return 0, err
+		}
+		atExit(func() { os.RemoveAll(dir) })
+		defer os.RemoveAll(dir)
+		local = filepath.Join(dir, "model.safetensors")
+	}
+	lo := *o
+	lo.verify = o.verify && local == dst // an object is checked once up
+	res, err := streamConvert(e.ctx, &lo, r, local, names)
+	if err == nil && local != dst {
+		err = uploadChecked(e.ctx, o, local, dst, res.sums)
+	}
 	if err != nil {
 		return 0, kvik.RedactError(err)
 	}
+	n, size, skipped := res.n, res.size, res.skipped
 	via := fmt.Sprintf("streamed through host memory (%s at a time)", formatSize(convertJobs*convertSegment))
+	if local != dst {
+		via += " and a temporary file"
+	}
 	if o.verify {
 		via += ", verified"
 	}
@@ -129,6 +151,23 @@ func streamFile(e *env, o *cpOptions, src, dst string, names []string) (int64, e
 		fmt.Fprintf(e.stdout, "not converted (no safetensors form): %s\n", strings.Join(skipped, ", "))
 	}
 	return size, nil
+}
+
+// uploadChecked uploads the file at path as the object dst and, unless
+// --verify=false, reads the object back to compare each tensor with sums.
+func uploadChecked(ctx context.Context, o *cpOptions, path, dst string, sums map[string]uint32) error {
+	if err := kvik.UploadFileS3(ctx, dst, path, o.saveOptions()...); err != nil {
+		return err
+	}
+	if !o.verify {
+		return nil
+	}
+	r, err := kvik.OpenReader(ctx, dst)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	defer r.Close()
+	return verifyConverted(ctx, r, sums)
 }
 
 // convertIndex converts a sharded checkpoint: each shard the index names

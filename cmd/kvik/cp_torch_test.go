@@ -234,9 +234,13 @@ func TestCpTorchToS3(t *testing.T) {
 	src := filepath.Join("..", "..", "torch", "testdata", "checkpoint.pt")
 	local := filepath.Join(t.TempDir(), "c.safetensors")
 	runKvik(t, nil, "cp", src, local).expect(t, exitOK)
-	r := runKvik(t, s3Env(v), "cp", src, v.URLOf("c.safetensors")).expect(t, exitOK)
-	if !strings.Contains(r.stdout, "verified") {
+	tmp := t.TempDir() // the conversion's temporary file, removed after the upload
+	r := runKvik(t, append(s3Env(v), "TMPDIR="+tmp), "cp", src, v.URLOf("c.safetensors")).expect(t, exitOK)
+	if !strings.Contains(r.stdout, "verified") || !strings.Contains(r.stdout, "streamed through host memory") {
 		t.Errorf("kvik cp to S3: %s", r.stdout)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("%d files left in TMPDIR", len(ents))
 	}
 	want, _ := os.ReadFile(local)
 	if got, ok := v.Object("c.safetensors"); !ok || string(got) != string(want) {
