@@ -153,12 +153,18 @@ func streamFile(e *env, o *cpOptions, src, dst string, names []string) (int64, e
 	return size, nil
 }
 
-// uploadChecked uploads the file at path as the object dst and, unless
-// --verify=false, reads the object back to compare each tensor with sums.
+// uploadChecked uploads the file at path as the object dst, then checks
+// it (verifyObject).
 func uploadChecked(ctx context.Context, o *cpOptions, path, dst string, sums map[string]uint32) error {
 	if err := kvik.UploadFileS3(ctx, dst, path, o.saveOptions()...); err != nil {
 		return err
 	}
+	return verifyObject(ctx, o, dst, sums)
+}
+
+// verifyObject reads the object dst back, unless --verify=false, to
+// compare each tensor with sums.
+func verifyObject(ctx context.Context, o *cpOptions, dst string, sums map[string]uint32) error {
 	if !o.verify {
 		return nil
 	}
@@ -290,15 +296,7 @@ func saveVerified(ctx context.Context, o *cpOptions, dst string, pieces []kvik.P
 		if err := kvik.SaveFile(ctx, dst, pieces, o.saveOptions()...); err != nil {
 			return err
 		}
-		if !o.verify {
-			return nil
-		}
-		r, err := kvik.OpenReader(ctx, dst)
-		if err != nil {
-			return fmt.Errorf("verify: %w", err)
-		}
-		defer r.Close()
-		return verifyConverted(ctx, r, sums)
+		return verifyObject(ctx, o, dst, sums)
 	}
 	if err := kvik.MkdirAll(filepath.Dir(dst), 0o755, o.saveOptions()...); err != nil {
 		return err
