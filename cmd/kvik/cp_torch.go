@@ -129,6 +129,7 @@ func streamFile(e *env, o *cpOptions, src, dst string, names []string) (int64, e
 	}
 	lo := *o
 	lo.verify = o.verify && local == dst // an object is checked once up
+	lo.sync = o.sync && local == dst     // nor is a temporary file synced
 	res, err := streamConvert(e.ctx, &lo, r, local, names)
 	if err == nil && local != dst {
 		err = uploadChecked(e.ctx, o, local, dst, res.sums)
