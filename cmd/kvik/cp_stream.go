@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/internal/crcsum"
+	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 	"github.com/kvikgo/kvik/safetensors"
 	"github.com/kvikgo/kvik/torch"
 )
@@ -177,7 +178,7 @@ func streamConvert(ctx context.Context, o *cpOptions, r kvik.Reader, dst string,
 	if err != nil {
 		return res, err
 	}
-	ts, err := selectTensors(h.Tensors, names)
+	ts, err := tensorload.Select(h.Tensors, func(t *torch.TensorInfo) string { return t.Name }, names, nil, torch.ErrNotFound)
 	if err != nil {
 		return res, err
 	}
@@ -262,31 +263,6 @@ func readRun(ctx context.Context, r kvik.Reader, t *torch.TensorInfo, run stream
 		copy(b, d)
 	}
 	return err
-}
-
-// selectTensors returns the tensors of ts that names lists (all of them
-// when names is nil), in ts's order; a name missing is ErrNotFound.
-func selectTensors(ts []torch.TensorInfo, names []string) ([]torch.TensorInfo, error) {
-	if names == nil {
-		return ts, nil
-	}
-	want := make(map[string]bool, len(names))
-	for _, n := range names {
-		want[n] = true
-	}
-	var out []torch.TensorInfo
-	for _, t := range ts {
-		if want[t.Name] {
-			out = append(out, t)
-			delete(want, t.Name)
-		}
-	}
-	for _, n := range names {
-		if want[n] {
-			return nil, fmt.Errorf("%w: %q", torch.ErrNotFound, n)
-		}
-	}
-	return out, nil
 }
 
 // verifySaved reads back the safetensors file r reads, streamed as the

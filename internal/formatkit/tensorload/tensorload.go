@@ -636,24 +636,32 @@ func (q *Request[T]) load(ctx context.Context, r kvik.Reader, ts []T) (*Result[T
 
 // selected returns the tensors that Names and Filter select, in file order.
 func (q *Request[T]) selected() ([]T, error) {
+	return Select(q.Tensors, q.Name, q.Names, q.Filter, q.NotFound)
+}
+
+// Select returns the tensors of ts (named by name) that names lists,
+// every one when it is empty, and filter (when not nil) keeps, in the
+// order of ts; a name ts lacks is notFound: a format's Options.Names
+// and Filter, for a caller that reads the tensors itself.
+func Select[T any](ts []T, name func(*T) string, names []string, filter func(*T) bool, notFound error) ([]T, error) {
 	var want map[string]bool
-	if len(q.Names) > 0 {
-		have := make(map[string]bool, len(q.Tensors))
-		for i := range q.Tensors {
-			have[q.Name(&q.Tensors[i])] = true
+	if len(names) > 0 {
+		have := make(map[string]bool, len(ts))
+		for i := range ts {
+			have[name(&ts[i])] = true
 		}
-		want = make(map[string]bool, len(q.Names))
-		for _, n := range q.Names {
+		want = make(map[string]bool, len(names))
+		for _, n := range names {
 			if !have[n] {
-				return nil, fmt.Errorf("%w: %q", q.NotFound, n)
+				return nil, fmt.Errorf("%w: %q", notFound, n)
 			}
 			want[n] = true
 		}
 	}
 	var out []T
-	for i := range q.Tensors {
-		t := &q.Tensors[i]
-		if (want != nil && !want[q.Name(t)]) || (q.Filter != nil && !q.Filter(t)) {
+	for i := range ts {
+		t := &ts[i]
+		if (want != nil && !want[name(t)]) || (filter != nil && !filter(t)) {
 			continue
 		}
 		out = append(out, *t)
