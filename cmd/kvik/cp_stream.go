@@ -184,12 +184,11 @@ func streamConvert(ctx context.Context, o *cpOptions, r kvik.Reader, dst string,
 	}
 	save := make([]safetensors.SaveTensor, len(ts))
 	sizes := make([]int64, len(ts))
-	for i, t := range ts {
-		d := t.Dtype.Safetensors()
-		if d == "" {
-			return res, fmt.Errorf("tensor %q: %s has no safetensors dtype", t.Name, t.Dtype)
+	for i := range ts {
+		t := &ts[i]
+		if save[i], err = saveTensor(t); err != nil {
+			return res, err
 		}
-		save[i] = safetensors.SaveTensor{Name: t.Name, Dtype: d, Shape: t.Shape}
 		sizes[i] = t.NumElements() * int64(t.Dtype.Size())
 		res.size += sizes[i]
 	}

@@ -254,12 +254,10 @@ func torchTensors(c *torch.Checkpoint, g *gpuDevice) ([]safetensors.SaveTensor, 
 	sums := make(map[string]uint32, len(c.Tensors))
 	for i := range c.Tensors {
 		t := &c.Tensors[i]
-		d := t.Dtype.Safetensors()
-		if d == "" {
-			return nil, nil, fmt.Errorf("tensor %q: %s has no safetensors dtype", t.Name, t.Dtype)
+		s, err := saveTensor(&t.TensorInfo)
+		if err != nil {
+			return nil, nil, err
 		}
-		s := safetensors.SaveTensor{Name: t.Name, Dtype: d, Shape: t.Shape}
-		var err error
 		switch {
 		case t.Ptr != 0 && t.Contiguous():
 			s.Ptr = t.Ptr
@@ -285,6 +283,16 @@ func torchTensors(c *torch.Checkpoint, g *gpuDevice) ([]safetensors.SaveTensor, 
 		out = append(out, s)
 	}
 	return out, sums, nil
+}
+
+// saveTensor describes t as safetensors saves it (no bytes yet); a dtype
+// that format lacks is an error naming the tensor.
+func saveTensor(t *torch.TensorInfo) (safetensors.SaveTensor, error) {
+	d := t.Dtype.Safetensors()
+	if d == "" {
+		return safetensors.SaveTensor{}, fmt.Errorf("tensor %q: %s has no safetensors dtype", t.Name, t.Dtype)
+	}
+	return safetensors.SaveTensor{Name: t.Name, Dtype: d, Shape: t.Shape}, nil
 }
 
 // saveVerified writes the safetensors file of pieces at dst and, unless
