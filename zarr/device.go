@@ -256,6 +256,15 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 	if err != nil {
 		return err
 	}
+	if z := a.gpuZstd(target); z != nil {
+		return a.readZstdSplit(ctx, z, target, r, dst)
+	}
+	return a.readRegionDeviceCPU(ctx, r, target, dst)
+}
+
+// readRegionDeviceCPU reads region r into dst (target) with the chunks
+// decoded on the CPU (see ReadRegionDevice).
+func (a *Array) readRegionDeviceCPU(ctx context.Context, r box, target devmem.Range, dst cuda.DevicePtr) error {
 	es := a.meta.DataType.Size
 	cellBytes := numElements(a.cellShape()) * es
 	bufSize, _ := bandBuffers(cellBytes, 0)

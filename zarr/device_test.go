@@ -48,6 +48,7 @@ func fromDevice(t testing.TB, ctx cuda.Context, p cuda.DevicePtr, n int) []byte 
 // store WithProcessLocks (device writes of parts of chunks locked).
 func TestDeviceRegionReads(t *testing.T) {
 	ctx := needGPU(t)
+	gpuZstdTestShare(t)
 	rng := rand.New(rand.NewPCG(7, 8))
 	dir := os.Getenv("KVIK_TEST_DIR")
 	if dir == "" {
@@ -65,8 +66,32 @@ func TestDeviceRegionReads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			before := gpuZstdChunks.Load()
 			checkDeviceRegions(t, ctx, rng, s, m)
+			checkGPUZstd(t, name, before)
 		})
+	}
+}
+
+// gpuZstdCases are the arrays of deviceCases whose chunks the GPU decodes
+// (plain zstd frames): in place where contiguous in the region, else in
+// a batch's memory and copied.
+var gpuZstdCases = map[string]bool{"zstd-rows": true, "zstd-tiles": true, "v2-zstd": true}
+
+// gpuZstdTestShare gives the GPU half of the rows of zstd chunks of
+// every device read of t, however small (the default leaves reads below
+// gpuZstdMin to the CPU).
+func gpuZstdTestShare(t *testing.T) {
+	zarrtune.GPUZstdShare.Store(500)
+	t.Cleanup(func() { zarrtune.GPUZstdShare.Store(0) })
+}
+
+// checkGPUZstd fails t where the GPU decoded no chunk of a gpuZstdCases
+// array since before (or any of another).
+func checkGPUZstd(t *testing.T, name string, before int64) {
+	t.Helper()
+	if got := gpuZstdChunks.Load() - before; gpuZstdCases[name] != (got > 0) {
+		t.Errorf("%s: the GPU decoded %d chunks", name, got)
 	}
 }
 
@@ -138,6 +163,7 @@ func TestDeviceBands(t *testing.T) {
 // conditions for the lockedCases).
 func TestRemoteDeviceRegionReads(t *testing.T) {
 	ctx := needGPU(t)
+	gpuZstdTestShare(t)
 	rng := rand.New(rand.NewPCG(7, 9))
 	srv := s3test.Start(t)
 	for name, m := range withLocked(deviceCases) {
@@ -148,7 +174,9 @@ func TestRemoteDeviceRegionReads(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
+			before := gpuZstdChunks.Load()
 			checkDeviceRegions(t, ctx, rng, s, m)
+			checkGPUZstd(t, name, before)
 		})
 	}
 }
@@ -166,6 +194,11 @@ var deviceCases = map[string]Metadata{
 	"sharded-raw":     {Shape: []int{45, 36}, ChunkShape: []int{16, 12}, DataType: DataType{Kind: Int, Size: 4}, Codecs: shardCodecs([]int{4, 6}, true, []Codec{{Name: "bytes"}}), FillValue: 7},
 	"sharded-raw-1mb": {Shape: []int{40, 1 << 16}, ChunkShape: []int{16, 1 << 16}, DataType: DataType{Kind: Float, Size: 4}, Codecs: shardCodecs([]int{4, 1 << 16}, false, []Codec{{Name: "bytes"}})},
 	"v2-F-zlib":       {ZarrFormat: 2, Order: 'F', Shape: []int{33, 21}, ChunkShape: []int{8, 8}, DataType: DataType{Kind: Int, Size: 8}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
+	// Plain zstd frames, decoded on the GPU: chunks as wide as the array
+	// (each contiguous in a region of whole rows), tiles, and v2.
+	"zstd-rows":  {Shape: []int{300, 64}, ChunkShape: []int{32, 64}, DataType: DataType{Kind: Float, Size: 4}, Codecs: []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}}, FillValue: 1.5},
+	"zstd-tiles": {Shape: []int{300, 200}, ChunkShape: []int{64, 50}, DataType: DataType{Kind: Int, Size: 2}, Codecs: []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 1}}}, FillValue: 5},
+	"v2-zstd":    {ZarrFormat: 2, Shape: []int{130, 40}, ChunkShape: []int{16, 40}, DataType: DataType{Kind: Uint, Size: 8}, Compressor: &Codec{Name: "zstd", Configuration: map[string]any{"level": 5}}},
 }
 
 // checkDeviceRegions creates array m in s with its last chunk row

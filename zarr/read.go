@@ -209,27 +209,38 @@ func (a *Array) fetchPiece(ctx context.Context, pc piece, bv view) (fetched, err
 			return fetched{done: true}, err
 		}
 	}
-	var p *[]byte
-	into := place
-	if !pc.pipe.raw() || place == nil {
-		hint := pc.n // an inner chunk's exact size, or a chunk's decoded size
-		if hint < 0 {
-			hint = pc.storedSize()
-		}
-		p = getBuf(int(hint))
-		into = (*p)[:0]
+	var f fetched
+	var err error
+	if pc.pipe.raw() && place != nil {
+		var ok bool
+		f.b, ok, err = a.fetch(ctx, pc, place)
+		f.done = err != nil || !ok
+	} else {
+		f, err = a.fetchStored(ctx, pc)
 	}
-	b, ok, err := a.fetch(ctx, pc, into)
-	if p != nil && cap(b) > cap(*p) { // keep the larger buffer the store made
+	if f.done && err == nil {
+		hv.fill(pc.sel.count, pc.pipe.fill)
+	}
+	return f, err
+}
+
+// fetchStored fetches the stored bytes of pc into a pooled buffer; done
+// (no bytes) where the chunk is missing, its fill left to the caller.
+func (a *Array) fetchStored(ctx context.Context, pc piece) (fetched, error) {
+	if pc.missing {
+		return fetched{done: true}, nil
+	}
+	hint := pc.n // an inner chunk's exact size, or a chunk's decoded size
+	if hint < 0 {
+		hint = pc.storedSize()
+	}
+	p := getBuf(int(hint))
+	b, ok, err := a.fetch(ctx, pc, (*p)[:0])
+	if cap(b) > cap(*p) { // keep the larger buffer the store made
 		*p = b[:0]
 	}
 	if err != nil || !ok {
-		if p != nil {
-			putBuf(p)
-		}
-		if err == nil {
-			hv.fill(pc.sel.count, pc.pipe.fill)
-		}
+		putBuf(p)
 		return fetched{done: true}, err
 	}
 	return fetched{p: p, b: b}, nil

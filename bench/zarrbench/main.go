@@ -59,9 +59,12 @@ func main() {
 	altRows := flag.Bool("alt-rowwrites", false, "in each round, also write each array with its chunks taken in C order, a row (one directory) at once (zarrtune.RowMajorWrites), from host and device memory: RESULT NAME_write_rows, NAME_devwrite_rows")
 	altNoSync := flag.Bool("alt-nosync", false, "in each round, also write each array from host memory through a DirStore opened with zarr.WithoutSync (no fsync of each chunk's file and directory: what a disk's flushes cost): RESULT NAME_write_nosync")
 	altUnshuffle := flag.Bool("alt-unshuffle", false, "in each round, also read each array into device memory with Blosc's byte shuffle undone on the CPU (zarrtune.CPUUnshuffle) instead of on the GPU: RESULT NAME_gpu_cpuunshuffle")
+	gpuShare := flag.Int64("gpushare", 0, "the share of a device read's rows of zstd chunks the GPU decodes, in thousandths (zarrtune.GPUZstdShare; 0: zarr's default)")
+	altCPUZstd := flag.Bool("alt-cpuzstd", false, "in each round, also read each array of zstd chunks into device memory with the chunks decoded on the CPU (zarrtune.CPUZstd) instead of on the GPU: RESULT NAME_gpu_cpuzstd")
 	flag.BoolVar(&writeEmpty, "write-empty", false, "store chunks all of the fill value (Array.SetWriteEmptyChunks(true)): the writes without the fill-value check, for an A/B in two processes")
 	profile := flag.String("profile", "", "a directory for a CPU profile of 5 more writes of each codec (each into a new array) and a trace of one more (NAME-write.prof, .trace), of as many encode ceilings (NAME-encode.prof, .trace), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
 	flag.Parse()
+	zarrtune.GPUZstdShare.Store(*gpuShare)
 	check(os.RemoveAll(*dir))
 	check(os.MkdirAll(*dir, 0o755))
 	if !*keep {
@@ -167,6 +170,14 @@ func main() {
 					log.Fatalf("%s: the device read (CPU unshuffle) differs from the data", name)
 				}
 			}
+			if *altCPUZstd {
+				zarrtune.CPUZstd.Store(true)
+				keep("gpu_cpuzstd", timed(func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) }))
+				zarrtune.CPUZstd.Store(false)
+				if g.sum() != sum {
+					log.Fatalf("%s: the device read (CPU zstd) differs from the data", name)
+				}
+			}
 			// Device writes go into a new array too, as the host writes
 			// do: over the old one each chunk's rename also frees the
 			// replaced file's pages (a host write over an array took
@@ -208,7 +219,7 @@ func main() {
 		}
 		dec, enc, write := row["decode"], row["encode"], row["write"]
 		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"], row["gpu_region"], row["gpu_cells"])
-		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_nosync", "write_rows", "devwrite", "devwrite_rows", "host", "gpu", "gpu_region", "gpu_cells", "gpu_cpuunshuffle"} {
+		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_nosync", "write_rows", "devwrite", "devwrite_rows", "host", "gpu", "gpu_region", "gpu_cells", "gpu_cpuunshuffle", "gpu_cpuzstd"} {
 			if v, ok := row[k]; ok {
 				result(name+"_"+k, v)
 			}
@@ -216,7 +227,7 @@ func main() {
 		// The median over rounds of each round's ratio: drift over the
 		// rounds (clocks, neighbours) moves both sides of a round alike,
 		// where the best of each can come from different rounds.
-		for _, p := range [][2]string{{"gpu", "decode"}, {"gpu_cpuunshuffle", "decode"}, {"gpu", "gpu_cpuunshuffle"}, {"host", "decode"}, {"write", "encode"}, {"write_nosync", "encode"}, {"devwrite", "encode"}} {
+		for _, p := range [][2]string{{"gpu", "decode"}, {"gpu_cpuunshuffle", "decode"}, {"gpu", "gpu_cpuunshuffle"}, {"gpu", "gpu_cpuzstd"}, {"host", "decode"}, {"write", "encode"}, {"write_nosync", "encode"}, {"devwrite", "encode"}} {
 			if v, ok := pairedMedian(rounds[p[0]], rounds[p[1]]); ok {
 				result(name+"_"+p[0]+"_"+p[1]+"_paired", v)
 			}

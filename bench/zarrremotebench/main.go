@@ -84,6 +84,8 @@ func main() {
 	altEagerPlan := flag.Bool("alt-eagerplan", false, "the alternative reads of sharded arrays read every shard index before any chunk (zarrtune.EagerShardPlan)")
 	altCPUUnshuffle := flag.Bool("alt-cpuunshuffle", false, "the alternative reads of device memory undo Blosc's byte shuffle on the CPU, not the GPU (zarrtune.CPUUnshuffle)")
 	altBand := flag.Int("alt-band", 0, "also read each compressed array into device memory in bands of at most this many bytes (zarrtune.BandLimit; runs named \"... bN\", N in KiB), in the same rounds")
+	gpuShare := flag.Int64("gpushare", 0, "the share of a device read's rows of zstd chunks the GPU decodes, in thousandths (zarrtune.GPUZstdShare; 0: zarr's default)")
+	altCPUZstd := flag.Bool("alt-cpuzstd", false, "the alternative reads of device memory decode zstd chunks on the CPU, not the GPU (zarrtune.CPUZstd)")
 	altWhole := flag.Bool("alt-whole", false, "also read each sharded array through a store opened with zarr.WithWholeShards (runs named \"... whole\"), in the same rounds")
 	host := flag.Bool("host", false, "read into host memory (no GPU needed)")
 	codecs := flag.String("codecs", "zstd,blosc-lz4,blosc-zstd,gzip,sharded,sharded-zstd", "variants besides raw, comma-separated")
@@ -94,6 +96,7 @@ func main() {
 	cpu := flag.Bool("cpu", false, "also print each configuration's CPU time, time waiting for a core and idle time per read (Linux)")
 	latency := flag.Duration("latency", 0, "hold every request this long before it goes to the server (a proxy in this process), as a distant S3's time to first byte; the proxy's copies count in -cpu")
 	flag.Parse()
+	zarrtune.GPUZstdShare.Store(*gpuShare)
 	if *dir == "" || os.Getenv("AWS_ENDPOINT_URL") == "" {
 		log.Fatal("need -dir and the AWS_* variables of the S3 server")
 	}
@@ -152,7 +155,7 @@ func main() {
 	for _, v := range variants[1:] {
 		a := arrays[v.name]
 		runs = append(runs, run{"zarr " + v.name + " region", "s3_" + v.name, func() error { return t.region(a, shape) }})
-		if suffix := altSuffix(*altWorkers, *altRequests, *altBand); suffix != "" && compressed(v) {
+		if suffix := altSuffix(*altWorkers, *altRequests, *altBand, *altCPUZstd); suffix != "" && compressed(v) {
 			store := a.Store()
 			if *altRequests > 0 {
 				s, err := zarr.OpenURL(bg, "s3://bkt/"+v.name+".zarr", zarr.WithMaxRequests(*altRequests))
@@ -169,6 +172,7 @@ func main() {
 			knobs := map[*atomic.Bool]bool{ // the alternative reads' settings, off again after each
 				&zarrtune.InlineFetch: *altInline, &zarrtune.NoYield: *altNoYield, &zarrtune.WholeSpans: *altWholeSpans,
 				&zarrtune.EagerShardPlan: *altEagerPlan, &zarrtune.CPUUnshuffle: *altCPUUnshuffle,
+				&zarrtune.CPUZstd: *altCPUZstd,
 			}
 			runs = append(runs, run{"zarr " + name + " region", "s3_" + strings.ReplaceAll(name, " ", "_"), func() error {
 				for k, on := range knobs {
@@ -222,7 +226,7 @@ func main() {
 	if *cpu {
 		printUsage(runs, times, use, len(data))
 	}
-	printRatios(variants, gbs, times, altSuffix(*altWorkers, *altRequests, *altBand))
+	printRatios(variants, gbs, times, altSuffix(*altWorkers, *altRequests, *altBand, *altCPUZstd))
 	for _, run := range runs {
 		fmt.Printf("RESULT %s %.3f\n", run.key, gbs[run.name])
 	}
@@ -327,10 +331,10 @@ func printRatios(variants []variant, gbs map[string]float64, times map[string][]
 	}
 }
 
-// altSuffix names the alternative reads of -alt-workers, -alt-requests
-// and -alt-band (" w11", " r8", " w11 r8", " b4096"), or is empty where
-// there are none.
-func altSuffix(workers, requests, band int) string {
+// altSuffix names the alternative reads of -alt-workers, -alt-requests,
+// -alt-band and -alt-cpuzstd (" w11", " r8", " w11 r8", " b4096",
+// " cpuzstd"), or is empty where there are none.
+func altSuffix(workers, requests, band int, cpuZstd bool) string {
 	s := ""
 	if workers > 0 {
 		s += fmt.Sprintf(" w%d", workers)
@@ -340,6 +344,9 @@ func altSuffix(workers, requests, band int) string {
 	}
 	if band > 0 {
 		s += fmt.Sprintf(" b%d", band>>10)
+	}
+	if cpuZstd {
+		s += " cpuzstd"
 	}
 	return s
 }

@@ -1,8 +1,8 @@
 // Package kernels runs kvik's own CUDA kernels on data on its way to or
 // from device memory, where the GPU does in microseconds what would take
 // the CPU cores milliseconds (and a copy to host memory first). The
-// kernels are PTX embedded in the binary (unshuffle.ptx, fill.ptx and
-// crc.ptx, made from their .cu files by go generate), loaded into a
+// kernels are PTX embedded in the binary (unshuffle.ptx, fill.ptx,
+// crc.ptx and zstd.ptx, made from their .cu files by go generate), loaded into a
 // context on first use, the driver compiling them for its device, and
 // kept for the life of the process.
 package kernels
@@ -10,6 +10,7 @@ package kernels
 //go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -O3 -S -o unshuffle.ptx unshuffle.cu
 //go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -O3 -S -o fill.ptx fill.cu
 //go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -Xclang -target-feature -Xclang +ptx63 -O3 -S -o crc.ptx crc.cu
+//go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -Xclang -target-feature -Xclang +ptx63 -O3 -S -o zstd.ptx zstd.cu
 
 import (
 	_ "embed"
@@ -28,6 +29,8 @@ var (
 	fillPTX []byte
 	//go:embed crc.ptx
 	crcPTX []byte
+	//go:embed zstd.ptx
+	zstdPTX []byte
 )
 
 // blockThreads is the threads of a block of the kernels.

@@ -56,6 +56,15 @@ var RowMajorWrites atomic.Bool
 // (zarr's GPU unshuffle), to compare.
 var CPUUnshuffle atomic.Bool
 
+// CPUZstd makes device reads decode zstd chunks on the CPU, as host reads
+// do, instead of on the GPU (zarr's gpuZstd), to compare.
+var CPUZstd atomic.Bool
+
+// GPUZstdShare, when above 0, is the share of a device read's rows of
+// zstd chunks the GPU decodes, in thousandths (1000: every chunk), in
+// place of zarr's default (gpuZstdShare), to compare.
+var GPUZstdShare atomic.Int64
+
 // BandLimit, when above 0, caps the bytes of a device read's bands (at
 // least one cell), the pinned buffers they go through keeping their
 // size: a smaller set of staging memory in rotation, to compare.

@@ -1,0 +1,271 @@
+package kernels
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/libzstd"
+	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
+)
+
+// zstdGuard is the canary around each destination of TestZstd: bytes a
+// decode must leave as they are.
+const zstdGuard = 64
+
+// TestZstd decodes on the GPU, in batches of random sizes, the frames
+// of TestZstdModel (klauspost/compress's and libzstd's, with corrupted
+// ones, destinations too small and a frame with a checksum): every
+// valid frame to its data; every other one to -1 or, where the CPU
+// model (testdata/zstd_host.c, where gcc is) decodes it, to the model's
+// bytes; no byte written around any destination.
+func TestZstd(t *testing.T) {
+	ctx := gputest.Primary(t, 0)
+	rng := rand.New(rand.NewPCG(3, 14))
+	cases := zstdCases(t, rng, 160)
+	model := map[int][]byte{} // the CPU's decodes of the frames that are not valid
+	if gcc, err := exec.LookPath("gcc"); err == nil && gcc != "" {
+		model = hostDecodes(t, cases)
+	}
+	var srcLen, dstLen int
+	for _, c := range cases {
+		srcLen += len(c.frame)
+		dstLen += c.cap + zstdGuard
+	}
+	err := cuda.WithContext(ctx, func() error {
+		z, err := LoadZstd(ctx)
+		if err != nil {
+			return err
+		}
+		src, err := cuda.MemAlloc(max(srcLen, 1))
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		dst, err := cuda.MemAlloc(dstLen + zstdGuard)
+		if err != nil {
+			return err
+		}
+		defer dst.Close()
+		guard := bytes.Repeat([]byte{0xa5}, dstLen+zstdGuard)
+		if err := cuda.MemcpyHtoD(dst.Ptr(), guard); err != nil {
+			return err
+		}
+		frames := make([]ZstdFrame, len(cases))
+		var so, do int
+		host := make([]byte, 0, srcLen)
+		for i, c := range cases {
+			host = append(host, c.frame...)
+			do += zstdGuard
+			frames[i] = ZstdFrame{Src: src.Ptr() + cuda.DevicePtr(so), SrcLen: len(c.frame), Dst: dst.Ptr() + cuda.DevicePtr(do), DstCap: c.cap}
+			so += len(c.frame)
+			do += c.cap
+		}
+		if err := cuda.MemcpyHtoD(src.Ptr(), host); err != nil {
+			return err
+		}
+		b, err := z.NewBatch(1 + rng.IntN(64))
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		sizes := make([]int, 0, len(frames))
+		for at := 0; at < len(frames); {
+			k := min(len(frames)-at, 1+rng.IntN(b.Len()))
+			got, err := b.Decode(0, frames[at:at+k])
+			if err != nil {
+				return err
+			}
+			sizes = append(sizes, got...)
+			at += k
+		}
+		out := make([]byte, dstLen+zstdGuard)
+		if err := cuda.MemcpyDtoH(out, dst.Ptr()); err != nil {
+			return err
+		}
+		do = 0
+		gpu := 0
+		for i, c := range cases {
+			if !bytes.Equal(out[do:do+zstdGuard], guard[:zstdGuard]) {
+				t.Errorf("case %d: the guard before its destination changed", i)
+			}
+			do += zstdGuard
+			got := out[do : do+c.cap]
+			switch n := sizes[i]; {
+			case c.want != nil && (n != len(c.want) || !bytes.Equal(got[:n], c.want)):
+				t.Errorf("case %d: %d bytes decoded (want %d), equal %v", i, n, len(c.want), n == len(c.want) && bytes.Equal(got[:n], c.want))
+			case c.want == nil && n >= 0:
+				if m, ok := model[i]; ok && !bytes.Equal(got[:n], m) {
+					t.Errorf("case %d: the GPU decoded %d bytes where the CPU's model decodes %d", i, n, len(m))
+				}
+			case c.want == nil && model[i] != nil:
+				t.Errorf("case %d: the GPU refused a frame the CPU's model decodes", i)
+			}
+			if sizes[i] >= 0 {
+				gpu++
+			}
+			do += c.cap
+		}
+		if !bytes.Equal(out[do:], guard[:zstdGuard]) {
+			t.Errorf("the guard after the last destination changed")
+		}
+		t.Logf("%d frames, %d decoded on the GPU", len(cases), gpu)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hostDecodes returns the CPU model's decodes of the cases that are not
+// valid frames (by index), those it decodes.
+func hostDecodes(t *testing.T, cases []zstdCase) map[int][]byte {
+	bin := hostDecoder(t)
+	var in bytes.Buffer
+	var idx []int
+	for i, c := range cases {
+		if c.want == nil {
+			writeJob(&in, c)
+			idx = append(idx, i)
+		}
+	}
+	out := runHost(t, bin, &in, len(idx))
+	m := map[int][]byte{}
+	for k, i := range idx {
+		if out[k] != nil {
+			m[i] = out[k]
+		}
+	}
+	return m
+}
+
+// BenchmarkZstd decodes 1 GiB of 1 MiB frames (zarrbench's smooth
+// float32 field plus noise, zstd level 3 as Zarr writes it) on the GPU, in batches of
+// 1024 frames (one launch), and on every core with the CPU's decoder (libzstd, else
+// klauspost/compress), in the same run: GB/s of decoded bytes.
+func BenchmarkZstd(b *testing.B) {
+	const frame, count = 1 << 20, 1024
+	data := make([][]byte, count)
+	frames := make([][]byte, count)
+	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderCRC(false))
+	field := fielddata.Float32(16384, 16384, 1) // zarrbench's array: 2.5x at level 3
+	for i := range data {
+		data[i] = field[i*frame : (i+1)*frame]
+		if libzstd.Load() == nil {
+			frames[i], _ = libzstd.Compress(nil, data[i], 3, false)
+		} else {
+			frames[i] = enc.EncodeAll(data[i], nil)
+		}
+	}
+	var stored int
+	for _, f := range frames {
+		stored += len(f)
+	}
+	b.Logf("%d frames of %d bytes, %.2fx compressed", count, frame, float64(count*frame)/float64(stored))
+	b.Run("cpu", func(b *testing.B) {
+		b.SetBytes(count * frame)
+		out := make([][]byte, count)
+		for i := range out {
+			out[i] = make([]byte, frame)
+		}
+		for b.Loop() {
+			var wg sync.WaitGroup
+			var next sync.Mutex
+			k := 0
+			for range runtime.GOMAXPROCS(0) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					dec, _ := zstd.NewReader(nil)
+					defer dec.Close()
+					for {
+						next.Lock()
+						i := k
+						k++
+						next.Unlock()
+						if i >= count {
+							return
+						}
+						if libzstd.Load() == nil {
+							libzstd.Decompress(out[i], frames[i])
+						} else {
+							dec.DecodeAll(frames[i], out[i][:0])
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		}
+	})
+	for _, per := range []int{count, 128} {
+		b.Run(fmt.Sprintf("gpu-batch%d", per), func(b *testing.B) {
+			ctx := gputest.Primary(b, 0)
+			err := cuda.WithContext(ctx, func() error {
+				z, err := LoadZstd(ctx)
+				if err != nil {
+					return err
+				}
+				src, err := cuda.MemAlloc(stored)
+				if err != nil {
+					return err
+				}
+				defer src.Close()
+				dst, err := cuda.MemAlloc(count * frame)
+				if err != nil {
+					return err
+				}
+				defer dst.Close()
+				zf := make([]ZstdFrame, count)
+				at := 0
+				for i, f := range frames {
+					if err := cuda.MemcpyHtoD(src.Ptr()+cuda.DevicePtr(at), f); err != nil {
+						return err
+					}
+					zf[i] = ZstdFrame{Src: src.Ptr() + cuda.DevicePtr(at), SrcLen: len(f), Dst: dst.Ptr() + cuda.DevicePtr(i*frame), DstCap: frame}
+					at += len(f)
+				}
+				batch, err := z.NewBatch(per)
+				if err != nil {
+					return err
+				}
+				defer batch.Close()
+				b.SetBytes(count * frame)
+				for b.Loop() {
+					for at := 0; at < count; at += per {
+						sizes, err := batch.Decode(0, zf[at:at+per])
+						if err != nil {
+							return err
+						}
+						for i, n := range sizes {
+							if n != frame {
+								return fmt.Errorf("frame %d: %d bytes", at+i, n)
+							}
+						}
+					}
+				}
+				b.StopTimer()
+				got := make([]byte, frame)
+				for i := range count {
+					if err := cuda.MemcpyDtoH(got, dst.Ptr()+cuda.DevicePtr(i*frame)); err != nil {
+						return err
+					}
+					if !bytes.Equal(got, data[i]) {
+						return fmt.Errorf("frame %d decoded wrong", i)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

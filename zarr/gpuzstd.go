@@ -1,0 +1,355 @@
+package zarr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/devmem"
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
+	"github.com/kvikgo/kvik/internal/kernels"
+)
+
+// A device read of an array whose chunks are zstd frames of plain
+// little-endian elements (the bytes codec, then zstd without a checksum:
+// numcodecs' and zarr-python's default) decodes them on the GPU
+// (kernels.Zstd, one warp a frame), the CPU only fetching them: the
+// stored bytes go to the device in batches, are decoded there straight
+// into the region (a chunk contiguous there) or into device memory of
+// the batch's and copied into place on the device. A frame the GPU
+// leaves (more than one frame, a checksum, a corrupt one), a missing
+// chunk and a chunk the region cuts are done on the CPU and copied up,
+// so that errors are the CPU decoder's. Batches of gpuZstdBatch frames,
+// gpuZstdSlots of them at once: a frame takes the GPU tens of
+// milliseconds, so it wants hundreds in flight, while the next batches
+// are fetched.
+const (
+	gpuZstdBatch = 256
+	gpuZstdSlots = 4
+	// gpuZstdScratch bounds the device memory of a slot's decoded chunks.
+	gpuZstdScratch = 256 << 20
+)
+
+// gpuZstdShare is the share of a device read's rows of chunks (along
+// the first dimension) that the GPU decodes, in thousandths, while the
+// CPU's path reads the others at the same time, from a local store and
+// from a remote one (whose chunks the CPU also receives): the shares at
+// which a 1 GiB read ran fastest on an H200 (the GPU's rows reached it
+// while the CPU read the rest; 1.17-1.38x the CPU alone from tmpfs,
+// 1.22x from S3).
+const (
+	gpuZstdShareLocal  = 400
+	gpuZstdShareRemote = 300
+)
+
+// gpuZstdMin is the smallest device read the GPU takes a share of: a
+// launch takes the GPU tens of milliseconds however few its frames, the
+// time in which the CPU decodes a few hundred megabytes.
+const gpuZstdMin = 256 << 20
+
+// readZstdSplit reads region r into dst (target), decoding the chunks
+// of its first rows on the GPU (readZstdDevice) and reading the others
+// with the CPU's path (readRegionDeviceCPU), both at once: C order puts
+// the rows of the first dimension one after another in dst. A read
+// smaller than gpuZstdMin is the CPU's; rows the GPU cannot take for
+// want of device memory are read by the CPU's path after all.
+func (a *Array) readZstdSplit(ctx context.Context, z *kernels.Zstd, target devmem.Range, r box, dst cuda.DevicePtr) error {
+	es := a.meta.DataType.Size
+	share := int64(gpuZstdShareLocal)
+	if _, remote := requestSlots(a.store); remote {
+		share = gpuZstdShareRemote
+	}
+	if v := zarrtune.GPUZstdShare.Load(); v > 0 {
+		share = min(v, 1000)
+	} else if numElements(r.count)*es < gpuZstdMin {
+		share = 0
+	}
+	c0 := a.meta.ChunkShape[0]
+	first, end := r.start[0]/c0, (r.start[0]+r.count[0]+c0-1)/c0
+	rows := int64(end - first)
+	split := min((first+int((rows*share+500)/1000))*c0, r.start[0]+r.count[0]) - r.start[0]
+	if split <= 0 {
+		return a.readRegionDeviceCPU(ctx, r, target, dst)
+	}
+	gpu := box{start: slices.Clone(r.start), count: slices.Clone(r.count)}
+	gpu.count[0] = split
+	readGPU := func(ctx context.Context) error {
+		err := a.readZstdDevice(ctx, z, target, a.chunkPieces(gpu), view{shape: gpu.count, es: es}, dst)
+		if errors.Is(err, cuda.ErrorOutOfMemory) && ctx.Err() == nil {
+			t, terr := deviceTarget(dst, numElements(gpu.count)*es)
+			if terr != nil {
+				return terr
+			}
+			return a.readRegionDeviceCPU(ctx, gpu, t, dst)
+		}
+		return err
+	}
+	if split == r.count[0] {
+		return readGPU(ctx)
+	}
+	cpu := box{start: slices.Clone(r.start), count: slices.Clone(r.count)}
+	cpu.start[0] += split
+	cpu.count[0] -= split
+	off := cuda.DevicePtr(numElements(gpu.count) * es)
+	cpuTarget, err := deviceTarget(dst+off, numElements(cpu.count)*es)
+	if err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return readGPU(ctx) })
+	g.Go(func() error { return a.readRegionDeviceCPU(ctx, cpu, cpuTarget, dst+off) })
+	return g.Wait()
+}
+
+// gpuZstdChunks counts the chunks the GPU decoded, for the tests.
+var gpuZstdChunks atomic.Int64
+
+// gpuZstdNoMemory makes the GPU's reads fail as if out of device memory,
+// for the tests.
+var gpuZstdNoMemory atomic.Bool
+
+// gpuZstd returns the GPU's zstd decoder for a device read into r, or nil
+// where the array's chunks are not plain zstd frames, zarrtune.CPUZstd
+// is set or the kernel cannot be loaded (the CPU decodes then).
+func (a *Array) gpuZstd(r devmem.Range) *kernels.Zstd {
+	p := a.pipe
+	b, ok := p.ab.(bytesCodecAB)
+	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) || zarrtune.CPUZstd.Load() {
+		return nil
+	}
+	if z, ok := p.bb[0].(zstdCodec); !ok || z.checksum {
+		return nil
+	}
+	var z *kernels.Zstd
+	if cuda.WithContext(r.Ctx, func() (err error) { z, err = kernels.LoadZstd(r.Ctx); return err }) != nil {
+		return nil
+	}
+	return z
+}
+
+// zstdSlot is one batch in flight: its stream, the kernel's memory, the
+// stored bytes on the device and the chunks decoded there.
+type zstdSlot struct {
+	s       cuda.Stream
+	batch   *kernels.ZstdBatch
+	stored  *cuda.DeviceBuffer
+	decoded *cuda.DeviceBuffer
+}
+
+func (s *zstdSlot) close() {
+	if s.s != 0 {
+		cuda.StreamDestroy(s.s)
+	}
+	if s.batch != nil {
+		s.batch.Close()
+	}
+	s.stored.Close() // a nil *DeviceBuffer closes as nothing
+	s.decoded.Close()
+}
+
+// deviceBuf returns *b, grown to at least n bytes.
+func deviceBuf(b **cuda.DeviceBuffer, n int) (cuda.DevicePtr, error) {
+	if *b != nil && (*b).Size() >= n {
+		return (*b).Ptr(), nil
+	}
+	if *b != nil {
+		(*b).Close()
+		*b = nil
+	}
+	d, err := cuda.MemAlloc(max(n, 1))
+	if err != nil {
+		return 0, err
+	}
+	*b = d
+	return d.Ptr(), nil
+}
+
+// readZstdDevice reads pieces, the chunks of a region of out's shape,
+// into the region at dst on r's device, decoding them with z.
+func (a *Array) readZstdDevice(ctx context.Context, z *kernels.Zstd, r devmem.Range, pieces []piece, out view, dst cuda.DevicePtr) error {
+	if gpuZstdNoMemory.Load() {
+		return fmt.Errorf("zarr: device memory for zstd frames: %w", cuda.ErrorOutOfMemory)
+	}
+	chunk := numElements(a.meta.ChunkShape) * out.es
+	per := max(1, min(gpuZstdBatch, gpuZstdScratch/max(chunk, 1)))
+	batches := (len(pieces) + per - 1) / per
+	slots := min(gpuZstdSlots, batches)
+	fetchers := max(1, a.concurrency()/slots)
+	var next atomic.Int64
+	g, ctx := errgroup.WithContext(ctx)
+	for range slots {
+		g.Go(func() error {
+			var sl zstdSlot
+			defer func() { cuda.WithContext(r.Ctx, func() error { sl.close(); return nil }) }()
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= batches || ctx.Err() != nil {
+					return nil
+				}
+				ps := pieces[k*per : min(len(pieces), (k+1)*per)]
+				if err := a.zstdBatch(ctx, z, r, &sl, ps, out, dst, chunk, fetchers); err != nil {
+					return err
+				}
+			}
+		})
+	}
+	return g.Wait()
+}
+
+// zstdBatch fetches the stored bytes of ps, decodes them on the GPU
+// with slot sl and puts each chunk in its place.
+func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, sl *zstdSlot, ps []piece, out view, dst cuda.DevicePtr, chunk, fetchers int) error {
+	stored := make([]fetched, len(ps))
+	defer func() {
+		for _, f := range stored {
+			if f.p != nil {
+				putBuf(f.p)
+			}
+		}
+	}()
+	err := parallel(ctx, len(ps), fetchers, func(ctx context.Context, _, i int) (err error) {
+		if ps[i].whole() {
+			stored[i], err = a.fetchStored(ctx, ps[i])
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return cuda.WithContext(r.Ctx, func() error {
+		if sl.s == 0 {
+			s, err := cuda.StreamCreate(cuda.StreamNonBlocking)
+			if err != nil {
+				return err
+			}
+			sl.s = s
+			b, err := z.NewBatch(gpuZstdBatch)
+			if err != nil {
+				return err
+			}
+			sl.batch = b
+		}
+		total := 0
+		for _, f := range stored {
+			total += len(f.b)
+		}
+		sp, err := deviceBuf(&sl.stored, total)
+		if err != nil {
+			return err
+		}
+		// Device memory for the chunks the region cuts or the CPU
+		// decodes, taken only where there are such.
+		var scratch cuda.DevicePtr
+		needScratch := func() error {
+			if scratch == 0 {
+				scratch, err = deviceBuf(&sl.decoded, len(ps)*chunk)
+			}
+			return err
+		}
+		// The GPU's frames: whole chunks fetched, each decoded into its
+		// place in the region or into the batch's memory (slot i).
+		var frames []kernels.ZstdFrame
+		var idx []int
+		at := 0
+		for i, f := range stored {
+			if f.b == nil {
+				continue
+			}
+			if err := cuda.MemcpyHtoDAsync(sp+cuda.DevicePtr(at), f.b, sl.s); err != nil {
+				return err
+			}
+			var to cuda.DevicePtr
+			if contiguous(out, ps[i].dstStart, ps[i].sel.count) {
+				to = dst + cuda.DevicePtr(out.sub(ps[i].dstStart).offset())
+			} else {
+				if err := needScratch(); err != nil {
+					return err
+				}
+				to = scratch + cuda.DevicePtr(i*chunk)
+			}
+			frames = append(frames, kernels.ZstdFrame{Src: sp + cuda.DevicePtr(at), SrcLen: len(f.b), Dst: to, DstCap: chunk})
+			idx = append(idx, i)
+			at += len(f.b)
+		}
+		sizes, err := sl.batch.Decode(sl.s, frames)
+		if err != nil {
+			return err
+		}
+		onGPU := make([]bool, len(ps))
+		for k, n := range sizes {
+			if n == chunk {
+				onGPU[idx[k]] = true
+			}
+		}
+		for i, pc := range ps {
+			if onGPU[i] {
+				gpuZstdChunks.Add(1)
+				if contiguous(out, pc.dstStart, pc.sel.count) {
+					continue
+				}
+			} else {
+				if err := needScratch(); err != nil {
+					return err
+				}
+				if err := a.zstdOnCPU(ctx, pc, stored[i], scratch+cuda.DevicePtr(i*chunk), out.es); err != nil {
+					return err
+				}
+			}
+			// The chunk's selection, dense in slot i: to its place.
+			for _, c := range bandCopies(out.shape, box{start: pc.dstStart, count: pc.sel.count}, out.es) {
+				if err := copyDtoD(dst+cuda.DevicePtr(c.dst), scratch+cuda.DevicePtr(i*chunk+c.src), c, sl.s); err != nil {
+					return err
+				}
+			}
+		}
+		return cuda.StreamSynchronize(sl.s)
+	})
+}
+
+// copyDtoD queues c from src (its first row) to dst, both on the device:
+// one 2D copy, or one per row where a pitch exceeds cuda.MaxPitch.
+func copyDtoD(dst, src cuda.DevicePtr, c copy2D, s cuda.Stream) error {
+	sp, dp := max(c.srcPitch, c.width), max(c.dstPitch, c.width)
+	if c.height == 1 || sp <= cuda.MaxPitch && dp <= cuda.MaxPitch {
+		return cuda.MemcpyDtoD2DAsync(dst, dp, src, sp, c.width, c.height, s)
+	}
+	for y := range c.height {
+		if err := cuda.MemcpyDtoD2DAsync(dst+cuda.DevicePtr(y*dp), c.width, src+cuda.DevicePtr(y*sp), c.width, c.width, 1, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// zstdOnCPU decodes pc (stored bytes f; missing where f.done, or not
+// fetched for a chunk the region cuts) on the CPU and puts its
+// selection, dense, at slot on the device.
+func (a *Array) zstdOnCPU(ctx context.Context, pc piece, f fetched, slot cuda.DevicePtr, es int) error {
+	if f.b == nil && !f.done { // cut by the region: fetched here
+		var err error
+		if f, err = a.fetchStored(ctx, pc); err != nil {
+			return err
+		}
+		if f.p != nil {
+			defer putBuf(f.p)
+		}
+	}
+	n := numElements(pc.sel.count) * es
+	p := getBuf(n)
+	defer putBuf(p)
+	hv := view{buf: *p, shape: pc.sel.count, es: es, start: negate(pc.dstStart)}
+	if f.done {
+		hv.sub(pc.dstStart).fill(pc.sel.count, pc.pipe.fill)
+	} else if err := a.decodeStored(pc, f.b, hv.sub(pc.dstStart), hostPlace(pc, hv)); err != nil {
+		return err
+	}
+	if err := cuda.MemcpyHtoD(slot, *p); err != nil {
+		return fmt.Errorf("chunk %s: %w", pc.key, err)
+	}
+	return nil
+}
