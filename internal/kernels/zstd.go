@@ -17,13 +17,6 @@ const (
 	zstdScratchSize = 2705160
 )
 
-// The error codes of zstd.cu, counted from the top of a uint64.
-const (
-	zstdErrFormat  = 1 // not a frame the GPU takes (a checksum, a dictionary, frames after it)
-	zstdErrCorrupt = 2
-	zstdErrDst     = 3
-)
-
 // Zstd decodes zstd frames on the GPU (zstd.cu): each frame by one warp,
 // eight blocks at a time, their Huffman literal streams a lane each and
 // their sequences a lane a block, then their output in order, 32
