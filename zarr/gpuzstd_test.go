@@ -19,21 +19,9 @@ func TestDeviceZstdFallback(t *testing.T) {
 	ctx := needGPU(t)
 	zarrtune.GPUZstdShare.Store(1000) // every chunk row the GPU's
 	defer zarrtune.GPUZstdShare.Store(0)
-	rng := rand.New(rand.NewPCG(11, 4))
-	s, err := NewDirStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := deviceCases["zstd-rows"]
-	a, err := Create(bg, s, "a", m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vals := randValues(rng, m.DataType, numElements(m.Shape))
+	s, a, vals := writtenArray(t, rand.New(rand.NewPCG(11, 4)), m)
 	zero := make([]int, len(m.Shape))
-	if err := a.WriteRegion(bg, zero, m.Shape, vals); err != nil {
-		t.Fatal(err)
-	}
 	chunk := numElements(m.ChunkShape) * m.DataType.Size
 	enc, err := zstd.NewWriter(nil) // klauspost writes a checksum by default
 	if err != nil {
@@ -101,19 +89,8 @@ func TestDeviceZstdSplit(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 40))
 	for _, name := range []string{"zstd-rows", "zstd-tiles"} {
 		m := deviceCases[name]
-		s, err := NewDirStore(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := Create(bg, s, "a", m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vals := randValues(rng, m.DataType, numElements(m.Shape))
+		_, a, vals := writtenArray(t, rng, m)
 		zero := make([]int, len(m.Shape))
-		if err := a.WriteRegion(bg, zero, m.Shape, vals); err != nil {
-			t.Fatal(err)
-		}
 		buf := devAlloc(t, ctx, len(vals))
 		// The default leaves a read this small to the CPU; out of device
 		// memory, the GPU's rows are read by the CPU's path.
@@ -167,4 +144,23 @@ func TestDeviceZstdSplit(t *testing.T) {
 			}
 		}
 	}
+}
+
+// writtenArray creates an array of m in a new DirStore and writes random
+// values to all of it.
+func writtenArray(t *testing.T, rng *rand.Rand, m Metadata) (*DirStore, *Array, []byte) {
+	t.Helper()
+	s, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Create(bg, s, "a", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := randValues(rng, m.DataType, numElements(m.Shape))
+	if err := a.WriteRegion(bg, make([]int, len(m.Shape)), m.Shape, vals); err != nil {
+		t.Fatal(err)
+	}
+	return s, a, vals
 }

@@ -162,20 +162,21 @@ func main() {
 				}
 			}
 			zarrtune.DeviceLayout.Store(zarrtune.Auto)
-			if *altUnshuffle {
-				zarrtune.CPUUnshuffle.Store(true)
-				keep("gpu_cpuunshuffle", timed(func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) }))
-				zarrtune.CPUUnshuffle.Store(false)
-				if g.sum() != sum {
-					log.Fatalf("%s: the device read (CPU unshuffle) differs from the data", name)
+			// The alternatives: a switch of zarrtune set for one more read.
+			for _, alt := range []struct {
+				on   bool
+				sw   *atomic.Bool
+				key  string
+				what string
+			}{{*altUnshuffle, &zarrtune.CPUUnshuffle, "gpu_cpuunshuffle", "CPU unshuffle"}, {*altCPUZstd, &zarrtune.CPUZstd, "gpu_cpuzstd", "CPU zstd"}} {
+				if !alt.on {
+					continue
 				}
-			}
-			if *altCPUZstd {
-				zarrtune.CPUZstd.Store(true)
-				keep("gpu_cpuzstd", timed(func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) }))
-				zarrtune.CPUZstd.Store(false)
+				alt.sw.Store(true)
+				keep(alt.key, timed(func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) }))
+				alt.sw.Store(false)
 				if g.sum() != sum {
-					log.Fatalf("%s: the device read (CPU zstd) differs from the data", name)
+					log.Fatalf("%s: the device read (%s) differs from the data", name, alt.what)
 				}
 			}
 			// Device writes go into a new array too, as the host writes

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -148,9 +150,12 @@ func hostDecodes(t *testing.T, cases []zstdCase) map[int][]byte {
 }
 
 // BenchmarkZstd decodes 1 GiB of 1 MiB frames (zarrbench's smooth
-// float32 field plus noise, zstd level 3 as Zarr writes it) on the GPU, in batches of
-// 1024 frames (one launch), and on every core with the CPU's decoder (libzstd, else
-// klauspost/compress), in the same run: GB/s of decoded bytes.
+// float32 field plus noise, zstd level 3 as Zarr writes it) on every
+// core with the CPU's decoder (libzstd, else klauspost/compress) and on
+// the GPU in launches of 1024, 256 and 64 frames, in the same run: GB/s
+// of decoded bytes. KVIK_ZSTD_PTX (name=path.ptx,...) adds builds of
+// zstd.cu (variants made with clang as go generate makes zstd.ptx), for
+// work on the kernel.
 func BenchmarkZstd(b *testing.B) {
 	const frame, count = 1 << 20, 1024
 	data := make([][]byte, count)
@@ -205,39 +210,75 @@ func BenchmarkZstd(b *testing.B) {
 			wg.Wait()
 		}
 	})
-	for _, per := range []int{count, 128} {
-		b.Run(fmt.Sprintf("gpu-batch%d", per), func(b *testing.B) {
+	builds := []string{"zstd.ptx="}
+	if v := os.Getenv("KVIK_ZSTD_PTX"); v != "" {
+		builds = append(builds, strings.Split(v, ",")...)
+	}
+	for _, build := range builds {
+		name, path, _ := strings.Cut(build, "=")
+		b.Run(name, func(b *testing.B) {
 			ctx := gputest.Primary(b, 0)
+			if err := cuda.WithContext(ctx, func() error { return benchZstdGPU(b, ctx, path, frames, data, frame) }); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// benchZstdGPU runs BenchmarkZstd's launches with the kernel of the PTX
+// at path (empty: the package's), then checks every frame's bytes.
+func benchZstdGPU(b *testing.B, ctx cuda.Context, path string, frames, data [][]byte, frame int) error {
+	z, err := LoadZstd(ctx)
+	if err != nil {
+		return err
+	}
+	if path != "" {
+		ptx, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		m, err := cuda.ModuleLoadData(ptx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		defer cuda.ModuleUnload(m)
+		if z.f, err = cuda.ModuleGetFunction(m, "zstd"); err != nil {
+			return err
+		}
+	}
+	count, stored := len(frames), 0
+	for _, f := range frames {
+		stored += len(f)
+	}
+	src, err := cuda.MemAlloc(stored)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := cuda.MemAlloc(count * frame)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	zf := make([]ZstdFrame, count)
+	at := 0
+	for i, f := range frames {
+		if err := cuda.MemcpyHtoD(src.Ptr()+cuda.DevicePtr(at), f); err != nil {
+			return err
+		}
+		zf[i] = ZstdFrame{Src: src.Ptr() + cuda.DevicePtr(at), SrcLen: len(f), Dst: dst.Ptr() + cuda.DevicePtr(i*frame), DstCap: frame}
+		at += len(f)
+	}
+	for _, per := range []int{count, 256, 64} {
+		batch, err := z.NewBatch(per)
+		if err != nil {
+			return err
+		}
+		// A sub-benchmark runs on a goroutine of its own: the context
+		// made current there.
+		b.Run(fmt.Sprintf("launch%d", per), func(b *testing.B) {
+			b.SetBytes(int64(count * frame))
 			err := cuda.WithContext(ctx, func() error {
-				z, err := LoadZstd(ctx)
-				if err != nil {
-					return err
-				}
-				src, err := cuda.MemAlloc(stored)
-				if err != nil {
-					return err
-				}
-				defer src.Close()
-				dst, err := cuda.MemAlloc(count * frame)
-				if err != nil {
-					return err
-				}
-				defer dst.Close()
-				zf := make([]ZstdFrame, count)
-				at := 0
-				for i, f := range frames {
-					if err := cuda.MemcpyHtoD(src.Ptr()+cuda.DevicePtr(at), f); err != nil {
-						return err
-					}
-					zf[i] = ZstdFrame{Src: src.Ptr() + cuda.DevicePtr(at), SrcLen: len(f), Dst: dst.Ptr() + cuda.DevicePtr(i*frame), DstCap: frame}
-					at += len(f)
-				}
-				batch, err := z.NewBatch(per)
-				if err != nil {
-					return err
-				}
-				defer batch.Close()
-				b.SetBytes(count * frame)
 				for b.Loop() {
 					for at := 0; at < count; at += per {
 						sizes, err := batch.Decode(0, zf[at:at+per])
@@ -251,21 +292,22 @@ func BenchmarkZstd(b *testing.B) {
 						}
 					}
 				}
-				b.StopTimer()
-				got := make([]byte, frame)
-				for i := range count {
-					if err := cuda.MemcpyDtoH(got, dst.Ptr()+cuda.DevicePtr(i*frame)); err != nil {
-						return err
-					}
-					if !bytes.Equal(got, data[i]) {
-						return fmt.Errorf("frame %d decoded wrong", i)
-					}
-				}
 				return nil
 			})
 			if err != nil {
 				b.Fatal(err)
 			}
 		})
+		batch.Close()
 	}
+	got := make([]byte, frame)
+	for i := range count {
+		if err := cuda.MemcpyDtoH(got, dst.Ptr()+cuda.DevicePtr(i*frame)); err != nil {
+			return err
+		}
+		if !bytes.Equal(got, data[i]) {
+			return fmt.Errorf("frame %d decoded wrong", i)
+		}
+	}
+	return nil
 }
