@@ -260,7 +260,7 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 	if err != nil {
 		return err
 	}
-	if z := a.gpuZstd(target); z != nil {
+	if z := a.gpuZstd(target, size); z != nil {
 		return a.readZstdSplit(ctx, z, target, r, dst)
 	}
 	return a.readRegionDeviceCPU(ctx, r, target, dst)

@@ -26,12 +26,16 @@ import (
 // chunk and a chunk the region cuts are done on the CPU and copied up,
 // so that errors are the CPU decoder's. Batches of gpuZstdBatch frames,
 // gpuZstdSlots of them at once: a launch takes the GPU tens of
-// milliseconds however few its frames. The inner chunks of shards stay
+// milliseconds however few its frames. A batch holds 2.6 MiB of the
+// kernel's scratch memory a frame, 256 MiB for its decoded chunks where
+// the region cuts them and its stored bytes: at most 1.2 GiB of device
+// memory for each of the two, during a read (the 1 GiB reads measured
+// took two batches). The inner chunks of shards stay
 // the CPU's: fetched one request each instead of in spans, with the
 // GPU's share they read at 0.89x the CPU alone (H200, S3 and tmpfs).
 const (
 	gpuZstdBatch = 256
-	gpuZstdSlots = 4
+	gpuZstdSlots = 2
 	// gpuZstdScratch bounds the device memory of a slot's decoded chunks.
 	gpuZstdScratch = 256 << 20
 )
@@ -114,13 +118,19 @@ var gpuZstdChunks atomic.Int64
 // for the tests.
 var gpuZstdNoMemory atomic.Bool
 
-// gpuZstd returns the GPU's zstd decoder for a device read into r, or nil
-// where the array's chunks are not plain zstd frames, zarrtune.CPUZstd
-// is set or the kernel cannot be loaded (the CPU decodes then).
-func (a *Array) gpuZstd(r devmem.Range) *kernels.Zstd {
+// gpuZstd returns the GPU's zstd decoder for a device read of size
+// bytes into r, or nil where the array's chunks are not plain zstd
+// frames, the read is below gpuZstdMin (unless zarrtune.GPUZstdShare
+// says otherwise), zarrtune.CPUZstd is set or the kernel cannot be
+// loaded (the CPU decodes then): a read the GPU takes no share of does
+// not wait for the driver to compile the kernel.
+func (a *Array) gpuZstd(r devmem.Range, size int) *kernels.Zstd {
 	p := a.pipe
 	b, ok := p.ab.(bytesCodecAB)
 	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) || zarrtune.CPUZstd.Load() {
+		return nil
+	}
+	if size < gpuZstdMin && zarrtune.GPUZstdShare.Load() <= 0 {
 		return nil
 	}
 	if z, ok := p.bb[0].(zstdCodec); !ok || z.checksum {
