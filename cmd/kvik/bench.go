@@ -41,39 +41,40 @@ const ceilingThreads = 16
 
 // benchOptions holds kvik bench's flags.
 type benchOptions struct {
-	size      sizeFlag
-	dir       string
-	file      string
-	op        string
-	memory    string
-	threads   []int
-	taskSize  sizeFlag
-	bounce    sizeFlag
-	compat    string
-	direct    optBool
-	dropCache bool
-	cache     cacheFlag
-	noBase    bool
-	paired    bool // --paired-ceiling
-	repeats   int
-	warmup    int
-	settle    time.Duration // --settle: pause after each timed load's Close
-	startAt   time.Time     // --start-at: when the first timed load starts (with --slot)
-	slot      time.Duration // --slot: timed load k starts at startAt + k*slot
-	register  bool
-	json      bool
-	opSet     bool          // --op was given
-	plot      string        // --plot: draw the results into this file
-	plotFrom  []string      // --plot-from: draw these reports instead of running
-	url       string        // --url: benchmark a remote object instead
-	zarr      zarrReadFlags // a Zarr --url's store
-	st        string        // --safetensors: benchmark loading this file
-	gguf      string        // --gguf: benchmark loading this file
-	save      bool          // --save: with --safetensors, benchmark saving the model
-	gpus      gpusFlag      // --gpus: the GPUs of a model's curve
-	share     shareFlag     // --share: load only this share of a model
-	cpuprof   string        // --cpuprofile: write a CPU profile here
-	trace     string        // --trace: write an execution trace here
+	size       sizeFlag
+	dir        string
+	file       string
+	op         string
+	memory     string
+	threads    []int
+	taskSize   sizeFlag
+	bounce     sizeFlag
+	compat     string
+	direct     optBool
+	dropCache  bool
+	cache      cacheFlag
+	noBase     bool
+	paired     bool // --paired-ceiling
+	repeats    int
+	warmup     int
+	warmupAuto bool          // --warmup auto: until steady (steadyWarmup)
+	settle     time.Duration // --settle: pause after each timed load's Close
+	startAt    time.Time     // --start-at: when the first timed load starts (with --slot)
+	slot       time.Duration // --slot: timed load k starts at startAt + k*slot
+	register   bool
+	json       bool
+	opSet      bool          // --op was given
+	plot       string        // --plot: draw the results into this file
+	plotFrom   []string      // --plot-from: draw these reports instead of running
+	url        string        // --url: benchmark a remote object instead
+	zarr       zarrReadFlags // a Zarr --url's store
+	st         string        // --safetensors: benchmark loading this file
+	gguf       string        // --gguf: benchmark loading this file
+	save       bool          // --save: with --safetensors, benchmark saving the model
+	gpus       gpusFlag      // --gpus: the GPUs of a model's curve
+	share      shareFlag     // --share: load only this share of a model
+	cpuprof    string        // --cpuprofile: write a CPU profile here
+	trace      string        // --trace: write an execution trace here
 }
 
 // benchFlags returns kvik bench's flag set bound to a new benchOptions.
@@ -117,7 +118,18 @@ func benchFlags(e *env) (*flag.FlagSet, *benchOptions) {
 		return nil
 	})
 	fs.DurationVar(&o.slot, "slot", 0, "with --start-at: start timed load k (counting every configuration's) at --start-at plus k times this `duration`, in place of --settle; a load that cannot start on time is an error")
-	fs.IntVar(&o.warmup, "warmup", 0, "untimed repetitions (`count`) of each configuration before the timed ones (a fresh process reads small files slowly for its first few dozen operations)")
+	fs.Func("warmup", "untimed repetitions (a `count`, or auto: until three agree within 5%, at most 64 or 5 s; the file benchmark only) of each configuration before the timed ones (a fresh process reads small files slowly for its first few dozen operations)", func(v string) error {
+		if v == "auto" {
+			o.warmup, o.warmupAuto = 0, true
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("want a count or auto")
+		}
+		o.warmup, o.warmupAuto = n, false
+		return nil
+	})
 	fs.BoolVar(&o.register, "register", false, "also run cuFile with the device buffer registered (cuFileBufRegister)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of a table")
 	fs.StringVar(&o.st, "safetensors", "", "benchmark loading this safetensors `file` (or URL) balanced over 1, 2, ... every GPU (and replicated on all, and against one process per GPU) against reading it whole into GPU memory")
@@ -160,6 +172,8 @@ func (o *benchOptions) validate(nargs int) error {
 		return usagef("--paired-ceiling needs the ceilings: drop --no-baselines")
 	case o.warmup < 0:
 		return usagef("--warmup %d: want 0 or more", o.warmup)
+	case o.warmupAuto && (o.st != "" || o.gguf != "" || o.url != ""):
+		return usagef("--warmup auto applies to the file benchmark: give a count")
 	case o.size.set && o.size.n <= 0:
 		return usagef("--size must be positive")
 	case o.taskSize.set && o.taskSize.n <= 0:

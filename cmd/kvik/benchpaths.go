@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,8 +134,16 @@ func (b *bench) runCase(c benchCase) error {
 		defer pt.close()
 	}
 	b.prog.add(0, c.label())
+	warm := func() (float64, error) { return b.timeOnce(c, t) }
+	if b.o.warmupAuto {
+		n, err := steadyWarmup(warm, warmupMax, warmupTime)
+		if err != nil {
+			return fmt.Errorf("%s: warm-up: %w", c.label(), err)
+		}
+		b.report.warmedUp(n)
+	}
 	for range b.o.warmup {
-		if _, err := b.timeOnce(c, t); err != nil {
+		if _, err := warm(); err != nil {
 			return fmt.Errorf("%s: warm-up: %w", c.label(), err)
 		}
 	}
@@ -656,4 +665,35 @@ func syncAfter(f *kvik.FileHandle, err error) error {
 		return err
 	}
 	return f.Sync()
+}
+
+// --warmup auto's bounds: repetitions and seconds of them per row.
+const (
+	warmupMax  = 64
+	warmupTime = 5 * time.Second
+)
+
+// steadyWarmup runs run, an untimed repetition returning its seconds,
+// until its last three times agree within 5% (the slowest at most 1.05
+// times the fastest), or max runs, or runs adding up to limit, and
+// returns how many it ran: a fresh process reads a small file slower
+// for its first few dozen reads, and a median of a few timed ones after
+// a fixed warm-up is still on that ramp.
+func steadyWarmup(run func() (float64, error), max int, limit time.Duration) (int, error) {
+	var last []float64
+	total := 0.0
+	for n := 1; ; n++ {
+		s, err := run()
+		if err != nil {
+			return n, err
+		}
+		total += s
+		last = append(last, s)
+		if len(last) > 3 {
+			last = last[1:]
+		}
+		if len(last) == 3 && slices.Max(last) <= 1.05*slices.Min(last) || n >= max || total >= limit.Seconds() {
+			return n, nil
+		}
+	}
 }

@@ -18,23 +18,27 @@ import (
 // benchReport is the output of kvik bench; its JSON form is the output of
 // kvik bench --json.
 type benchReport struct {
-	Date        string        `json:"date"`
-	KvikVersion string        `json:"kvik_version"`
-	GoVersion   string        `json:"go_version"`
-	CPUs        int           `json:"cpus"`
-	MemTotal    int64         `json:"mem_total_bytes"`
-	Device      string        `json:"device"`
-	Memory      string        `json:"memory"`
-	MemoryNote  string        `json:"memory_note,omitempty"`
-	CuFile      string        `json:"cufile"`
-	File        string        `json:"file"`
-	Temporary   bool          `json:"temporary"`
-	SizeBytes   int64         `json:"size_bytes"`
-	FSType      string        `json:"fs_type"`
-	BlockDevice string        `json:"block_device"`
-	DirectIO    bool          `json:"direct_io"`
-	Repeats     int           `json:"repeats"`
-	Warmup      int           `json:"warmup,omitempty"`
+	Date        string `json:"date"`
+	KvikVersion string `json:"kvik_version"`
+	GoVersion   string `json:"go_version"`
+	CPUs        int    `json:"cpus"`
+	MemTotal    int64  `json:"mem_total_bytes"`
+	Device      string `json:"device"`
+	Memory      string `json:"memory"`
+	MemoryNote  string `json:"memory_note,omitempty"`
+	CuFile      string `json:"cufile"`
+	File        string `json:"file"`
+	Temporary   bool   `json:"temporary"`
+	SizeBytes   int64  `json:"size_bytes"`
+	FSType      string `json:"fs_type"`
+	BlockDevice string `json:"block_device"`
+	DirectIO    bool   `json:"direct_io"`
+	Repeats     int    `json:"repeats"`
+	Warmup      int    `json:"warmup,omitempty"`
+	// WarmupAuto is --warmup auto; WarmupRuns the fewest and the most
+	// untimed repetitions a row took to settle.
+	WarmupAuto  bool          `json:"warmup_auto,omitempty"`
+	WarmupRuns  [2]int        `json:"warmup_runs,omitzero"`
 	TaskSize    int           `json:"task_size"`
 	BounceSize  int           `json:"bounce_buffer_size"`
 	DirectRead  bool          `json:"auto_direct_io_read"`
@@ -129,6 +133,14 @@ func (r *benchReport) note(format string, args ...any) {
 	if !slices.Contains(r.Notes, msg) {
 		r.Notes = append(r.Notes, msg)
 	}
+}
+
+// warmedUp records a row's untimed repetitions under --warmup auto.
+func (r *benchReport) warmedUp(n int) {
+	if !r.WarmupAuto {
+		r.WarmupAuto, r.WarmupRuns = true, [2]int{n, n}
+	}
+	r.WarmupRuns = [2]int{min(r.WarmupRuns[0], n), max(r.WarmupRuns[1], n)}
 }
 
 // add records the timings of case c, which moved size bytes per run, and
@@ -239,6 +251,13 @@ func (r *benchReport) print(w io.Writer) {
 	warm := ""
 	if r.Warmup > 0 {
 		warm = fmt.Sprintf(" after %d untimed", r.Warmup)
+	}
+	if r.WarmupAuto {
+		runs := fmt.Sprint(r.WarmupRuns[0])
+		if r.WarmupRuns[1] != r.WarmupRuns[0] {
+			runs += fmt.Sprintf("-%d", r.WarmupRuns[1])
+		}
+		warm = fmt.Sprintf(" after %s untimed (--warmup auto: until three agreed within 5%%, at most %d or %v a row)", runs, warmupMax, warmupTime)
 	}
 	reads, writes := r.hasOp("read"), r.hasOp("write")
 	setup := fmt.Sprintf("%s%s, task %s, bounce %s", repeatsText(r.Repeats), warm, formatSize(int64(r.TaskSize)), formatSize(int64(r.BounceSize)))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -182,6 +183,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "--compat", "maybe"}, `invalid --compat "maybe"`},
 		{[]string{"bench", "--repeats", "0"}, "--repeats 0"},
 		{[]string{"bench", "--warmup", "-2"}, "--warmup -2"},
+		{[]string{"bench", "--warmup", "soon"}, "want a count or auto"},
+		{[]string{"bench", "--warmup", "auto", "--safetensors", "m.safetensors"}, "--warmup auto applies to the file benchmark"},
 		{[]string{"bench", "--settle", "-1s"}, "--settle -1s"},
 		{[]string{"bench", "--settle", "2"}, "invalid value \"2\" for flag -settle"},
 		{[]string{"bench", "--slot", "1s"}, "--start-at and --slot go together"},
@@ -317,6 +320,52 @@ func TestBenchJSON(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("bench left files behind: %v", entries)
+	}
+}
+
+// TestBenchWarmupAuto: --warmup auto runs each row untimed until it
+// settles, and the report says how many runs the rows took.
+func TestBenchWarmupAuto(t *testing.T) {
+	r := runKvik(t, nil, "bench", "--size", "1000001", "--repeats", "1", "--warmup", "auto", "--threads", "2", "--memory", "host",
+		"--dir", t.TempDir(), "--json").expect(t, 0)
+	var rep benchReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("invalid JSON: %v\n%s", err, r.stdout)
+	}
+	if !rep.WarmupAuto || rep.WarmupRuns[0] < 3 || rep.WarmupRuns[1] < rep.WarmupRuns[0] || rep.WarmupRuns[1] > warmupMax || rep.Warmup != 0 {
+		t.Errorf("header = %+v: want --warmup auto, 3 to %d untimed runs a row", rep, warmupMax)
+	}
+	text := runKvik(t, nil, "bench", "--size", "1000001", "--repeats", "1", "--warmup", "auto", "--threads", "2", "--memory", "host",
+		"--op", "read", "--dir", t.TempDir()).expect(t, 0)
+	if !strings.Contains(text.stdout, "untimed (--warmup auto: until three agreed within 5%") {
+		t.Errorf("the table does not say how the rows were warmed up:\n%s", text.stdout)
+	}
+}
+
+// TestSteadyWarmup: steadyWarmup stops at the first three times within
+// 5% of each other, at its count or its time, and on an error.
+func TestSteadyWarmup(t *testing.T) {
+	cases := []struct {
+		times []float64
+		max   int
+		limit time.Duration
+		want  int
+	}{
+		{[]float64{10, 5, 3, 2, 1, 1.02, 1.04, 9}, 64, time.Hour, 7},     // ramped up, then steady
+		{[]float64{1, 1, 1}, 64, time.Hour, 3},                           // steady from the start
+		{[]float64{1, 1.06, 1, 1.06, 1, 1.06, 1, 1.06}, 5, time.Hour, 5}, // never within 5%: the count
+		{[]float64{2, 1, 2, 1, 2, 1}, 64, 5 * time.Second, 3},            // the time: 5 s by the third
+	}
+	for i, c := range cases {
+		k := 0
+		n, err := steadyWarmup(func() (float64, error) { k++; return c.times[(k-1)%len(c.times)], nil }, c.max, c.limit)
+		if err != nil || n != c.want || k != n {
+			t.Errorf("case %d: %d runs (%d made), %v; want %d", i, n, k, err, c.want)
+		}
+	}
+	boom := errors.New("boom")
+	if n, err := steadyWarmup(func() (float64, error) { return 0, boom }, 64, time.Hour); !errors.Is(err, boom) || n != 1 {
+		t.Errorf("an error: %d runs, %v", n, err)
 	}
 }
 
