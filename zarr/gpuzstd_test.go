@@ -20,7 +20,8 @@ func TestDeviceZstdFallback(t *testing.T) {
 	zarrtune.GPUZstdShare.Store(1000) // every chunk row the GPU's
 	defer zarrtune.GPUZstdShare.Store(0)
 	m := deviceCases["zstd-rows"]
-	s, a, vals := writtenArray(t, rand.New(rand.NewPCG(11, 4)), m)
+	a, vals := newWrittenArray(t, m, 11)
+	s := a.store
 	zero := make([]int, len(m.Shape))
 	chunk := numElements(m.ChunkShape) * m.DataType.Size
 	enc, err := zstd.NewWriter(nil) // klauspost writes a checksum by default
@@ -87,9 +88,9 @@ func TestDeviceZstdSplit(t *testing.T) {
 	ctx := needGPU(t)
 	defer zarrtune.GPUZstdShare.Store(0)
 	rng := rand.New(rand.NewPCG(5, 40))
-	for _, name := range []string{"zstd-rows", "zstd-tiles"} {
+	for i, name := range []string{"zstd-rows", "zstd-tiles"} {
 		m := deviceCases[name]
-		_, a, vals := writtenArray(t, rng, m)
+		a, vals := newWrittenArray(t, m, uint64(40+i))
 		zero := make([]int, len(m.Shape))
 		buf := devAlloc(t, ctx, len(vals))
 		// The default leaves a read this small to the CPU; out of device
@@ -144,23 +145,4 @@ func TestDeviceZstdSplit(t *testing.T) {
 			}
 		}
 	}
-}
-
-// writtenArray creates an array of m in a new DirStore and writes random
-// values to all of it.
-func writtenArray(t *testing.T, rng *rand.Rand, m Metadata) (*DirStore, *Array, []byte) {
-	t.Helper()
-	s, err := NewDirStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := Create(bg, s, "a", m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vals := randValues(rng, m.DataType, numElements(m.Shape))
-	if err := a.WriteRegion(bg, make([]int, len(m.Shape)), m.Shape, vals); err != nil {
-		t.Fatal(err)
-	}
-	return s, a, vals
 }
