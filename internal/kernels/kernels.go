@@ -1,8 +1,9 @@
 // Package kernels runs kvik's own CUDA kernels on data on its way to or
 // from device memory, where the GPU does in microseconds what would take
-// the CPU cores milliseconds (and a copy to host memory first). The
-// kernels are PTX embedded in the binary (unshuffle.ptx, fill.ptx,
-// crc.ptx and zstd.ptx, made from their .cu files by go generate), loaded into a
+// the CPU cores milliseconds (and a copy to host memory first), or, for
+// zstd frames, decodes a share of what the cores would. The kernels are
+// PTX embedded in the binary (unshuffle.ptx, fill.ptx, crc.ptx and
+// zstd.ptx, made from their .cu files by go generate), loaded into a
 // context on first use, the driver compiling them for its device, and
 // kept for the life of the process.
 package kernels
