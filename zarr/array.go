@@ -24,6 +24,8 @@ type Array struct {
 	// writeEmpty: writes store chunks all of the fill value
 	// (SetWriteEmptyChunks).
 	writeEmpty bool
+	// cpuDecode: device reads decode on the CPU only (SetGPUDecode).
+	cpuDecode bool
 }
 
 // Open opens the array at path in s: zarr.json (v3) if present, else
@@ -287,6 +289,16 @@ func (a *Array) SetWorkers(n int) { a.workers = max(n, 1) }
 // has no delete on the condition that an object is a version read).
 // Set it before the array is used, as SetWorkers.
 func (a *Array) SetWriteEmptyChunks(on bool) { a.writeEmpty = on }
+
+// SetGPUDecode sets whether device reads may decode on the GPU: a share
+// of the zstd chunks of a read of 256 MiB or more (up to two batches of
+// 256 frames in flight, 1.2 GiB of device memory each while the read
+// lasts) and the unshuffle of Blosc's byte-shuffled chunks (a chunk's
+// worth of device memory per worker). By default they do, wherever the
+// driver runs kvik's kernels; off, device reads decode every chunk on
+// the CPU, as host reads do, and take no device memory but their
+// destination. Set it before the array is used, as SetWorkers.
+func (a *Array) SetGPUDecode(on bool) { a.cpuDecode = !on }
 
 // ChunkKey returns the store key of the chunk at grid coordinates c.
 func (a *Array) ChunkKey(c []int) string {

@@ -127,15 +127,10 @@ func (w *deviceWorker) close() error {
 var unshuffledOnGPU atomic.Int64
 
 // unshuffler returns the GPU's unshuffler for a device read of the array
-// into r, or nil where its chunks are not Blosc over plain elements, the
-// knob says CPU, or the kernel cannot be loaded (an old driver: the CPU
-// unshuffles, as before).
+// into r, or nil where the GPU does not unshuffle (gpuUnshuffles) or the
+// kernel cannot be loaded (an old driver: the CPU unshuffles, as before).
 func (a *Array) unshuffler(r devmem.Range) *kernels.Unshuffler {
-	p := a.pipe
-	if s := p.sharded(); s != nil {
-		p = s.codecs
-	}
-	if _, ok := p.bloscFirst(); !ok || zarrtune.CPUUnshuffle.Load() {
+	if !a.gpuUnshuffles() {
 		return nil
 	}
 	var u *kernels.Unshuffler
@@ -143,6 +138,18 @@ func (a *Array) unshuffler(r devmem.Range) *kernels.Unshuffler {
 		return nil
 	}
 	return u
+}
+
+// gpuUnshuffles reports whether the GPU may unshuffle a's chunks: Blosc
+// over plain elements (of shards too), neither SetGPUDecode(false) nor
+// zarrtune.CPUUnshuffle set.
+func (a *Array) gpuUnshuffles() bool {
+	p := a.pipe
+	if s := p.sharded(); s != nil {
+		p = s.codecs
+	}
+	_, ok := p.bloscFirst()
+	return ok && !a.cpuDecode && !zarrtune.CPUUnshuffle.Load()
 }
 
 // unshuffles reports whether w leaves pc's Blosc blocks shuffled for the

@@ -119,21 +119,13 @@ var gpuZstdChunks atomic.Int64
 var gpuZstdNoMemory atomic.Bool
 
 // gpuZstd returns the GPU's zstd decoder for a device read of size
-// bytes into r, or nil where the array's chunks are not plain zstd
-// frames, the read is below gpuZstdMin (unless zarrtune.GPUZstdShare
-// says otherwise), zarrtune.CPUZstd is set or the kernel cannot be
-// loaded (the CPU decodes then): a read the GPU takes no share of does
-// not wait for the driver to compile the kernel.
+// bytes into r, or nil where the GPU takes no share (gpuZstdChain), the
+// read is below gpuZstdMin (unless zarrtune.GPUZstdShare says
+// otherwise), or the kernel cannot be loaded (the CPU decodes then): a
+// read the GPU takes no share of does not wait for the driver to compile
+// the kernel.
 func (a *Array) gpuZstd(r devmem.Range, size int) *kernels.Zstd {
-	p := a.pipe
-	b, ok := p.ab.(bytesCodecAB)
-	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) || zarrtune.CPUZstd.Load() {
-		return nil
-	}
-	if size < gpuZstdMin && zarrtune.GPUZstdShare.Load() <= 0 {
-		return nil
-	}
-	if z, ok := p.bb[0].(zstdCodec); !ok || z.checksum {
+	if !a.gpuZstdChain() || size < gpuZstdMin && zarrtune.GPUZstdShare.Load() <= 0 {
 		return nil
 	}
 	var z *kernels.Zstd
@@ -141,6 +133,19 @@ func (a *Array) gpuZstd(r devmem.Range, size int) *kernels.Zstd {
 		return nil
 	}
 	return z
+}
+
+// gpuZstdChain reports whether the GPU may decode a's chunks: zstd frames
+// without a checksum of plain little-endian elements, neither
+// SetGPUDecode(false) nor zarrtune.CPUZstd set.
+func (a *Array) gpuZstdChain() bool {
+	p := a.pipe
+	b, ok := p.ab.(bytesCodecAB)
+	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) || a.cpuDecode || zarrtune.CPUZstd.Load() {
+		return false
+	}
+	z, ok := p.bb[0].(zstdCodec)
+	return ok && !z.checksum
 }
 
 // zstdSlot is one batch in flight: its stream, the kernel's memory, the

@@ -83,7 +83,8 @@ func TestDeviceZstdFallback(t *testing.T) {
 // a row to all, over random regions, read what host reads read; the GPU
 // decodes chunks of the whole array wherever its share is a row or
 // more, none of a read below gpuZstdMin by default, none where device
-// memory runs out (its rows read by the CPU's path).
+// memory runs out (its rows read by the CPU's path), none with
+// SetGPUDecode(false).
 func TestDeviceZstdSplit(t *testing.T) {
 	ctx := needGPU(t)
 	defer zarrtune.GPUZstdShare.Store(0)
@@ -94,21 +95,27 @@ func TestDeviceZstdSplit(t *testing.T) {
 		zero := make([]int, len(m.Shape))
 		buf := devAlloc(t, ctx, len(vals))
 		// The default leaves a read this small to the CPU; out of device
-		// memory, the GPU's rows are read by the CPU's path.
-		for _, noMem := range []bool{false, true} {
-			zarrtune.GPUZstdShare.Store(map[bool]int64{false: 0, true: 1000}[noMem])
-			gpuZstdNoMemory.Store(noMem)
+		// memory, the GPU's rows are read by the CPU's path; with
+		// SetGPUDecode(false) every chunk is the CPU's.
+		for _, c := range []struct {
+			share        int64
+			noMem, noGPU bool
+		}{{0, false, false}, {1000, true, false}, {1000, false, true}} {
+			zarrtune.GPUZstdShare.Store(c.share)
+			gpuZstdNoMemory.Store(c.noMem)
+			a.SetGPUDecode(!c.noGPU)
 			before := gpuZstdChunks.Load()
 			err := a.ReadRegionDevice(bg, zero, m.Shape, buf.Ptr())
 			gpuZstdNoMemory.Store(false)
+			a.SetGPUDecode(true)
 			if err != nil {
-				t.Fatalf("%s, out of memory %v: %v", name, noMem, err)
+				t.Fatalf("%s, %+v: %v", name, c, err)
 			}
 			if !bytes.Equal(fromDevice(t, ctx, buf.Ptr(), len(vals)), vals) {
-				t.Fatalf("%s, out of memory %v: the device read differs from the array", name, noMem)
+				t.Fatalf("%s, %+v: the device read differs from the array", name, c)
 			}
 			if n := gpuZstdChunks.Load() - before; n != 0 {
-				t.Errorf("%s, out of memory %v: the GPU decoded %d chunks", name, noMem, n)
+				t.Errorf("%s, %+v: the GPU decoded %d chunks", name, c, n)
 			}
 		}
 		for _, share := range []int64{1, 150, 300, 500, 999, 1000} {
@@ -142,6 +149,22 @@ func TestDeviceZstdSplit(t *testing.T) {
 				if gpu := gpuZstdChunks.Load() - before; whole && (int64(rows)*share+500)/1000 > 0 && gpu == 0 {
 					t.Errorf("%s, share %d, [%v, %v): the GPU decoded no chunk of %d rows", name, share, start, stop, rows)
 				}
+			}
+		}
+	}
+}
+
+// TestSetGPUDecode: the GPU may decode chunks of plain zstd and unshuffle
+// Blosc's by default, neither with SetGPUDecode(false), nor chunks of
+// other chains.
+func TestSetGPUDecode(t *testing.T) {
+	for _, name := range []string{"zstd-rows", "v2-zstd", "blosc", "zstd", "raw-small"} {
+		a, _ := newFilledArray(t, deviceCases[name])
+		zstdOK, bloscOK := gpuZstdCases[name], name == "blosc"
+		for _, on := range []bool{true, false} {
+			a.SetGPUDecode(on)
+			if a.gpuZstdChain() != (on && zstdOK) || a.gpuUnshuffles() != (on && bloscOK) {
+				t.Errorf("%s, SetGPUDecode(%v): zstd %v, unshuffle %v", name, on, a.gpuZstdChain(), a.gpuUnshuffles())
 			}
 		}
 	}
