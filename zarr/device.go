@@ -133,11 +133,18 @@ func (a *Array) unshuffler(r devmem.Range) *kernels.Unshuffler {
 	if !a.gpuUnshuffles() {
 		return nil
 	}
-	var u *kernels.Unshuffler
-	if cuda.WithContext(r.Ctx, func() (err error) { u, err = kernels.LoadUnshuffler(r.Ctx); return err }) != nil {
+	return loadKernel(r, kernels.LoadUnshuffler)
+}
+
+// loadKernel returns the kernel load gives in r's context, made current
+// for it, or nil where the driver cannot run it (the CPU does the work
+// then).
+func loadKernel[K any](r devmem.Range, load func(cuda.Context) (*K, error)) *K {
+	var k *K
+	if cuda.WithContext(r.Ctx, func() (err error) { k, err = load(r.Ctx); return err }) != nil {
 		return nil
 	}
-	return u
+	return k
 }
 
 // gpuUnshuffles reports whether the GPU may unshuffle a's chunks: Blosc

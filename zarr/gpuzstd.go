@@ -86,11 +86,7 @@ func (a *Array) readZstdSplit(ctx context.Context, z *kernels.Zstd, target devme
 	readGPU := func(ctx context.Context) error {
 		err := a.readZstdDevice(ctx, z, target, a.chunkPieces(gpu), view{shape: gpu.count, es: es}, dst)
 		if errors.Is(err, cuda.ErrorOutOfMemory) && ctx.Err() == nil {
-			t, terr := deviceTarget(dst, numElements(gpu.count)*es)
-			if terr != nil {
-				return terr
-			}
-			return a.readRegionDeviceCPU(ctx, gpu, t, dst)
+			return a.readRegionDeviceCPU(ctx, gpu, target, dst)
 		}
 		return err
 	}
@@ -100,14 +96,12 @@ func (a *Array) readZstdSplit(ctx context.Context, z *kernels.Zstd, target devme
 	cpu := box{start: slices.Clone(r.start), count: slices.Clone(r.count)}
 	cpu.start[0] += split
 	cpu.count[0] -= split
-	off := cuda.DevicePtr(numElements(gpu.count) * es)
-	cpuTarget, err := deviceTarget(dst+off, numElements(cpu.count)*es)
-	if err != nil {
-		return err
-	}
+	off := numElements(gpu.count) * es
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return readGPU(ctx) })
-	g.Go(func() error { return a.readRegionDeviceCPU(ctx, cpu, cpuTarget, dst+off) })
+	g.Go(func() error {
+		return a.readRegionDeviceCPU(ctx, cpu, target.Sub(off), dst+cuda.DevicePtr(off))
+	})
 	return g.Wait()
 }
 
@@ -128,11 +122,7 @@ func (a *Array) gpuZstd(r devmem.Range, size int) *kernels.Zstd {
 	if !a.gpuZstdChain() || size < gpuZstdMin && zarrtune.GPUZstdShare.Load() <= 0 {
 		return nil
 	}
-	var z *kernels.Zstd
-	if cuda.WithContext(r.Ctx, func() (err error) { z, err = kernels.LoadZstd(r.Ctx); return err }) != nil {
-		return nil
-	}
-	return z
+	return loadKernel(r, kernels.LoadZstd)
 }
 
 // gpuZstdChain reports whether the GPU may decode a's chunks: zstd frames
@@ -208,7 +198,7 @@ func (a *Array) readZstdDevice(ctx context.Context, z *kernels.Zstd, r devmem.Ra
 					return nil
 				}
 				ps := pieces[k*per : min(len(pieces), (k+1)*per)]
-				if err := a.zstdBatch(ctx, z, r, &sl, ps, out, dst, chunk, fetchers); err != nil {
+				if err := a.zstdBatch(ctx, z, r, &sl, ps, out, dst, chunk, per, fetchers); err != nil {
 					return err
 				}
 			}
@@ -218,8 +208,9 @@ func (a *Array) readZstdDevice(ctx context.Context, z *kernels.Zstd, r devmem.Ra
 }
 
 // zstdBatch fetches the stored bytes of ps, decodes them on the GPU
-// with slot sl and puts each chunk in its place.
-func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, sl *zstdSlot, ps []piece, out view, dst cuda.DevicePtr, chunk, fetchers int) error {
+// with slot sl (its kernel memory made for per frames, the most a batch
+// holds) and puts each chunk in its place.
+func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, sl *zstdSlot, ps []piece, out view, dst cuda.DevicePtr, chunk, per, fetchers int) error {
 	stored := make([]fetched, len(ps))
 	defer func() {
 		for _, f := range stored {
@@ -244,7 +235,7 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 				return err
 			}
 			sl.s = s
-			b, err := z.NewBatch(gpuZstdBatch)
+			b, err := z.NewBatch(per)
 			if err != nil {
 				return err
 			}

@@ -37,6 +37,14 @@ type Range struct {
 	Primary bool
 }
 
+// Sub returns the part of r from off bytes on, which the caller knows r
+// holds: the same allocation and context, nothing resolved or waited
+// for again.
+func (r Range) Sub(off int) Range {
+	r.Ptr += cuda.DevicePtr(off)
+	return r
+}
+
 // ResolveSynced is Resolve followed by a wait for the work queued on the
 // legacy default stream (stream 0) of the range's context: a kernel or a
 // copy filling the buffer for a write, or still reading it before a read,
