@@ -76,7 +76,7 @@ func TestDeviceRegionReads(t *testing.T) {
 // gpuZstdCases are the arrays of deviceCases whose chunks the GPU decodes
 // (plain zstd frames): in place where contiguous in the region, else in
 // a batch's memory and copied.
-var gpuZstdCases = map[string]bool{"zstd-rows": true, "zstd-tiles": true, "v2-zstd": true}
+var gpuZstdCases = map[string]bool{"zstd-rows": true, "zstd-tiles": true, "v2-zstd": true, "sharded-zstd": true}
 
 // gpuZstdTestShare gives the GPU half of the rows of zstd chunks of
 // every device read of t, however small (the default leaves reads below
@@ -199,6 +199,9 @@ var deviceCases = map[string]Metadata{
 	"zstd-rows":  {Shape: []int{300, 64}, ChunkShape: []int{32, 64}, DataType: DataType{Kind: Float, Size: 4}, Codecs: []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}}, FillValue: 1.5},
 	"zstd-tiles": {Shape: []int{300, 200}, ChunkShape: []int{64, 50}, DataType: DataType{Kind: Int, Size: 2}, Codecs: []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 1}}}, FillValue: 5},
 	"v2-zstd":    {ZarrFormat: 2, Shape: []int{130, 40}, ChunkShape: []int{16, 40}, DataType: DataType{Kind: Uint, Size: 8}, Compressor: &Codec{Name: "zstd", Configuration: map[string]any{"level": 5}}},
+	// Inner chunks of plain zstd: fetched in spans of their shards and
+	// decoded on the GPU; the last row of shards cut by the array's edge.
+	"sharded-zstd": {Shape: []int{70, 48}, ChunkShape: []int{16, 24}, DataType: DataType{Kind: Float, Size: 4}, Codecs: shardCodecs([]int{4, 8}, false, []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 2}}}), FillValue: 2.5},
 }
 
 // checkDeviceRegions creates array m in s with its last chunk row

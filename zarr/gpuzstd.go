@@ -15,24 +15,24 @@ import (
 	"github.com/kvikgo/kvik/internal/kernels"
 )
 
-// A device read of an array whose chunks are zstd frames of plain
-// little-endian elements (the bytes codec, then zstd without a checksum:
-// numcodecs' and zarr-python's default) gives the GPU a share of its
-// rows (readZstdSplit). Their chunks' stored bytes go to the device in
-// batches, are decoded there (kernels.Zstd, one warp a frame) straight
-// into the region (a chunk contiguous there) or into device memory of
-// the batch's and copied into place on the device. A frame the GPU
-// leaves (more than one frame, a checksum, a corrupt one), a missing
-// chunk and a chunk the region cuts are done on the CPU and copied up,
-// so that errors are the CPU decoder's. Batches of gpuZstdBatch frames,
+// A device read of an array whose chunks (or inner chunks of shards)
+// are zstd frames of plain little-endian elements (the bytes codec, then
+// zstd without a checksum: numcodecs' and zarr-python's default) gives
+// the GPU a share of its rows (readZstdSplit). Their stored bytes go to
+// the device in batches, a copy per chunk or per span of a shard, are
+// decoded there (kernels.Zstd, one warp a frame) straight into the
+// region (a chunk contiguous there) or into device memory of the
+// batch's and copied into place on the device. A frame the GPU leaves
+// (more than one frame, a checksum, a corrupt one), a missing chunk and
+// a chunk the region cuts are done on the CPU and copied up, so that
+// errors are the CPU decoder's. Batches of gpuZstdBatch frames,
 // gpuZstdSlots of them at once: a launch takes the GPU tens of
 // milliseconds however few its frames. A batch holds 2.6 MiB of the
 // kernel's scratch memory a frame, 256 MiB for its decoded chunks where
 // the region cuts them and its stored bytes: at most 1.2 GiB of device
 // memory for each of the two, during a read (the 1 GiB reads measured
-// took two batches). The inner chunks of shards stay
-// the CPU's: fetched one request each instead of in spans, with the
-// GPU's share they read at 0.89x the CPU alone (H200, S3 and tmpfs).
+// took two batches). Inner chunks fetched a request each, not in spans,
+// read at 0.89x the CPU alone (H200, S3 and tmpfs).
 const (
 	gpuZstdBatch = 256
 	gpuZstdSlots = 2
@@ -74,7 +74,7 @@ func (a *Array) readZstdSplit(ctx context.Context, z *kernels.Zstd, target devme
 	} else if numElements(r.count)*es < gpuZstdMin {
 		share = 0
 	}
-	c0 := a.meta.ChunkShape[0]
+	c0 := a.cellShape()[0]
 	first, end := r.start[0]/c0, (r.start[0]+r.count[0]+c0-1)/c0
 	rows := int64(end - first)
 	split := min((first+int((rows*share+500)/1000))*c0, r.start[0]+r.count[0]) - r.start[0]
@@ -84,7 +84,7 @@ func (a *Array) readZstdSplit(ctx context.Context, z *kernels.Zstd, target devme
 	gpu := box{start: slices.Clone(r.start), count: slices.Clone(r.count)}
 	gpu.count[0] = split
 	readGPU := func(ctx context.Context) error {
-		err := a.readZstdDevice(ctx, z, target, a.chunkPieces(gpu), view{shape: gpu.count, es: es}, dst)
+		err := a.readZstdDevice(ctx, z, target, gpu, view{shape: gpu.count, es: es}, dst)
 		if errors.Is(err, cuda.ErrorOutOfMemory) && ctx.Err() == nil {
 			return a.readRegionDeviceCPU(ctx, gpu, target, dst)
 		}
@@ -130,6 +130,9 @@ func (a *Array) gpuZstd(r devmem.Range, size int) *kernels.Zstd {
 // SetGPUDecode(false) nor zarrtune.CPUZstd set.
 func (a *Array) gpuZstdChain() bool {
 	p := a.pipe
+	if s := p.sharded(); s != nil {
+		p = s.codecs
+	}
 	b, ok := p.ab.(bytesCodecAB)
 	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) || a.cpuDecode || zarrtune.CPUZstd.Load() {
 		return false
@@ -175,30 +178,36 @@ func deviceBuf(b **cuda.DeviceBuffer, n int) (cuda.DevicePtr, error) {
 	return d.Ptr(), nil
 }
 
-// readZstdDevice reads pieces, the chunks of a region of out's shape,
-// into the region at dst on r's device, decoding them with z.
-func (a *Array) readZstdDevice(ctx context.Context, z *kernels.Zstd, r devmem.Range, pieces []piece, out view, dst cuda.DevicePtr) error {
+// readZstdDevice reads region r of the array into the region at dst on
+// target's device (out: the region's view), decoding its chunks with z.
+// The chunks are fetched as the CPU's path fetches them: a request each,
+// or for the inner chunks of shards a request per span of a shard's
+// bytes (see Array.spans), each span going up to the device whole.
+func (a *Array) readZstdDevice(ctx context.Context, z *kernels.Zstd, target devmem.Range, r box, out view, dst cuda.DevicePtr) error {
 	if gpuZstdNoMemory.Load() {
 		return fmt.Errorf("zarr: device memory for zstd frames: %w", cuda.ErrorOutOfMemory)
 	}
-	chunk := numElements(a.meta.ChunkShape) * out.es
+	pieces, err := a.plan(ctx, r)
+	if err != nil {
+		return err
+	}
+	chunk := numElements(a.cellShape()) * out.es
 	per := max(1, min(gpuZstdBatch, gpuZstdScratch/max(chunk, 1)))
-	batches := (len(pieces) + per - 1) / per
-	slots := min(gpuZstdSlots, batches)
-	fetchers := max(1, a.concurrency()/slots)
+	batches := zstdBatches(a.spans(pieces, out, false, 1), per)
+	slots := min(gpuZstdSlots, len(batches))
+	fetchers := max(1, a.concurrency()/max(slots, 1))
 	var next atomic.Int64
 	g, ctx := errgroup.WithContext(ctx)
 	for range slots {
 		g.Go(func() error {
 			var sl zstdSlot
-			defer func() { cuda.WithContext(r.Ctx, func() error { sl.close(); return nil }) }()
+			defer func() { cuda.WithContext(target.Ctx, func() error { sl.close(); return nil }) }()
 			for {
 				k := int(next.Add(1) - 1)
-				if k >= batches || ctx.Err() != nil {
+				if k >= len(batches) || ctx.Err() != nil {
 					return nil
 				}
-				ps := pieces[k*per : min(len(pieces), (k+1)*per)]
-				if err := a.zstdBatch(ctx, z, r, &sl, ps, out, dst, chunk, per, fetchers); err != nil {
+				if err := a.zstdBatch(ctx, z, target, &sl, batches[k], out, dst, chunk, per, fetchers); err != nil {
 					return err
 				}
 			}
@@ -207,11 +216,67 @@ func (a *Array) readZstdDevice(ctx context.Context, z *kernels.Zstd, r devmem.Ra
 	return g.Wait()
 }
 
-// zstdBatch fetches the stored bytes of ps, decodes them on the GPU
-// with slot sl (its kernel memory made for per frames, the most a batch
-// holds) and puts each chunk in its place.
-func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, sl *zstdSlot, ps []piece, out view, dst cuda.DevicePtr, chunk, per, fetchers int) error {
-	stored := make([]fetched, len(ps))
+// zstdBatches groups spans, in order, into batches of at most per
+// pieces, the frames a kernel batch is made for; a span of more pieces
+// (a shard's bytes that compress very well) is cut into spans of per.
+func zstdBatches(spans []span, per int) [][]span {
+	var out [][]span
+	var cur []span
+	n := 0
+	for _, sp := range spans {
+		for len(sp.pieces) > 0 {
+			take := min(len(sp.pieces), per)
+			part := sp
+			if take < len(sp.pieces) {
+				part = subSpan(sp, sp.pieces[:take])
+				sp = subSpan(sp, sp.pieces[take:])
+			} else {
+				sp.pieces = nil
+			}
+			if n+take > per {
+				out = append(out, cur)
+				cur, n = nil, 0
+			}
+			cur = append(cur, part)
+			n += take
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// subSpan returns the span of sp's bytes that holds ps, pieces of sp in
+// order of offset, read as a range (not as sp's whole shard).
+func subSpan(sp span, ps []piece) span {
+	end := int64(0)
+	for _, p := range ps {
+		end = max(end, p.off+p.n)
+	}
+	return span{key: sp.key, off: ps[0].off, n: end - ps[0].off, pieces: ps}
+}
+
+// fetchZstdSpan fetches the stored bytes of sp into a pooled buffer (no
+// bytes for a missing chunk: done).
+func (a *Array) fetchZstdSpan(ctx context.Context, sp *span) (fetched, error) {
+	if sp.single() {
+		return a.fetchStored(ctx, sp.pieces[0])
+	}
+	p := getBuf(int(sp.n))
+	if err := a.readSpan(ctx, sp, *p, nil); err != nil {
+		putBuf(p)
+		return fetched{}, err
+	}
+	return fetched{p: p, b: *p}, nil
+}
+
+// zstdBatch fetches the stored bytes of the spans of batch, decodes
+// their whole pieces on the GPU with slot sl (its kernel memory made for
+// per frames, the most a batch holds) and the others on the CPU, and puts
+// each piece's selection in its place.
+func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, sl *zstdSlot, batch []span, out view, dst cuda.DevicePtr, chunk, per, fetchers int) error {
+	stored := make([]fetched, len(batch))
 	defer func() {
 		for _, f := range stored {
 			if f.p != nil {
@@ -219,14 +284,28 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 			}
 		}
 	}()
-	err := parallel(ctx, len(ps), fetchers, func(ctx context.Context, _, i int) (err error) {
-		if ps[i].whole() {
-			stored[i], err = a.fetchStored(ctx, ps[i])
-		}
+	err := parallel(ctx, len(batch), fetchers, func(ctx context.Context, _, i int) (err error) {
+		stored[i], err = a.fetchZstdSpan(ctx, &batch[i])
 		return err
 	})
 	if err != nil {
 		return err
+	}
+	// The batch's pieces, each with its stored bytes (nil: missing).
+	var ps []piece
+	var bs [][]byte
+	var missing []bool
+	total := 0
+	for i := range batch {
+		sp := &batch[i]
+		for _, pc := range sp.pieces {
+			b := stored[i].b
+			if !sp.single() {
+				b = sp.bytes(b, pc)
+			}
+			ps, bs, missing = append(ps, pc), append(bs, b), append(missing, stored[i].done)
+		}
+		total += len(stored[i].b)
 	}
 	return cuda.WithContext(r.Ctx, func() error {
 		if sl.s == 0 {
@@ -241,15 +320,11 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 			}
 			sl.batch = b
 		}
-		total := 0
-		for _, f := range stored {
-			total += len(f.b)
-		}
 		sp, err := deviceBuf(&sl.stored, total)
 		if err != nil {
 			return err
 		}
-		// Device memory for the chunks the region cuts or the CPU
+		// Device memory for the pieces the region cuts or the CPU
 		// decodes, taken only where there are such.
 		var scratch cuda.DevicePtr
 		needScratch := func() error {
@@ -258,30 +333,43 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 			}
 			return err
 		}
-		// The GPU's frames: whole chunks fetched, each decoded into its
+		// The stored bytes up, a copy per span (its pieces back to back
+		// in it); the GPU's frames: whole pieces, each decoded into its
 		// place in the region or into the batch's memory (slot i).
+		at := make([]int, len(ps)) // where piece i's bytes are in sp
+		k, off := 0, 0
+		for i := range batch {
+			if b := stored[i].b; len(b) > 0 {
+				if err := cuda.MemcpyHtoDAsync(sp+cuda.DevicePtr(off), b, sl.s); err != nil {
+					return err
+				}
+			}
+			for _, pc := range batch[i].pieces {
+				at[k] = off
+				if !batch[i].single() {
+					at[k] += int(pc.off - batch[i].off)
+				}
+				k++
+			}
+			off += len(stored[i].b)
+		}
 		var frames []kernels.ZstdFrame
 		var idx []int
-		at := 0
-		for i, f := range stored {
-			if f.b == nil {
+		for i, pc := range ps {
+			if missing[i] || !pc.whole() {
 				continue
 			}
-			if err := cuda.MemcpyHtoDAsync(sp+cuda.DevicePtr(at), f.b, sl.s); err != nil {
-				return err
-			}
 			var to cuda.DevicePtr
-			if contiguous(out, ps[i].dstStart, ps[i].sel.count) {
-				to = dst + cuda.DevicePtr(out.sub(ps[i].dstStart).offset())
+			if contiguous(out, pc.dstStart, pc.sel.count) {
+				to = dst + cuda.DevicePtr(out.sub(pc.dstStart).offset())
 			} else {
 				if err := needScratch(); err != nil {
 					return err
 				}
 				to = scratch + cuda.DevicePtr(i*chunk)
 			}
-			frames = append(frames, kernels.ZstdFrame{Src: sp + cuda.DevicePtr(at), SrcLen: len(f.b), Dst: to, DstCap: chunk})
+			frames = append(frames, kernels.ZstdFrame{Src: sp + cuda.DevicePtr(at[i]), SrcLen: len(bs[i]), Dst: to, DstCap: chunk})
 			idx = append(idx, i)
-			at += len(f.b)
 		}
 		sizes, err := sl.batch.Decode(sl.s, frames)
 		if err != nil {
@@ -303,11 +391,11 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 				if err := needScratch(); err != nil {
 					return err
 				}
-				if err := a.zstdOnCPU(ctx, pc, stored[i], scratch+cuda.DevicePtr(i*chunk), out.es); err != nil {
+				if err := a.zstdOnCPU(pc, bs[i], missing[i], scratch+cuda.DevicePtr(i*chunk), out.es); err != nil {
 					return err
 				}
 			}
-			// The chunk's selection, dense in slot i: to its place.
+			// The piece's selection, dense in slot i: to its place.
 			for _, c := range bandCopies(out.shape, box{start: pc.dstStart, count: pc.sel.count}, out.es) {
 				if err := copyDtoD(dst+cuda.DevicePtr(c.dst), scratch+cuda.DevicePtr(i*chunk+c.src), c, sl.s); err != nil {
 					return err
@@ -333,26 +421,17 @@ func copyDtoD(dst, src cuda.DevicePtr, c copy2D, s cuda.Stream) error {
 	return nil
 }
 
-// zstdOnCPU decodes pc (stored bytes f; missing where f.done, or not
-// fetched for a chunk the region cuts) on the CPU and puts its
-// selection, dense, at slot on the device.
-func (a *Array) zstdOnCPU(ctx context.Context, pc piece, f fetched, slot cuda.DevicePtr, es int) error {
-	if f.b == nil && !f.done { // cut by the region: fetched here
-		var err error
-		if f, err = a.fetchStored(ctx, pc); err != nil {
-			return err
-		}
-		if f.p != nil {
-			defer putBuf(f.p)
-		}
-	}
+// zstdOnCPU decodes pc, whose stored bytes are b (missing: its fill
+// value), on the CPU and puts its selection, dense, at slot on the
+// device.
+func (a *Array) zstdOnCPU(pc piece, b []byte, missing bool, slot cuda.DevicePtr, es int) error {
 	n := numElements(pc.sel.count) * es
 	p := getBuf(n)
 	defer putBuf(p)
 	hv := view{buf: *p, shape: pc.sel.count, es: es, start: negate(pc.dstStart)}
-	if f.done {
+	if missing {
 		hv.sub(pc.dstStart).fill(pc.sel.count, pc.pipe.fill)
-	} else if err := a.decodeStored(pc, f.b, hv.sub(pc.dstStart), hostPlace(pc, hv)); err != nil {
+	} else if err := a.decodeStored(pc, b, hv.sub(pc.dstStart), hostPlace(pc, hv)); err != nil {
 		return err
 	}
 	if err := cuda.MemcpyHtoD(slot, *p); err != nil {

@@ -2,12 +2,16 @@ package zarr
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
+	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 )
 
 // TestDeviceZstdFallback: chunks of a plain zstd array that the GPU
@@ -78,21 +82,24 @@ func TestDeviceZstdFallback(t *testing.T) {
 	}
 }
 
-// TestDeviceZstdSplit: device reads of zstd arrays whose first rows of
-// chunks the GPU decodes while the CPU reads the others, at shares from
-// a row to all, over random regions, read what host reads read; the GPU
-// decodes chunks of the whole array wherever its share is a row or
-// more, none of a read below gpuZstdMin by default, none where device
+// TestDeviceZstdSplit: device reads of zstd arrays (chunks, inner chunks
+// of shards) whose first rows of chunks the GPU decodes while the CPU
+// reads the others, at shares from a row to all, over random regions,
+// read what host reads read, the first chunk missing (its fill value);
+// the GPU decodes chunks of the whole array wherever its share is a row
+// or more, none of a read below gpuZstdMin by default, none where device
 // memory runs out (its rows read by the CPU's path), none with
 // SetGPUDecode(false).
 func TestDeviceZstdSplit(t *testing.T) {
 	ctx := needGPU(t)
 	defer zarrtune.GPUZstdShare.Store(0)
 	rng := rand.New(rand.NewPCG(5, 40))
-	for i, name := range []string{"zstd-rows", "zstd-tiles"} {
+	for i, name := range []string{"zstd-rows", "zstd-tiles", "sharded-zstd"} {
 		m := deviceCases[name]
 		a, vals := newWrittenArray(t, m, uint64(40+i))
 		zero := make([]int, len(m.Shape))
+		cell := a.cellShape()
+		fillCell(t, a, vals, cell)
 		buf := devAlloc(t, ctx, len(vals))
 		// The default leaves a read this small to the CPU; out of device
 		// memory, the GPU's rows are read by the CPU's path; with
@@ -144,7 +151,7 @@ func TestDeviceZstdSplit(t *testing.T) {
 					t.Fatalf("%s, share %d, [%v, %v): the device read differs from the host read", name, share, start, stop)
 				}
 				// Of the whole array, the GPU's rows hold whole chunks.
-				c0 := m.ChunkShape[0]
+				c0 := cell[0]
 				rows := (stop[0]+c0-1)/c0 - start[0]/c0
 				if gpu := gpuZstdChunks.Load() - before; whole && (int64(rows)*share+500)/1000 > 0 && gpu == 0 {
 					t.Errorf("%s, share %d, [%v, %v): the GPU decoded no chunk of %d rows", name, share, start, stop, rows)
@@ -158,7 +165,7 @@ func TestDeviceZstdSplit(t *testing.T) {
 // Blosc's by default, neither with SetGPUDecode(false), nor chunks of
 // other chains.
 func TestSetGPUDecode(t *testing.T) {
-	for _, name := range []string{"zstd-rows", "v2-zstd", "blosc", "zstd", "raw-small"} {
+	for _, name := range []string{"zstd-rows", "v2-zstd", "sharded-zstd", "blosc", "zstd", "raw-small", "sharded"} {
 		a, _ := newFilledArray(t, deviceCases[name])
 		zstdOK, bloscOK := gpuZstdCases[name], name == "blosc"
 		for _, on := range []bool{true, false} {
@@ -168,4 +175,187 @@ func TestSetGPUDecode(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fillCell writes the fill value over the first cell (chunk, or inner
+// chunk of a shard) of a, a 2-D array whose elements are vals, and in
+// vals: the cell is then missing from the store (or its shard's index).
+func fillCell(t *testing.T, a *Array, vals []byte, cell []int) {
+	t.Helper()
+	es := a.meta.DataType.Size
+	fill := chunkFill(a.pipe.fill, cell)
+	if err := a.WriteRegion(bg, []int{0, 0}, cell, fill); err != nil {
+		t.Fatal(err)
+	}
+	row := cell[1] * es
+	for y := range cell[0] {
+		copy(vals[y*a.meta.Shape[1]*es:], fill[y*row:(y+1)*row])
+	}
+}
+
+// TestRemoteDeviceZstdHostile: a server sends hostile zstd frames, as a
+// chunk of a plain zstd array and as an inner chunk of a shard (its
+// index rewritten to match), to device reads whose every row of chunks
+// is the GPU's: frames cut short, with bits flipped, trailing bytes, two
+// frames, a skippable frame before, a checksum, one that decodes to more
+// than a chunk, garbage, nothing. Each device read reads what the host
+// read of the same bytes reads, or fails with its error; the GPU decodes
+// the other chunks.
+func TestRemoteDeviceZstdHostile(t *testing.T) {
+	ctx := needGPU(t)
+	zarrtune.GPUZstdShare.Store(1000)
+	defer zarrtune.GPUZstdShare.Store(0)
+	rng := rand.New(rand.NewPCG(3, 40))
+	zstdLE := []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}}
+	for name, m := range map[string]Metadata{
+		"plain":   {Shape: []int{64, 1024}, ChunkShape: []int{8, 1024}, Codecs: zstdLE},
+		"sharded": {Shape: []int{64, 1024}, ChunkShape: []int{32, 1024}, Codecs: shardCodecs([]int{8, 1024}, false, zstdLE)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m.DataType = DataType{Kind: Float, Size: 4}
+			dir := t.TempDir()
+			s, err := NewDirStore(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := Create(bg, s, "", m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := fielddata.Float32(m.Shape[0], m.Shape[1], 12)
+			if err := w.WriteRegion(bg, []int{0, 0}, m.Shape, data); err != nil {
+				t.Fatal(err)
+			}
+			srv := serveDir(t, dir)
+			rs, err := OpenURL(bg, srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rs.Close()
+			a, err := Open(bg, rs, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := a.ChunkKey([]int{1, 0})
+			good, _ := srv.file(key)
+			// The frame spoiled: the chunk's, or the shard's second inner chunk.
+			serve := func(frame []byte) { srv.setFile(key, frame) }
+			frame := good
+			if sc := a.pipe.sharded(); sc != nil {
+				inner := splitShard(t, good, sc.nInner())
+				frame = inner[1]
+				serve = func(f []byte) {
+					inner := append([][]byte(nil), inner...)
+					inner[1] = f
+					srv.setFile(key, buildShard(inner))
+				}
+			}
+			cell := numElements(a.cellShape()) * 4
+			buf := devAlloc(t, ctx, len(data))
+			host := make([]byte, len(data))
+			for _, c := range hostileFrames(t, rng, frame, data[:cell]) {
+				serve(c.b)
+				hostErr := a.ReadRegion(bg, []int{0, 0}, m.Shape, host)
+				before := gpuZstdChunks.Load()
+				devErr := a.ReadRegionDevice(bg, []int{0, 0}, m.Shape, buf.Ptr())
+				switch {
+				case hostErr == nil && devErr == nil:
+					if !bytes.Equal(fromDevice(t, ctx, buf.Ptr(), len(data)), host) {
+						t.Errorf("%s: the device read differs from the host read", c.name)
+					}
+				case hostErr == nil || devErr == nil || hostErr.Error() != devErr.Error():
+					t.Errorf("%s: the device read's error %v, the host read's %v", c.name, devErr, hostErr)
+				}
+				if gpuZstdChunks.Load() == before {
+					t.Errorf("%s: the GPU decoded no chunk", c.name)
+				}
+			}
+			serve(frame)
+			if err := a.ReadRegionDevice(bg, []int{0, 0}, m.Shape, buf.Ptr()); err != nil || !bytes.Equal(fromDevice(t, ctx, buf.Ptr(), len(data)), data) {
+				t.Fatalf("the mended array: %v, or the device read differs from the array", err)
+			}
+		})
+	}
+}
+
+// hostileFrame is a spoiled zstd frame, named.
+type hostileFrame struct {
+	name string
+	b    []byte
+}
+
+// hostileFrames returns spoilt forms of frame, a zstd frame of a chunk
+// whose decoded bytes have the size of vals.
+func hostileFrames(t *testing.T, rng *rand.Rand, frame, vals []byte) []hostileFrame {
+	t.Helper()
+	enc := func(ck bool, b []byte) []byte {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderCRC(ck))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		return e.EncodeAll(b, nil)
+	}
+	skip := binary.LittleEndian.AppendUint32(nil, 0x184D2A50)
+	skip = binary.LittleEndian.AppendUint32(skip, 3)
+	garbage := make([]byte, len(frame))
+	for i := range garbage {
+		garbage[i] = byte(rng.Uint32())
+	}
+	out := []hostileFrame{
+		{"empty", []byte{}},
+		{"magic only", frame[:4]},
+		{"header only", frame[:6]},
+		{"cut in half", frame[:len(frame)/2]},
+		{"last byte cut", frame[:len(frame)-1]},
+		{"a trailing byte", append(bytes.Clone(frame), 0)},
+		{"twice", append(bytes.Clone(frame), frame...)},
+		{"a skippable frame before", append(append(skip, 1, 2, 3), frame...)},
+		{"a checksum", enc(true, vals)},
+		{"decodes to more than a chunk", enc(false, append(bytes.Clone(vals), vals[:100]...))},
+		{"decodes to less than a chunk", enc(false, vals[:len(vals)-4])},
+		{"garbage", garbage},
+	}
+	for k := range 24 {
+		bad := bytes.Clone(frame)
+		i := rng.IntN(len(bad))
+		if k < 4 {
+			i = 4 + k // the frame header
+		}
+		bad[i] ^= 1 << rng.IntN(8)
+		out = append(out, hostileFrame{fmt.Sprintf("bit flipped at %d", i), bad})
+	}
+	return out
+}
+
+// splitShard returns the n inner chunks of shard, its index at the end
+// with a crc32c (nil for a missing one).
+func splitShard(t *testing.T, shard []byte, n int) [][]byte {
+	t.Helper()
+	idx := shard[len(shard)-16*n-4:]
+	out := make([][]byte, n)
+	for i := range out {
+		off, size := binary.LittleEndian.Uint64(idx[16*i:]), binary.LittleEndian.Uint64(idx[16*i+8:])
+		if off != missingEntry {
+			out[i] = shard[off : off+size]
+		}
+	}
+	return out
+}
+
+// buildShard returns a shard of inner, back to back, then their index
+// and its crc32c (nil: missing).
+func buildShard(inner [][]byte) []byte {
+	var b, idx []byte
+	for _, c := range inner {
+		off, n := uint64(len(b)), uint64(len(c))
+		if c == nil {
+			off, n = missingEntry, missingEntry
+		}
+		idx = binary.LittleEndian.AppendUint64(idx, off)
+		idx = binary.LittleEndian.AppendUint64(idx, n)
+		b = append(b, c...)
+	}
+	b = append(b, idx...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(idx, crc32.MakeTable(crc32.Castagnoli)))
 }
