@@ -122,9 +122,12 @@ func lockedOptions(name string) []StoreOption {
 // many bands through few pinned buffers, bands that are not contiguous
 // in the region (cuMemcpy2DAsync) and edge bands of partial chunks; for
 // the arrays of the band tests too (three dimensions, every codec); in
-// each layout of the bands' buffers (zarrtune).
+// each layout of the bands' buffers (zarrtune); the GPU's share of zstd
+// chunks staged through pinned buffers of the bands' size, spans of
+// shards larger than one taken from their own memory.
 func TestDeviceBands(t *testing.T) {
 	ctx := needGPU(t)
+	gpuZstdTestShare(t)
 	old := bandTarget
 	t.Cleanup(func() { bandTarget = old })
 	rng := rand.New(rand.NewPCG(7, 10))

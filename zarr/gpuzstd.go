@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kvikgo/kvik"
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/devmem"
 	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
@@ -19,19 +21,21 @@ import (
 // are zstd frames of plain little-endian elements (the bytes codec, then
 // zstd without a checksum: numcodecs' and zarr-python's default) gives
 // the GPU a share of its rows (readZstdSplit). Their stored bytes go to
-// the device in batches, a copy per chunk or per span of a shard, are
+// the device in batches, through pinned buffers (stageStored), chunks
+// fetched a request each and inner chunks in spans of their shards, are
 // decoded there (kernels.Zstd, one warp a frame) straight into the
 // region (a chunk contiguous there) or into device memory of the
 // batch's and copied into place on the device. A frame the GPU leaves
 // (more than one frame, a checksum, a corrupt one), a missing chunk and
 // a chunk the region cuts are done on the CPU and copied up, so that
 // errors are the CPU decoder's. Batches of gpuZstdBatch frames,
-// gpuZstdSlots of them at once: a launch takes the GPU tens of
-// milliseconds however few its frames. A batch holds 2.6 MiB of the
-// kernel's scratch memory a frame, 256 MiB for its decoded chunks where
-// the region cuts them and its stored bytes: at most 1.2 GiB of device
-// memory for each of the two, during a read (the 1 GiB reads measured
-// took two batches). Inner chunks fetched a request each, not in spans,
+// gpuZstdSlots of them at once: a launch takes the GPU 46 ms for 64
+// frames of 1 MiB and 61 ms for 1,024 (H200), and smaller batches, more
+// of them at once, read slower (64 frames, 8 at once: 0.90x; 32, 16 at
+// once: 0.63x). A batch holds 2.6 MiB of the kernel's scratch memory a
+// frame, 256 MiB for its decoded chunks where the region cuts them and
+// its stored bytes: at most 1.2 GiB of device memory for each of the
+// two, during a read. Inner chunks fetched a request each, not in spans,
 // read at 0.89x the CPU alone (H200, S3 and tmpfs).
 const (
 	gpuZstdBatch = 256
@@ -44,12 +48,13 @@ const (
 // the first dimension) that the GPU decodes, in thousandths, while the
 // CPU's path reads the others at the same time, from a local store and
 // from a remote one (whose chunks the CPU also receives): the shares at
-// which a 1 GiB read ran fastest on an H200 (1.10-1.38x the CPU alone
-// from tmpfs at 300-450, 1.10-1.22x from S3 at 300; the GPU's part
-// outlasts the CPU's from 500-600).
+// which a 1 GiB read ran fastest on an H200 (from tmpfs, 1.52-1.57x the
+// CPU alone at 500 against 1.25-1.27x at 350, plain and sharded, the GPU
+// behind from 650; from S3, 1.12-1.13 of the decode ceiling at 450
+// against 1.01-1.06 at 300 and 0.85-0.89 at 600).
 const (
-	gpuZstdShareLocal  = 350
-	gpuZstdShareRemote = 300
+	gpuZstdShareLocal  = 500
+	gpuZstdShareRemote = 450
 )
 
 // gpuZstdMin is the smallest device read the GPU takes a share of: a
@@ -192,9 +197,10 @@ func (a *Array) readZstdDevice(ctx context.Context, z *kernels.Zstd, target devm
 		return err
 	}
 	chunk := numElements(a.cellShape()) * out.es
-	per := max(1, min(gpuZstdBatch, gpuZstdScratch/max(chunk, 1)))
+	per, slots := tuned(gpuZstdBatch, &zarrtune.GPUZstdBatch), tuned(gpuZstdSlots, &zarrtune.GPUZstdSlots)
+	per = max(1, min(per, gpuZstdScratch/max(chunk, 1)))
 	batches := zstdBatches(a.spans(pieces, out, false, 1), per)
-	slots := min(gpuZstdSlots, len(batches))
+	slots = min(slots, len(batches))
 	fetchers := max(1, a.concurrency()/max(slots, 1))
 	var next atomic.Int64
 	g, ctx := errgroup.WithContext(ctx)
@@ -214,6 +220,14 @@ func (a *Array) readZstdDevice(ctx context.Context, z *kernels.Zstd, target devm
 		})
 	}
 	return g.Wait()
+}
+
+// tuned returns v's value where set above 0, else def.
+func tuned(def int, v *atomic.Int64) int {
+	if n := v.Load(); n > 0 {
+		return int(n)
+	}
+	return def
 }
 
 // zstdBatches groups spans, in order, into batches of at most per
@@ -333,17 +347,23 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 			}
 			return err
 		}
-		// The stored bytes up, a copy per span (its pieces back to back
-		// in it); the GPU's frames: whole pieces, each decoded into its
-		// place in the region or into the batch's memory (slot i).
+		// The stored bytes up, through pinned buffers, the spans back to
+		// back (a span's pieces back to back in it); the GPU's frames:
+		// whole pieces, each decoded into its place in the region or into
+		// the batch's memory (slot i).
+		staged, err := stageStored(ctx, stored, sp, bandBuffersize(chunk), sl.s)
+		defer func() {
+			cuda.StreamSynchronize(sl.s) // the copies from staged done
+			for _, p := range staged {
+				p.Release()
+			}
+		}()
+		if err != nil {
+			return err
+		}
 		at := make([]int, len(ps)) // where piece i's bytes are in sp
 		k, off := 0, 0
 		for i := range batch {
-			if b := stored[i].b; len(b) > 0 {
-				if err := cuda.MemcpyHtoDAsync(sp+cuda.DevicePtr(off), b, sl.s); err != nil {
-					return err
-				}
-			}
 			for _, pc := range batch[i].pieces {
 				at[k] = off
 				if !batch[i].single() {
@@ -404,6 +424,78 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 		}
 		return cuda.StreamSynchronize(sl.s)
 	})
+}
+
+// bandBuffersize is the size of a device read's pinned buffers for
+// cells of cellBytes: the GPU's part takes its staging of the size the
+// CPU's bands take, the one size kvik's pool keeps.
+func bandBuffersize(cellBytes int) int {
+	size, _ := bandBuffers(cellBytes, 0)
+	return size
+}
+
+// stageStored queues on s the copies of the fetched bytes of stored,
+// back to back, to dev: each through a pinned buffer of size bytes
+// (filled by up to GOMAXPROCS goroutines), a part larger than that from
+// its own memory. Uploaded from pageable memory (the driver staging
+// them), the batches in flight held each other back: the same 1 GiB
+// read at 0.44x the default with 8 batches of 64 frames at once, 1.08x
+// with pinned staging (H200). The buffers returned are in use until s
+// is done.
+func stageStored(ctx context.Context, stored []fetched, dev cuda.DevicePtr, size int, s cuda.Stream) ([]*kvik.PinnedBuffer, error) {
+	type place struct{ buf, off int } // buf -1: from its own memory
+	places := make([]place, len(stored))
+	var fill []int // bytes used of each buffer
+	open := false  // whether the last buffer takes the next part
+	for i, f := range stored {
+		n := len(f.b)
+		switch {
+		case n > size:
+			places[i] = place{-1, 0}
+			open = false // the parts after it go after it on the device
+		case open && fill[len(fill)-1]+n <= size:
+			places[i] = place{len(fill) - 1, fill[len(fill)-1]}
+			fill[len(fill)-1] += n
+		default:
+			places[i] = place{len(fill), 0}
+			fill = append(fill, n)
+			open = true
+		}
+	}
+	bufs := make([]*kvik.PinnedBuffer, len(fill))
+	for k := range bufs {
+		p, err := kvik.GetPinnedBuffer(size)
+		if err != nil {
+			return bufs[:k], err
+		}
+		bufs[k] = p
+	}
+	err := parallel(ctx, len(stored), runtime.GOMAXPROCS(0), func(_ context.Context, _, i int) error {
+		if pl := places[i]; pl.buf >= 0 {
+			copy(bufs[pl.buf].Bytes()[pl.off:], stored[i].b)
+		}
+		return nil
+	})
+	if err != nil {
+		return bufs, err
+	}
+	// The copies in order of dev: a buffer's when its first part comes.
+	off, queued := 0, -1
+	for i, f := range stored {
+		pl := places[i]
+		switch {
+		case pl.buf < 0 && len(f.b) > 0:
+			err = cuda.MemcpyHtoDAsync(dev+cuda.DevicePtr(off), f.b, s)
+		case pl.buf > queued:
+			queued = pl.buf
+			err = cuda.MemcpyHtoDAsync(dev+cuda.DevicePtr(off), bufs[pl.buf].Bytes()[:fill[pl.buf]], s)
+		}
+		if err != nil {
+			return bufs, err
+		}
+		off += len(f.b)
+	}
+	return bufs, nil
 }
 
 // copyDtoD queues c from src (its first row) to dst, both on the device:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 )
@@ -358,4 +359,55 @@ func buildShard(inner [][]byte) []byte {
 	}
 	b = append(b, idx...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(idx, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+// TestStageStored: parts of random sizes, empty ones and ones larger
+// than a pinned buffer among them, reach the device back to back.
+func TestStageStored(t *testing.T) {
+	ctx := needGPU(t)
+	rng := rand.New(rand.NewPCG(8, 40))
+	const size = 64 << 10
+	for round := range 20 {
+		stored := make([]fetched, 1+rng.IntN(40))
+		var want []byte
+		for i := range stored {
+			n := rng.IntN(size / 3)
+			switch rng.IntN(8) {
+			case 0:
+				n = 0
+			case 1:
+				n = size + 1 + rng.IntN(size)
+			case 2:
+				n = size
+			}
+			b := make([]byte, n)
+			for j := range b {
+				b[j] = byte(rng.Uint32())
+			}
+			stored[i] = fetched{b: b}
+			want = append(want, b...)
+		}
+		dev := devAlloc(t, ctx, len(want))
+		err := cuda.WithContext(ctx, func() error {
+			s, err := cuda.StreamCreate(cuda.StreamNonBlocking)
+			if err != nil {
+				return err
+			}
+			defer cuda.StreamDestroy(s)
+			bufs, err := stageStored(bg, stored, dev.Ptr(), size, s)
+			if err == nil {
+				err = cuda.StreamSynchronize(s)
+			}
+			for _, p := range bufs {
+				p.Release()
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(fromDevice(t, ctx, dev.Ptr(), len(want)), want) {
+			t.Fatalf("round %d: %d parts: the device's bytes differ", round, len(stored))
+		}
+	}
 }

@@ -60,11 +60,14 @@ func main() {
 	altNoSync := flag.Bool("alt-nosync", false, "in each round, also write each array from host memory through a DirStore opened with zarr.WithoutSync (no fsync of each chunk's file and directory: what a disk's flushes cost): RESULT NAME_write_nosync")
 	altUnshuffle := flag.Bool("alt-unshuffle", false, "in each round, also read each array into device memory with Blosc's byte shuffle undone on the CPU (zarrtune.CPUUnshuffle) instead of on the GPU: RESULT NAME_gpu_cpuunshuffle")
 	gpuShare := flag.Int64("gpushare", 0, "the share of a device read's rows of zstd chunks the GPU decodes, in thousandths (zarrtune.GPUZstdShare; 0: zarr's default)")
+	altGPU := flag.String("alt-gpu", "", "in each round, also read each array of zstd chunks into device memory with each of these settings of the GPU's share, frames per batch and batches in flight, SHARE/BATCH/SLOTS comma-separated, 0 for zarr's default (zarrtune.GPUZstd): RESULT NAME_gpu_SHARE_BATCH_SLOTS")
 	altCPUZstd := flag.Bool("alt-cpuzstd", false, "in each round, also read each array of zstd chunks into device memory with the chunks decoded on the CPU (zarrtune.CPUZstd) instead of on the GPU: RESULT NAME_gpu_cpuzstd")
 	flag.BoolVar(&writeEmpty, "write-empty", false, "store chunks all of the fill value (Array.SetWriteEmptyChunks(true)): the writes without the fill-value check, for an A/B in two processes")
 	profile := flag.String("profile", "", "a directory for a CPU profile of 5 more writes of each codec (each into a new array) and a trace of one more (NAME-write.prof, .trace), of as many encode ceilings (NAME-encode.prof, .trace), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
 	flag.Parse()
 	zarrtune.GPUZstdShare.Store(*gpuShare)
+	gpuAlts, err := zarrtune.ParseGPUZstd(*altGPU)
+	check(err)
 	check(os.RemoveAll(*dir))
 	check(os.MkdirAll(*dir, 0o755))
 	if !*keep {
@@ -179,6 +182,17 @@ func main() {
 					log.Fatalf("%s: the device read (%s) differs from the data", name, alt.what)
 				}
 			}
+			for _, alt := range gpuAlts {
+				if name != "zstd" && name != "sharded-zstd" {
+					break
+				}
+				restore := alt.Set()
+				keep(gpuAltKey(alt), timed(func() { check(a.ReadRegionDevice(bg, []int{0, 0}, shape, g.buf.Ptr())) }))
+				restore()
+				if g.sum() != sum {
+					log.Fatalf("%s: the device read (GPU %v) differs from the data", name, alt)
+				}
+			}
 			// Device writes go into a new array too, as the host writes
 			// do: over the old one each chunk's rename also frees the
 			// replaced file's pages (a host write over an array took
@@ -225,16 +239,28 @@ func main() {
 				result(name+"_"+k, v)
 			}
 		}
+		pairs := [][2]string{{"gpu", "decode"}, {"gpu_cpuunshuffle", "decode"}, {"gpu", "gpu_cpuunshuffle"}, {"gpu", "gpu_cpuzstd"}, {"host", "decode"}, {"write", "encode"}, {"write_nosync", "encode"}, {"devwrite", "encode"}}
+		for _, alt := range gpuAlts {
+			if v, ok := row[gpuAltKey(alt)]; ok {
+				result(name+"_"+gpuAltKey(alt), v)
+				pairs = append(pairs, [2]string{gpuAltKey(alt), "decode"}, [2]string{gpuAltKey(alt), "gpu"})
+			}
+		}
 		// The median over rounds of each round's ratio: drift over the
 		// rounds (clocks, neighbours) moves both sides of a round alike,
 		// where the best of each can come from different rounds.
-		for _, p := range [][2]string{{"gpu", "decode"}, {"gpu_cpuunshuffle", "decode"}, {"gpu", "gpu_cpuunshuffle"}, {"gpu", "gpu_cpuzstd"}, {"host", "decode"}, {"write", "encode"}, {"write_nosync", "encode"}, {"devwrite", "encode"}} {
+		for _, p := range pairs {
 			if v, ok := pairedMedian(rounds[p[0]], rounds[p[1]]); ok {
 				result(name+"_"+p[0]+"_"+p[1]+"_paired", v)
 			}
 		}
 	}
 	fmt.Println("ZARRBENCH OK")
+}
+
+// gpuAltKey names the read of an -alt-gpu setting: gpu_SHARE_BATCH_SLOTS.
+func gpuAltKey(g zarrtune.GPUZstd) string {
+	return fmt.Sprintf("gpu_%d_%d_%d", g.Share, g.Batch, g.Slots)
 }
 
 // layouts are the device reads of each array: zarr's default (Auto), and

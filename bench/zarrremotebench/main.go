@@ -85,6 +85,7 @@ func main() {
 	altCPUUnshuffle := flag.Bool("alt-cpuunshuffle", false, "the alternative reads of device memory undo Blosc's byte shuffle on the CPU, not the GPU (zarrtune.CPUUnshuffle)")
 	altBand := flag.Int("alt-band", 0, "also read each compressed array into device memory in bands of at most this many bytes (zarrtune.BandLimit; runs named \"... bN\", N in KiB), in the same rounds")
 	gpuShare := flag.Int64("gpushare", 0, "the share of a device read's rows of zstd chunks the GPU decodes, in thousandths (zarrtune.GPUZstdShare; 0: zarr's default)")
+	altGPU := flag.String("alt-gpu", "", "also read each array of zstd chunks (plain or sharded) into device memory with each of these settings of the GPU's share, frames per batch and batches in flight, SHARE/BATCH/SLOTS comma-separated, 0 for zarr's default (zarrtune.GPUZstd): runs named \"zarr NAME gpu SHARE/BATCH/SLOTS region\"")
 	altCPUZstd := flag.Bool("alt-cpuzstd", false, "the alternative reads of device memory decode zstd chunks on the CPU, not the GPU (zarrtune.CPUZstd)")
 	altWhole := flag.Bool("alt-whole", false, "also read each sharded array through a store opened with zarr.WithWholeShards (runs named \"... whole\"), in the same rounds")
 	host := flag.Bool("host", false, "read into host memory (no GPU needed)")
@@ -97,6 +98,8 @@ func main() {
 	latency := flag.Duration("latency", 0, "hold every request this long before it goes to the server (a proxy in this process), as a distant S3's time to first byte; the proxy's copies count in -cpu")
 	flag.Parse()
 	zarrtune.GPUZstdShare.Store(*gpuShare)
+	gpuAlts, err := zarrtune.ParseGPUZstd(*altGPU)
+	check(err)
 	if *dir == "" || os.Getenv("AWS_ENDPOINT_URL") == "" {
 		log.Fatal("need -dir and the AWS_* variables of the S3 server")
 	}
@@ -184,6 +187,15 @@ func main() {
 				return t.region(alt, shape)
 			}})
 		}
+		for _, alt := range gpuAlts {
+			if v.name != "zstd" && v.name != "sharded-zstd" {
+				break
+			}
+			runs = append(runs, run{"zarr " + v.name + " gpu " + alt.String() + " region", "s3_" + v.name + "_gpu_" + strings.ReplaceAll(alt.String(), "/", "_"), func() error {
+				defer alt.Set()()
+				return t.region(a, shape)
+			}})
+		}
 		if *altWhole && v.inner != nil {
 			s, err := zarr.OpenURL(bg, "s3://bkt/"+v.name+".zarr", append(opts, zarr.WithWholeShards())...)
 			check(err)
@@ -227,6 +239,14 @@ func main() {
 		printUsage(runs, times, use, len(data))
 	}
 	printRatios(variants, gbs, times, altSuffix(*altWorkers, *altRequests, *altBand, *altCPUZstd))
+	for _, v := range variants[1:] {
+		for _, alt := range gpuAlts {
+			if r := "zarr " + v.name + " gpu " + alt.String() + " region"; gbs[r] > 0 {
+				fmt.Printf("RATIO %s / its decode ceiling %.2fx (paired %.2fx), / the default %.2fx (paired %.2fx)\n", r, gbs[r]/gbs["decode "+v.name],
+					paired(times["decode "+v.name], times[r]), gbs[r]/gbs["zarr "+v.name+" region"], paired(times["zarr "+v.name+" region"], times[r]))
+			}
+		}
+	}
 	for _, run := range runs {
 		fmt.Printf("RESULT %s %.3f\n", run.key, gbs[run.name])
 	}

@@ -2,7 +2,11 @@
 // to compare designs in one run (bench/zarrbench): internal, not API.
 package zarrtune
 
-import "sync/atomic"
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+)
 
 // Layouts of a device read's pinned band buffers.
 const (
@@ -65,7 +69,42 @@ var CPUZstd atomic.Bool
 // place of zarr's default (gpuZstdShare), to compare.
 var GPUZstdShare atomic.Int64
 
+// GPUZstdBatch and GPUZstdSlots, when above 0, are the frames of a batch
+// the GPU decodes with one launch and the batches in flight at once, in
+// place of zarr's defaults (gpuZstdBatch, gpuZstdSlots), to compare.
+var GPUZstdBatch, GPUZstdSlots atomic.Int64
+
 // BandLimit, when above 0, caps the bytes of a device read's bands (at
 // least one cell), the pinned buffers they go through keeping their
 // size: a smaller set of staging memory in rotation, to compare.
 var BandLimit atomic.Int64
+
+// GPUZstd is a setting of GPUZstdShare, GPUZstdBatch and GPUZstdSlots
+// (0: zarr's default).
+type GPUZstd struct{ Share, Batch, Slots int64 }
+
+// ParseGPUZstd parses a comma-separated list of SHARE/BATCH/SLOTS
+// settings, as the benchmarks take them ("500/32/16,350/256/2").
+func ParseGPUZstd(list string) ([]GPUZstd, error) {
+	var out []GPUZstd
+	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' }) {
+		var g GPUZstd
+		if _, err := fmt.Sscanf(f, "%d/%d/%d", &g.Share, &g.Batch, &g.Slots); err != nil || g.Share < 0 || g.Batch < 0 || g.Slots < 0 {
+			return nil, fmt.Errorf("zarrtune: %q is not SHARE/BATCH/SLOTS", f)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// String returns g as ParseGPUZstd reads it.
+func (g GPUZstd) String() string { return fmt.Sprintf("%d/%d/%d", g.Share, g.Batch, g.Slots) }
+
+// Set stores g and returns a function that restores what was before.
+func (g GPUZstd) Set() (restore func()) {
+	old := GPUZstd{GPUZstdShare.Load(), GPUZstdBatch.Load(), GPUZstdSlots.Load()}
+	GPUZstdShare.Store(g.Share)
+	GPUZstdBatch.Store(g.Batch)
+	GPUZstdSlots.Store(g.Slots)
+	return func() { old.Set() }
+}
