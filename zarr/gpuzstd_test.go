@@ -213,30 +213,8 @@ func TestRemoteDeviceZstdHostile(t *testing.T) {
 		"sharded": {Shape: []int{64, 1024}, ChunkShape: []int{32, 1024}, Codecs: shardCodecs([]int{8, 1024}, false, zstdLE)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			m.DataType = DataType{Kind: Float, Size: 4}
-			dir := t.TempDir()
-			s, err := NewDirStore(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, err := Create(bg, s, "", m)
-			if err != nil {
-				t.Fatal(err)
-			}
 			data := fielddata.Float32(m.Shape[0], m.Shape[1], 12)
-			if err := w.WriteRegion(bg, []int{0, 0}, m.Shape, data); err != nil {
-				t.Fatal(err)
-			}
-			srv := serveDir(t, dir)
-			rs, err := OpenURL(bg, srv.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rs.Close()
-			a, err := Open(bg, rs, "")
-			if err != nil {
-				t.Fatal(err)
-			}
+			srv, a := serveArray(t, localArrayOf(t, m, data))
 			key := a.ChunkKey([]int{1, 0})
 			good, _ := srv.file(key)
 			// The frame spoiled: the chunk's, or the shard's second inner chunk.

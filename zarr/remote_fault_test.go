@@ -111,6 +111,15 @@ func (o *objectServer) requests() []string {
 // directory store and returns its directory and contents.
 func localArray(t *testing.T, m Metadata) (string, []byte) {
 	t.Helper()
+	m.DataType = DataType{Kind: Float, Size: 4}
+	data := randValues(rand.New(rand.NewPCG(uint64(len(m.Shape)), 9)), m.DataType, numElements(m.Shape))
+	return localArrayOf(t, m, data), data
+}
+
+// localArrayOf creates a float32 array of m's shapes and codecs holding
+// data in a new directory store and returns its directory.
+func localArrayOf(t *testing.T, m Metadata, data []byte) string {
+	t.Helper()
 	dir := t.TempDir()
 	s, err := NewDirStore(dir)
 	if err != nil {
@@ -121,11 +130,10 @@ func localArray(t *testing.T, m Metadata) (string, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := randValues(rand.New(rand.NewPCG(uint64(len(m.Shape)), 9)), m.DataType, numElements(m.Shape))
 	if err := a.WriteRegion(bg, make([]int, len(m.Shape)), m.Shape, data); err != nil {
 		t.Fatal(err)
 	}
-	return dir, data
+	return dir
 }
 
 // servedArray creates an array as localArray does, serves its directory
@@ -134,6 +142,13 @@ func localArray(t *testing.T, m Metadata) (string, []byte) {
 func servedArray(t *testing.T, m Metadata) (*objectServer, *Array, []byte) {
 	t.Helper()
 	dir, data := localArray(t, m)
+	srv, a := serveArray(t, dir)
+	return srv, a, data
+}
+
+// serveArray serves the array at dir (serveDir) and opens it over HTTP.
+func serveArray(t *testing.T, dir string) (*objectServer, *Array) {
+	t.Helper()
 	srv := serveDir(t, dir)
 	s, err := OpenURL(bg, srv.URL)
 	if err != nil {
@@ -144,7 +159,7 @@ func servedArray(t *testing.T, m Metadata) (*objectServer, *Array, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv, a, data
+	return srv, a
 }
 
 // quickRetries makes failed requests retry at once, twice.
