@@ -308,7 +308,7 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 	if err != nil {
 		return err
 	}
-	// The batch's pieces, each with its stored bytes (nil: missing).
+	// The batch's pieces, each with its stored bytes, or missing.
 	var ps []piece
 	var bs [][]byte
 	var missing []bool
@@ -354,7 +354,7 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 		// back (a span's pieces back to back in it); the GPU's frames:
 		// whole pieces, each decoded into its place in the region or into
 		// the batch's memory (slot i).
-		staged, err := stageStored(ctx, stored, sp, bandBuffersize(chunk), sl.s)
+		staged, err := stageStored(ctx, stored, sp, bandBufferSize(chunk), sl.s)
 		defer func() {
 			cuda.StreamSynchronize(sl.s) // the copies from staged done
 			for _, p := range staged {
@@ -429,10 +429,10 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 	})
 }
 
-// bandBuffersize is the size of a device read's pinned buffers for
+// bandBufferSize is the size of a device read's pinned buffers for
 // cells of cellBytes: the GPU's part takes its staging of the size the
 // CPU's bands take, the one size kvik's pool keeps.
-func bandBuffersize(cellBytes int) int {
+func bandBufferSize(cellBytes int) int {
 	size, _ := bandBuffers(cellBytes, 0)
 	return size
 }
