@@ -446,25 +446,11 @@ func bandBufferSize(cellBytes int) int {
 // with pinned staging (H200). The buffers returned are in use until s
 // is done.
 func stageStored(ctx context.Context, stored []fetched, dev cuda.DevicePtr, size int, s cuda.Stream) ([]*kvik.PinnedBuffer, error) {
-	type place struct{ buf, off int } // buf -1: from its own memory
-	places := make([]place, len(stored))
-	var fill []int // bytes used of each buffer
-	open := false  // whether the last buffer takes the next part
+	sizes := make([]int, len(stored))
 	for i, f := range stored {
-		n := len(f.b)
-		switch {
-		case n > size:
-			places[i] = place{-1, 0}
-			open = false // the parts after it go after it on the device
-		case open && fill[len(fill)-1]+n <= size:
-			places[i] = place{len(fill) - 1, fill[len(fill)-1]}
-			fill[len(fill)-1] += n
-		default:
-			places[i] = place{len(fill), 0}
-			fill = append(fill, n)
-			open = true
-		}
+		sizes[i] = len(f.b)
 	}
+	places, fill := stagePlaces(sizes, size)
 	bufs := make([]*kvik.PinnedBuffer, len(fill))
 	for k := range bufs {
 		p, err := kvik.GetPinnedBuffer(size)
@@ -499,6 +485,34 @@ func stageStored(ctx context.Context, stored []fetched, dev cuda.DevicePtr, size
 		off += len(f.b)
 	}
 	return bufs, nil
+}
+
+// stagePlace is where stageStored puts a part: in pinned buffer buf at
+// off, or (buf -1) nowhere, the part going up from its own memory.
+type stagePlace struct{ buf, off int }
+
+// stagePlaces places parts of sizes, to go to the device back to back,
+// in buffers of size bytes: each buffer a run of consecutive parts
+// (one copy puts them in their places), a part larger than a buffer in
+// none; fill is the bytes used of each buffer.
+func stagePlaces(sizes []int, size int) (places []stagePlace, fill []int) {
+	places = make([]stagePlace, len(sizes))
+	open := false // whether the last buffer takes the next part
+	for i, n := range sizes {
+		switch {
+		case n > size:
+			places[i] = stagePlace{-1, 0}
+			open = false // the parts after it go after it on the device
+		case open && fill[len(fill)-1]+n <= size:
+			places[i] = stagePlace{len(fill) - 1, fill[len(fill)-1]}
+			fill[len(fill)-1] += n
+		default:
+			places[i] = stagePlace{len(fill), 0}
+			fill = append(fill, n)
+			open = true
+		}
+	}
+	return places, fill
 }
 
 // copyDtoD queues c from src (its first row) to dst, both on the device:

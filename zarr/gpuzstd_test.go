@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -388,4 +390,107 @@ func TestStageStored(t *testing.T) {
 			t.Fatalf("round %d: %d parts: the device's bytes differ", round, len(stored))
 		}
 	}
+}
+
+// TestStagePlaces: the parts a pinned buffer holds are consecutive, back
+// to back from its start as on the device, within its size; parts larger
+// than a buffer are in none; every buffer holds a part.
+func TestStagePlaces(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 40))
+	for round := range 500 {
+		size := 1 + rng.IntN(100)
+		sizes := make([]int, rng.IntN(30))
+		for i := range sizes {
+			switch rng.IntN(6) {
+			case 0:
+				sizes[i] = 0
+			case 1:
+				sizes[i] = size + 1 + rng.IntN(size)
+			default:
+				sizes[i] = rng.IntN(size + 1)
+			}
+		}
+		places, fill := stagePlaces(sizes, size)
+		used := make([]int, len(fill))
+		last := -1 // the buffer of the last part placed in one
+		for i, pl := range places {
+			switch {
+			case sizes[i] > size:
+				if pl.buf != -1 {
+					t.Fatalf("round %d: part %d of %d bytes in buffer %d of %d", round, i, sizes[i], pl.buf, size)
+				}
+				last = -2 // the next part placed starts a buffer
+				continue
+			case pl.buf < 0 || pl.buf >= len(fill):
+				t.Fatalf("round %d: part %d of %d bytes in buffer %d of %d", round, i, sizes[i], pl.buf, len(fill))
+			case pl.buf != last && (pl.buf != last+1 && last >= -1 || pl.off != 0 || used[pl.buf] != 0):
+				t.Fatalf("round %d: part %d starts buffer %d at %d after buffer %d", round, i, pl.buf, pl.off, last)
+			case pl.off != used[pl.buf]:
+				t.Fatalf("round %d: part %d at %d of buffer %d, after %d bytes", round, i, pl.off, pl.buf, used[pl.buf])
+			}
+			used[pl.buf] += sizes[i]
+			last = pl.buf
+		}
+		for k := range fill {
+			if used[k] != fill[k] || fill[k] > size {
+				t.Fatalf("round %d: buffer %d: fill %d, parts %d, size %d", round, k, fill[k], used[k], size)
+			}
+		}
+	}
+}
+
+// TestZstdBatches: batches hold at most per pieces, every piece once and
+// in order, each span's bytes holding its pieces within its shard's span.
+func TestZstdBatches(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 40))
+	for round := range 300 {
+		var spans []span
+		var want []int64 // the pieces' offsets, in order
+		off := int64(0)
+		for range rng.IntN(12) {
+			sp := span{key: fmt.Sprint(len(spans)), off: off}
+			for range 1 + rng.IntN(40) {
+				n := 1 + rng.Int64N(50)
+				sp.pieces = append(sp.pieces, piece{key: sp.key, off: off, n: n})
+				want = append(want, off)
+				off += n + rng.Int64N(3)
+			}
+			last := sp.pieces[len(sp.pieces)-1]
+			sp.n = last.off + last.n - sp.off
+			sp.lo, sp.hi = 0, off // as wholeShard sets them
+			spans = append(spans, sp)
+		}
+		per := 1 + rng.IntN(16)
+		var got []int64
+		for b, batch := range zstdBatches(spans, per) {
+			n := 0
+			for _, sp := range batch {
+				n += len(sp.pieces)
+				for _, p := range sp.pieces {
+					if p.key != sp.key || p.off < sp.off || p.off+p.n > sp.off+sp.n {
+						t.Fatalf("round %d, batch %d: piece [%d, +%d) outside span [%d, +%d)", round, b, p.off, p.n, sp.off, sp.n)
+					}
+					got = append(got, p.off)
+				}
+				if sp.hi > 0 && len(sp.pieces) < len(spans[mustAtoi(t, sp.key)].pieces) {
+					t.Fatalf("round %d, batch %d: a part of a span asks for the whole shard", round, b)
+				}
+			}
+			if n == 0 || n > per {
+				t.Fatalf("round %d, batch %d: %d pieces, at most %d", round, b, n, per)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: pieces %v, want %v", round, got, want)
+		}
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
