@@ -342,11 +342,13 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 			return err
 		}
 		// Device memory for the pieces the region cuts or the CPU
-		// decodes, taken only where there are such.
+		// decodes, taken only where there are such: piece i's at
+		// slot[i].
+		slot := scratchSlots(ps, chunk, out.es)
 		var scratch cuda.DevicePtr
 		needScratch := func() error {
 			if scratch == 0 {
-				scratch, err = deviceBuf(&sl.decoded, len(ps)*chunk)
+				scratch, err = deviceBuf(&sl.decoded, int(slot[len(ps)]))
 			}
 			return err
 		}
@@ -389,7 +391,7 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 				if err := needScratch(); err != nil {
 					return err
 				}
-				to = scratch + cuda.DevicePtr(i*chunk)
+				to = scratch + slot[i]
 			}
 			frames = append(frames, kernels.ZstdFrame{Src: sp + cuda.DevicePtr(at[i]), SrcLen: len(bs[i]), Dst: to, DstCap: chunk})
 			idx = append(idx, i)
@@ -414,19 +416,31 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 				if err := needScratch(); err != nil {
 					return err
 				}
-				if err := a.zstdOnCPU(pc, bs[i], missing[i], scratch+cuda.DevicePtr(i*chunk), out.es); err != nil {
+				if err := a.zstdOnCPU(pc, bs[i], missing[i], scratch+slot[i], out.es); err != nil {
 					return err
 				}
 			}
 			// The piece's selection, dense in slot i: to its place.
 			for _, c := range bandCopies(out.shape, box{start: pc.dstStart, count: pc.sel.count}, out.es) {
-				if err := copyDtoD(dst+cuda.DevicePtr(c.dst), scratch+cuda.DevicePtr(i*chunk+c.src), c, sl.s); err != nil {
+				if err := copyDtoD(dst+cuda.DevicePtr(c.dst), scratch+slot[i]+cuda.DevicePtr(c.src), c, sl.s); err != nil {
 					return err
 				}
 			}
 		}
 		return cuda.StreamSynchronize(sl.s)
 	})
+}
+
+// scratchSlots returns where each of ps has its place in a batch's
+// device memory, offsets from its start, and (last) the size of it: a
+// chunk's bytes, or a piece's selection where larger (a missing shard
+// is one piece of the shard's shape, not an inner chunk's).
+func scratchSlots(ps []piece, chunk, es int) []cuda.DevicePtr {
+	slot := make([]cuda.DevicePtr, len(ps)+1)
+	for i, pc := range ps {
+		slot[i+1] = slot[i] + cuda.DevicePtr(max(chunk, numElements(pc.sel.count)*es))
+	}
+	return slot
 }
 
 // bandBufferSize is the size of a device read's pinned buffers for

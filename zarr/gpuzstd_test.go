@@ -88,11 +88,12 @@ func TestDeviceZstdFallback(t *testing.T) {
 // TestDeviceZstdSplit: device reads of zstd arrays (chunks, inner chunks
 // of shards) whose first rows of chunks the GPU decodes while the CPU
 // reads the others, at shares from a row to all, over random regions,
-// read what host reads read, the first chunk missing (its fill value);
-// the GPU decodes chunks of the whole array wherever its share is a row
-// or more, none of a read below gpuZstdMin by default, none where device
-// memory runs out (its rows read by the CPU's path), none with
-// SetGPUDecode(false).
+// read what host reads read, the first chunk missing (its fill value),
+// and a whole shard (a missing piece of the shard's shape, larger than
+// an inner chunk's slot in the batch's memory); the GPU decodes chunks
+// of the whole array wherever its share is a row or more, none of a
+// read below gpuZstdMin by default, none where device memory runs out
+// (its rows read by the CPU's path), none with SetGPUDecode(false).
 func TestDeviceZstdSplit(t *testing.T) {
 	ctx := needGPU(t)
 	defer zarrtune.GPUZstdShare.Store(0)
@@ -102,7 +103,10 @@ func TestDeviceZstdSplit(t *testing.T) {
 		a, vals := newWrittenArray(t, m, uint64(40+i))
 		zero := make([]int, len(m.Shape))
 		cell := a.cellShape()
-		fillCell(t, a, vals, cell)
+		fillBox(t, a, vals, zero, cell)
+		if a.pipe.sharded() != nil { // a shard missing too, where a frame's slot is too small for it
+			fillBox(t, a, vals, m.ChunkShape, m.ChunkShape)
+		}
 		buf := devAlloc(t, ctx, len(vals))
 		// The default leaves a read this small to the CPU; out of device
 		// memory, the GPU's rows are read by the CPU's path; with
@@ -180,19 +184,20 @@ func TestSetGPUDecode(t *testing.T) {
 	}
 }
 
-// fillCell writes the fill value over the first cell (chunk, or inner
-// chunk of a shard) of a, a 2-D array whose elements are vals, and in
-// vals: the cell is then missing from the store (or its shard's index).
-func fillCell(t *testing.T, a *Array, vals []byte, cell []int) {
+// fillBox writes the fill value over the box at start of a, a 2-D
+// array whose elements are vals, and in vals: a cell (chunk, inner chunk
+// of a shard) or a shard so filled is then missing from the store (or
+// from its shard's index).
+func fillBox(t *testing.T, a *Array, vals []byte, start, count []int) {
 	t.Helper()
 	es := a.meta.DataType.Size
-	fill := chunkFill(a.pipe.fill, cell)
-	if err := a.WriteRegion(bg, []int{0, 0}, cell, fill); err != nil {
+	fill := chunkFill(a.pipe.fill, count)
+	if err := a.WriteRegion(bg, start, []int{start[0] + count[0], start[1] + count[1]}, fill); err != nil {
 		t.Fatal(err)
 	}
-	row := cell[1] * es
-	for y := range cell[0] {
-		copy(vals[y*a.meta.Shape[1]*es:], fill[y*row:(y+1)*row])
+	row := count[1] * es
+	for y := range count[0] {
+		copy(vals[((start[0]+y)*a.meta.Shape[1]+start[1])*es:], fill[y*row:(y+1)*row])
 	}
 }
 
@@ -493,4 +498,32 @@ func mustAtoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestScratchSlots: in a device read's GPU batch of a sharded array with
+// a missing shard, each piece's place in the batch's memory holds its
+// selection and a chunk, none overlapping another.
+func TestScratchSlots(t *testing.T) {
+	m := deviceCases["sharded-zstd"]
+	a, vals := newWrittenArray(t, m, 44)
+	fillBox(t, a, vals, m.ChunkShape, m.ChunkShape)
+	ps, err := a.plan(bg, box{start: make([]int, 2), count: m.Shape})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := m.DataType.Size
+	chunk := numElements(a.cellShape()) * es
+	slot := scratchSlots(ps, chunk, es)
+	large := false
+	for i, pc := range ps {
+		n := int(slot[i+1] - slot[i])
+		sel := numElements(pc.sel.count) * es
+		if n < chunk || n < sel {
+			t.Fatalf("piece %d (%s, missing %v): %d bytes for a selection of %d, chunks of %d", i, pc.key, pc.missing, n, sel, chunk)
+		}
+		large = large || sel > chunk
+	}
+	if !large {
+		t.Fatal("no piece larger than an inner chunk: the missing shard was not one piece")
+	}
 }
