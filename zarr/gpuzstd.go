@@ -202,7 +202,7 @@ func (a *Array) readZstdDevice(ctx context.Context, z *kernels.Zstd, target devm
 	chunk := numElements(a.cellShape()) * out.es
 	per, slots := tuned(gpuZstdBatch, &zarrtune.GPUZstdBatch), tuned(gpuZstdSlots, &zarrtune.GPUZstdSlots)
 	per = max(1, min(per, gpuZstdScratch/max(chunk, 1)))
-	batches := zstdBatches(a.spans(pieces, out, false, 1), per)
+	batches := zstdBatches(a.spans(pieces, out, false, 1), per, chunk, out.es)
 	slots = min(slots, len(batches))
 	fetchers := max(1, a.concurrency()/max(slots, 1))
 	var next atomic.Int64
@@ -235,12 +235,28 @@ func tuned(def int, v *atomic.Int64) int {
 
 // zstdBatches groups spans, in order, into batches of at most per
 // pieces, the frames a kernel batch is made for; a span of more pieces
-// (a shard's bytes that compress very well) is cut into spans of per.
-func zstdBatches(spans []span, per int) [][]span {
+// (a shard's bytes that compress very well) is cut into spans of per. A
+// missing shard, one piece of the shard's selection, counts as the
+// chunks of chunk bytes that selection fills (es-byte elements), so
+// that a batch's device memory stays within per chunks but for a
+// selection larger than that, which has a batch of its own.
+func zstdBatches(spans []span, per, chunk, es int) [][]span {
 	var out [][]span
 	var cur []span
 	n := 0
+	add := func(sp span, w int) {
+		if n > 0 && n+w > per {
+			out = append(out, cur)
+			cur, n = nil, 0
+		}
+		cur = append(cur, sp)
+		n += w
+	}
 	for _, sp := range spans {
+		if pc := sp.pieces[0]; sp.single() && pc.missing {
+			add(sp, max(1, (numElements(pc.sel.count)*es+chunk-1)/max(chunk, 1)))
+			continue
+		}
 		for len(sp.pieces) > 0 {
 			take := min(len(sp.pieces), per)
 			part := sp
@@ -250,12 +266,7 @@ func zstdBatches(spans []span, per int) [][]span {
 			} else {
 				sp.pieces = nil
 			}
-			if n+take > per {
-				out = append(out, cur)
-				cur, n = nil, 0
-			}
-			cur = append(cur, part)
-			n += take
+			add(part, take)
 		}
 	}
 	if len(cur) > 0 {

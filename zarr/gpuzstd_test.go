@@ -444,20 +444,33 @@ func TestStagePlaces(t *testing.T) {
 	}
 }
 
-// TestZstdBatches: batches hold at most per pieces, every piece once and
-// in order, each span's bytes holding its pieces within its shard's span.
+// TestZstdBatches: batches hold at most per pieces, a missing shard
+// counting as the chunks its selection fills (one larger than per alone
+// in its batch), every piece once and in order, each span's bytes
+// holding its pieces within its shard's span.
 func TestZstdBatches(t *testing.T) {
 	rng := rand.New(rand.NewPCG(10, 40))
+	const chunk = 64
 	for round := range 300 {
 		var spans []span
-		var want []int64 // the pieces' offsets, in order
+		var want []int64 // the pieces' offsets, in order; a missing shard's below 0
+		weight := map[int64]int{}
 		off := int64(0)
-		for range rng.IntN(12) {
-			sp := span{key: fmt.Sprint(len(spans)), off: off}
+		for k := range rng.IntN(12) {
+			if rng.IntN(4) == 0 {
+				sel := 1 + rng.IntN(20*chunk)
+				p := piece{key: fmt.Sprint(k), off: -int64(k + 1), n: -1, missing: true, sel: box{count: []int{sel}}}
+				spans = append(spans, span{key: p.key, off: p.off, n: -1, pieces: []piece{p}})
+				want = append(want, p.off)
+				weight[p.off] = (sel + chunk - 1) / chunk
+				continue
+			}
+			sp := span{key: fmt.Sprint(k), off: off}
 			for range 1 + rng.IntN(40) {
 				n := 1 + rng.Int64N(50)
 				sp.pieces = append(sp.pieces, piece{key: sp.key, off: off, n: n})
 				want = append(want, off)
+				weight[off] = 1
 				off += n + rng.Int64N(3)
 			}
 			last := sp.pieces[len(sp.pieces)-1]
@@ -467,22 +480,23 @@ func TestZstdBatches(t *testing.T) {
 		}
 		per := 1 + rng.IntN(16)
 		var got []int64
-		for b, batch := range zstdBatches(spans, per) {
-			n := 0
+		for b, batch := range zstdBatches(spans, per, chunk, 1) {
+			n, pieces := 0, 0
 			for _, sp := range batch {
-				n += len(sp.pieces)
 				for _, p := range sp.pieces {
-					if p.key != sp.key || p.off < sp.off || p.off+p.n > sp.off+sp.n {
+					if p.key != sp.key || !p.missing && (p.off < sp.off || p.off+p.n > sp.off+sp.n) {
 						t.Fatalf("round %d, batch %d: piece [%d, +%d) outside span [%d, +%d)", round, b, p.off, p.n, sp.off, sp.n)
 					}
 					got = append(got, p.off)
+					n += weight[p.off]
+					pieces++
 				}
 				if sp.hi > 0 && len(sp.pieces) < len(spans[mustAtoi(t, sp.key)].pieces) {
 					t.Fatalf("round %d, batch %d: a part of a span asks for the whole shard", round, b)
 				}
 			}
-			if n == 0 || n > per {
-				t.Fatalf("round %d, batch %d: %d pieces, at most %d", round, b, n, per)
+			if pieces == 0 || n > per && pieces > 1 {
+				t.Fatalf("round %d, batch %d: %d pieces weighing %d, at most %d", round, b, pieces, n, per)
 			}
 		}
 		if !slices.Equal(got, want) {
