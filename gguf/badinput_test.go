@@ -89,6 +89,9 @@ func TestBadHeaders(t *testing.T) {
 		{"overlap", newRaw(3, 2, 0).tensor("a", F32, 0, 16).tensor("b", I8, 32, 4).data(64), ErrInvalidTensor},
 		{"overlap after an empty one", newRaw(3, 3, 0).tensor("a", F32, 0, 16).tensor("e", F32, 32, 0).tensor("b", I8, 32, 4).data(64), ErrInvalidTensor},
 		{"duplicate tensor", newRaw(3, 2, 0).tensor("a", I8, 0, 1).tensor("a", I8, 32, 1).data(64), ErrInvalidHeader},
+		// Keys and names that are not UTF-8, which Save (and gguf-py) refuse.
+		{"key not UTF-8", kv("general.\xe5x", ValueUint8).data(1), ErrInvalidHeader},
+		{"tensor name not UTF-8", newRaw(3, 1, 0).tensor("t\xff", I8, 0, 1).data(32), ErrInvalidHeader},
 		{"data area past the end", newRaw(3, 1, 0).tensor("a", I8, 0, 0).b, ErrInvalidHeader},
 	}
 	// Arrays nested deeper than maxNesting.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/kvikgo/kvik/internal/formatkit/tensorload"
 )
@@ -254,6 +255,9 @@ func (c *cursor) metadata(h *Header, n int64) error {
 		if key == "" || seen[key] {
 			return c.bad("empty or duplicate metadata key %q", key)
 		}
+		if !utf8.ValidString(key) { // as Save and gguf-py require
+			return c.bad("metadata key %q is not valid UTF-8", key)
+		}
 		seen[key] = true
 		t, err := c.u32()
 		if err != nil {
@@ -437,6 +441,9 @@ func (c *cursor) tensorInfos(h *Header, n int64) error {
 		}
 		if _, dup := h.byName[t.Name]; dup {
 			return c.bad("duplicate tensor name %q", t.Name)
+		}
+		if !utf8.ValidString(t.Name) {
+			return c.bad("tensor name %q is not valid UTF-8", t.Name)
 		}
 		h.byName[t.Name] = i
 		nd, err := c.u32()
