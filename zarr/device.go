@@ -151,11 +151,7 @@ func loadKernel[K any](r devmem.Range, load func(cuda.Context) (*K, error)) *K {
 // over plain elements (of shards too), neither SetGPUDecode(false) nor
 // zarrtune.CPUUnshuffle set.
 func (a *Array) gpuUnshuffles() bool {
-	p := a.pipe
-	if s := p.sharded(); s != nil {
-		p = s.codecs
-	}
-	_, ok := p.bloscFirst()
+	_, ok := a.cellPipe().bloscFirst()
 	return ok && !a.cpuDecode && !zarrtune.CPUUnshuffle.Load()
 }
 
@@ -261,10 +257,10 @@ func rowPitch(c copy2D) int {
 // and Blosc-zstd ran 1.08-1.10x as fast as with the CPU's AVX2
 // unshuffle (from a directory and from S3, H200). Missing chunks read
 // as the fill value. A read of 256 MiB or more of plain zstd chunks
-// gives the GPU the chunks of its first rows to decode (a kernel of
-// kvik's own) while the CPU reads the rest: 1.26-1.32x the CPU alone
-// from tmpfs, 1.10-1.22x from S3 (H200). Cancelling ctx stops the
-// requests in flight.
+// (or inner chunks of shards) gives the GPU the chunks of its first
+// rows to decode (a kernel of kvik's own, gpuZstdShare) while the CPU
+// reads the rest: 1.39-1.52x the CPU alone from tmpfs, 1.00-1.30x from S3
+// (H200). Cancelling ctx stops the requests in flight.
 func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cuda.DevicePtr) error {
 	r, size, err := a.region(start, stop)
 	if err != nil || size == 0 {

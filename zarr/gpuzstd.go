@@ -68,9 +68,9 @@ const gpuZstdMin = 256 << 20
 // readZstdSplit reads region r into dst (target), decoding the chunks
 // of its first rows on the GPU (readZstdDevice) and reading the others
 // with the CPU's path (readRegionDeviceCPU), both at once: C order puts
-// the rows of the first dimension one after another in dst. A read
-// smaller than gpuZstdMin is the CPU's; rows the GPU cannot take for
-// want of device memory are read by the CPU's path after all.
+// the rows of the first dimension one after another in dst (gpuZstd
+// leaves reads smaller than gpuZstdMin to the CPU); rows the GPU cannot
+// take for want of device memory are read by the CPU's path after all.
 func (a *Array) readZstdSplit(ctx context.Context, z *kernels.Zstd, target devmem.Range, r box, dst cuda.DevicePtr) error {
 	es := a.meta.DataType.Size
 	share := int64(gpuZstdShareLocal)
@@ -79,8 +79,6 @@ func (a *Array) readZstdSplit(ctx context.Context, z *kernels.Zstd, target devme
 	}
 	if v := zarrtune.GPUZstdShare.Load(); v > 0 {
 		share = min(v, 1000)
-	} else if numElements(r.count)*es < gpuZstdMin {
-		share = 0
 	}
 	c0 := a.cellShape()[0]
 	first, end := r.start[0]/c0, (r.start[0]+r.count[0]+c0-1)/c0
@@ -137,10 +135,7 @@ func (a *Array) gpuZstd(r devmem.Range, size int) *kernels.Zstd {
 // without a checksum of plain little-endian elements, neither
 // SetGPUDecode(false) nor zarrtune.CPUZstd set.
 func (a *Array) gpuZstdChain() bool {
-	p := a.pipe
-	if s := p.sharded(); s != nil {
-		p = s.codecs
-	}
+	p := a.cellPipe()
 	b, ok := p.ab.(bytesCodecAB)
 	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) || a.cpuDecode || zarrtune.CPUZstd.Load() {
 		return false
@@ -319,19 +314,22 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 	if err != nil {
 		return err
 	}
-	// The batch's pieces, each with its stored bytes, or missing.
+	// The batch's pieces, each with its stored bytes (or missing) and
+	// where those will be in the batch's device memory (at): the spans
+	// back to back, a span's pieces where they are in it.
 	var ps []piece
 	var bs [][]byte
 	var missing []bool
+	var at []int
 	total := 0
 	for i := range batch {
 		sp := &batch[i]
 		for _, pc := range sp.pieces {
-			b := stored[i].b
+			b, o := stored[i].b, 0
 			if !sp.single() {
-				b = sp.bytes(b, pc)
+				b, o = sp.bytes(b, pc), int(pc.off-sp.off)
 			}
-			ps, bs, missing = append(ps, pc), append(bs, b), append(missing, stored[i].done)
+			ps, bs, missing, at = append(ps, pc), append(bs, b), append(missing, stored[i].done), append(at, total+o)
 		}
 		total += len(stored[i].b)
 	}
@@ -376,18 +374,6 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 		}()
 		if err != nil {
 			return err
-		}
-		at := make([]int, len(ps)) // where piece i's bytes are in sp
-		k, off := 0, 0
-		for i := range batch {
-			for _, pc := range batch[i].pieces {
-				at[k] = off
-				if !batch[i].single() {
-					at[k] += int(pc.off - batch[i].off)
-				}
-				k++
-			}
-			off += len(stored[i].b)
 		}
 		var frames []kernels.ZstdFrame
 		var idx []int

@@ -286,6 +286,15 @@ func (a *Array) ReadRegion(ctx context.Context, start, stop []int, dst []byte) e
 	return a.readBands(ctx, p, hostSink{dst: dst, region: r.count, es: a.meta.DataType.Size}, nil)
 }
 
+// cellPipe returns the codecs of what a read decodes at once: the
+// array's, or its shards' inner chunks'.
+func (a *Array) cellPipe() *pipeline {
+	if s := a.pipe.sharded(); s != nil {
+		return s.codecs
+	}
+	return a.pipe
+}
+
 // cellShape returns the shape of what a read decodes at once: a chunk,
 // or an inner chunk of a shard.
 func (a *Array) cellShape() []int {
