@@ -148,7 +148,7 @@ func (a *Array) gpuZstdChain() bool {
 // stored bytes on the device and the chunks decoded there.
 type zstdSlot struct {
 	s       cuda.Stream
-	batch   *kernels.ZstdBatch
+	batch   *kernels.Batch
 	stored  *cuda.DeviceBuffer
 	decoded *cuda.DeviceBuffer
 }
@@ -375,7 +375,7 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 		if err != nil {
 			return err
 		}
-		var frames []kernels.ZstdFrame
+		var frames []kernels.Frame
 		var idx []int
 		for i, pc := range ps {
 			if missing[i] || !pc.whole() {
@@ -390,7 +390,7 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 				}
 				to = scratch + slot[i]
 			}
-			frames = append(frames, kernels.ZstdFrame{Src: sp + cuda.DevicePtr(at[i]), SrcLen: len(bs[i]), Dst: to, DstCap: chunk})
+			frames = append(frames, kernels.Frame{Src: sp + cuda.DevicePtr(at[i]), SrcLen: len(bs[i]), Dst: to, DstCap: chunk})
 			idx = append(idx, i)
 		}
 		sizes, err := sl.batch.Decode(sl.s, frames)

@@ -20,18 +20,7 @@
 #define atomicXor(p, v) __nvvm_atom_xor_gen_i((int *)(p), (int)(v))
 #endif
 
-// mulmod returns a*b modulo the reversed polynomial poly.
-static __device__ inline u32 mulmod(u32 a, u32 b, u32 poly) {
-	u32 p = 0;
-	for (u32 m = 1u << 31; m != 0 && a != 0; m >>= 1) {
-		if (a & m) {
-			p ^= b;
-			a ^= m;
-		}
-		b = (b & 1) ? (b >> 1) ^ poly : b >> 1;
-	}
-	return p;
-}
+#include "gf2.h"
 
 // pows holds x^(8*2^j*s) for j < 32, s a segment's bytes.
 struct pows {

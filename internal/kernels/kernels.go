@@ -2,8 +2,8 @@
 // from device memory, where the GPU does in microseconds what would take
 // the CPU cores milliseconds (and a copy to host memory first), or, for
 // zstd frames, decodes a share of what the cores would. The kernels are
-// PTX embedded in the binary (unshuffle.ptx, fill.ptx, crc.ptx and
-// zstd.ptx, made from their .cu files by go generate), loaded into a
+// PTX embedded in the binary (unshuffle.ptx, fill.ptx, crc.ptx,
+// zstd.ptx and inflate.ptx, made from their .cu files by go generate), loaded into a
 // context on first use, the driver compiling them for its device, and
 // kept for the life of the process.
 package kernels
@@ -12,6 +12,7 @@ package kernels
 //go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -O3 -S -o fill.ptx fill.cu
 //go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -Xclang -target-feature -Xclang +ptx63 -O3 -S -o crc.ptx crc.cu
 //go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -Xclang -target-feature -Xclang +ptx63 -O3 -S -o zstd.ptx zstd.cu
+//go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -Xclang -target-feature -Xclang +ptx63 -O3 -S -o inflate.ptx inflate.cu
 
 import (
 	_ "embed"
@@ -32,6 +33,8 @@ var (
 	crcPTX []byte
 	//go:embed zstd.ptx
 	zstdPTX []byte
+	//go:embed inflate.ptx
+	inflatePTX []byte
 )
 
 // blockThreads is the threads of a block of the kernels.

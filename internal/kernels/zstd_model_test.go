@@ -144,7 +144,7 @@ func hostDecoder(t *testing.T, defs ...string) string {
 func TestZstdModel(t *testing.T) {
 	bin := hostDecoder(t)
 	sizes, err := exec.Command(bin, "sizes").Output()
-	if want := fmt.Sprintf("%d %d\n", zstdJobSize, zstdScratchSize); err != nil || string(sizes) != want {
+	if want := fmt.Sprintf("%d %d\n", frameJobSize, zstdScratchSize); err != nil || string(sizes) != want {
 		t.Fatalf("C's struct sizes %q (%v), the Go side's %q", sizes, err, want)
 	}
 	rng := rand.New(rand.NewPCG(8, 27))

@@ -38,13 +38,21 @@ func TestZstd(t *testing.T) {
 	if gcc, err := exec.LookPath("gcc"); err == nil && gcc != "" {
 		model = hostDecodes(t, cases)
 	}
+	checkDecodes(t, ctx, func() (Decoder, error) { return LoadZstd(ctx) }, rng, cases, model)
+}
+
+// checkDecodes decodes cases on the GPU with the decoder load returns, in
+// batches of random sizes: every valid frame to its data; every other
+// one to -1 or, where model (the CPU model's decodes, by case) has it,
+// to the model's bytes; no byte written around any destination.
+func checkDecodes(t *testing.T, ctx cuda.Context, load func() (Decoder, error), rng *rand.Rand, cases []zstdCase, model map[int][]byte) {
 	var srcLen, dstLen int
 	for _, c := range cases {
 		srcLen += len(c.frame)
 		dstLen += c.cap + zstdGuard
 	}
 	err := cuda.WithContext(ctx, func() error {
-		z, err := LoadZstd(ctx)
+		z, err := load()
 		if err != nil {
 			return err
 		}
@@ -62,13 +70,13 @@ func TestZstd(t *testing.T) {
 		if err := cuda.MemcpyHtoD(dst.Ptr(), guard); err != nil {
 			return err
 		}
-		frames := make([]ZstdFrame, len(cases))
+		frames := make([]Frame, len(cases))
 		var so, do int
 		host := make([]byte, 0, srcLen)
 		for i, c := range cases {
 			host = append(host, c.frame...)
 			do += zstdGuard
-			frames[i] = ZstdFrame{Src: src.Ptr() + cuda.DevicePtr(so), SrcLen: len(c.frame), Dst: dst.Ptr() + cuda.DevicePtr(do), DstCap: c.cap}
+			frames[i] = Frame{Src: src.Ptr() + cuda.DevicePtr(so), SrcLen: len(c.frame), Dst: dst.Ptr() + cuda.DevicePtr(do), DstCap: c.cap}
 			so += len(c.frame)
 			do += c.cap
 		}
@@ -247,6 +255,13 @@ func benchZstdGPU(b *testing.B, ctx cuda.Context, path string, frames, data [][]
 			return err
 		}
 	}
+	return benchDecoder(b, ctx, z, frames, data, frame)
+}
+
+// benchDecoder runs launches of d over frames (1 MiB each: frame
+// bytes) in batches of all, 256 and 64, and in batches of 64 on streams
+// of their own all at once, then checks every frame's bytes.
+func benchDecoder(b *testing.B, ctx cuda.Context, d Decoder, frames, data [][]byte, frame int) error {
 	count, stored := len(frames), 0
 	for _, f := range frames {
 		stored += len(f)
@@ -261,17 +276,17 @@ func benchZstdGPU(b *testing.B, ctx cuda.Context, path string, frames, data [][]
 		return err
 	}
 	defer dst.Close()
-	zf := make([]ZstdFrame, count)
+	zf := make([]Frame, count)
 	at := 0
 	for i, f := range frames {
 		if err := cuda.MemcpyHtoD(src.Ptr()+cuda.DevicePtr(at), f); err != nil {
 			return err
 		}
-		zf[i] = ZstdFrame{Src: src.Ptr() + cuda.DevicePtr(at), SrcLen: len(f), Dst: dst.Ptr() + cuda.DevicePtr(i*frame), DstCap: frame}
+		zf[i] = Frame{Src: src.Ptr() + cuda.DevicePtr(at), SrcLen: len(f), Dst: dst.Ptr() + cuda.DevicePtr(i*frame), DstCap: frame}
 		at += len(f)
 	}
 	for _, per := range []int{count, 256, 64} {
-		batch, err := z.NewBatch(per)
+		batch, err := d.NewBatch(per)
 		if err != nil {
 			return err
 		}
@@ -306,7 +321,7 @@ func benchZstdGPU(b *testing.B, ctx cuda.Context, path string, frames, data [][]
 	// H200 as fast as one launch of all (61 against 61 ms).
 	b.Run(fmt.Sprintf("streams%d", count/64), func(b *testing.B) {
 		b.SetBytes(int64(count * frame))
-		if err := benchZstdStreams(b, ctx, z, zf, 64, frame); err != nil {
+		if err := benchStreams(b, ctx, d, zf, 64, frame); err != nil {
 			b.Fatal(err)
 		}
 	})
@@ -322,11 +337,11 @@ func benchZstdGPU(b *testing.B, ctx cuda.Context, path string, frames, data [][]
 	return nil
 }
 
-// benchZstdStreams decodes zf in batches of per frames at once, each
+// benchStreams decodes zf with d in batches of per frames at once, each
 // batch on a goroutine with a stream of its own, b.N times.
-func benchZstdStreams(b *testing.B, ctx cuda.Context, z *Zstd, zf []ZstdFrame, per, frame int) error {
+func benchStreams(b *testing.B, ctx cuda.Context, d Decoder, zf []Frame, per, frame int) error {
 	k := (len(zf) + per - 1) / per
-	batches, streams := make([]*ZstdBatch, k), make([]cuda.Stream, k)
+	batches, streams := make([]*Batch, k), make([]cuda.Stream, k)
 	defer cuda.WithContext(ctx, func() error {
 		for i := range k {
 			if batches[i] != nil {
@@ -340,7 +355,7 @@ func benchZstdStreams(b *testing.B, ctx cuda.Context, z *Zstd, zf []ZstdFrame, p
 	})
 	err := cuda.WithContext(ctx, func() (err error) {
 		for i := range k {
-			if batches[i], err = z.NewBatch(per); err != nil {
+			if batches[i], err = d.NewBatch(per); err != nil {
 				return err
 			}
 			if streams[i], err = cuda.StreamCreate(cuda.StreamNonBlocking); err != nil {
