@@ -270,8 +270,8 @@ func (a *Array) ReadRegionDevice(ctx context.Context, start, stop []int, dst cud
 	if err != nil {
 		return err
 	}
-	if z := a.gpuZstd(target, size); z != nil {
-		return a.readZstdSplit(ctx, z, target, r, dst)
+	if z, k := a.gpuDecoder(target, size); z != nil {
+		return a.readGPUSplit(ctx, z, k, target, r, dst)
 	}
 	return a.readRegionDeviceCPU(ctx, r, target, dst)
 }

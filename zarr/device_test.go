@@ -48,7 +48,7 @@ func fromDevice(t testing.TB, ctx cuda.Context, p cuda.DevicePtr, n int) []byte 
 // store WithProcessLocks (device writes of parts of chunks locked).
 func TestDeviceRegionReads(t *testing.T) {
 	ctx := needGPU(t)
-	gpuZstdTestShare(t)
+	gpuTestShare(t)
 	rng := rand.New(rand.NewPCG(7, 8))
 	dir := os.Getenv("KVIK_TEST_DIR")
 	if dir == "" {
@@ -66,31 +66,32 @@ func TestDeviceRegionReads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			before := gpuZstdChunks.Load()
+			before := gpuDecodedChunks.Load()
 			checkDeviceRegions(t, ctx, rng, s, m)
-			checkGPUZstd(t, name, before)
+			checkGPUDecode(t, name, before)
 		})
 	}
 }
 
-// gpuZstdCases are the arrays of deviceCases whose chunks the GPU decodes
-// (plain zstd frames): in place where contiguous in the region, else in
-// a batch's memory and copied.
-var gpuZstdCases = map[string]bool{"zstd-rows": true, "zstd-tiles": true, "v2-zstd": true, "sharded-zstd": true}
+// gpuDecodeCases are the arrays of deviceCases whose chunks the GPU decodes
+// (plain zstd frames, gzip and zlib streams): in place where contiguous
+// in the region, else in a batch's memory and copied.
+var gpuDecodeCases = map[string]bool{"zstd-rows": true, "zstd-tiles": true, "v2-zstd": true, "sharded-zstd": true,
+	"sharded": true, "gzip-rows": true, "v2-zlib": true}
 
-// gpuZstdTestShare gives the GPU half of the rows of zstd chunks of
+// gpuTestShare gives the GPU half of the rows of the chunks it decodes in
 // every device read of t, however small (the default leaves reads below
-// gpuZstdMin to the CPU).
-func gpuZstdTestShare(t *testing.T) {
-	zarrtune.GPUZstdShare.Store(500)
-	t.Cleanup(func() { zarrtune.GPUZstdShare.Store(0) })
+// gpuDecodeMin to the CPU).
+func gpuTestShare(t *testing.T) {
+	zarrtune.GPUDecodeShare.Store(500)
+	t.Cleanup(func() { zarrtune.GPUDecodeShare.Store(0) })
 }
 
-// checkGPUZstd fails t where the GPU decoded no chunk of a gpuZstdCases
+// checkGPUDecode fails t where the GPU decoded no chunk of a gpuDecodeCases
 // array since before (or any of another).
-func checkGPUZstd(t *testing.T, name string, before int64) {
+func checkGPUDecode(t *testing.T, name string, before int64) {
 	t.Helper()
-	if got := gpuZstdChunks.Load() - before; gpuZstdCases[name] != (got > 0) {
+	if got := gpuDecodedChunks.Load() - before; gpuDecodeCases[strings.TrimSuffix(name, "-locked")] != (got > 0) {
 		t.Errorf("%s: the GPU decoded %d chunks", name, got)
 	}
 }
@@ -127,7 +128,7 @@ func lockedOptions(name string) []StoreOption {
 // shards larger than one taken from their own memory.
 func TestDeviceBands(t *testing.T) {
 	ctx := needGPU(t)
-	gpuZstdTestShare(t)
+	gpuTestShare(t)
 	old := bandTarget
 	t.Cleanup(func() { bandTarget = old })
 	rng := rand.New(rand.NewPCG(7, 10))
@@ -166,7 +167,7 @@ func TestDeviceBands(t *testing.T) {
 // conditions for the lockedCases).
 func TestRemoteDeviceRegionReads(t *testing.T) {
 	ctx := needGPU(t)
-	gpuZstdTestShare(t)
+	gpuTestShare(t)
 	rng := rand.New(rand.NewPCG(7, 9))
 	srv := s3test.Start(t)
 	for name, m := range withLocked(deviceCases) {
@@ -177,9 +178,9 @@ func TestRemoteDeviceRegionReads(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			before := gpuZstdChunks.Load()
+			before := gpuDecodedChunks.Load()
 			checkDeviceRegions(t, ctx, rng, s, m)
-			checkGPUZstd(t, name, before)
+			checkGPUDecode(t, name, before)
 		})
 	}
 }
@@ -202,6 +203,8 @@ var deviceCases = map[string]Metadata{
 	"zstd-rows":  {Shape: []int{300, 64}, ChunkShape: []int{32, 64}, DataType: DataType{Kind: Float, Size: 4}, Codecs: []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}}, FillValue: 1.5},
 	"zstd-tiles": {Shape: []int{300, 200}, ChunkShape: []int{64, 50}, DataType: DataType{Kind: Int, Size: 2}, Codecs: []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 1}}}, FillValue: 5},
 	"v2-zstd":    {ZarrFormat: 2, Shape: []int{130, 40}, ChunkShape: []int{16, 40}, DataType: DataType{Kind: Uint, Size: 8}, Compressor: &Codec{Name: "zstd", Configuration: map[string]any{"level": 5}}},
+	"gzip-rows":  {Shape: []int{250, 96}, ChunkShape: []int{24, 96}, DataType: DataType{Kind: Float, Size: 4}, Codecs: []Codec{{Name: "bytes"}, {Name: "gzip", Configuration: map[string]any{"level": 6}}}, FillValue: -1},
+	"v2-zlib":    {ZarrFormat: 2, Shape: []int{90, 70}, ChunkShape: []int{16, 30}, DataType: DataType{Kind: Int, Size: 2}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
 	// Inner chunks of plain zstd: fetched in spans of their shards and
 	// decoded on the GPU; the last row of shards cut by the array's edge.
 	"sharded-zstd": {Shape: []int{70, 48}, ChunkShape: []int{16, 24}, DataType: DataType{Kind: Float, Size: 4}, Codecs: shardCodecs([]int{4, 8}, false, []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 2}}}), FillValue: 2.5},

@@ -59,14 +59,14 @@ func main() {
 	altRows := flag.Bool("alt-rowwrites", false, "in each round, also write each array with its chunks taken in C order, a row (one directory) at once (zarrtune.RowMajorWrites), from host and device memory: RESULT NAME_write_rows, NAME_devwrite_rows")
 	altNoSync := flag.Bool("alt-nosync", false, "in each round, also write each array from host memory through a DirStore opened with zarr.WithoutSync (no fsync of each chunk's file and directory: what a disk's flushes cost): RESULT NAME_write_nosync")
 	altUnshuffle := flag.Bool("alt-unshuffle", false, "in each round, also read each array into device memory with Blosc's byte shuffle undone on the CPU (zarrtune.CPUUnshuffle) instead of on the GPU: RESULT NAME_gpu_cpuunshuffle")
-	gpuShare := flag.Int64("gpushare", 0, "the share of a device read's rows of zstd chunks the GPU decodes, in thousandths (zarrtune.GPUZstdShare; 0: zarr's default)")
-	altGPU := flag.String("alt-gpu", "", "in each round, also read each array of zstd chunks into device memory with each of these settings of the GPU's share, frames per batch and batches in flight, SHARE/BATCH/SLOTS comma-separated, 0 for zarr's default (zarrtune.GPUZstd): RESULT NAME_gpu_SHARE_BATCH_SLOTS")
-	altCPUZstd := flag.Bool("alt-cpuzstd", false, "in each round, also read each array of zstd chunks into device memory with the chunks decoded on the CPU (zarrtune.CPUZstd) instead of on the GPU: RESULT NAME_gpu_cpuzstd")
+	gpuShare := flag.Int64("gpushare", 0, "the share of a device read's rows of chunks the GPU decodes (zstd, gzip, zlib), in thousandths (zarrtune.GPUDecodeShare; 0: zarr's default)")
+	altGPU := flag.String("alt-gpu", "", "in each round, also read each array of zstd or gzip chunks into device memory with each of these settings of the GPU's share, frames per batch and batches in flight, SHARE/BATCH/SLOTS comma-separated, 0 for zarr's default (zarrtune.GPUDecode): RESULT NAME_gpu_SHARE_BATCH_SLOTS")
+	altCPUDecode := flag.Bool("alt-cpuzstd", false, "in each round, also read each array of chunks the GPU decodes (zstd, gzip) into device memory with the chunks decoded on the CPU (zarrtune.CPUDecode) instead: the key keeps its old name: RESULT NAME_gpu_cpuzstd")
 	flag.BoolVar(&writeEmpty, "write-empty", false, "store chunks all of the fill value (Array.SetWriteEmptyChunks(true)): the writes without the fill-value check, for an A/B in two processes")
 	profile := flag.String("profile", "", "a directory for a CPU profile of 5 more writes of each codec (each into a new array) and a trace of one more (NAME-write.prof, .trace), of as many encode ceilings (NAME-encode.prof, .trace), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
 	flag.Parse()
-	zarrtune.GPUZstdShare.Store(*gpuShare)
-	gpuAlts, err := zarrtune.ParseGPUZstd(*altGPU)
+	zarrtune.GPUDecodeShare.Store(*gpuShare)
+	gpuAlts, err := zarrtune.ParseGPUDecode(*altGPU)
 	check(err)
 	check(os.RemoveAll(*dir))
 	check(os.MkdirAll(*dir, 0o755))
@@ -177,13 +177,13 @@ func main() {
 				on  bool
 				sw  *atomic.Bool
 				key string
-			}{{*altUnshuffle, &zarrtune.CPUUnshuffle, "gpu_cpuunshuffle"}, {*altCPUZstd, &zarrtune.CPUZstd, "gpu_cpuzstd"}} {
+			}{{*altUnshuffle, &zarrtune.CPUUnshuffle, "gpu_cpuunshuffle"}, {*altCPUDecode, &zarrtune.CPUDecode, "gpu_cpuzstd"}} {
 				if alt.on {
 					reads = append(reads, devRead{alt.key, func() func() { alt.sw.Store(true); return func() { alt.sw.Store(false) } }})
 				}
 			}
 			for _, alt := range gpuAlts {
-				if name == "zstd" || name == "sharded-zstd" {
+				if name == "zstd" || name == "sharded-zstd" || name == "gzip" {
 					reads = append(reads, devRead{gpuAltKey(alt), alt.Set})
 				}
 			}
@@ -262,7 +262,7 @@ func main() {
 }
 
 // gpuAltKey names the read of an -alt-gpu setting: gpu_SHARE_BATCH_SLOTS.
-func gpuAltKey(g zarrtune.GPUZstd) string {
+func gpuAltKey(g zarrtune.GPUDecode) string {
 	return fmt.Sprintf("gpu_%d_%d_%d", g.Share, g.Batch, g.Slots)
 }
 

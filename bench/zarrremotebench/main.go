@@ -84,9 +84,9 @@ func main() {
 	altEagerPlan := flag.Bool("alt-eagerplan", false, "the alternative reads of sharded arrays read every shard index before any chunk (zarrtune.EagerShardPlan)")
 	altCPUUnshuffle := flag.Bool("alt-cpuunshuffle", false, "the alternative reads of device memory undo Blosc's byte shuffle on the CPU, not the GPU (zarrtune.CPUUnshuffle)")
 	altBand := flag.Int("alt-band", 0, "also read each compressed array into device memory in bands of at most this many bytes (zarrtune.BandLimit; runs named \"... bN\", N in KiB), in the same rounds")
-	gpuShare := flag.Int64("gpushare", 0, "the share of a device read's rows of zstd chunks the GPU decodes, in thousandths (zarrtune.GPUZstdShare; 0: zarr's default)")
-	altGPU := flag.String("alt-gpu", "", "also read each array of zstd chunks (plain or sharded) into device memory with each of these settings of the GPU's share, frames per batch and batches in flight, SHARE/BATCH/SLOTS comma-separated, 0 for zarr's default (zarrtune.GPUZstd): runs named \"zarr NAME gpu SHARE/BATCH/SLOTS region\"")
-	altCPUZstd := flag.Bool("alt-cpuzstd", false, "the alternative reads of device memory decode zstd chunks on the CPU, not the GPU (zarrtune.CPUZstd)")
+	gpuShare := flag.Int64("gpushare", 0, "the share of a device read's rows of chunks the GPU decodes (zstd, gzip, zlib), in thousandths (zarrtune.GPUDecodeShare; 0: zarr's default)")
+	altGPU := flag.String("alt-gpu", "", "also read each array of zstd (plain or sharded) or gzip chunks into device memory with each of these settings of the GPU's share, frames per batch and batches in flight, SHARE/BATCH/SLOTS comma-separated, 0 for zarr's default (zarrtune.GPUDecode): runs named \"zarr NAME gpu SHARE/BATCH/SLOTS region\"")
+	altCPUDecode := flag.Bool("alt-cpuzstd", false, "the alternative reads of device memory decode the chunks the GPU would (zstd, gzip) on the CPU (zarrtune.CPUDecode)")
 	altWhole := flag.Bool("alt-whole", false, "also read each sharded array through a store opened with zarr.WithWholeShards (runs named \"... whole\"), in the same rounds")
 	host := flag.Bool("host", false, "read into host memory (no GPU needed)")
 	codecs := flag.String("codecs", "zstd,blosc-lz4,blosc-zstd,gzip,sharded,sharded-zstd", "variants besides raw, comma-separated")
@@ -97,8 +97,8 @@ func main() {
 	cpu := flag.Bool("cpu", false, "also print each configuration's CPU time, time waiting for a core and idle time per read (Linux)")
 	latency := flag.Duration("latency", 0, "hold every request this long before it goes to the server (a proxy in this process), as a distant S3's time to first byte; the proxy's copies count in -cpu")
 	flag.Parse()
-	zarrtune.GPUZstdShare.Store(*gpuShare)
-	gpuAlts, err := zarrtune.ParseGPUZstd(*altGPU)
+	zarrtune.GPUDecodeShare.Store(*gpuShare)
+	gpuAlts, err := zarrtune.ParseGPUDecode(*altGPU)
 	check(err)
 	if *dir == "" || os.Getenv("AWS_ENDPOINT_URL") == "" {
 		log.Fatal("need -dir and the AWS_* variables of the S3 server")
@@ -158,7 +158,7 @@ func main() {
 	for _, v := range variants[1:] {
 		a := arrays[v.name]
 		runs = append(runs, run{"zarr " + v.name + " region", "s3_" + v.name, func() error { return t.region(a, shape) }})
-		if suffix := altSuffix(*altWorkers, *altRequests, *altBand, *altCPUZstd); suffix != "" && compressed(v) {
+		if suffix := altSuffix(*altWorkers, *altRequests, *altBand, *altCPUDecode); suffix != "" && compressed(v) {
 			store := a.Store()
 			if *altRequests > 0 {
 				s, err := zarr.OpenURL(bg, "s3://bkt/"+v.name+".zarr", zarr.WithMaxRequests(*altRequests))
@@ -175,7 +175,7 @@ func main() {
 			knobs := map[*atomic.Bool]bool{ // the alternative reads' settings, off again after each
 				&zarrtune.InlineFetch: *altInline, &zarrtune.NoYield: *altNoYield, &zarrtune.WholeSpans: *altWholeSpans,
 				&zarrtune.EagerShardPlan: *altEagerPlan, &zarrtune.CPUUnshuffle: *altCPUUnshuffle,
-				&zarrtune.CPUZstd: *altCPUZstd,
+				&zarrtune.CPUDecode: *altCPUDecode,
 			}
 			runs = append(runs, run{"zarr " + name + " region", "s3_" + strings.ReplaceAll(name, " ", "_"), func() error {
 				for k, on := range knobs {
@@ -188,7 +188,7 @@ func main() {
 			}})
 		}
 		for _, alt := range gpuAlts {
-			if v.name != "zstd" && v.name != "sharded-zstd" {
+			if v.name != "zstd" && v.name != "sharded-zstd" && v.name != "gzip" {
 				break
 			}
 			runs = append(runs, run{"zarr " + v.name + " gpu " + alt.String() + " region", "s3_" + v.name + "_gpu_" + strings.ReplaceAll(alt.String(), "/", "_"), func() error {
@@ -238,7 +238,7 @@ func main() {
 	if *cpu {
 		printUsage(runs, times, use, len(data))
 	}
-	printRatios(variants, gbs, times, altSuffix(*altWorkers, *altRequests, *altBand, *altCPUZstd))
+	printRatios(variants, gbs, times, altSuffix(*altWorkers, *altRequests, *altBand, *altCPUDecode))
 	for _, v := range variants[1:] {
 		for _, alt := range gpuAlts {
 			if r := "zarr " + v.name + " gpu " + alt.String() + " region"; gbs[r] > 0 {

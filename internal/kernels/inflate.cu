@@ -77,18 +77,33 @@ struct huff {
 
 // The table bits: a code of up to this many bits is found with one
 // lookup; a longer one (rare) is decoded bit by bit from count and sym.
+#ifndef LIT_BITS
 #define LIT_BITS 10
 #define DIST_BITS 8
+#endif
 
-// A warp's tables, in shared memory: lookup entries are the symbol and
-// (above bit 9) the code's length, 0 for a longer code or none.
+// A warp's tables, in shared memory. A lookup entry holds the code's
+// length (bits 0-3: 0 for a longer code, or none), the symbol's extra
+// bits (4-7), its kind (8-9: a literal, a length or distance, the end of
+// the block, a symbol the format does not use) and its value (16-31:
+// the literal byte, or the length's or distance's base).
+#define E_LIT 0
+#define E_BASE 1
+#define E_END 2
+#define E_BAD 3
 struct itab {
-	u16 lit[1 << LIT_BITS];
-	u16 dist[1 << DIST_BITS];
+	u32 lit[1 << LIT_BITS];
+	u32 dist[1 << DIST_BITS];
 	struct huff hl, hd;
 	u8 lens[288 + 32];
 	u32 crc[256];
+#ifdef WINDOW
+	u8 win[1 << 15]; // the last 32 KiB decoded, matches' sources
+#endif
 };
+#ifdef WINDOW
+#define WIN(o) t->win[(o) & 32767]
+#endif
 
 // The bit reader: the stream's bytes p[0, n), read from pos into buf
 // (cnt bits); past the end it reads zeros, pos counting on, and the
@@ -99,8 +114,22 @@ struct bits {
 	u32 cnt;
 };
 
-// refill tops buf up to more than 56 bits.
+// refill tops buf up to more than 56 bits: from 8 bytes loaded at once
+// (one wait for all) where the stream has them.
 static __device__ inline void refill(struct bits *b) {
+	if (b->cnt > 56) {
+		return;
+	}
+	if (b->pos + 8 <= b->n) {
+		const u8 *q = b->p + b->pos;
+		u64 v = (u64)q[0] | (u64)q[1] << 8 | (u64)q[2] << 16 | (u64)q[3] << 24 | (u64)q[4] << 32 | (u64)q[5] << 40 |
+		        (u64)q[6] << 48 | (u64)q[7] << 56;
+		u32 k = (64 - b->cnt) >> 3; // the bytes that fit
+		b->buf |= v << b->cnt;
+		b->pos += k;
+		b->cnt += 8 * k;
+		return;
+	}
 	while (b->cnt <= 56) {
 		u64 v = b->pos < b->n ? b->p[b->pos] : 0;
 		b->buf |= v << b->cnt;
@@ -139,18 +168,48 @@ static __device__ u32 slowDecode(u64 buf, const struct huff *h, u32 max) {
 	return 0;
 }
 
-// decodeSym decodes one symbol with table lut of lbits (b holds 15 bits
-// or more): the symbol, or -1 where the bits are no code.
-static __device__ inline int decodeSym(struct bits *b, const u16 *lut, u32 lbits, const struct huff *h) {
-	u32 e = lut[b->buf & ((1u << lbits) - 1)];
-	if (e == 0) {
-		e = slowDecode(b->buf, h, 15);
-		if (e == 0) {
-			return -1;
-		}
+// Lengths 3-258 and distances 1-32768: bases and extra bits.
+static __device__ const u16 lenBase[29] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+static __device__ const u8 lenExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+static __device__ const u16 distBase[30] = {1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
+static __device__ const u8 distExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
+
+// symEntry returns the lookup entry of symbol and length s (as
+// slowDecode returns them) of the literal/length code, or of the
+// distance code where dist; 0 for s 0 (no code).
+static __device__ u32 symEntry(u32 s, int dist) {
+	u32 sym = s & 511, len = s >> 9;
+	if (s == 0) {
+		return 0;
 	}
-	drop(b, e >> 9);
-	return (int)(e & 511);
+	if (dist) {
+		return sym < 30 ? len | (u32)distExtra[sym] << 4 | E_BASE << 8 | (u32)distBase[sym] << 16 : len | E_BAD << 8;
+	}
+	if (sym < 256) {
+		return len | E_LIT << 8 | sym << 16;
+	}
+	if (sym == 256) {
+		return len | E_END << 8;
+	}
+	sym -= 257;
+	return sym < 29 ? len | (u32)lenExtra[sym] << 4 | E_BASE << 8 | (u32)lenBase[sym] << 16 : len | E_BAD << 8;
+}
+
+// entry returns the lookup entry of the next symbol of a code (b holds
+// 15 bits or more) from its table lut of lbits, or where its code is
+// longer, bit by bit: 0 where the bits are no code.
+static __device__ inline u32 entry(const struct bits *b, const u32 *lut, u32 lbits, const struct huff *h, int dist) {
+	u32 e = lut[b->buf & ((1u << lbits) - 1)];
+	return e & 15 ? e : symEntry(slowDecode(b->buf, h, 15), dist);
+}
+
+// value returns the base of e plus its extra bits, which follow its
+// code in b, and drops both.
+static __device__ inline u32 value(struct bits *b, u32 e) {
+	u32 len = e & 15, extra = e >> 4 & 15;
+	u32 v = (e >> 16) + (u32)(b->buf >> len & ((1u << extra) - 1));
+	drop(b, len + extra);
+	return v;
 }
 
 // build makes code h, and its table lut of lbits (when lut is not null),
@@ -158,7 +217,7 @@ static __device__ inline int decodeSym(struct bits *b, const u16 *lut, u32 lbits
 // space, or less but for one of a single bit or none at all (which zlib
 // and Go's decoder take alike) gives -1. Every lane builds h the same;
 // the lanes fill lut.
-static __device__ int build(struct huff *h, u16 *lut, u32 lbits, const u8 *lens, u32 n, u32 lane, u32 lanes) {
+static __device__ int build(struct huff *h, u32 *lut, u32 lbits, const u8 *lens, u32 n, int dist, u32 lane, u32 lanes) {
 	u16 count[16], offs[16];
 	for (u32 i = 0; i < 16; i++) {
 		count[i] = 0;
@@ -195,18 +254,13 @@ static __device__ int build(struct huff *h, u16 *lut, u32 lbits, const u8 *lens,
 	SYNC();
 	if (lut) {
 		for (u32 e = lane; e < (1u << lbits); e += lanes) {
-			lut[e] = (u16)slowDecode(e, h, lbits);
+			lut[e] = symEntry(slowDecode(e, h, lbits), dist);
 		}
 	}
 	SYNC();
 	return 0;
 }
 
-// Lengths 3-258 and distances 1-32768: bases and extra bits.
-static __device__ const u16 lenBase[29] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
-static __device__ const u8 lenExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-static __device__ const u16 distBase[30] = {1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
-static __device__ const u8 distExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
 // The order of the code length code's lengths.
 static __device__ const u8 clOrder[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
 
@@ -219,8 +273,8 @@ static __device__ void fixedTables(struct itab *t, u32 lane, u32 lanes) {
 	for (u32 s = 288; s < 288 + 32; s++) { // 30 and 31 in the code, unused
 		l[s] = 5;
 	}
-	build(&t->hl, t->lit, LIT_BITS, l, 288, lane, lanes);
-	build(&t->hd, t->dist, DIST_BITS, l + 288, 32, lane, lanes);
+	build(&t->hl, t->lit, LIT_BITS, l, 288, 0, lane, lanes);
+	build(&t->hd, t->dist, DIST_BITS, l + 288, 32, 1, lane, lanes);
 }
 
 // dynamicTables reads a dynamic block's code lengths and builds its
@@ -243,7 +297,7 @@ static __device__ int dynamicTables(struct bits *b, struct itab *t, u32 lane, u3
 	}
 	// The code length code: decoded bit by bit (it is short, and used
 	// for a few hundred symbols).
-	if (build(&t->hl, 0, 0, cl, 19, lane, lanes) < 0) {
+	if (build(&t->hl, 0, 0, cl, 19, 0, lane, lanes) < 0) {
 		return -1;
 	}
 	// The literals' lengths go to lens[0, nlen), the distances' to
@@ -288,7 +342,7 @@ static __device__ int dynamicTables(struct bits *b, struct itab *t, u32 lane, u3
 		return -1; // no end of block
 	}
 	SYNC();
-	if (build(&t->hl, t->lit, LIT_BITS, l, nlen, lane, lanes) < 0 || build(&t->hd, t->dist, DIST_BITS, l + 288, ndist, lane, lanes) < 0) {
+	if (build(&t->hl, t->lit, LIT_BITS, l, nlen, 0, lane, lanes) < 0 || build(&t->hd, t->dist, DIST_BITS, l + 288, ndist, 1, lane, lanes) < 0) {
 		return -1;
 	}
 	return 0;
@@ -328,6 +382,9 @@ static __device__ u64 inflateBlocks(struct bits *b, struct itab *t, u8 *dst, u64
 			}
 			for (u32 i = lane; i < len; i += lanes) {
 				dst[o + i] = b->p[at + i];
+#ifdef WINDOW
+				WIN(o + i) = b->p[at + i];
+#endif
 			}
 			o += len;
 			b->pos = at + len;
@@ -344,36 +401,36 @@ static __device__ u64 inflateBlocks(struct bits *b, struct itab *t, u8 *dst, u64
 		}
 		for (;;) {
 			refill(b);
-			int sym = decodeSym(b, t->lit, LIT_BITS, &t->hl);
-			if (sym < 256) {
-				if (sym < 0) {
-					return IN_ERR(IN_ERR_CORRUPT);
-				}
+			u32 e = entry(b, t->lit, LIT_BITS, &t->hl, 0);
+			u32 kind = e >> 8 & 3;
+			if (kind == E_LIT && e != 0) {
+				drop(b, e & 15);
 				if (o >= cap) {
 					return IN_ERR(IN_ERR_DST);
 				}
 				if (lane == 0) {
-					dst[o] = (u8)sym;
+					dst[o] = (u8)(e >> 16);
+#ifdef WINDOW
+					WIN(o) = (u8)(e >> 16);
+#endif
 				}
 				o++;
 				continue;
 			}
-			if (sym == 256) {
+			if (kind == E_END) {
+				drop(b, e & 15);
 				break;
 			}
-			sym -= 257;
-			if (sym >= 29) {
+			if (kind != E_BASE) {
 				return IN_ERR(IN_ERR_CORRUPT);
 			}
-			u32 len = lenBase[sym] + (u32)(b->buf & ((1u << lenExtra[sym]) - 1));
-			drop(b, lenExtra[sym]);
+			u32 len = value(b, e);
 			refill(b);
-			int ds = decodeSym(b, t->dist, DIST_BITS, &t->hd);
-			if (ds < 0 || ds >= 30) {
+			e = entry(b, t->dist, DIST_BITS, &t->hd, 1);
+			if ((e >> 8 & 3) != E_BASE || e == 0) {
 				return IN_ERR(IN_ERR_CORRUPT);
 			}
-			u32 dist = distBase[ds] + (u32)(b->buf & ((1u << distExtra[ds]) - 1));
-			drop(b, distExtra[ds]);
+			u32 dist = value(b, e);
 			if (dist > o) {
 				return IN_ERR(IN_ERR_CORRUPT);
 			}
@@ -384,6 +441,24 @@ static __device__ u64 inflateBlocks(struct bits *b, struct itab *t, u8 *dst, u64
 			// before it: every source byte is written before the match.
 			SYNC();
 			u8 *d = dst + o, *s = d - dist;
+#ifdef WINDOW
+			// In rounds, each read before any lane writes: a source byte
+			// 32 KiB back shares its place in the window with a byte of
+			// the match.
+			(void)s;
+			for (u32 r = 0; r < len; r += lanes) {
+				u32 i = r + lane;
+				u8 v = 0;
+				if (i < len) {
+					v = WIN(o - dist + (dist >= len ? i : i % dist));
+				}
+				SYNC();
+				if (i < len) {
+					d[i] = v;
+					WIN(o + i) = v;
+				}
+			}
+#else
 			if (dist >= len) {
 				for (u32 i = lane; i < len; i += lanes) {
 					d[i] = s[i];
@@ -393,6 +468,7 @@ static __device__ u64 inflateBlocks(struct bits *b, struct itab *t, u8 *dst, u64
 					d[i] = s[i % dist];
 				}
 			}
+#endif
 			SYNC();
 			o += len;
 		}

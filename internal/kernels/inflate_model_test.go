@@ -111,7 +111,7 @@ func hostInflate(t *testing.T) string {
 	}
 	bin := filepath.Join(t.TempDir(), "inflate_host")
 	src := filepath.Join("testdata", "inflate_host.c")
-	if out, err := exec.Command(gcc, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover", "-o", bin, src).CombinedOutput(); err != nil {
+	if out, err := exec.Command(gcc, append(inflateDefs, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover", "-o", bin, src)...).CombinedOutput(); err != nil {
 		t.Logf("without sanitizers: %s", out)
 		if out, err := exec.Command(gcc, "-O1", "-o", bin, src).CombinedOutput(); err != nil {
 			t.Fatalf("gcc: %v\n%s", err, out)
@@ -230,3 +230,6 @@ func inflateModel(t *testing.T, bin string, cases []inflateCase) {
 	}
 	t.Logf("%d streams: %d decoded, %d refused", len(cases), decoded, refused)
 }
+
+// inflateDefs are -D flags for the CPU build (a variant of the kernel).
+var inflateDefs []string

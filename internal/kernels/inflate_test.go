@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -81,7 +83,9 @@ func writeInflateJob(w *bytes.Buffer, c inflateCase) {
 // smooth float32 field plus noise at level 5, as its gzip arrays are
 // written) on every core with the CPU's decoder (libdeflate, else
 // klauspost/compress) and on the GPU in launches of 1024, 256 and 64
-// streams, in the same run: GB/s of decoded bytes.
+// streams, in the same run: GB/s of decoded bytes. KVIK_INFLATE_PTX
+// (name=path.ptx,...) adds builds of inflate.cu, as KVIK_ZSTD_PTX does
+// for BenchmarkZstd.
 func BenchmarkInflate(b *testing.B) {
 	const frame, count = 1 << 20, 1024
 	data := make([][]byte, count)
@@ -125,17 +129,32 @@ func BenchmarkInflate(b *testing.B) {
 			}
 		}
 	})
-	b.Run("gpu", func(b *testing.B) {
-		ctx := gputest.Primary(b, 0)
-		err := cuda.WithContext(ctx, func() error {
-			z, err := LoadInflate(ctx, Gzip)
+	builds := []string{"inflate.ptx="}
+	if v := os.Getenv("KVIK_INFLATE_PTX"); v != "" {
+		builds = append(builds, strings.Split(v, ",")...)
+	}
+	for _, build := range builds {
+		name, path, _ := strings.Cut(build, "=")
+		b.Run(name, func(b *testing.B) {
+			ctx := gputest.Primary(b, 0)
+			err := cuda.WithContext(ctx, func() error {
+				z, err := LoadInflate(ctx, Gzip)
+				if err != nil {
+					return err
+				}
+				if path != "" {
+					f, unload, err := variant(path, "inflate")
+					if err != nil {
+						return err
+					}
+					defer unload()
+					z.f = f
+				}
+				return benchDecoder(b, ctx, z, streams, data, frame)
+			})
 			if err != nil {
-				return err
+				b.Fatal(err)
 			}
-			return benchDecoder(b, ctx, z, streams, data, frame)
 		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	})
+	}
 }

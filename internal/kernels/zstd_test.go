@@ -242,20 +242,34 @@ func benchZstdGPU(b *testing.B, ctx cuda.Context, path string, frames, data [][]
 		return err
 	}
 	if path != "" {
-		ptx, err := os.ReadFile(path)
+		f, unload, err := variant(path, "zstd")
 		if err != nil {
 			return err
 		}
-		m, err := cuda.ModuleLoadData(ptx)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		defer cuda.ModuleUnload(m)
-		if z.f, err = cuda.ModuleGetFunction(m, "zstd"); err != nil {
-			return err
-		}
+		defer unload()
+		z.f = f
 	}
 	return benchDecoder(b, ctx, z, frames, data, frame)
+}
+
+// variant loads kernel name from the PTX at path (a build of a kernel's
+// source made as go generate makes it, for work on the kernel); unload
+// it when done.
+func variant(path, name string) (cuda.Function, func(), error) {
+	ptx, err := os.ReadFile(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	m, err := cuda.ModuleLoadData(ptx)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f, err := cuda.ModuleGetFunction(m, name)
+	if err != nil {
+		cuda.ModuleUnload(m)
+		return 0, nil, err
+	}
+	return f, func() { cuda.ModuleUnload(m) }, nil
 }
 
 // benchDecoder runs launches of d over frames (1 MiB each: frame

@@ -60,35 +60,36 @@ var RowMajorWrites atomic.Bool
 // (zarr's GPU unshuffle), to compare.
 var CPUUnshuffle atomic.Bool
 
-// CPUZstd makes device reads decode zstd chunks on the CPU, as host reads
-// do, instead of on the GPU (zarr's gpuZstd), to compare.
-var CPUZstd atomic.Bool
+// CPUDecode makes device reads decode the chunks the GPU would (zstd,
+// gzip, zlib) on the CPU, as host reads do, instead of giving the GPU a
+// share (zarr's gpuDecoder), to compare.
+var CPUDecode atomic.Bool
 
-// GPUZstdShare, when above 0, is the share of a device read's rows of
-// zstd chunks the GPU decodes, in thousandths (1000: every chunk), in
-// place of zarr's default (gpuZstdShare), to compare.
-var GPUZstdShare atomic.Int64
+// GPUDecodeShare, when above 0, is the share of a device read's rows of
+// chunks the GPU decodes, in thousandths (1000: every chunk), in place
+// of zarr's default for the codec (gpuKernel), to compare.
+var GPUDecodeShare atomic.Int64
 
-// GPUZstdBatch and GPUZstdSlots, when above 0, are the frames of a batch
+// GPUDecodeBatch and GPUDecodeSlots, when above 0, are the frames of a batch
 // the GPU decodes with one launch and the batches in flight at once, in
-// place of zarr's defaults (gpuZstdBatch, gpuZstdSlots), to compare.
-var GPUZstdBatch, GPUZstdSlots atomic.Int64
+// place of zarr's defaults (gpuBatchFrames, gpuSlots), to compare.
+var GPUDecodeBatch, GPUDecodeSlots atomic.Int64
 
 // BandLimit, when above 0, caps the bytes of a device read's bands (at
 // least one cell), the pinned buffers they go through keeping their
 // size: a smaller set of staging memory in rotation, to compare.
 var BandLimit atomic.Int64
 
-// GPUZstd is a setting of GPUZstdShare, GPUZstdBatch and GPUZstdSlots
+// GPUDecode is a setting of GPUDecodeShare, GPUDecodeBatch and GPUDecodeSlots
 // (0: zarr's default).
-type GPUZstd struct{ Share, Batch, Slots int64 }
+type GPUDecode struct{ Share, Batch, Slots int64 }
 
-// ParseGPUZstd parses a comma-separated list of SHARE/BATCH/SLOTS
+// ParseGPUDecode parses a comma-separated list of SHARE/BATCH/SLOTS
 // settings, as the benchmarks take them ("500/32/16,350/256/2").
-func ParseGPUZstd(list string) ([]GPUZstd, error) {
-	var out []GPUZstd
+func ParseGPUDecode(list string) ([]GPUDecode, error) {
+	var out []GPUDecode
 	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' }) {
-		var g GPUZstd
+		var g GPUDecode
 		if _, err := fmt.Sscanf(f, "%d/%d/%d", &g.Share, &g.Batch, &g.Slots); err != nil || g.Share < 0 || g.Batch < 0 || g.Slots < 0 {
 			return nil, fmt.Errorf("zarrtune: %q is not SHARE/BATCH/SLOTS", f)
 		}
@@ -97,14 +98,14 @@ func ParseGPUZstd(list string) ([]GPUZstd, error) {
 	return out, nil
 }
 
-// String returns g as ParseGPUZstd reads it.
-func (g GPUZstd) String() string { return fmt.Sprintf("%d/%d/%d", g.Share, g.Batch, g.Slots) }
+// String returns g as ParseGPUDecode reads it.
+func (g GPUDecode) String() string { return fmt.Sprintf("%d/%d/%d", g.Share, g.Batch, g.Slots) }
 
 // Set stores g and returns a function that restores what was before.
-func (g GPUZstd) Set() (restore func()) {
-	old := GPUZstd{GPUZstdShare.Load(), GPUZstdBatch.Load(), GPUZstdSlots.Load()}
-	GPUZstdShare.Store(g.Share)
-	GPUZstdBatch.Store(g.Batch)
-	GPUZstdSlots.Store(g.Slots)
+func (g GPUDecode) Set() (restore func()) {
+	old := GPUDecode{GPUDecodeShare.Load(), GPUDecodeBatch.Load(), GPUDecodeSlots.Load()}
+	GPUDecodeShare.Store(g.Share)
+	GPUDecodeBatch.Store(g.Batch)
+	GPUDecodeSlots.Store(g.Slots)
 	return func() { old.Set() }
 }

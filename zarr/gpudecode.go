@@ -18,66 +18,87 @@ import (
 )
 
 // A device read of an array whose chunks (or inner chunks of shards)
-// are zstd frames of plain little-endian elements (the bytes codec, then
-// zstd without a checksum: numcodecs' and zarr-python's default) gives
-// the GPU a share of its rows (readZstdSplit). Their stored bytes go to
-// the device in batches, through pinned buffers (stageStored), chunks
-// fetched a request each and inner chunks in spans of their shards, are
-// decoded there (kernels.Zstd, one warp a frame) straight into the
-// region (a chunk contiguous there) or into device memory of the
-// batch's and copied into place on the device. A frame the GPU leaves
-// (more than one frame, a checksum, a corrupt one), a missing chunk and
-// a chunk the region cuts are done on the CPU and copied up, so that
-// errors are the CPU decoder's. Batches of gpuZstdBatch frames,
-// gpuZstdSlots of them at once: a launch takes the GPU 46 ms for 64
-// frames of 1 MiB and 61 ms for 1,024 (H200), and smaller batches, more
-// of them at once, read slower (64 frames, 8 at once: 0.90x; 32, 16 at
-// once: 0.63x). A batch holds 2.6 MiB of the kernel's scratch memory a
-// frame, 256 MiB for its decoded chunks where the region cuts them and
-// its stored bytes: at most 1.2 GiB of device memory for each of the
-// two, during a read. Inner chunks fetched a request each, not in spans,
-// read at 0.89x the CPU alone (H200, S3 and tmpfs).
-const (
-	gpuZstdBatch = 256
-	gpuZstdSlots = 2
-	// gpuZstdScratch bounds the device memory of a slot's decoded chunks.
-	gpuZstdScratch = 256 << 20
+// are plain little-endian elements compressed by one codec the GPU
+// decodes (zstd without a checksum: numcodecs' and zarr-python's
+// default; gzip; zlib) gives the GPU a share of its rows (readGPUSplit).
+// Their stored bytes go to the device in batches, through pinned buffers
+// (stageStored), chunks fetched a request each and inner chunks in spans
+// of their shards, are decoded there (kernels.Zstd, kernels.Inflate: one
+// warp a frame) straight into the region (a chunk contiguous there) or
+// into device memory of the batch's and copied into place on the
+// device. A frame the GPU leaves (more than one frame, a checksum it
+// does not check, a corrupt one), a missing chunk and a chunk the region
+// cuts are done on the CPU and copied up, so that errors are the CPU
+// decoder's. Batches of a kernel's batch frames, slots of them at once
+// (gpuKernel): a zstd launch takes the GPU 46 ms for 64 frames of 1 MiB
+// and 61 ms for 1,024 (H200), a deflate launch 138 and 155 ms. A zstd
+// batch holds 2.6 MiB of the kernel's scratch memory a frame; a batch,
+// up to its scratch bytes (1 GiB) for its decoded chunks where the
+// region cuts them, and its stored bytes: at most 4 GiB of device
+// memory during a read of zstd chunks, 2 GiB of gzip (a device out of
+// memory leaves the GPU's rows to the CPU). Inner chunks fetched a
+// request each, not in spans, read at 0.89x the CPU alone (H200, S3 and
+// tmpfs).
+
+// gpuKernel is a decoder the GPU may take a share of a read with: how to
+// load it, and its shares of a device read's rows of chunks (along the
+// first dimension), in thousandths, from a local store and from a
+// remote one (whose chunks the CPU also receives), while the CPU's path
+// reads the others at the same time.
+type gpuKernel struct {
+	load          func(cuda.Context) (kernels.Decoder, error)
+	local, remote int64
+	// batch frames a launch, slots batches at once, and scratch bytes of
+	// device memory for a batch's decoded chunks where the region cuts
+	// them (bounding batch).
+	batch, slots, scratch int
+}
+
+// gpuScratchMax bounds a batch's decoded chunks where zarrtune sets the
+// batch.
+const gpuScratchMax = 1 << 30
+
+// A read's GPU frames go in one launch (up to 1,024, as many as the
+// scratch memory bounds): a device memory allocation (a batch's, its
+// staging's) between two launches on different streams keeps the
+// second from running beside the first, so two slots of 256 frames ran
+// one after the other; one launch read 1.07-1.32x as fast (H200, zstd
+// and gzip, tmpfs and S3). The best share moves from machine to machine
+// (H200s, of the decode ceiling in the median round): zstd from tmpfs
+// at 400 1.32 where 300 read 1.17 and 500 1.29, from S3 at 375 1.07
+// where 300 read 1.01 and 400 1.03 (with two slots of 256, 350-500
+// moved by 1.3x from machine to machine). A deflate stream takes one
+// warp about 140 ms a megabyte, however many run at once (64 streams in
+// 138 ms, 1,024 in 155 ms, where 16 cores decode 1,024 in 175-200 ms),
+// so the GPU's share of a gzip or zlib read is what it decodes while
+// the CPU does the rest: from tmpfs 300 read 1.07 where 400 read 1.02
+// and 500 0.96, from S3 375 read 1.10 where 300 read 0.98 and 500 0.91.
+var (
+	gpuZstdKernel    = gpuKernel{func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadZstd(c) }, 400, 375, 1024, 1, 1 << 30}
+	gpuDeflateKernel = [...]gpuKernel{
+		kernels.Gzip: {func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadInflate(c, kernels.Gzip) }, 300, 375, 1024, 1, 1 << 30},
+		kernels.Zlib: {func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadInflate(c, kernels.Zlib) }, 300, 375, 1024, 1, 1 << 30},
+	}
 )
 
-// gpuZstdShare is the share of a device read's rows of chunks (along
-// the first dimension) that the GPU decodes, in thousandths, while the
-// CPU's path reads the others at the same time, from a local store and
-// from a remote one (whose chunks the CPU also receives). The best share
-// of a 1 GiB read moves from machine to machine (H200s, plain and
-// sharded zstd, of the decode ceiling in the median round): from tmpfs
-// 350 read 1.16 and 1.80 where 425 read 1.02 and 2.04 and 500 1.02 and
-// 1.71 on one machine, 500 1.30-1.37x 350 on another; from S3 375 read
-// 1.07 and 1.02 where 300 read 1.08 and 0.93 and 450 0.94 and 0.97, and
-// 450 1.06-1.10x 300 on another. The shares here lose the least over
-// the machines measured.
-const (
-	gpuZstdShareLocal  = 425
-	gpuZstdShareRemote = 375
-)
-
-// gpuZstdMin is the smallest device read the GPU takes a share of: a
+// gpuDecodeMin is the smallest device read the GPU takes a share of: a
 // launch takes the GPU tens of milliseconds however few its frames, the
 // time in which the CPU decodes a few hundred megabytes.
-const gpuZstdMin = 256 << 20
+const gpuDecodeMin = 256 << 20
 
-// readZstdSplit reads region r into dst (target), decoding the chunks
-// of its first rows on the GPU (readZstdDevice) and reading the others
+// readGPUSplit reads region r into dst (target), decoding the chunks
+// of its first rows on the GPU (readGPUDevice) and reading the others
 // with the CPU's path (readRegionDeviceCPU), both at once: C order puts
-// the rows of the first dimension one after another in dst (gpuZstd
-// leaves reads smaller than gpuZstdMin to the CPU); rows the GPU cannot
+// the rows of the first dimension one after another in dst (gpuDecoder
+// leaves reads smaller than gpuDecodeMin to the CPU); rows the GPU cannot
 // take for want of device memory are read by the CPU's path after all.
-func (a *Array) readZstdSplit(ctx context.Context, z *kernels.Zstd, target devmem.Range, r box, dst cuda.DevicePtr) error {
+func (a *Array) readGPUSplit(ctx context.Context, z kernels.Decoder, k *gpuKernel, target devmem.Range, r box, dst cuda.DevicePtr) error {
 	es := a.meta.DataType.Size
-	share := int64(gpuZstdShareLocal)
+	share := k.local
 	if _, remote := requestSlots(a.store); remote {
-		share = gpuZstdShareRemote
+		share = k.remote
 	}
-	if v := zarrtune.GPUZstdShare.Load(); v > 0 {
+	if v := zarrtune.GPUDecodeShare.Load(); v > 0 {
 		share = min(v, 1000)
 	}
 	c0 := a.cellShape()[0]
@@ -90,7 +111,7 @@ func (a *Array) readZstdSplit(ctx context.Context, z *kernels.Zstd, target devme
 	gpu := box{start: slices.Clone(r.start), count: slices.Clone(r.count)}
 	gpu.count[0] = split
 	readGPU := func(ctx context.Context) error {
-		err := a.readZstdDevice(ctx, z, target, gpu, view{shape: gpu.count, es: es}, dst)
+		err := a.readGPUDevice(ctx, z, k, target, gpu, view{shape: gpu.count, es: es}, dst)
 		if errors.Is(err, cuda.ErrorOutOfMemory) && ctx.Err() == nil {
 			return a.readRegionDeviceCPU(ctx, gpu, target, dst)
 		}
@@ -111,49 +132,63 @@ func (a *Array) readZstdSplit(ctx context.Context, z *kernels.Zstd, target devme
 	return g.Wait()
 }
 
-// gpuZstdChunks counts the chunks the GPU decoded, for the tests.
-var gpuZstdChunks atomic.Int64
+// gpuDecodedChunks counts the chunks the GPU decoded, for the tests.
+var gpuDecodedChunks atomic.Int64
 
-// gpuZstdNoMemory makes the GPU's reads fail as if out of device memory,
+// gpuNoMemory makes the GPU's reads fail as if out of device memory,
 // for the tests.
-var gpuZstdNoMemory atomic.Bool
+var gpuNoMemory atomic.Bool
 
-// gpuZstd returns the GPU's zstd decoder for a device read of size
-// bytes into r, or nil where the GPU takes no share (gpuZstdChain), the
-// read is below gpuZstdMin (unless zarrtune.GPUZstdShare says
-// otherwise), or the kernel cannot be loaded (the CPU decodes then): a
-// read the GPU takes no share of does not wait for the driver to compile
-// the kernel.
-func (a *Array) gpuZstd(r devmem.Range, size int) *kernels.Zstd {
-	if !a.gpuZstdChain() || size < gpuZstdMin && zarrtune.GPUZstdShare.Load() <= 0 {
-		return nil
+// gpuDecoder returns the GPU's decoder of a's chunks for a device read
+// of size bytes into r, and its shares, or nil where the GPU takes no
+// share (gpuCodec), the read is below gpuDecodeMin (unless
+// zarrtune.GPUDecodeShare says otherwise), or the kernel cannot be
+// loaded (the CPU decodes then): a read the GPU takes no share of does
+// not wait for the driver to compile the kernel.
+func (a *Array) gpuDecoder(r devmem.Range, size int) (kernels.Decoder, *gpuKernel) {
+	k := a.gpuCodec()
+	if k == nil || size < gpuDecodeMin && zarrtune.GPUDecodeShare.Load() <= 0 {
+		return nil, nil
 	}
-	return loadKernel(r, kernels.LoadZstd)
+	var d kernels.Decoder
+	if cuda.WithContext(r.Ctx, func() (err error) { d, err = k.load(r.Ctx); return err }) != nil {
+		return nil, nil
+	}
+	return d, k
 }
 
-// gpuZstdChain reports whether the GPU may decode a's chunks: zstd frames
-// without a checksum of plain little-endian elements, neither
-// SetGPUDecode(false) nor zarrtune.CPUZstd set.
-func (a *Array) gpuZstdChain() bool {
+// gpuCodec returns the GPU's kernel for a's chunks: plain little-endian
+// elements compressed with zstd without a checksum, gzip or zlib; nil
+// for others, or where SetGPUDecode(false) or zarrtune.CPUDecode is set.
+func (a *Array) gpuCodec() *gpuKernel {
 	p := a.cellPipe()
 	b, ok := p.ab.(bytesCodecAB)
-	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) || a.cpuDecode || zarrtune.CPUZstd.Load() {
-		return false
+	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) || a.cpuDecode || zarrtune.CPUDecode.Load() {
+		return nil
 	}
-	z, ok := p.bb[0].(zstdCodec)
-	return ok && !z.checksum
+	switch c := p.bb[0].(type) {
+	case zstdCodec:
+		if !c.checksum {
+			return &gpuZstdKernel
+		}
+	case gzipCodec:
+		return &gpuDeflateKernel[kernels.Gzip]
+	case zlibCodec:
+		return &gpuDeflateKernel[kernels.Zlib]
+	}
+	return nil
 }
 
-// zstdSlot is one batch in flight: its stream, the kernel's memory, the
+// gpuSlot is one batch in flight: its stream, the kernel's memory, the
 // stored bytes on the device and the chunks decoded there.
-type zstdSlot struct {
+type gpuSlot struct {
 	s       cuda.Stream
 	batch   *kernels.Batch
 	stored  *cuda.DeviceBuffer
 	decoded *cuda.DeviceBuffer
 }
 
-func (s *zstdSlot) close() {
+func (s *gpuSlot) close() {
 	if s.s != 0 {
 		cuda.StreamDestroy(s.s)
 	}
@@ -181,37 +216,51 @@ func deviceBuf(b **cuda.DeviceBuffer, n int) (cuda.DevicePtr, error) {
 	return d.Ptr(), nil
 }
 
-// readZstdDevice reads region r of the array into the region at dst on
+// readGPUDevice reads region r of the array into the region at dst on
 // target's device (out: the region's view), decoding its chunks with z.
 // The chunks are fetched as the CPU's path fetches them: a request each,
 // or for the inner chunks of shards a request per span of a shard's
 // bytes (see Array.spans), each span going up to the device whole.
-func (a *Array) readZstdDevice(ctx context.Context, z *kernels.Zstd, target devmem.Range, r box, out view, dst cuda.DevicePtr) error {
-	if gpuZstdNoMemory.Load() {
-		return fmt.Errorf("zarr: device memory for zstd frames: %w", cuda.ErrorOutOfMemory)
+func (a *Array) readGPUDevice(ctx context.Context, z kernels.Decoder, k *gpuKernel, target devmem.Range, r box, out view, dst cuda.DevicePtr) error {
+	if gpuNoMemory.Load() {
+		return fmt.Errorf("zarr: device memory for the GPU's frames: %w", cuda.ErrorOutOfMemory)
 	}
 	pieces, err := a.plan(ctx, r)
 	if err != nil {
 		return err
 	}
 	chunk := numElements(a.cellShape()) * out.es
-	per, slots := tuned(gpuZstdBatch, &zarrtune.GPUZstdBatch), tuned(gpuZstdSlots, &zarrtune.GPUZstdSlots)
-	per = max(1, min(per, gpuZstdScratch/max(chunk, 1)))
-	batches := zstdBatches(a.spans(pieces, out, false, 1), per, chunk, out.es)
+	per, slots, scratch := tuned(k.batch, &zarrtune.GPUDecodeBatch), tuned(k.slots, &zarrtune.GPUDecodeSlots), k.scratch
+	if zarrtune.GPUDecodeBatch.Load() > 0 {
+		scratch = gpuScratchMax
+	}
+	per = max(1, min(per, scratch/max(chunk, 1)))
+	batches := gpuBatches(a.spans(pieces, out, false, 1), per, chunk, out.es)
+	// A kernel batch no larger than the most pieces a batch has (the
+	// zstd kernel's scratch memory is per frame).
+	most := 1
+	for _, b := range batches {
+		n := 0
+		for _, sp := range b {
+			n += len(sp.pieces)
+		}
+		most = max(most, n)
+	}
+	per = min(per, most)
 	slots = min(slots, len(batches))
 	fetchers := max(1, a.concurrency()/max(slots, 1))
 	var next atomic.Int64
 	g, ctx := errgroup.WithContext(ctx)
 	for range slots {
 		g.Go(func() error {
-			var sl zstdSlot
+			var sl gpuSlot
 			defer func() { cuda.WithContext(target.Ctx, func() error { sl.close(); return nil }) }()
 			for {
 				k := int(next.Add(1) - 1)
 				if k >= len(batches) || ctx.Err() != nil {
 					return nil
 				}
-				if err := a.zstdBatch(ctx, z, target, &sl, batches[k], out, dst, chunk, per, fetchers); err != nil {
+				if err := a.gpuBatch(ctx, z, target, &sl, batches[k], out, dst, chunk, per, fetchers); err != nil {
 					return err
 				}
 			}
@@ -228,14 +277,14 @@ func tuned(def int, v *atomic.Int64) int {
 	return def
 }
 
-// zstdBatches groups spans, in order, into batches of at most per
+// gpuBatches groups spans, in order, into batches of at most per
 // pieces, the frames a kernel batch is made for; a span of more pieces
 // (a shard's bytes that compress very well) is cut into spans of per. A
 // missing shard, one piece of the shard's selection, counts as the
 // chunks of chunk bytes that selection fills (es-byte elements), so
 // that a batch's device memory stays within per chunks but for a
 // selection larger than that, which has a batch of its own.
-func zstdBatches(spans []span, per, chunk, es int) [][]span {
+func gpuBatches(spans []span, per, chunk, es int) [][]span {
 	var out [][]span
 	var cur []span
 	n := 0
@@ -280,9 +329,9 @@ func subSpan(sp span, ps []piece) span {
 	return span{key: sp.key, off: ps[0].off, n: end - ps[0].off, pieces: ps}
 }
 
-// fetchZstdSpan fetches the stored bytes of sp into a pooled buffer (no
+// fetchGPUSpan fetches the stored bytes of sp into a pooled buffer (no
 // bytes for a missing chunk: done).
-func (a *Array) fetchZstdSpan(ctx context.Context, sp *span) (fetched, error) {
+func (a *Array) fetchGPUSpan(ctx context.Context, sp *span) (fetched, error) {
 	if sp.single() {
 		return a.fetchStored(ctx, sp.pieces[0])
 	}
@@ -294,11 +343,11 @@ func (a *Array) fetchZstdSpan(ctx context.Context, sp *span) (fetched, error) {
 	return fetched{p: p, b: *p}, nil
 }
 
-// zstdBatch fetches the stored bytes of the spans of batch, decodes
+// gpuBatch fetches the stored bytes of the spans of batch, decodes
 // their whole pieces on the GPU with slot sl (its kernel memory made for
 // per frames, the most a batch holds) and the others on the CPU, and puts
 // each piece's selection in its place.
-func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, sl *zstdSlot, batch []span, out view, dst cuda.DevicePtr, chunk, per, fetchers int) error {
+func (a *Array) gpuBatch(ctx context.Context, z kernels.Decoder, r devmem.Range, sl *gpuSlot, batch []span, out view, dst cuda.DevicePtr, chunk, per, fetchers int) error {
 	stored := make([]fetched, len(batch))
 	defer func() {
 		for _, f := range stored {
@@ -308,7 +357,7 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 		}
 	}()
 	err := parallel(ctx, len(batch), fetchers, func(ctx context.Context, _, i int) (err error) {
-		stored[i], err = a.fetchZstdSpan(ctx, &batch[i])
+		stored[i], err = a.fetchGPUSpan(ctx, &batch[i])
 		return err
 	})
 	if err != nil {
@@ -405,7 +454,7 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 		}
 		for i, pc := range ps {
 			if onGPU[i] {
-				gpuZstdChunks.Add(1)
+				gpuDecodedChunks.Add(1)
 				if contiguous(out, pc.dstStart, pc.sel.count) {
 					continue
 				}
@@ -413,7 +462,7 @@ func (a *Array) zstdBatch(ctx context.Context, z *kernels.Zstd, r devmem.Range, 
 				if err := needScratch(); err != nil {
 					return err
 				}
-				if err := a.zstdOnCPU(pc, bs[i], missing[i], scratch+slot[i], out.es); err != nil {
+				if err := a.cpuPiece(pc, bs[i], missing[i], scratch+slot[i], out.es); err != nil {
 					return err
 				}
 			}
@@ -541,10 +590,10 @@ func copyDtoD(dst, src cuda.DevicePtr, c copy2D, s cuda.Stream) error {
 	return nil
 }
 
-// zstdOnCPU decodes pc, whose stored bytes are b (missing: its fill
+// cpuPiece decodes pc, whose stored bytes are b (missing: its fill
 // value), on the CPU and puts its selection, dense, at slot on the
 // device.
-func (a *Array) zstdOnCPU(pc piece, b []byte, missing bool, slot cuda.DevicePtr, es int) error {
+func (a *Array) cpuPiece(pc piece, b []byte, missing bool, slot cuda.DevicePtr, es int) error {
 	n := numElements(pc.sel.count) * es
 	p := getBuf(n)
 	defer putBuf(p)

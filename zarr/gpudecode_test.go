@@ -8,12 +8,16 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
+	"github.com/kvikgo/kvik/internal/kernels"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 )
 
@@ -21,11 +25,11 @@ import (
 // leaves to the CPU within one device read (frames with a checksum) read
 // as the host read reads them, the GPU decoding the rest
 // of the chunks; a corrupt chunk fails the device read with the host
-// read's error; with zarrtune.CPUZstd the GPU decodes none.
+// read's error; with zarrtune.CPUDecode the GPU decodes none.
 func TestDeviceZstdFallback(t *testing.T) {
 	ctx := needGPU(t)
-	zarrtune.GPUZstdShare.Store(1000) // every chunk row the GPU's
-	defer zarrtune.GPUZstdShare.Store(0)
+	zarrtune.GPUDecodeShare.Store(1000) // every chunk row the GPU's
+	defer zarrtune.GPUDecodeShare.Store(0)
 	m := deviceCases["zstd-rows"]
 	a, vals := newWrittenArray(t, m, 11)
 	s := a.store
@@ -46,18 +50,18 @@ func TestDeviceZstdFallback(t *testing.T) {
 	n := len(vals)
 	buf := devAlloc(t, ctx, n)
 	for _, cpu := range []bool{false, true} {
-		zarrtune.CPUZstd.Store(cpu)
-		before := gpuZstdChunks.Load()
+		zarrtune.CPUDecode.Store(cpu)
+		before := gpuDecodedChunks.Load()
 		if err := a.ReadRegionDevice(bg, zero, m.Shape, buf.Ptr()); err != nil {
 			t.Fatal(err)
 		}
-		zarrtune.CPUZstd.Store(false)
+		zarrtune.CPUDecode.Store(false)
 		if got := fromDevice(t, ctx, buf.Ptr(), n); !bytes.Equal(got, vals) {
-			t.Fatalf("CPUZstd %v: the device read differs from the array", cpu)
+			t.Fatalf("CPUDecode %v: the device read differs from the array", cpu)
 		}
 		// 10 chunk rows: two left to the CPU, the last cut by the array's edge.
-		if got, want := gpuZstdChunks.Load()-before, map[bool]int64{false: 7, true: 0}[cpu]; got != want {
-			t.Errorf("CPUZstd %v: the GPU decoded %d chunks, want %d", cpu, got, want)
+		if got, want := gpuDecodedChunks.Load()-before, map[bool]int64{false: 7, true: 0}[cpu]; got != want {
+			t.Errorf("CPUDecode %v: the GPU decoded %d chunks, want %d", cpu, got, want)
 		}
 	}
 	bad, err := s.Get(bg, a.ChunkKey([]int{4, 0}), nil)
@@ -85,20 +89,21 @@ func TestDeviceZstdFallback(t *testing.T) {
 	}
 }
 
-// TestDeviceZstdSplit: device reads of zstd arrays (chunks, inner chunks
-// of shards) whose first rows of chunks the GPU decodes while the CPU
+// TestDeviceGPUSplit: device reads of zstd, gzip and zlib arrays
+// (chunks, inner chunks of shards) whose first rows of chunks the GPU
+// decodes while the CPU
 // reads the others, at shares from a row to all, over random regions,
 // read what host reads read, the first chunk missing (its fill value),
 // and a whole shard (a missing piece of the shard's shape, larger than
 // an inner chunk's slot in the batch's memory); the GPU decodes chunks
 // of the whole array wherever its share is a row or more, none of a
-// read below gpuZstdMin by default, none where device memory runs out
+// read below gpuDecodeMin by default, none where device memory runs out
 // (its rows read by the CPU's path), none with SetGPUDecode(false).
-func TestDeviceZstdSplit(t *testing.T) {
+func TestDeviceGPUSplit(t *testing.T) {
 	ctx := needGPU(t)
-	defer zarrtune.GPUZstdShare.Store(0)
+	defer zarrtune.GPUDecodeShare.Store(0)
 	rng := rand.New(rand.NewPCG(5, 40))
-	for i, name := range []string{"zstd-rows", "zstd-tiles", "sharded-zstd"} {
+	for i, name := range []string{"zstd-rows", "zstd-tiles", "sharded-zstd", "gzip-rows", "v2-zlib", "sharded"} {
 		m := deviceCases[name]
 		a, vals := newWrittenArray(t, m, uint64(40+i))
 		zero := make([]int, len(m.Shape))
@@ -115,12 +120,12 @@ func TestDeviceZstdSplit(t *testing.T) {
 			share        int64
 			noMem, noGPU bool
 		}{{0, false, false}, {1000, true, false}, {1000, false, true}} {
-			zarrtune.GPUZstdShare.Store(c.share)
-			gpuZstdNoMemory.Store(c.noMem)
+			zarrtune.GPUDecodeShare.Store(c.share)
+			gpuNoMemory.Store(c.noMem)
 			a.SetGPUDecode(!c.noGPU)
-			before := gpuZstdChunks.Load()
+			before := gpuDecodedChunks.Load()
 			err := a.ReadRegionDevice(bg, zero, m.Shape, buf.Ptr())
-			gpuZstdNoMemory.Store(false)
+			gpuNoMemory.Store(false)
 			a.SetGPUDecode(true)
 			if err != nil {
 				t.Fatalf("%s, %+v: %v", name, c, err)
@@ -128,12 +133,12 @@ func TestDeviceZstdSplit(t *testing.T) {
 			if !bytes.Equal(fromDevice(t, ctx, buf.Ptr(), len(vals)), vals) {
 				t.Fatalf("%s, %+v: the device read differs from the array", name, c)
 			}
-			if n := gpuZstdChunks.Load() - before; n != 0 {
+			if n := gpuDecodedChunks.Load() - before; n != 0 {
 				t.Errorf("%s, %+v: the GPU decoded %d chunks", name, c, n)
 			}
 		}
 		for _, share := range []int64{1, 150, 300, 500, 999, 1000} {
-			zarrtune.GPUZstdShare.Store(share)
+			zarrtune.GPUDecodeShare.Store(share)
 			for range 8 {
 				start, stop := make([]int, len(m.Shape)), make([]int, len(m.Shape))
 				for d, n := range m.Shape {
@@ -150,7 +155,7 @@ func TestDeviceZstdSplit(t *testing.T) {
 				if err := a.ReadRegion(bg, start, stop, host[:size]); err != nil {
 					t.Fatal(err)
 				}
-				before := gpuZstdChunks.Load()
+				before := gpuDecodedChunks.Load()
 				if err := a.ReadRegionDevice(bg, start, stop, buf.Ptr()); err != nil {
 					t.Fatalf("%s, share %d, [%v, %v): %v", name, share, start, stop, err)
 				}
@@ -160,7 +165,7 @@ func TestDeviceZstdSplit(t *testing.T) {
 				// Of the whole array, the GPU's rows hold whole chunks.
 				c0 := cell[0]
 				rows := (stop[0]+c0-1)/c0 - start[0]/c0
-				if gpu := gpuZstdChunks.Load() - before; whole && (int64(rows)*share+500)/1000 > 0 && gpu == 0 {
+				if gpu := gpuDecodedChunks.Load() - before; whole && (int64(rows)*share+500)/1000 > 0 && gpu == 0 {
 					t.Errorf("%s, share %d, [%v, %v): the GPU decoded no chunk of %d rows", name, share, start, stop, rows)
 				}
 			}
@@ -168,17 +173,22 @@ func TestDeviceZstdSplit(t *testing.T) {
 	}
 }
 
-// TestSetGPUDecode: the GPU may decode chunks of plain zstd and unshuffle
-// Blosc's by default, neither with SetGPUDecode(false), nor chunks of
-// other chains.
+// TestSetGPUDecode: the GPU may decode chunks of plain zstd, gzip and
+// zlib (with the kernel of their codec) and unshuffle Blosc's by
+// default, neither with SetGPUDecode(false), nor chunks of other chains.
 func TestSetGPUDecode(t *testing.T) {
-	for _, name := range []string{"zstd-rows", "v2-zstd", "sharded-zstd", "blosc", "zstd", "raw-small", "sharded"} {
+	want := map[string]*gpuKernel{"zstd-rows": &gpuZstdKernel, "v2-zstd": &gpuZstdKernel, "sharded-zstd": &gpuZstdKernel,
+		"sharded": &gpuDeflateKernel[kernels.Gzip], "gzip-rows": &gpuDeflateKernel[kernels.Gzip], "v2-zlib": &gpuDeflateKernel[kernels.Zlib]}
+	for _, name := range []string{"zstd-rows", "v2-zstd", "sharded-zstd", "sharded", "gzip-rows", "v2-zlib", "blosc", "zstd", "raw-small", "v2-F-zlib"} {
 		a, _ := newFilledArray(t, deviceCases[name])
-		zstdOK, bloscOK := gpuZstdCases[name], name == "blosc"
 		for _, on := range []bool{true, false} {
 			a.SetGPUDecode(on)
-			if a.gpuZstdChain() != (on && zstdOK) || a.gpuUnshuffles() != (on && bloscOK) {
-				t.Errorf("%s, SetGPUDecode(%v): zstd %v, unshuffle %v", name, on, a.gpuZstdChain(), a.gpuUnshuffles())
+			k := want[name]
+			if !on {
+				k = nil
+			}
+			if a.gpuCodec() != k || a.gpuUnshuffles() != (on && name == "blosc") {
+				t.Errorf("%s, SetGPUDecode(%v): kernel %p (want %p), unshuffle %v", name, on, a.gpuCodec(), k, a.gpuUnshuffles())
 			}
 		}
 	}
@@ -201,23 +211,28 @@ func fillBox(t *testing.T, a *Array, vals []byte, start, count []int) {
 	}
 }
 
-// TestRemoteDeviceZstdHostile: a server sends hostile zstd frames, as a
-// chunk of a plain zstd array and as an inner chunk of a shard (its
-// index rewritten to match), to device reads whose every row of chunks
-// is the GPU's: frames cut short, with bits flipped, trailing bytes, two
-// frames, a skippable frame before, a checksum, one that decodes to more
-// than a chunk, garbage, nothing. Each device read reads what the host
-// read of the same bytes reads, or fails with its error; the GPU decodes
-// the other chunks.
-func TestRemoteDeviceZstdHostile(t *testing.T) {
+// TestRemoteDeviceGPUHostile: a server sends hostile zstd frames and
+// gzip and zlib streams, as a chunk of a plain array and as an inner
+// chunk of a shard (its index rewritten to match), to device reads whose
+// every row of chunks is the GPU's: frames cut short, with bits flipped,
+// trailing bytes, two frames, a skippable frame before, a checksum, one
+// that decodes to more than a chunk, garbage, nothing; streams likewise,
+// with a wrong checksum or size, header fields, two members. Each device
+// read reads what the host read of the same bytes reads, or fails with
+// its error; the GPU decodes the other chunks.
+func TestRemoteDeviceGPUHostile(t *testing.T) {
 	ctx := needGPU(t)
-	zarrtune.GPUZstdShare.Store(1000)
-	defer zarrtune.GPUZstdShare.Store(0)
+	zarrtune.GPUDecodeShare.Store(1000)
+	defer zarrtune.GPUDecodeShare.Store(0)
 	rng := rand.New(rand.NewPCG(3, 40))
 	zstdLE := []Codec{{Name: "bytes"}, {Name: "zstd", Configuration: map[string]any{"level": 3}}}
+	gzipLE := []Codec{{Name: "bytes"}, {Name: "gzip", Configuration: map[string]any{"level": 5}}}
 	for name, m := range map[string]Metadata{
-		"plain":   {Shape: []int{64, 1024}, ChunkShape: []int{8, 1024}, Codecs: zstdLE},
-		"sharded": {Shape: []int{64, 1024}, ChunkShape: []int{32, 1024}, Codecs: shardCodecs([]int{8, 1024}, false, zstdLE)},
+		"zstd":         {Shape: []int{64, 1024}, ChunkShape: []int{8, 1024}, Codecs: zstdLE},
+		"zstd-sharded": {Shape: []int{64, 1024}, ChunkShape: []int{32, 1024}, Codecs: shardCodecs([]int{8, 1024}, false, zstdLE)},
+		"gzip":         {Shape: []int{64, 1024}, ChunkShape: []int{8, 1024}, Codecs: gzipLE},
+		"gzip-sharded": {Shape: []int{64, 1024}, ChunkShape: []int{32, 1024}, Codecs: shardCodecs([]int{8, 1024}, false, gzipLE)},
+		"zlib-v2":      {ZarrFormat: 2, Shape: []int{64, 1024}, ChunkShape: []int{8, 1024}, Compressor: &Codec{Name: "zlib", Configuration: map[string]any{"level": 1}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			data := fielddata.Float32(m.Shape[0], m.Shape[1], 12)
@@ -239,10 +254,14 @@ func TestRemoteDeviceZstdHostile(t *testing.T) {
 			cell := numElements(a.cellShape()) * 4
 			buf := devAlloc(t, ctx, len(data))
 			host := make([]byte, len(data))
-			for _, c := range hostileFrames(t, rng, frame, data[:cell]) {
+			spoilt := hostileFrames
+			if !strings.HasPrefix(name, "zstd") {
+				spoilt = hostileStreams
+			}
+			for _, c := range spoilt(t, rng, frame, data[:cell]) {
 				serve(c.b)
 				hostErr := a.ReadRegion(bg, []int{0, 0}, m.Shape, host)
-				before := gpuZstdChunks.Load()
+				before := gpuDecodedChunks.Load()
 				devErr := a.ReadRegionDevice(bg, []int{0, 0}, m.Shape, buf.Ptr())
 				switch {
 				case hostErr == nil && devErr == nil:
@@ -252,7 +271,7 @@ func TestRemoteDeviceZstdHostile(t *testing.T) {
 				case hostErr == nil || devErr == nil || hostErr.Error() != devErr.Error():
 					t.Errorf("%s: the device read's error %v, the host read's %v", c.name, devErr, hostErr)
 				}
-				if gpuZstdChunks.Load() == before {
+				if gpuDecodedChunks.Load() == before {
 					t.Errorf("%s: the GPU decoded no chunk", c.name)
 				}
 			}
@@ -307,6 +326,74 @@ func hostileFrames(t *testing.T, rng *rand.Rand, frame, vals []byte) []hostileFr
 		i := rng.IntN(len(bad))
 		if k < 4 {
 			i = 4 + k // the frame header
+		}
+		bad[i] ^= 1 << rng.IntN(8)
+		out = append(out, hostileFrame{fmt.Sprintf("bit flipped at %d", i), bad})
+	}
+	return out
+}
+
+// hostileStreams returns spoilt forms of s, a gzip or zlib stream of a
+// chunk whose decoded bytes have the size of vals.
+func hostileStreams(t *testing.T, rng *rand.Rand, s, vals []byte) []hostileFrame {
+	t.Helper()
+	gz := s[0] == 0x1f
+	enc := func(b []byte, hdr func(*gzip.Header)) []byte {
+		var w bytes.Buffer
+		if !gz {
+			z, _ := zlib.NewWriterLevel(&w, 6)
+			z.Write(b)
+			z.Close()
+			return w.Bytes()
+		}
+		g, _ := gzip.NewWriterLevel(&w, 6)
+		if hdr != nil {
+			hdr(&g.Header)
+		}
+		g.Write(b)
+		g.Close()
+		return w.Bytes()
+	}
+	sum := -4 // the Adler-32, or gzip's CRC-32 (then its size)
+	if gz {
+		sum = -8
+	}
+	flip := func(i int) []byte {
+		b := bytes.Clone(s)
+		b[(i+len(b))%len(b)] ^= 0x10
+		return b
+	}
+	garbage := make([]byte, len(s))
+	for i := range garbage {
+		garbage[i] = byte(rng.Uint32())
+	}
+	out := []hostileFrame{
+		{"empty", []byte{}},
+		{"header only", s[:min(len(s), 10)]},
+		{"cut in half", s[:len(s)/2]},
+		{"last byte cut", s[:len(s)-1]},
+		{"a trailing byte", append(bytes.Clone(s), 0)},
+		{"twice", append(bytes.Clone(s), s...)},
+		{"checksum wrong", flip(sum)},
+		{"trailer's last byte wrong", flip(-1)},
+		{"decodes to more than a chunk", enc(append(bytes.Clone(vals), vals[:100]...), nil)},
+		{"decodes to less than a chunk", enc(vals[:len(vals)-4], nil)},
+		{"garbage", garbage},
+	}
+	if gz {
+		out = append(out,
+			hostileFrame{"size wrong", flip(-3)},
+			hostileFrame{"a name, a comment, extra bytes", enc(vals, func(h *gzip.Header) { h.Name, h.Comment, h.Extra = "c", "x", []byte{1, 2, 3} })},
+			hostileFrame{"a header CRC", func() []byte { b := bytes.Clone(s); b[3] |= 2; return b }()},
+			hostileFrame{"reserved flags", func() []byte { b := bytes.Clone(s); b[3] |= 0x80; return b }()})
+	} else {
+		out = append(out, hostileFrame{"a preset dictionary", func() []byte { b := bytes.Clone(s); b[1] |= 0x20; return b }()})
+	}
+	for k := range 24 {
+		bad := bytes.Clone(s)
+		i := rng.IntN(len(bad))
+		if k < 4 {
+			i = 2 + k // the header
 		}
 		bad[i] ^= 1 << rng.IntN(8)
 		out = append(out, hostileFrame{fmt.Sprintf("bit flipped at %d", i), bad})
@@ -444,11 +531,11 @@ func TestStagePlaces(t *testing.T) {
 	}
 }
 
-// TestZstdBatches: batches hold at most per pieces, a missing shard
+// TestGPUBatches: batches hold at most per pieces, a missing shard
 // counting as the chunks its selection fills (one larger than per alone
 // in its batch), every piece once and in order, each span's bytes
 // holding its pieces within its shard's span.
-func TestZstdBatches(t *testing.T) {
+func TestGPUBatches(t *testing.T) {
 	rng := rand.New(rand.NewPCG(10, 40))
 	const chunk = 64
 	for round := range 300 {
@@ -480,7 +567,7 @@ func TestZstdBatches(t *testing.T) {
 		}
 		per := 1 + rng.IntN(16)
 		var got []int64
-		for b, batch := range zstdBatches(spans, per, chunk, 1) {
+		for b, batch := range gpuBatches(spans, per, chunk, 1) {
 			n, pieces := 0, 0
 			for _, sp := range batch {
 				for _, p := range sp.pieces {
