@@ -27,6 +27,9 @@ typedef uint64_t u64;
 #define SYNC()
 #define WARP_XOR32(v) (v)
 #define WARP_SUM64(v) (v)
+#define SHFL(v, k) (v)
+#define SHFL64(v, k) (v)
+#define BALLOT(p) ((u32)((p) != 0))
 #else
 #include "kernels.h"
 typedef unsigned short u16;
@@ -34,6 +37,9 @@ typedef unsigned short u16;
 #define __shared__ __attribute__((shared))
 #define SYNC() __nvvm_bar_warp_sync(0xffffffffu)
 #define SHFL_XOR(v, o) ((u32)__nvvm_shfl_sync_bfly_i32(0xffffffffu, (int)(v), (o), 0x1f))
+#define SHFL(v, k) ((u32)__nvvm_shfl_sync_idx_i32(0xffffffffu, (int)(v), (int)(k), 0x1f))
+#define SHFL64(v, k) ((u64)SHFL((u32)(v), k) | (u64)SHFL((u32)((v) >> 32), k) << 32)
+#define BALLOT(p) ((u32)__nvvm_vote_ballot_sync(0xffffffffu, (p) != 0))
 static __device__ inline u32 WARP_XOR32(u32 v) {
 	for (int o = 16; o != 0; o >>= 1) {
 		v ^= SHFL_XOR(v, o);
@@ -97,13 +103,8 @@ struct itab {
 	struct huff hl, hd;
 	u8 lens[288 + 32];
 	u32 crc[256];
-#ifdef WINDOW
-	u8 win[1 << 15]; // the last 32 KiB decoded, matches' sources
-#endif
 };
-#ifdef WINDOW
-#define WIN(o) t->win[(o) & 32767]
-#endif
+
 
 // The bit reader: the stream's bytes p[0, n), read from pos into buf
 // (cnt bits); past the end it reads zeros, pos counting on, and the
@@ -348,10 +349,63 @@ static __device__ int dynamicTables(struct bits *b, struct itab *t, u32 lane, u3
 	return 0;
 }
 
+// copyMatches copies the first n matches of a batch into dst, lane k
+// match k (len bytes at o, from dist bytes before), in rounds: a match
+// whose source holds output of an earlier match not yet copied waits for
+// a later round. A match's byte i is byte i % dist of the dist bytes
+// before it, all written before the match; a lane loads 8 of them, then
+// stores them.
+static __device__ void copyMatches(u8 *dst, u64 o, u32 len, u32 dist, u32 n, u32 lane) {
+	SYNC(); // the literals and stored blocks so far written
+	u32 pending = n >= 32 ? 0xffffffffu : (1u << n) - 1;
+	u64 lo = o - dist, hi = lo + (dist < len ? dist : len); // the source bytes
+	u64 first = SHFL64(o, 0);
+	int mine = (pending >> lane) & 1;
+	// Only a source that reaches the batch's first match may wait.
+	u32 check = BALLOT(mine && hi > first);
+	while (pending) {
+		int ready = (pending >> lane) & 1;
+		if (check) {
+			for (u32 j = 0; j < n; j++) {
+				u64 oj = SHFL64(o, j);
+				u32 lj = SHFL(len, j);
+				if (j < lane && (pending >> j & 1) && oj < hi && lo < oj + lj) {
+					ready = 0;
+				}
+			}
+		}
+		if (ready) {
+			u8 *d = dst + o;
+			const u8 *s = dst + lo;
+			for (u32 i = 0; i < len; i += 8) {
+				u8 v[8];
+				u32 k = len - i < 8 ? len - i : 8;
+#pragma unroll
+				for (u32 x = 0; x < 8; x++) {
+					if (x < k) {
+						v[x] = s[dist >= len ? i + x : (i + x) % dist];
+					}
+				}
+#pragma unroll
+				for (u32 x = 0; x < 8; x++) {
+					if (x < k) {
+						d[i + x] = v[x];
+					}
+				}
+			}
+		}
+		SYNC();
+		pending &= ~BALLOT(ready);
+	}
+}
+
 // inflateBlocks decodes the blocks of a deflate stream into dst: the
 // decoded size or an error code.
 static __device__ u64 inflateBlocks(struct bits *b, struct itab *t, u8 *dst, u64 cap, u32 lane, u32 lanes) {
 	u64 o = 0;
+	// The matches decoded but not yet copied, match k's held by lane k.
+	u64 qo = 0;
+	u32 qlen = 0, qdist = 0, nq = 0;
 	for (u32 last = 0; !last;) {
 		SYNC(); // every lane done with the last block's tables
 		refill(b);
@@ -382,9 +436,6 @@ static __device__ u64 inflateBlocks(struct bits *b, struct itab *t, u8 *dst, u64
 			}
 			for (u32 i = lane; i < len; i += lanes) {
 				dst[o + i] = b->p[at + i];
-#ifdef WINDOW
-				WIN(o + i) = b->p[at + i];
-#endif
 			}
 			o += len;
 			b->pos = at + len;
@@ -408,12 +459,13 @@ static __device__ u64 inflateBlocks(struct bits *b, struct itab *t, u8 *dst, u64
 				if (o >= cap) {
 					return IN_ERR(IN_ERR_DST);
 				}
+#ifdef LIT_ALL
+				dst[o] = (u8)(e >> 16); // every lane the same byte: no branch
+#else
 				if (lane == 0) {
 					dst[o] = (u8)(e >> 16);
-#ifdef WINDOW
-					WIN(o) = (u8)(e >> 16);
-#endif
 				}
+#endif
 				o++;
 				continue;
 			}
@@ -437,45 +489,24 @@ static __device__ u64 inflateBlocks(struct bits *b, struct itab *t, u8 *dst, u64
 			if (len > cap - o) {
 				return IN_ERR(IN_ERR_DST);
 			}
-			// Byte i of the match is byte i % dist of the dist bytes
-			// before it: every source byte is written before the match.
-			SYNC();
-			u8 *d = dst + o, *s = d - dist;
-#ifdef WINDOW
-			// In rounds, each read before any lane writes: a source byte
-			// 32 KiB back shares its place in the window with a byte of
-			// the match.
-			(void)s;
-			for (u32 r = 0; r < len; r += lanes) {
-				u32 i = r + lane;
-				u8 v = 0;
-				if (i < len) {
-					v = WIN(o - dist + (dist >= len ? i : i % dist));
-				}
-				SYNC();
-				if (i < len) {
-					d[i] = v;
-					WIN(o + i) = v;
-				}
+			// Matches are copied 32 at a time, a lane each (copyMatches):
+			// their sources' reads of global memory wait once for all.
+			if (lane == nq) {
+				qo = o;
+				qlen = len;
+				qdist = dist;
 			}
-#else
-			if (dist >= len) {
-				for (u32 i = lane; i < len; i += lanes) {
-					d[i] = s[i];
-				}
-			} else {
-				for (u32 i = lane; i < len; i += lanes) {
-					d[i] = s[i % dist];
-				}
+			if (++nq == lanes) {
+				copyMatches(dst, qo, qlen, qdist, nq, lane);
+				nq = 0;
 			}
-#endif
-			SYNC();
 			o += len;
 		}
 	}
 	if (overrun(b)) {
 		return IN_ERR(IN_ERR_CORRUPT);
 	}
+	copyMatches(dst, qo, qlen, qdist, nq, lane);
 	return o;
 }
 
