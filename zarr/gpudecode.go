@@ -68,11 +68,11 @@ const gpuScratchMax = 1 << 30
 // at 400 1.32 where 300 read 1.17 and 500 1.29, from S3 at 375 1.07
 // where 300 read 1.01 and 400 1.03 (with two slots of 256, 350-500
 // moved by 1.3x from machine to machine). A deflate stream takes one
-// warp about 140 ms a megabyte, however many run at once (64 streams in
-// 138 ms, 1,024 in 155 ms, where 16 cores decode 1,024 in 175-200 ms),
+// warp over 100 ms a megabyte, however many run at once (kernels.Inflate),
 // so the GPU's share of a gzip or zlib read is what it decodes while
 // the CPU does the rest: from tmpfs 300 read 1.07 where 400 read 1.02
-// and 500 0.96, from S3 375 read 1.10 where 300 read 0.98 and 500 0.91.
+// and 500 0.96, from S3 375 read 1.10 where 300 read 0.98 and 500 0.91
+// (with the kernel's first form, 140 ms a megabyte).
 var (
 	gpuZstdKernel    = gpuKernel{func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadZstd(c) }, 400, 375, 1024, 1, 1 << 30}
 	gpuDeflateKernel = [...]gpuKernel{

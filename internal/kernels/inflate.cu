@@ -3,8 +3,13 @@
 // streams as RFC 1951 describes them, raw or wrapped as gzip (RFC 1952)
 // or zlib (RFC 1950) streams, one warp a stream. Huffman decoding is
 // serial, so every lane of the warp decodes the same symbols in step (the
-// same loads, no divergence), lane 0 writing the literals; a match, and a
-// stored block, is copied by all lanes at once. A stream's checksum
+// same loads, no divergence), lane 0 writing the literals; matches are
+// copied 32 at a time, a lane each, and a stored block by all lanes at
+// once. One warp decodes a megabyte in about 115 ms (H200), bound by the
+// latency of its instructions (Nsight Compute: 4.6 cycles an
+// instruction, mostly waiting on arithmetic; nvcc's code of the same
+// source ran 1.3x as fast as clang's), so a launch wants hundreds of
+// streams. A stream's checksum
 // (gzip's CRC-32 and size, zlib's Adler-32) is verified over the output,
 // each lane summing a slice and the slices joined. A stream the decoder
 // does not take (a preset dictionary, a gzip header CRC, more bytes after
