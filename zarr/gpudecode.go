@@ -70,14 +70,16 @@ const gpuScratchMax = 1 << 30
 // moved by 1.3x from machine to machine). A deflate stream takes one
 // warp over 100 ms a megabyte, however many run at once (kernels.Inflate),
 // so the GPU's share of a gzip or zlib read is what it decodes while
-// the CPU does the rest: from tmpfs 300 read 1.07 where 400 read 1.02
-// and 500 0.96, from S3 375 read 1.10 where 300 read 0.98 and 500 0.91
-// (with the kernel's first form, 140 ms a megabyte).
+// the CPU does the rest: from S3 375 read 1.10 where 300 read 0.98 and
+// 500 0.91 (the kernel's first form, 140 ms a megabyte), 1.20 where 450
+// read 0.87x it (the final form); from tmpfs 375 read 1.07x 300 (1.34
+// and 1.22 of the decode ceiling) with the final form, where with the
+// first 300 had read 1.07 and 400 1.02.
 var (
 	gpuZstdKernel    = gpuKernel{func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadZstd(c) }, 400, 375, 1024, 1, 1 << 30}
 	gpuDeflateKernel = [...]gpuKernel{
-		kernels.Gzip: {func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadInflate(c, kernels.Gzip) }, 300, 375, 1024, 1, 1 << 30},
-		kernels.Zlib: {func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadInflate(c, kernels.Zlib) }, 300, 375, 1024, 1, 1 << 30},
+		kernels.Gzip: {func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadInflate(c, kernels.Gzip) }, 375, 375, 1024, 1, 1 << 30},
+		kernels.Zlib: {func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadInflate(c, kernels.Zlib) }, 375, 375, 1024, 1, 1 << 30},
 	}
 )
 
