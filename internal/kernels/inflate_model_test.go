@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/klauspost/compress/flate"
@@ -102,22 +101,9 @@ func mutate(rng *rand.Rand, s []byte) []byte {
 	return c
 }
 
-// hostInflate builds testdata/inflate_host.c (inflate.cu for the CPU)
-// with gcc, under AddressSanitizer where gcc has it, or skips.
+// hostInflate builds testdata/inflate_host.c (inflate.cu for the CPU).
 func hostInflate(t *testing.T) string {
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc to build the decoder for the CPU")
-	}
-	bin := filepath.Join(t.TempDir(), "inflate_host")
-	src := filepath.Join("testdata", "inflate_host.c")
-	if out, err := exec.Command(gcc, append(inflateDefs, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover", "-o", bin, src)...).CombinedOutput(); err != nil {
-		t.Logf("without sanitizers: %s", out)
-		if out, err := exec.Command(gcc, "-O1", "-o", bin, src).CombinedOutput(); err != nil {
-			t.Fatalf("gcc: %v\n%s", err, out)
-		}
-	}
-	return bin
+	return hostBuild(t, "inflate_host", inflateDefs...)
 }
 
 // TestInflateModel runs inflate.cu's decoder on the CPU

@@ -54,23 +54,8 @@ func TestInflate(t *testing.T) {
 // hostInflates returns the CPU model's decodes of the cases that are not
 // valid streams (by index), those it decodes.
 func hostInflates(t *testing.T, cases []inflateCase) map[int][]byte {
-	bin := hostInflate(t)
-	var in bytes.Buffer
-	var idx []int
-	for i, c := range cases {
-		if c.want == nil {
-			writeInflateJob(&in, c)
-			idx = append(idx, i)
-		}
-	}
-	out := runHost(t, bin, &in, len(idx))
-	m := map[int][]byte{}
-	for k, i := range idx {
-		if out[k] != nil {
-			m[i] = out[k]
-		}
-	}
-	return m
+	return modelDecodes(t, hostInflate(t), len(cases), func(i int) bool { return cases[i].want == nil },
+		func(w *bytes.Buffer, i int) { writeInflateJob(w, cases[i]) })
 }
 
 // writeInflateJob writes c as testdata/inflate_host.c reads a job.

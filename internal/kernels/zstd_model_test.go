@@ -115,17 +115,22 @@ func zstdCases(t testing.TB, rng *rand.Rand, count int) []zstdCase {
 	return cases
 }
 
-// hostDecoder builds testdata/zstd_host.c (zstd.cu for the CPU) with gcc,
-// under AddressSanitizer where gcc has it, or skips.
-// defs are more -D flags (a smaller GROUP: frames of a few blocks cross
+// hostDecoder builds testdata/zstd_host.c (zstd.cu for the CPU); defs
+// are more -D flags (a smaller GROUP: frames of a few blocks cross
 // groups, as a frame of megabytes does).
 func hostDecoder(t *testing.T, defs ...string) string {
+	return hostBuild(t, "zstd_host", defs...)
+}
+
+// hostBuild builds testdata/NAME.c (a kernel's source for the CPU) with
+// gcc and defs, under AddressSanitizer where gcc has it, or skips.
+func hostBuild(t *testing.T, name string, defs ...string) string {
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
 		t.Skip("no gcc to build the decoder for the CPU")
 	}
-	bin := filepath.Join(t.TempDir(), "zstd_host")
-	src := filepath.Join("testdata", "zstd_host.c")
+	bin := filepath.Join(t.TempDir(), name)
+	src := filepath.Join("testdata", name+".c")
 	if out, err := exec.Command(gcc, append(defs, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover", "-o", bin, src)...).CombinedOutput(); err != nil {
 		t.Logf("without sanitizers: %s", out)
 		if out, err := exec.Command(gcc, append(defs, "-O1", "-o", bin, src)...).CombinedOutput(); err != nil {

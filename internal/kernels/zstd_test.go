@@ -139,12 +139,19 @@ func checkDecodes(t *testing.T, ctx cuda.Context, load func() (Decoder, error), 
 // hostDecodes returns the CPU model's decodes of the cases that are not
 // valid frames (by index), those it decodes.
 func hostDecodes(t *testing.T, cases []zstdCase) map[int][]byte {
-	bin := hostDecoder(t)
+	return modelDecodes(t, hostDecoder(t), len(cases), func(i int) bool { return cases[i].want == nil },
+		func(w *bytes.Buffer, i int) { writeJob(w, cases[i]) })
+}
+
+// modelDecodes runs the CPU model bin on the n cases that invalid picks,
+// each written by write, and returns its decodes of them (by index),
+// those it decodes.
+func modelDecodes(t *testing.T, bin string, n int, invalid func(i int) bool, write func(w *bytes.Buffer, i int)) map[int][]byte {
 	var in bytes.Buffer
 	var idx []int
-	for i, c := range cases {
-		if c.want == nil {
-			writeJob(&in, c)
+	for i := range n {
+		if invalid(i) {
+			write(&in, i)
 			idx = append(idx, i)
 		}
 	}
