@@ -32,12 +32,11 @@ const frameJobSize = 32
 // takes: their descriptors and results, and each frame's scratch memory
 // where the kernel takes some.
 type Batch struct {
-	name    string
-	n       int
-	scratch int // bytes a frame
-	mem     *cuda.DeviceBuffer
-	jobs    []byte
-	sizes   []byte
+	name  string
+	n     int
+	mem   *cuda.DeviceBuffer
+	jobs  []byte
+	sizes []byte
 	// launch runs the kernel over n frames: their descriptors at jobs,
 	// scratch memory, results at out.
 	launch func(s cuda.Stream, jobs cuda.DevicePtr, n uint32, scratch, out cuda.DevicePtr) error
@@ -52,7 +51,7 @@ func newBatch(name string, n, scratch int, launch func(s cuda.Stream, jobs cuda.
 	if err != nil {
 		return nil, fmt.Errorf("kernels: memory for a %s batch of %d frames: %w", name, n, err)
 	}
-	return &Batch{name: name, n: n, scratch: scratch, mem: mem, jobs: make([]byte, n*frameJobSize), sizes: make([]byte, n*8), launch: launch}, nil
+	return &Batch{name: name, n: n, mem: mem, jobs: make([]byte, n*frameJobSize), sizes: make([]byte, n*8), launch: launch}, nil
 }
 
 // Close frees the batch's device memory.
