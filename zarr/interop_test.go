@@ -371,7 +371,10 @@ func TestZarrPythonInterop(t *testing.T) {
 		specials := len(m.Filters) == 0
 		src := interopValues(rng, m.DataType, len(ref.region(start, stop))/m.DataType.Size, specials)
 		err = a.WriteRegion(bg, start, stop, src)
-		if c := m.Compressor; c != nil && (c.Configuration["cname"] == "blosclz" || c.Name == "bz2") { // read-only
+		// A read-only codec refuses the write, unless the chunks it
+		// touches come out all fill value (deleted, nothing to encode;
+		// checked with the others below).
+		if c := m.Compressor; c != nil && (c.Configuration["cname"] == "blosclz" || c.Name == "bz2") && err != nil {
 			if !errors.Is(err, ErrUnsupportedCodec) {
 				t.Errorf("%s: writing %v: %v, want ErrUnsupportedCodec", pa.Path, c, err)
 			}
