@@ -110,7 +110,6 @@ struct itab {
 	u32 crc[256];
 };
 
-
 // The bit reader: the stream's bytes p[0, n), read from pos into buf
 // (cnt bits); past the end it reads zeros, pos counting on, and the
 // stream is corrupt where it uses them.

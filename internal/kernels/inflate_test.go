@@ -4,14 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"runtime"
-	"strings"
-	"sync/atomic"
 	"testing"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/libdeflate"
@@ -83,63 +77,24 @@ func BenchmarkInflate(b *testing.B) {
 		stored += len(streams[i])
 	}
 	b.Logf("%d streams of %d bytes, %.2fx compressed", count, frame, float64(count*frame)/float64(stored))
-	b.Run("cpu", func(b *testing.B) {
-		b.SetBytes(count * frame)
-		out := make([][]byte, count)
-		for i := range out {
-			out[i] = make([]byte, frame)
+	out := make([][]byte, count)
+	for i := range out {
+		out[i] = make([]byte, frame)
+	}
+	native := libdeflate.Load() == nil
+	benchCPU(b, count, frame, func(i int) (err error) {
+		if native {
+			_, _, err = libdeflate.GzipDecompress(out[i], streams[i])
+		} else {
+			_, err = referenceInflate(inflateCase{zstdCase{frame: streams[i], cap: frame}, Gzip})
 		}
-		native := libdeflate.Load() == nil
-		for b.Loop() {
-			var next atomic.Int64
-			var g errgroup.Group
-			for range runtime.GOMAXPROCS(0) {
-				g.Go(func() error {
-					for i := int(next.Add(1) - 1); i < count; i = int(next.Add(1) - 1) {
-						var err error
-						if native {
-							_, _, err = libdeflate.GzipDecompress(out[i], streams[i])
-						} else {
-							_, err = referenceInflate(inflateCase{zstdCase{frame: streams[i], cap: frame}, Gzip})
-						}
-						if err != nil {
-							return err
-						}
-					}
-					return nil
-				})
-			}
-			if err := g.Wait(); err != nil {
-				b.Fatal(err)
-			}
-		}
+		return err
 	})
-	builds := []string{"inflate.ptx="}
-	if v := os.Getenv("KVIK_INFLATE_PTX"); v != "" {
-		builds = append(builds, strings.Split(v, ",")...)
-	}
-	for _, build := range builds {
-		name, path, _ := strings.Cut(build, "=")
-		b.Run(name, func(b *testing.B) {
-			ctx := gputest.Primary(b, 0)
-			err := cuda.WithContext(ctx, func() error {
-				z, err := LoadInflate(ctx, Gzip)
-				if err != nil {
-					return err
-				}
-				if path != "" {
-					f, unload, err := variant(path, "inflate")
-					if err != nil {
-						return err
-					}
-					defer unload()
-					z.f = f
-				}
-				return benchDecoder(b, ctx, z, streams, data, frame)
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-		})
-	}
+	benchBuilds(b, "inflate", "KVIK_INFLATE_PTX", func(ctx cuda.Context) (Decoder, *cuda.Function, error) {
+		z, err := LoadInflate(ctx, Gzip)
+		if err != nil {
+			return nil, nil, err
+		}
+		return z, &z.f, nil
+	}, streams, data, frame)
 }

@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -191,72 +191,89 @@ func BenchmarkZstd(b *testing.B) {
 		stored += len(f)
 	}
 	b.Logf("%d frames of %d bytes, %.2fx compressed", count, frame, float64(count*frame)/float64(stored))
-	b.Run("cpu", func(b *testing.B) {
-		b.SetBytes(count * frame)
-		out := make([][]byte, count)
-		for i := range out {
-			out[i] = make([]byte, frame)
+	out := make([][]byte, count)
+	for i := range out {
+		out[i] = make([]byte, frame)
+	}
+	native := libzstd.Load() == nil
+	dec, _ := zstd.NewReader(nil)
+	defer dec.Close()
+	benchCPU(b, count, frame, func(i int) (err error) {
+		if native {
+			_, err = libzstd.Decompress(out[i], frames[i])
+		} else {
+			_, err = dec.DecodeAll(frames[i], out[i][:0])
 		}
+		return err
+	})
+	benchBuilds(b, "zstd", "KVIK_ZSTD_PTX", func(ctx cuda.Context) (Decoder, *cuda.Function, error) {
+		z, err := LoadZstd(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return z, &z.f, nil
+	}, frames, data, frame)
+}
+
+// benchCPU runs decode(i) for every frame i of count (frame bytes each,
+// decoded) on GOMAXPROCS goroutines, as the "cpu" sub-benchmark.
+func benchCPU(b *testing.B, count, frame int, decode func(i int) error) {
+	b.Run("cpu", func(b *testing.B) {
+		b.SetBytes(int64(count * frame))
 		for b.Loop() {
-			var wg sync.WaitGroup
-			var next sync.Mutex
-			k := 0
+			var next atomic.Int64
+			var g errgroup.Group
 			for range runtime.GOMAXPROCS(0) {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					dec, _ := zstd.NewReader(nil)
-					defer dec.Close()
-					for {
-						next.Lock()
-						i := k
-						k++
-						next.Unlock()
-						if i >= count {
-							return
-						}
-						if libzstd.Load() == nil {
-							libzstd.Decompress(out[i], frames[i])
-						} else {
-							dec.DecodeAll(frames[i], out[i][:0])
+				g.Go(func() error {
+					for i := int(next.Add(1) - 1); i < count; i = int(next.Add(1) - 1) {
+						if err := decode(i); err != nil {
+							return err
 						}
 					}
-				}()
+					return nil
+				})
 			}
-			wg.Wait()
+			if err := g.Wait(); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
-	builds := []string{"zstd.ptx="}
-	if v := os.Getenv("KVIK_ZSTD_PTX"); v != "" {
+}
+
+// benchBuilds runs benchDecoder with the decoder load returns, as
+// NAME.ptx (the package's kernel), and again with each build env lists
+// (name=path.ptx,...: builds of the kernel's source made as go generate
+// makes them, for work on the kernel) put in place of the function load
+// points to.
+func benchBuilds(b *testing.B, name, env string, load func(cuda.Context) (Decoder, *cuda.Function, error), frames, data [][]byte, frame int) {
+	builds := []string{name + ".ptx="}
+	if v := os.Getenv(env); v != "" {
 		builds = append(builds, strings.Split(v, ",")...)
 	}
 	for _, build := range builds {
-		name, path, _ := strings.Cut(build, "=")
-		b.Run(name, func(b *testing.B) {
+		label, path, _ := strings.Cut(build, "=")
+		b.Run(label, func(b *testing.B) {
 			ctx := gputest.Primary(b, 0)
-			if err := cuda.WithContext(ctx, func() error { return benchZstdGPU(b, ctx, path, frames, data, frame) }); err != nil {
+			err := cuda.WithContext(ctx, func() error {
+				d, f, err := load(ctx)
+				if err != nil {
+					return err
+				}
+				if path != "" {
+					v, unload, err := variant(path, name)
+					if err != nil {
+						return err
+					}
+					defer unload()
+					*f = v
+				}
+				return benchDecoder(b, ctx, d, frames, data, frame)
+			})
+			if err != nil {
 				b.Fatal(err)
 			}
 		})
 	}
-}
-
-// benchZstdGPU runs BenchmarkZstd's launches with the kernel of the PTX
-// at path (empty: the package's), then checks every frame's bytes.
-func benchZstdGPU(b *testing.B, ctx cuda.Context, path string, frames, data [][]byte, frame int) error {
-	z, err := LoadZstd(ctx)
-	if err != nil {
-		return err
-	}
-	if path != "" {
-		f, unload, err := variant(path, "zstd")
-		if err != nil {
-			return err
-		}
-		defer unload()
-		z.f = f
-	}
-	return benchDecoder(b, ctx, z, frames, data, frame)
 }
 
 // variant loads kernel name from the PTX at path (a build of a kernel's
