@@ -29,12 +29,12 @@ import (
 // device. A frame the GPU leaves (more than one frame, a checksum it
 // does not check, a corrupt one), a missing chunk and a chunk the region
 // cuts are done on the CPU and copied up, so that errors are the CPU
-// decoder's. Batches of a kernel's batch frames, slots of them at once
-// (gpuKernel): a zstd launch takes the GPU 46 ms for 64 frames of 1 MiB
-// and 61 ms for 1,024 (H200), a deflate launch 114 and 124 ms. A zstd
-// batch holds 2.6 MiB of the kernel's scratch memory a frame; a batch,
-// up to its scratch bytes (1 GiB) for its decoded chunks where the
-// region cuts them, and its stored bytes: about 1.6 GiB of device
+// decoder's. Batches of gpuBatchFrames frames, gpuSlots of them at once
+// (one launch; see the shares): a zstd launch takes the GPU 46 ms for
+// 64 frames of 1 MiB and 61 ms for 1,024 (H200), a deflate launch 114
+// and 124 ms. A zstd batch holds 2.6 MiB of the kernel's scratch memory
+// a frame; a batch, up to gpuScratch bytes for its decoded chunks where
+// the region cuts them, and its stored bytes: about 1.6 GiB of device
 // memory while a 1 GiB read of zstd chunks lasts (410 frames), up to
 // 4.6 GiB for 1,024 frames, half that for deflate (a device out of
 // memory leaves the GPU's rows to the CPU). Inner chunks fetched a
@@ -49,15 +49,15 @@ import (
 type gpuKernel struct {
 	load          func(cuda.Context) (kernels.Decoder, error)
 	local, remote int64
-	// batch frames a launch, slots batches at once, and scratch bytes of
-	// device memory for a batch's decoded chunks where the region cuts
-	// them (bounding batch).
-	batch, slots, scratch int
 }
 
-// gpuScratchMax bounds a batch's decoded chunks where zarrtune sets the
-// batch.
-const gpuScratchMax = 1 << 30
+const (
+	gpuBatchFrames = 1024
+	gpuSlots       = 1
+	// gpuScratch bounds the device memory of a batch's decoded chunks
+	// where the region cuts them (and so a batch's frames).
+	gpuScratch = 1 << 30
+)
 
 // A read's GPU frames go in one launch (up to 1,024, as many as the
 // scratch memory bounds): a device memory allocation (a batch's, its
@@ -77,10 +77,10 @@ const gpuScratchMax = 1 << 30
 // and 1.22 of the decode ceiling) with the final form, where with the
 // first 300 had read 1.07 and 400 1.02.
 var (
-	gpuZstdKernel    = gpuKernel{func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadZstd(c) }, 400, 375, 1024, 1, 1 << 30}
+	gpuZstdKernel    = gpuKernel{func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadZstd(c) }, 400, 375}
 	gpuDeflateKernel = [...]gpuKernel{
-		kernels.Gzip: {func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadInflate(c, kernels.Gzip) }, 375, 375, 1024, 1, 1 << 30},
-		kernels.Zlib: {func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadInflate(c, kernels.Zlib) }, 375, 375, 1024, 1, 1 << 30},
+		kernels.Gzip: {func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadInflate(c, kernels.Gzip) }, 375, 375},
+		kernels.Zlib: {func(c cuda.Context) (kernels.Decoder, error) { return kernels.LoadInflate(c, kernels.Zlib) }, 375, 375},
 	}
 )
 
@@ -114,7 +114,7 @@ func (a *Array) readGPUSplit(ctx context.Context, z kernels.Decoder, k *gpuKerne
 	gpu := box{start: slices.Clone(r.start), count: slices.Clone(r.count)}
 	gpu.count[0] = split
 	readGPU := func(ctx context.Context) error {
-		err := a.readGPUDevice(ctx, z, k, target, gpu, view{shape: gpu.count, es: es}, dst)
+		err := a.readGPUDevice(ctx, z, target, gpu, view{shape: gpu.count, es: es}, dst)
 		if errors.Is(err, cuda.ErrorOutOfMemory) && ctx.Err() == nil {
 			return a.readRegionDeviceCPU(ctx, gpu, target, dst)
 		}
@@ -224,7 +224,7 @@ func deviceBuf(b **cuda.DeviceBuffer, n int) (cuda.DevicePtr, error) {
 // The chunks are fetched as the CPU's path fetches them: a request each,
 // or for the inner chunks of shards a request per span of a shard's
 // bytes (see Array.spans), each span going up to the device whole.
-func (a *Array) readGPUDevice(ctx context.Context, z kernels.Decoder, k *gpuKernel, target devmem.Range, r box, out view, dst cuda.DevicePtr) error {
+func (a *Array) readGPUDevice(ctx context.Context, z kernels.Decoder, target devmem.Range, r box, out view, dst cuda.DevicePtr) error {
 	if gpuNoMemory.Load() {
 		return fmt.Errorf("zarr: device memory for the GPU's frames: %w", cuda.ErrorOutOfMemory)
 	}
@@ -233,11 +233,8 @@ func (a *Array) readGPUDevice(ctx context.Context, z kernels.Decoder, k *gpuKern
 		return err
 	}
 	chunk := numElements(a.cellShape()) * out.es
-	per, slots, scratch := tuned(k.batch, &zarrtune.GPUDecodeBatch), tuned(k.slots, &zarrtune.GPUDecodeSlots), k.scratch
-	if zarrtune.GPUDecodeBatch.Load() > 0 {
-		scratch = gpuScratchMax
-	}
-	per = max(1, min(per, scratch/max(chunk, 1)))
+	per, slots := tuned(gpuBatchFrames, &zarrtune.GPUDecodeBatch), tuned(gpuSlots, &zarrtune.GPUDecodeSlots)
+	per = max(1, min(per, gpuScratch/max(chunk, 1)))
 	batches := gpuBatches(a.spans(pieces, out, false, 1), per, chunk, out.es)
 	// A kernel batch no larger than the most pieces a batch has (the
 	// zstd kernel's scratch memory is per frame).
