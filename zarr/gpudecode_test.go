@@ -303,29 +303,37 @@ func hostileFrames(t *testing.T, rng *rand.Rand, frame, vals []byte) []hostileFr
 	}
 	skip := binary.LittleEndian.AppendUint32(nil, 0x184D2A50)
 	skip = binary.LittleEndian.AppendUint32(skip, 3)
-	garbage := make([]byte, len(frame))
+	return append(spoilt(rng, frame, 4), // after the magic: the frame header
+		hostileFrame{"magic only", frame[:4]},
+		hostileFrame{"header only", frame[:6]},
+		hostileFrame{"a skippable frame before", append(append(skip, 1, 2, 3), frame...)},
+		hostileFrame{"a checksum", enc(true, vals)},
+		hostileFrame{"decodes to more than a chunk", enc(false, append(bytes.Clone(vals), vals[:100]...))},
+		hostileFrame{"decodes to less than a chunk", enc(false, vals[:len(vals)-4])})
+}
+
+// spoilt returns the forms of b, a stored chunk, that a device read of
+// any codec must take as the host read does: nothing, cut in half, its
+// last byte cut, a byte after it, twice, garbage of its size, and 24
+// with a bit flipped, the first four in the bytes from header on.
+func spoilt(rng *rand.Rand, b []byte, header int) []hostileFrame {
+	garbage := make([]byte, len(b))
 	for i := range garbage {
 		garbage[i] = byte(rng.Uint32())
 	}
 	out := []hostileFrame{
 		{"empty", []byte{}},
-		{"magic only", frame[:4]},
-		{"header only", frame[:6]},
-		{"cut in half", frame[:len(frame)/2]},
-		{"last byte cut", frame[:len(frame)-1]},
-		{"a trailing byte", append(bytes.Clone(frame), 0)},
-		{"twice", append(bytes.Clone(frame), frame...)},
-		{"a skippable frame before", append(append(skip, 1, 2, 3), frame...)},
-		{"a checksum", enc(true, vals)},
-		{"decodes to more than a chunk", enc(false, append(bytes.Clone(vals), vals[:100]...))},
-		{"decodes to less than a chunk", enc(false, vals[:len(vals)-4])},
+		{"cut in half", b[:len(b)/2]},
+		{"last byte cut", b[:len(b)-1]},
+		{"a trailing byte", append(bytes.Clone(b), 0)},
+		{"twice", append(bytes.Clone(b), b...)},
 		{"garbage", garbage},
 	}
 	for k := range 24 {
-		bad := bytes.Clone(frame)
+		bad := bytes.Clone(b)
 		i := rng.IntN(len(bad))
 		if k < 4 {
-			i = 4 + k // the frame header
+			i = header + k
 		}
 		bad[i] ^= 1 << rng.IntN(8)
 		out = append(out, hostileFrame{fmt.Sprintf("bit flipped at %d", i), bad})
@@ -363,23 +371,12 @@ func hostileStreams(t *testing.T, rng *rand.Rand, s, vals []byte) []hostileFrame
 		b[(i+len(b))%len(b)] ^= 0x10
 		return b
 	}
-	garbage := make([]byte, len(s))
-	for i := range garbage {
-		garbage[i] = byte(rng.Uint32())
-	}
-	out := []hostileFrame{
-		{"empty", []byte{}},
-		{"header only", s[:min(len(s), 10)]},
-		{"cut in half", s[:len(s)/2]},
-		{"last byte cut", s[:len(s)-1]},
-		{"a trailing byte", append(bytes.Clone(s), 0)},
-		{"twice", append(bytes.Clone(s), s...)},
-		{"checksum wrong", flip(sum)},
-		{"trailer's last byte wrong", flip(-1)},
-		{"decodes to more than a chunk", enc(append(bytes.Clone(vals), vals[:100]...), nil)},
-		{"decodes to less than a chunk", enc(vals[:len(vals)-4], nil)},
-		{"garbage", garbage},
-	}
+	out := append(spoilt(rng, s, 2), // after the magic (gzip) or CMF and FLG (zlib)
+		hostileFrame{"header only", s[:min(len(s), 10)]},
+		hostileFrame{"checksum wrong", flip(sum)},
+		hostileFrame{"trailer's last byte wrong", flip(-1)},
+		hostileFrame{"decodes to more than a chunk", enc(append(bytes.Clone(vals), vals[:100]...), nil)},
+		hostileFrame{"decodes to less than a chunk", enc(vals[:len(vals)-4], nil)})
 	if gz {
 		out = append(out,
 			hostileFrame{"size wrong", flip(-3)},
@@ -388,15 +385,6 @@ func hostileStreams(t *testing.T, rng *rand.Rand, s, vals []byte) []hostileFrame
 			hostileFrame{"reserved flags", func() []byte { b := bytes.Clone(s); b[3] |= 0x80; return b }()})
 	} else {
 		out = append(out, hostileFrame{"a preset dictionary", func() []byte { b := bytes.Clone(s); b[1] |= 0x20; return b }()})
-	}
-	for k := range 24 {
-		bad := bytes.Clone(s)
-		i := rng.IntN(len(bad))
-		if k < 4 {
-			i = 2 + k // the header
-		}
-		bad[i] ^= 1 << rng.IntN(8)
-		out = append(out, hostileFrame{fmt.Sprintf("bit flipped at %d", i), bad})
 	}
 	return out
 }
