@@ -103,7 +103,7 @@ func mutate(rng *rand.Rand, s []byte) []byte {
 
 // hostInflate builds testdata/inflate_host.c (inflate.cu for the CPU).
 func hostInflate(t *testing.T) string {
-	return hostBuild(t, "inflate_host", inflateDefs...)
+	return hostBuild(t, "inflate_host")
 }
 
 // TestInflateModel runs inflate.cu's decoder on the CPU
@@ -216,6 +216,3 @@ func inflateModel(t *testing.T, bin string, cases []inflateCase) {
 	}
 	t.Logf("%d streams: %d decoded, %d refused", len(cases), decoded, refused)
 }
-
-// inflateDefs are -D flags for the CPU build (a variant of the kernel).
-var inflateDefs []string
