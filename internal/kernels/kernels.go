@@ -1,9 +1,10 @@
 // Package kernels runs kvik's own CUDA kernels on data on its way to or
 // from device memory, where the GPU does in microseconds what would take
 // the CPU cores milliseconds (and a copy to host memory first), or, for
-// zstd frames, decodes a share of what the cores would. The kernels are
-// PTX embedded in the binary (unshuffle.ptx, fill.ptx, crc.ptx,
-// zstd.ptx and inflate.ptx, made from their .cu files by go generate), loaded into a
+// zstd and deflate streams, decodes a share of what the cores would, and
+// encodes Blosc LZ4 chunks where they lie. The kernels are PTX embedded
+// in the binary (unshuffle.ptx, fill.ptx, crc.ptx, zstd.ptx, inflate.ptx
+// and lz4.ptx, made from their .cu files by go generate), loaded into a
 // context on first use, the driver compiling them for its device, and
 // kept for the life of the process.
 package kernels
@@ -13,6 +14,7 @@ package kernels
 //go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -Xclang -target-feature -Xclang +ptx63 -O3 -S -o crc.ptx crc.cu
 //go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -Xclang -target-feature -Xclang +ptx63 -O3 -S -o zstd.ptx zstd.cu
 //go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -Xclang -target-feature -Xclang +ptx63 -O3 -S -o inflate.ptx inflate.cu
+//go:generate clang-14 -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -Xclang -target-feature -Xclang +ptx63 -O3 -S -o lz4.ptx lz4.cu
 
 import (
 	_ "embed"
@@ -35,6 +37,8 @@ var (
 	zstdPTX []byte
 	//go:embed inflate.ptx
 	inflatePTX []byte
+	//go:embed lz4.ptx
+	lz4PTX []byte
 )
 
 // blockThreads is the threads of a block of the kernels.
@@ -53,7 +57,7 @@ type loadKey struct {
 }
 
 type loadResult struct {
-	f   cuda.Function
+	fs  []cuda.Function
 	err error
 }
 
@@ -62,28 +66,44 @@ type loadResult struct {
 // PTX compiler, a PTX version it does not know, no cuCtxGetId: before
 // CUDA 12) gives an error, each time.
 func load(ctx cuda.Context, ptx []byte, name string) (cuda.Function, error) {
+	fs, err := loadAll(ctx, ptx, name)
+	if err != nil {
+		return 0, err
+	}
+	return fs[0], nil
+}
+
+// loadAll is load of the kernels names of one module, loaded once.
+func loadAll(ctx cuda.Context, ptx []byte, names ...string) ([]cuda.Function, error) {
 	id, err := cuda.CtxGetID(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("kernels: context ID: %w", err)
+		return nil, fmt.Errorf("kernels: context ID: %w", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	k := loadKey{id, name}
+	k := loadKey{id, names[0]}
 	if r, ok := loaded[k]; ok {
-		return r.f, r.err
+		return r.fs, r.err
 	}
 	var r loadResult
 	m, err := cuda.ModuleLoadData(ptx)
-	if err == nil {
-		if r.f, err = cuda.ModuleGetFunction(m, name); err != nil {
-			cuda.ModuleUnload(m)
+	for _, name := range names {
+		if err != nil {
+			break
+		}
+		var f cuda.Function
+		if f, err = cuda.ModuleGetFunction(m, name); err == nil {
+			r.fs = append(r.fs, f)
 		}
 	}
 	if err != nil {
-		r.err = fmt.Errorf("kernels: loading the %s kernel: %w", name, err)
+		if m != 0 {
+			cuda.ModuleUnload(m)
+		}
+		r = loadResult{err: fmt.Errorf("kernels: loading the %s kernel: %w", names[0], err)}
 	}
 	loaded[k] = r
-	return r.f, r.err
+	return r.fs, r.err
 }
 
 // Unshuffler launches the unshuffle kernel in one context.
