@@ -977,6 +977,15 @@ func (a *Array) WriteRegionDevice(ctx context.Context, start, stop []int, src cu
 		}
 		return nil
 	})
+	if c, ok := a.gpuBlosc(); ok && len(staged) > 0 {
+		gpu, cpu := a.splitGPU(in, staged)
+		a.spreadDirs(gpu)
+		left, err := a.writeGPU(ctx, target, in, gpu, src, c)
+		if err != nil {
+			return err
+		}
+		staged = append(cpu, left...)
+	}
 	if len(staged) > 0 {
 		if err := a.writeBands(ctx, target, r, staged, src); err != nil {
 			return err

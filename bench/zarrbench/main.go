@@ -61,10 +61,13 @@ func main() {
 	altUnshuffle := flag.Bool("alt-unshuffle", false, "in each round, also read each array into device memory with Blosc's byte shuffle undone on the CPU (zarrtune.CPUUnshuffle) instead of on the GPU: RESULT NAME_gpu_cpuunshuffle")
 	gpuShare := flag.Int64("gpushare", 0, "the share of a device read's rows of chunks the GPU decodes (zstd, gzip, zlib), in thousandths (zarrtune.GPUDecodeShare; 0: zarr's default)")
 	altGPU := flag.String("alt-gpu", "", "in each round, also read each array of zstd or gzip chunks into device memory with each of these settings of the GPU's share, frames per batch and batches in flight, SHARE/BATCH/SLOTS comma-separated, 0 for zarr's default (zarrtune.GPUDecode): RESULT NAME_gpu_SHARE_BATCH_SLOTS")
+	altCPUEncode := flag.Bool("alt-cpuencode", false, "in each round, also write each array whose chunks the GPU encodes (Blosc LZ4) from device memory with the chunks encoded on the CPU (zarrtune.CPUEncode) instead: RESULT NAME_devwrite_cpuencode")
+	encodeBytes := flag.Int64("gpuencode-bytes", 0, "bytes of chunks a device write encodes on the GPU at once (zarrtune.GPUEncodeBytes; 0: zarr's default)")
 	altCPUDecode := flag.Bool("alt-cpuzstd", false, "in each round, also read each array of chunks the GPU decodes (zstd, gzip) into device memory with the chunks decoded on the CPU (zarrtune.CPUDecode) instead: the key keeps its old name: RESULT NAME_gpu_cpuzstd")
 	flag.BoolVar(&writeEmpty, "write-empty", false, "store chunks all of the fill value (Array.SetWriteEmptyChunks(true)): the writes without the fill-value check, for an A/B in two processes")
 	profile := flag.String("profile", "", "a directory for a CPU profile of 5 more writes of each codec (each into a new array) and a trace of one more (NAME-write.prof, .trace), of as many encode ceilings (NAME-encode.prof, .trace), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
 	flag.Parse()
+	zarrtune.GPUEncodeBytes.Store(*encodeBytes)
 	zarrtune.GPUDecodeShare.Store(*gpuShare)
 	gpuAlts, err := zarrtune.ParseGPUDecode(*altGPU)
 	check(err)
@@ -206,6 +209,12 @@ func main() {
 				keep("devwrite_rows", timed(func() { check(a.WriteRegionDevice(bg, []int{0, 0}, shape, g.src.Ptr())) }))
 				zarrtune.RowMajorWrites.Store(false)
 			}
+			if *altCPUEncode {
+				_, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
+				zarrtune.CPUEncode.Store(true)
+				keep("devwrite_cpuencode", timed(func() { check(a.WriteRegionDevice(bg, []int{0, 0}, shape, g.src.Ptr())) }))
+				zarrtune.CPUEncode.Store(false)
+			}
 			_, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
 			keep("devwrite", timed(func() { check(a.WriteRegionDevice(bg, []int{0, 0}, shape, g.src.Ptr())) }))
 			check(a.ReadRegion(bg, []int{0, 0}, shape, host))
@@ -237,12 +246,12 @@ func main() {
 		}
 		dec, enc, write := row["decode"], row["encode"], row["write"]
 		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"], row["gpu_region"], row["gpu_cells"])
-		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_nosync", "write_rows", "devwrite", "devwrite_rows", "host", "gpu", "gpu_region", "gpu_cells", "gpu_cpuunshuffle", "gpu_cpuzstd"} {
+		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_nosync", "write_rows", "devwrite", "devwrite_rows", "devwrite_cpuencode", "host", "gpu", "gpu_region", "gpu_cells", "gpu_cpuunshuffle", "gpu_cpuzstd"} {
 			if v, ok := row[k]; ok {
 				result(name+"_"+k, v)
 			}
 		}
-		pairs := [][2]string{{"gpu", "decode"}, {"gpu_cpuunshuffle", "decode"}, {"gpu", "gpu_cpuunshuffle"}, {"gpu", "gpu_cpuzstd"}, {"host", "decode"}, {"write", "encode"}, {"write_nosync", "encode"}, {"devwrite", "encode"}}
+		pairs := [][2]string{{"gpu", "decode"}, {"gpu_cpuunshuffle", "decode"}, {"gpu", "gpu_cpuunshuffle"}, {"gpu", "gpu_cpuzstd"}, {"host", "decode"}, {"write", "encode"}, {"write_nosync", "encode"}, {"devwrite", "encode"}, {"devwrite_cpuencode", "encode"}, {"devwrite", "devwrite_cpuencode"}}
 		for _, alt := range gpuAlts {
 			if v, ok := row[gpuAltKey(alt)]; ok {
 				result(name+"_"+gpuAltKey(alt), v)

@@ -65,6 +65,15 @@ var CPUUnshuffle atomic.Bool
 // share (zarr's gpuDecoder), to compare.
 var CPUDecode atomic.Bool
 
+// CPUEncode makes device writes encode on the CPU the chunks the GPU
+// would (Blosc LZ4: zarr's gpuBlosc), as host writes do, to compare.
+var CPUEncode atomic.Bool
+
+// GPUEncodeBytes, when above 0, is how many bytes of chunks a device
+// write encodes on the GPU at once, in place of zarr's default
+// (gpuEncodeBytes), to compare.
+var GPUEncodeBytes atomic.Int64
+
 // GPUDecodeShare, when above 0, is the share of a device read's rows of
 // chunks the GPU decodes, in thousandths (1000: every chunk), in place
 // of zarr's default for the codec (gpuKernel), to compare.

@@ -1,0 +1,166 @@
+package zarr
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
+)
+
+// TestDeviceWriteGPUBlosc writes Blosc LZ4 arrays from device memory
+// (2-D and 3-D, elements of 1 to 8 bytes, shuffled or not, fill values,
+// chunks cut by the array's edge, regions that cut chunks, chunks all of
+// the fill value, random block sizes) twice, in the same random rounds:
+// encoded on the GPU (the whole chunks a region covers) and, with
+// zarrtune.CPUEncode, on the CPU. Both read back as the model says
+// after every round and store the same chunks; each chunk the GPU
+// wrote decodes to the bytes of the CPU's.
+func TestDeviceWriteGPUBlosc(t *testing.T) {
+	ctx := needGPU(t)
+	rng := rand.New(rand.NewPCG(40, 41))
+	cases := []struct {
+		name         string
+		dt           DataType
+		shuffle      string
+		shape, chunk []int
+		fill         any
+	}{
+		{"f32-2d", DataType{Kind: Float, Size: 4}, "shuffle", []int{37, 150}, []int{8, 32}, 0.0},
+		{"u16-2d-noshuffle", DataType{Kind: Uint, Size: 2}, "noshuffle", []int{64, 64}, []int{16, 16}, 7},
+		{"i64-3d", DataType{Kind: Int, Size: 8}, "shuffle", []int{6, 20, 30}, []int{1, 5, 30}, -1},
+		{"u8-3d", DataType{Kind: Uint, Size: 1}, "shuffle", []int{6, 20, 30}, []int{2, 20, 7}, 0},
+		{"i32-1d", DataType{Kind: Int, Size: 4}, "shuffle", []int{10000}, []int{1000}, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := NewDirStore(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			es := c.dt.Size
+			bs := []int{0, es * (1 + rng.IntN(300)), 1 << 20}[rng.IntN(3)]
+			m := Metadata{Shape: c.shape, ChunkShape: c.chunk, DataType: c.dt, FillValue: c.fill,
+				Codecs: []Codec{{Name: "bytes", Configuration: map[string]any{"endian": "little"}},
+					{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": c.shuffle, "typesize": es, "blocksize": bs}}}}
+			gpu, err := Create(bg, s, "gpu", m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cpu, err := Create(bg, s, "cpu", m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := gpu.gpuBlosc(); !ok {
+				t.Fatalf("%s: not encoded on the GPU", c.name)
+			}
+			fill := gpu.pipe.fill
+			ref := model{shape: c.shape, es: es, buf: chunkFill(fill, c.shape)}
+			for round := range 4 {
+				start, stop := make([]int, len(c.shape)), slices.Clone(c.shape)
+				if round > 0 {
+					for d, n := range c.shape {
+						start[d] = rng.IntN(n)
+						stop[d] = start[d] + 1 + rng.IntN(n-start[d])
+					}
+				}
+				src := regionData(rng, c.dt, fill, start, stop, round)
+				ref.write(start, stop, src)
+				for _, a := range []*Array{gpu, cpu} {
+					if a == cpu {
+						zarrtune.CPUEncode.Store(true)
+					}
+					err := writeFromDevice(ctx, a, start, stop, src)
+					zarrtune.CPUEncode.Store(false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkModel(t, a, ref)
+				}
+				compareChunks(t, s, gpu, cpu)
+			}
+		})
+	}
+}
+
+// regionData returns the bytes of region [start, stop) of an array of
+// dt: a slope plus noise, in runs of the fill value now and then (whole
+// chunks of it in some rounds).
+func regionData(rng *rand.Rand, dt DataType, fill []byte, start, stop []int, round int) []byte {
+	n := 1
+	for d := range start {
+		n *= stop[d] - start[d]
+	}
+	es := dt.Size
+	out := make([]byte, 0, n*es)
+	for i := range n {
+		if round%2 == 1 && i/500%3 == 0 {
+			out = append(out, fill...)
+			continue
+		}
+		v := uint64(i/7) + uint64(rng.IntN(4))
+		for k := range es {
+			out = append(out, byte(v>>(8*k)))
+		}
+	}
+	return out
+}
+
+// writeFromDevice writes src to a's region [start, stop) from device
+// memory.
+func writeFromDevice(ctx cuda.Context, a *Array, start, stop []int, src []byte) error {
+	return cuda.WithContext(ctx, func() error {
+		buf, err := cuda.MemAlloc(max(len(src), 1))
+		if err != nil {
+			return err
+		}
+		defer buf.Close()
+		if err := cuda.MemcpyHtoD(buf.Ptr(), src); err != nil {
+			return err
+		}
+		return a.WriteRegionDevice(context.Background(), start, stop, buf.Ptr())
+	})
+}
+
+// compareChunks checks that arrays gpu and cpu of store s store the same
+// chunks, each decoding to the same bytes.
+func compareChunks(t *testing.T, s *DirStore, gpu, cpu *Array) {
+	t.Helper()
+	list := func(prefix string) []string {
+		keys, err := s.List(bg, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, k := range keys {
+			if k != prefix+"zarr.json" {
+				out = append(out, k[len(prefix):])
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	g, c := list("gpu/"), list("cpu/")
+	if !slices.Equal(g, c) {
+		t.Fatalf("chunks stored: GPU %v, CPU %v", g, c)
+	}
+	n := numElements(gpu.meta.ChunkShape) * gpu.meta.DataType.Size
+	for _, k := range g {
+		var dec [2][]byte
+		for i, p := range []string{"gpu/", "cpu/"} {
+			enc, err := s.Get(bg, p+k, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec[i] = make([]byte, n)
+			if err := gpu.DecodeChunk(enc, dec[i]); err != nil {
+				t.Fatalf("%s%s: %v", p, k, err)
+			}
+		}
+		if !slices.Equal(dec[0], dec[1]) {
+			t.Fatalf("chunk %s: the GPU's decodes to other bytes than the CPU's", k)
+		}
+	}
+}
