@@ -354,14 +354,19 @@ static void encodeChunk(struct bchunk *c, u32 *ht) {
 	packChunk(c, 0, 1);
 }
 #else
-// bshuffle: thread x of block row y shuffles element x of chunk y. The
-// descriptor is read once, into registers, and written once a block at
-// most: thousands of threads a chunk reading a line of memory that
-// others write ran 40 times as long.
+// bshuffle: the threads of block row y shuffle the elements of chunk y,
+// thread x elements x, x + the row's threads, and so on (a thread an
+// element made a million blocks of a gibibyte, whose scheduling took
+// 10 ms). The descriptor is read once, into registers, and written once
+// a block at most: thousands of threads a chunk reading a line of
+// memory that others write ran 40 times as long.
 extern "C" __global__ void bshuffle(struct bchunk *cs) {
 	struct bchunk c = cs[CTA_Y];
-	u32 e = CTA_X * NTID_X + TID_X;
-	int differs = e < c.rows * c.width / c.ts && shuffleElement(&c, e);
+	u32 count = c.rows * c.width / c.ts, step = NCTA_X * NTID_X;
+	int differs = 0;
+	for (u32 e = CTA_X * NTID_X + TID_X; e < count; e += step) {
+		differs |= shuffleElement(&c, e);
+	}
 	if (__nvvm_bar0_or(differs) && TID_X == 0) {
 		cs[CTA_Y].differs = 1;
 	}

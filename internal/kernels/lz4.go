@@ -74,6 +74,7 @@ type BloscBatch struct {
 	n, chunk, bs int
 	mem          *cuda.DeviceBuffer
 	desc, blocks []byte
+	queued       int // the chunks of the last Launch
 }
 
 // bloscLayout returns the bytes a batch of n chunks of size bytes in
@@ -112,30 +113,36 @@ func (b *BloscBatch) Close() error { return b.mem.Close() }
 func (b *BloscBatch) Len() int { return b.n }
 
 // Encode encodes chunks (at most Len, each of at most the batch's chunk
-// size) on stream s and waits for them.
+// size) on stream s and waits for them: Launch, then Results.
 func (b *BloscBatch) Encode(s cuda.Stream, chunks []BloscChunk) ([]BloscResult, error) {
+	if err := b.Launch(s, chunks); err != nil {
+		return nil, err
+	}
+	return b.Results(s)
+}
+
+// Launch queues the encoding of chunks (at most Len, each of at most the
+// batch's chunk size) on stream s; Results waits for it. The batch's
+// memory is in use until then.
+func (b *BloscBatch) Launch(s cuda.Stream, chunks []BloscChunk) error {
 	n := len(chunks)
+	b.queued = 0
 	if n == 0 {
-		return nil, nil
+		return nil
 	}
 	if n > b.n {
-		return nil, invalidArg("blosc lz4", "%d chunks in a batch of %d", n, b.n)
+		return invalidArg("blosc lz4", "%d chunks in a batch of %d", n, b.n)
 	}
 	slots, out := bloscLayout(b.chunk, b.bs)
-	base := b.mem.Ptr()
-	descAt := base
-	blocksAt := descAt + cuda.DevicePtr(b.n*bloscChunkSize)
-	shufAt := blocksAt + cuda.DevicePtr(len(b.blocks))
-	slotsAt := shufAt + cuda.DevicePtr(b.n*b.chunk)
-	outAt := slotsAt + cuda.DevicePtr(b.n*slots)
+	descAt, blocksAt, shufAt, slotsAt, outAt := b.layout()
 	nb, most := 0, 0
 	for i, c := range chunks {
 		size := c.Rows * c.Width
 		switch {
 		case c.TypeSize < 1 || c.TypeSize > 8 || b.bs%c.TypeSize != 0:
-			return nil, invalidArg("blosc lz4", "chunk %d: type size %d, block size %d", i, c.TypeSize, b.bs)
+			return invalidArg("blosc lz4", "chunk %d: type size %d, block size %d", i, c.TypeSize, b.bs)
 		case c.Rows < 1 || c.Width < 1 || c.Width%c.TypeSize != 0 || size > b.chunk || (c.Rows > 1 && c.Pitch < c.Width) || c.Src == 0:
-			return nil, invalidArg("blosc lz4", "chunk %d: %d rows of %d bytes %d apart at %#x", i, c.Rows, c.Width, c.Pitch, uint64(c.Src))
+			return invalidArg("blosc lz4", "chunk %d: %d rows of %d bytes %d apart at %#x", i, c.Rows, c.Width, c.Pitch, uint64(c.Src))
 		}
 		flags := byte(bloscDontSplit | bloscLZ4)
 		if c.Shuffle && c.TypeSize > 1 {
@@ -157,21 +164,32 @@ func (b *BloscBatch) Encode(s cuda.Stream, chunks []BloscChunk) ([]BloscResult, 
 		most = max(most, size/c.TypeSize)
 	}
 	if err := cuda.MemcpyHtoDAsync(descAt, b.desc[:n*bloscChunkSize], s); err != nil {
-		return nil, err
+		return err
 	}
 	if err := cuda.MemcpyHtoDAsync(blocksAt, b.blocks[:8*nb], s); err != nil {
-		return nil, err
+		return err
 	}
-	if err := b.launch(s, descAt, blocksAt, uint32(n), uint32(nb), uint32((most+blockThreads-1)/blockThreads)); err != nil {
-		return nil, err
+	// Sixteen elements a thread.
+	x := uint32((most + 16*blockThreads - 1) / (16 * blockThreads))
+	if err := b.launch(s, descAt, blocksAt, uint32(n), uint32(nb), x); err != nil {
+		return err
 	}
 	if err := cuda.MemcpyDtoHAsync(b.desc[:n*bloscChunkSize], descAt, s); err != nil {
-		return nil, err
+		return err
 	}
+	b.queued = n
+	return nil
+}
+
+// Results waits for the chunks of the last Launch on stream s (the
+// same) and returns what each was made into.
+func (b *BloscBatch) Results(s cuda.Stream) ([]BloscResult, error) {
 	if err := cuda.StreamSynchronize(s); err != nil {
 		return nil, err
 	}
-	res := make([]BloscResult, n)
+	_, out := bloscLayout(b.chunk, b.bs)
+	_, _, _, _, outAt := b.layout()
+	res := make([]BloscResult, b.queued)
 	for i := range res {
 		d := b.desc[i*bloscChunkSize:]
 		res[i] = BloscResult{
@@ -184,6 +202,18 @@ func (b *BloscBatch) Encode(s cuda.Stream, chunks []BloscChunk) ([]BloscResult, 
 		}
 	}
 	return res, nil
+}
+
+// layout returns where the batch's descriptors, block list, shuffled
+// blocks, slots and chunks start in its memory.
+func (b *BloscBatch) layout() (desc, blocks, shuf, slots, out cuda.DevicePtr) {
+	s, _ := bloscLayout(b.chunk, b.bs)
+	desc = b.mem.Ptr()
+	blocks = desc + cuda.DevicePtr(b.n*bloscChunkSize)
+	shuf = blocks + cuda.DevicePtr(len(b.blocks))
+	slots = shuf + cuda.DevicePtr(b.n*b.chunk)
+	out = slots + cuda.DevicePtr(b.n*s)
+	return
 }
 
 // launch queues the three kernels over n chunks (descriptors at desc) of

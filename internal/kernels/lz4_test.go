@@ -442,24 +442,26 @@ func benchBlosc(b *testing.B, ctx cuda.Context, field []byte, at func(int) int) 
 	}
 	for name, k := range builds {
 		for _, per := range []int{1024, 256, 64} {
-			if name != "lz4.ptx" && per != 1024 {
-				continue
+			for _, bs := range []int{256 << 10, 64 << 10} {
+				if name != "lz4.ptx" && (per != 1024 || bs != 256<<10) {
+					continue
+				}
+				benchBloscLaunches(b, name, k, src, s, per, bs, at)
 			}
-			benchBloscLaunches(b, name, k, src, s, per, at)
 		}
 	}
 }
 
 // benchBloscLaunches is BenchmarkBloscLZ4's GPU half with k in launches
 // of per chunks.
-func benchBloscLaunches(b *testing.B, name string, k *BloscLZ4, src *cuda.DeviceBuffer, s cuda.Stream, per int, at func(int) int) {
-	const side, cs, bs = 16384, 512, 256 << 10
+func benchBloscLaunches(b *testing.B, name string, k *BloscLZ4, src *cuda.DeviceBuffer, s cuda.Stream, per, bs int, at func(int) int) {
+	const side, cs = 16384, 512
 	const chunk, count = 4 * cs * cs, (side / cs) * (side / cs)
 	ctx, err := cuda.CtxGetCurrent()
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run(name+"/"+fmt.Sprint(per), func(b *testing.B) {
+	b.Run(fmt.Sprintf("%s/%d/block=%dK", name, per, bs>>10), func(b *testing.B) {
 		runtime.LockOSThread() // the context current on this goroutine's thread
 		defer runtime.UnlockOSThread()
 		if err := cuda.CtxPushCurrent(ctx); err != nil {
@@ -491,15 +493,15 @@ func benchBloscLaunches(b *testing.B, name string, k *BloscLZ4, src *cuda.Device
 		}
 		b.Logf("%.2fx compressed", float64(count*chunk)/float64(stored))
 		if per == 1024 {
-			bloscPhases(b, batch, s, chunks[:per])
+			bloscPhases(b, batch, s, chunks[:per], chunk/bs)
 		}
 	})
 }
 
 // bloscPhases times each of the three kernels of a launch of chunks
 // (already encoded once: their descriptors in place) on its own.
-func bloscPhases(b *testing.B, batch *BloscBatch, s cuda.Stream, chunks []BloscChunk) {
-	nb := 4 * len(chunks)
+func bloscPhases(b *testing.B, batch *BloscBatch, s cuda.Stream, chunks []BloscChunk, perChunk int) {
+	nb := perChunk * len(chunks)
 	desc := batch.mem.Ptr()
 	blocks := desc + cuda.DevicePtr(batch.n*bloscChunkSize)
 	p := &struct {
@@ -513,7 +515,7 @@ func bloscPhases(b *testing.B, batch *BloscBatch, s cuda.Stream, chunks []BloscC
 		thr  uint32
 		args []unsafe.Pointer
 	}{
-		{"shuffle", batch.k.shuffle, cuda.Dim3{X: 1 << 18 / blockThreads, Y: uint32(len(chunks))}, blockThreads, []unsafe.Pointer{unsafe.Pointer(&p.desc)}},
+		{"shuffle", batch.k.shuffle, cuda.Dim3{X: 1 << 18 / (16 * blockThreads), Y: uint32(len(chunks))}, blockThreads, []unsafe.Pointer{unsafe.Pointer(&p.desc)}},
 		{"compress", batch.k.compress, cuda.Dim3{X: uint32(nb)}, 32, []unsafe.Pointer{unsafe.Pointer(&p.desc), unsafe.Pointer(&p.blocks), unsafe.Pointer(&p.nb)}},
 		{"pack", batch.k.pack, cuda.Dim3{X: uint32(len(chunks))}, 32, []unsafe.Pointer{unsafe.Pointer(&p.desc), unsafe.Pointer(&p.n)}},
 	} {

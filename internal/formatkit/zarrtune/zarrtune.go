@@ -74,6 +74,11 @@ var CPUEncode atomic.Bool
 // (gpuEncodeBytes), to compare.
 var GPUEncodeBytes atomic.Int64
 
+// GPUEncodeBlock, when above 0, is the Blosc block size of chunks a
+// device write encodes on the GPU where the codec leaves it to the
+// encoder, in place of zarr's default (gpuBlockSize), to compare.
+var GPUEncodeBlock atomic.Int64
+
 // GPUDecodeShare, when above 0, is the share of a device read's rows of
 // chunks the GPU decodes, in thousandths (1000: every chunk), in place
 // of zarr's default for the codec (gpuKernel), to compare.
