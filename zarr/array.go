@@ -26,6 +26,8 @@ type Array struct {
 	writeEmpty bool
 	// cpuDecode: device reads decode on the CPU only (SetGPUDecode).
 	cpuDecode bool
+	// cpuEncode: device writes encode on the CPU only (SetGPUEncode).
+	cpuEncode bool
 }
 
 // Open opens the array at path in s: zarr.json (v3) if present, else
@@ -299,6 +301,16 @@ func (a *Array) SetWriteEmptyChunks(on bool) { a.writeEmpty = on }
 // the CPU, as host reads do, and take no device memory but their
 // destination. Set it before the array is used, as SetWorkers.
 func (a *Array) SetGPUDecode(on bool) { a.cpuDecode = !on }
+
+// SetGPUEncode sets whether device writes may encode on the GPU: the
+// whole chunks of an array of Blosc LZ4 chunks (byte shuffle or none,
+// elements of 1 to 8 bytes) that a region covers, in batches of 256
+// MiB (about 1.5 GiB of device memory while the write lasts, two
+// batches; kernels.BloscLZ4). By default they do, wherever the driver
+// runs kvik's kernels; off, device writes copy the region to host
+// memory and encode on the CPU, as host writes do. Set it before the
+// array is used, as SetWorkers.
+func (a *Array) SetGPUEncode(on bool) { a.cpuEncode = !on }
 
 // ChunkKey returns the store key of the chunk at grid coordinates c.
 func (a *Array) ChunkKey(c []int) string {

@@ -36,7 +36,7 @@ const gpuBlockSize = 64 << 10
 func (a *Array) gpuBlosc() (bloscCodec, bool) {
 	p, es := a.pipe, a.meta.DataType.Size
 	b, ok := p.ab.(bytesCodecAB)
-	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) || zarrtune.CPUEncode.Load() {
+	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) || a.cpuEncode || zarrtune.CPUEncode.Load() {
 		return bloscCodec{}, false
 	}
 	c, ok := p.bb[0].(bloscCodec)

@@ -164,3 +164,51 @@ func compareChunks(t *testing.T, s *DirStore, gpu, cpu *Array) {
 		}
 	}
 }
+
+// TestChunkRows checks chunkRows against view.runs for chunks of random
+// regions of 1 to 4 dimensions: where it finds rows, they are the
+// chunk's bytes in the region, in order; in 1-D and 2-D it always does.
+func TestChunkRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(42, 43))
+	found := 0
+	for range 3000 {
+		nd := 1 + rng.IntN(4)
+		shape, start, count := make([]int, nd), make([]int, nd), make([]int, nd)
+		for d := range nd {
+			shape[d] = 1 + rng.IntN(7)
+			start[d] = rng.IntN(shape[d])
+			count[d] = 1 + rng.IntN(shape[d]-start[d])
+			if rng.IntN(3) == 0 { // whole along d
+				start[d], count[d] = 0, shape[d]
+			}
+		}
+		es := []int{1, 2, 4, 8}[rng.IntN(4)]
+		in := view{shape: shape, es: es}
+		t0 := chunkTask{sel: box{start: make([]int, nd), count: count}, dstStart: start}
+		var want []int
+		in.sub(start).runs(count, func(off, n int) error {
+			for i := range n {
+				want = append(want, off+i)
+			}
+			return nil
+		})
+		off, rows, width, pitch, ok := chunkRows(in, t0)
+		if !ok {
+			if nd <= 2 {
+				t.Fatalf("shape %v, chunk %v at %v: no rows", shape, count, start)
+			}
+			continue
+		}
+		found++
+		var got []int
+		for r := range rows {
+			for i := range width {
+				got = append(got, off+r*pitch+i)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("shape %v, chunk %v at %v (es %d): %d rows of %d, %d apart from %d; the chunk's bytes are %v", shape, count, start, es, rows, width, pitch, off, want)
+		}
+	}
+	t.Logf("%d of 3000 chunks in rows", found)
+}
