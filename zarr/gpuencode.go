@@ -16,11 +16,12 @@ import (
 
 // gpuEncodeBytes is how many bytes of chunks a device write encodes on
 // the GPU at once. A launch wants thousands of blocks (the H200 encodes
-// 1 GiB of 1 MiB chunks in 64 KiB blocks in 31 ms in launches of 1,024
-// chunks, 36 ms in launches of 256, 79 ms in launches of 64), and
-// smaller batches let the workers store one while the next encodes: a
-// device write of 1 GiB ran at 20.5 GB/s in batches of 256 MiB, 20.0
-// of 512 MiB, 17.0 of 1 GiB.
+// 1 GiB of 1 MiB chunks in 64 KiB blocks in 22 ms in launches of 1,024
+// chunks, 27 ms in launches of 256), and smaller batches let the
+// workers store one while the next encodes: a device write of 1 GiB ran
+// at 22.7 GB/s in batches of 256 MiB, 18.4 in batches of 128 MiB (and
+// at 20.5, 20.0 and 17.0 in batches of 256 MiB, 512 MiB and 1 GiB
+// before one batch encoded while another was copied out).
 const gpuEncodeBytes = 256 << 20
 
 // gpuBlockSize is the Blosc block size of chunks the GPU encodes where

@@ -129,28 +129,36 @@ static __device__ inline u32 hash4(u32 v) {
 	return (v * 2654435761u) >> (32 - HT_LOG);
 }
 
+// lenBytes returns how many bytes follow the token for a length len
+// (base less than the token's nibble holds: 4 for a match's): where the
+// nibble is 15, one for each 255 of the rest and one for what remains.
+static __device__ inline u32 lenBytes(u32 len, u32 base) {
+	return len >= base + 15 ? (len - base - 15) / 255 + 1 : 0;
+}
+
+// putLen writes the x bytes of lenBytes(len, base) at out.
+static __device__ void putLen(u8 *out, u32 x, u32 len, u32 base, u32 lane, u32 lanes) {
+	for (u32 i = lane; i + 1 < x; i += lanes) {
+		out[i] = 255;
+	}
+	if (x && lane == 0) {
+		out[x - 1] = (u8)((len - base - 15) % 255);
+	}
+}
+
 // emitSeq writes at out+o a sequence of ll literals from lit and, where
 // ml is not 0, a match of ml bytes at offset off: the new o, or cap+1
 // where it does not fit in cap bytes.
 static __device__ u32 emitSeq(u8 *out, u32 o, u32 cap, const u8 *lit, u32 ll, u32 off, u32 ml, u32 lane, u32 lanes) {
-	u32 lx = ll >= 15 ? (ll - 15) / 255 + 1 : 0;
-	u32 mx = ml >= 19 ? (ml - 19) / 255 + 1 : 0;
+	u32 lx = lenBytes(ll, 0), mx = lenBytes(ml, 4);
 	if ((u64)o + 1 + lx + ll + (ml ? 2 + mx : 0) > cap) {
 		return cap + 1;
 	}
 	if (lane == 0) {
 		out[o] = (u8)((ll < 15 ? ll : 15) << 4 | (ml == 0 ? 0 : ml - 4 < 15 ? ml - 4 : 15));
 	}
-	o++;
-	if (lx) {
-		for (u32 i = lane; i + 1 < lx; i += lanes) {
-			out[o + i] = 255;
-		}
-		if (lane == 0) {
-			out[o + lx - 1] = (u8)((ll - 15) % 255);
-		}
-		o += lx;
-	}
+	putLen(out + o + 1, lx, ll, 0, lane, lanes);
+	o += 1 + lx;
 	copyBytes(out + o, lit, ll, lane, lanes);
 	o += ll;
 	if (ml) {
@@ -158,16 +166,8 @@ static __device__ u32 emitSeq(u8 *out, u32 o, u32 cap, const u8 *lit, u32 ll, u3
 			out[o] = (u8)off;
 			out[o + 1] = (u8)(off >> 8);
 		}
-		o += 2;
-		if (mx) {
-			for (u32 i = lane; i + 1 < mx; i += lanes) {
-				out[o + i] = 255;
-			}
-			if (lane == 0) {
-				out[o + mx - 1] = (u8)((ml - 19) % 255);
-			}
-			o += mx;
-		}
+		putLen(out + o + 2, mx, ml, 4, lane, lanes);
+		o += 2 + mx;
 	}
 	return o;
 }
