@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -323,6 +324,10 @@ func (e *gpuEncoding) close() {
 	})
 }
 
+// gpuEncodedChunks counts the chunks the GPU encoded that were stored,
+// for the tests.
+var gpuEncodedChunks atomic.Int64
+
 // storeEncoded stores the chunks of tasks, encoded as vals, on the
 // workers: each under its key's lock, or deleted where res says all of
 // it is the fill value and a does not write such chunks.
@@ -337,6 +342,7 @@ func (a *Array) storeEncoded(ctx context.Context, tasks []chunkTask, res []kerne
 		if !res[i].Differs && !a.writeEmpty {
 			return a.store.Delete(ctx, key)
 		}
+		gpuEncodedChunks.Add(1)
 		v := vals[i]
 		if a.keepsValues() {
 			v = bytes.Clone(v) // the pinned buffer is the next batch's

@@ -58,6 +58,7 @@ func TestDeviceWriteGPUBlosc(t *testing.T) {
 			}
 			fill := gpu.pipe.fill
 			ref := model{shape: c.shape, es: es, buf: chunkFill(fill, c.shape)}
+			var encoded int64 // chunks the GPU encoded and stored
 			for round := range 4 {
 				start, stop := make([]int, len(c.shape)), slices.Clone(c.shape)
 				if round > 0 {
@@ -72,14 +73,22 @@ func TestDeviceWriteGPUBlosc(t *testing.T) {
 					if a == cpu {
 						zarrtune.CPUEncode.Store(true)
 					}
+					before := gpuEncodedChunks.Load()
 					err := writeFromDevice(ctx, a, start, stop, src)
 					zarrtune.CPUEncode.Store(false)
 					if err != nil {
 						t.Fatal(err)
 					}
+					encoded += gpuEncodedChunks.Load() - before
+					if a == cpu && gpuEncodedChunks.Load() != before {
+						t.Fatalf("the GPU encoded chunks of a write told to encode on the CPU")
+					}
 					checkModel(t, a, ref)
 				}
 				compareChunks(t, s, gpu, cpu)
+			}
+			if want := c.name != "u8-3d"; (encoded > 0) != want {
+				t.Fatalf("%s: the GPU encoded and stored %d chunks", c.name, encoded)
 			}
 		})
 	}

@@ -12,7 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
+	"github.com/kvikgo/kvik/internal/testkit/gputest"
 )
 
 // tensorStorePython returns a Python interpreter that imports tensorstore
@@ -42,7 +44,9 @@ func tensorStorePython(t *testing.T) string {
 // complex64 and complex128 stored big-endian), partial edge chunks and a
 // missing chunk included, some through a store WithProcessLocks
 // (its lock file beside the metadata), and checks that TensorStore reads
-// them byte for byte; TensorStore then writes arrays of the same metadata and
+// them byte for byte (where a GPU is, a Blosc LZ4 array written from
+// device memory, its chunks encoded by the GPU, too); TensorStore then
+// writes arrays of the same metadata and
 // values, which kvik must read byte for byte, whole and in a region.
 func TestTensorStoreInterop(t *testing.T) {
 	py := tensorStorePython(t)
@@ -68,6 +72,15 @@ func TestTensorStoreInterop(t *testing.T) {
 		"sharded-zstd":       {shardCodecs([]int{16, 24}, false, []Codec{bytesLE, zstd}), f32},
 		"complex64-zstd":     {[]Codec{bytesBE, zstd}, c64},
 		"complex128-sharded": {shardCodecs([]int{16, 24}, false, []Codec{bytesBE, zstd}), c128},
+	}
+	// Where a GPU is, one Blosc LZ4 array is written from device memory,
+	// its whole chunks encoded by the GPU (kernels.BloscLZ4).
+	var gpu cuda.Context
+	if gputest.Count() > 0 {
+		gpu = gputest.Primary(t, 0)
+		cases["blosc-lz4-gpu"] = cases["blosc-lz4"]
+	} else {
+		t.Log("no GPU: no array written from device memory")
 	}
 	shape := []int{100, 90}
 	datas := map[DataType][]byte{
@@ -107,7 +120,15 @@ func TestTensorStoreInterop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := a.WriteRegion(bg, []int{0, 0}, shape, data); err != nil {
+		if name == "blosc-lz4-gpu" {
+			before := gpuEncodedChunks.Load()
+			if err := writeFromDevice(gpu, a, []int{0, 0}, shape, data); err != nil {
+				t.Fatal(err)
+			}
+			if gpuEncodedChunks.Load() == before {
+				t.Fatalf("%s: the GPU encoded no chunk", name)
+			}
+		} else if err := a.WriteRegion(bg, []int{0, 0}, shape, data); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Lstat(filepath.Join(s.Root(), lockName)); locked && err != nil {
