@@ -56,6 +56,11 @@ func TestDeviceWriteGPUBlosc(t *testing.T) {
 			if _, ok := gpu.gpuBlosc(); !ok {
 				t.Fatalf("%s: not encoded on the GPU", c.name)
 			}
+			// Batches of 1 to 40 chunks (and none of the minimum of a
+			// GPU encode), so that a write runs several.
+			n := numElements(c.chunk) * es
+			zarrtune.GPUEncodeBytes.Store(int64((1 + rng.IntN(40)) * n))
+			t.Cleanup(func() { zarrtune.GPUEncodeBytes.Store(0) })
 			fill := gpu.pipe.fill
 			ref := model{shape: c.shape, es: es, buf: chunkFill(fill, c.shape)}
 			var encoded int64 // chunks the GPU encoded and stored

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/kvikgo/kvik/cuda"
+	"github.com/kvikgo/kvik/internal/formatkit/zarrtune"
 	"github.com/kvikgo/kvik/internal/testkit/fielddata"
 	"github.com/kvikgo/kvik/internal/testkit/gputest"
 )
@@ -121,8 +122,11 @@ func TestTensorStoreInterop(t *testing.T) {
 			t.Fatal(err)
 		}
 		if name == "blosc-lz4-gpu" {
+			zarrtune.GPUEncodeBytes.Store(1) // a chunk a batch, none of gpuEncodeMin
 			before := gpuEncodedChunks.Load()
-			if err := writeFromDevice(gpu, a, []int{0, 0}, shape, data); err != nil {
+			err := writeFromDevice(gpu, a, []int{0, 0}, shape, data)
+			zarrtune.GPUEncodeBytes.Store(0)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if gpuEncodedChunks.Load() == before {

@@ -406,8 +406,6 @@ func BenchmarkBloscLZ4(b *testing.B) {
 // benchBlosc is BenchmarkBloscLZ4's GPU half in ctx, current: field's
 // chunk i at at(i).
 func benchBlosc(b *testing.B, ctx cuda.Context, field []byte, at func(int) int) {
-	const side, cs, bs = 16384, 512, 256 << 10
-	const chunk, count = 4 * cs * cs, (side / cs) * (side / cs)
 	k, err := LoadBloscLZ4(ctx)
 	if err != nil {
 		b.Fatal(err)
