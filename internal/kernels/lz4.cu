@@ -191,9 +191,9 @@ static __device__ u32 lz4Block(const u8 *in, u32 n, u8 *out, u32 cap, u32 *ht, u
 				v = rd32(in + pos);
 				h = hash4(v);
 				cand = ht[h];
-				// An entry may be of a later position (the lane at the
-				// position two before a match's end enters it): offsets
-				// 1 to 65535 only.
+				// Entries are of earlier positions (those of a window
+				// past its first match are not entered); an offset
+				// beyond LZ4's 65,535 is no match, nor would be 0.
 				u32 off = pos - (cand - 1);
 				hit = cand != 0 && off - 1 < 65535 && rd32(in + cand - 1) == v;
 			}
