@@ -27,12 +27,15 @@ func TestDeviceWriteGPUBlosc(t *testing.T) {
 		shuffle      string
 		shape, chunk []int
 		fill         any
+		v2, big      bool // a v2 array (numcodecs' blosc), big-endian
 	}{
-		{"f32-2d", DataType{Kind: Float, Size: 4}, "shuffle", []int{37, 150}, []int{8, 32}, 0.0},
-		{"u16-2d-noshuffle", DataType{Kind: Uint, Size: 2}, "noshuffle", []int{64, 64}, []int{16, 16}, 7},
-		{"i64-3d", DataType{Kind: Int, Size: 8}, "shuffle", []int{6, 20, 30}, []int{1, 5, 30}, -1},
-		{"u8-3d", DataType{Kind: Uint, Size: 1}, "shuffle", []int{6, 20, 30}, []int{2, 20, 7}, 0},
-		{"i32-1d", DataType{Kind: Int, Size: 4}, "shuffle", []int{10000}, []int{1000}, 3},
+		{"f32-2d", DataType{Kind: Float, Size: 4}, "shuffle", []int{37, 150}, []int{8, 32}, 0.0, false, false},
+		{"u16-2d-noshuffle", DataType{Kind: Uint, Size: 2}, "noshuffle", []int{64, 64}, []int{16, 16}, 7, false, false},
+		{"i64-3d", DataType{Kind: Int, Size: 8}, "shuffle", []int{6, 20, 30}, []int{1, 5, 30}, -1, false, false},
+		{"u8-3d", DataType{Kind: Uint, Size: 1}, "shuffle", []int{6, 20, 30}, []int{2, 20, 7}, 0, false, false},
+		{"i32-1d", DataType{Kind: Int, Size: 4}, "shuffle", []int{10000}, []int{1000}, 3, false, false},
+		{"v2-f64", DataType{Kind: Float, Size: 8}, "shuffle", []int{50, 40}, []int{10, 40}, nil, true, false},
+		{"v2-i16-big", DataType{Kind: Int, Size: 2}, "shuffle", []int{50, 40}, []int{10, 8}, 1, true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -45,6 +48,11 @@ func TestDeviceWriteGPUBlosc(t *testing.T) {
 			m := Metadata{Shape: c.shape, ChunkShape: c.chunk, DataType: c.dt, FillValue: c.fill,
 				Codecs: []Codec{{Name: "bytes", Configuration: map[string]any{"endian": "little"}},
 					{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": c.shuffle, "typesize": es, "blocksize": bs}}}}
+			if c.v2 {
+				shuffle := map[string]int{"noshuffle": 0, "shuffle": 1}[c.shuffle]
+				m = Metadata{ZarrFormat: 2, Shape: c.shape, ChunkShape: c.chunk, DataType: c.dt, FillValue: c.fill, BigEndian: c.big,
+					Compressor: &Codec{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": shuffle, "blocksize": bs}}}
+			}
 			gpu, err := Create(bg, s, "gpu", m)
 			if err != nil {
 				t.Fatal(err)
@@ -53,8 +61,8 @@ func TestDeviceWriteGPUBlosc(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, ok := gpu.gpuBlosc(); !ok {
-				t.Fatalf("%s: not encoded on the GPU", c.name)
+			if _, ok := gpu.gpuBlosc(); ok == c.big {
+				t.Fatalf("%s: encoded on the GPU: %v", c.name, ok)
 			}
 			// Batches of 1 to 40 chunks (and none of the minimum of a
 			// GPU encode), so that a write runs several.
@@ -92,7 +100,7 @@ func TestDeviceWriteGPUBlosc(t *testing.T) {
 				}
 				compareChunks(t, s, gpu, cpu)
 			}
-			if want := c.name != "u8-3d"; (encoded > 0) != want {
+			if want := c.name != "u8-3d" && !c.big; (encoded > 0) != want {
 				t.Fatalf("%s: the GPU encoded and stored %d chunks", c.name, encoded)
 			}
 		})
@@ -149,7 +157,7 @@ func compareChunks(t *testing.T, s *DirStore, gpu, cpu *Array) {
 		}
 		var out []string
 		for _, k := range keys {
-			if k != prefix+"zarr.json" {
+			if !IsMetadataKey(k) {
 				out = append(out, k[len(prefix):])
 			}
 		}
@@ -225,4 +233,64 @@ func TestChunkRows(t *testing.T) {
 		}
 	}
 	t.Logf("%d of 3000 chunks in rows", found)
+}
+
+// TestGPUBloscChains checks which arrays a device write has the GPU
+// encode (gpuBlosc): Blosc's lz4 at a level above 0, byte shuffle or
+// none, elements of 1, 2, 4 or 8 bytes stored little-endian (or of one
+// byte), the chain's only codec after the bytes; nothing else.
+func TestGPUBloscChains(t *testing.T) {
+	blosc := func(cname string, clevel int, shuffle any, typesize int) Codec {
+		return Codec{Name: "blosc", Configuration: map[string]any{"cname": cname, "clevel": clevel, "shuffle": shuffle, "typesize": typesize, "blocksize": 0}}
+	}
+	le := Codec{Name: "bytes", Configuration: map[string]any{"endian": "little"}}
+	be := Codec{Name: "bytes", Configuration: map[string]any{"endian": "big"}}
+	f32, f64, i16, u8, c128 := DataType{Kind: Float, Size: 4}, DataType{Kind: Float, Size: 8}, DataType{Kind: Int, Size: 2}, DataType{Kind: Uint, Size: 1}, DataType{Kind: Complex, Size: 16}
+	v2blosc := func(cname string, shuffle int) *Codec {
+		return &Codec{Name: "blosc", Configuration: map[string]any{"cname": cname, "clevel": 5, "shuffle": shuffle, "blocksize": 0}}
+	}
+	cases := []struct {
+		name string
+		m    Metadata
+		want bool
+	}{
+		{"lz4-shuffle", Metadata{DataType: f32, Codecs: []Codec{le, blosc("lz4", 5, "shuffle", 4)}}, true},
+		{"lz4-noshuffle-f64", Metadata{DataType: f64, Codecs: []Codec{le, blosc("lz4", 1, "noshuffle", 8)}}, true},
+		{"lz4-u8", Metadata{DataType: u8, Codecs: []Codec{le, blosc("lz4", 9, "shuffle", 1)}}, true},
+		{"lz4-big-u8", Metadata{DataType: u8, Codecs: []Codec{be, blosc("lz4", 5, "shuffle", 1)}}, true},
+		{"lz4-bitshuffle", Metadata{DataType: f32, Codecs: []Codec{le, blosc("lz4", 5, "bitshuffle", 4)}}, false},
+		{"lz4hc", Metadata{DataType: f32, Codecs: []Codec{le, blosc("lz4hc", 5, "shuffle", 4)}}, false},
+		{"zstd", Metadata{DataType: f32, Codecs: []Codec{le, blosc("zstd", 5, "shuffle", 4)}}, false},
+		{"level-0", Metadata{DataType: f32, Codecs: []Codec{le, blosc("lz4", 0, "shuffle", 4)}}, false},
+		{"typesize-2-of-4", Metadata{DataType: f32, Codecs: []Codec{le, blosc("lz4", 5, "shuffle", 2)}}, false},
+		{"big-i16", Metadata{DataType: i16, Codecs: []Codec{be, blosc("lz4", 5, "shuffle", 2)}}, false},
+		{"complex128", Metadata{DataType: c128, Codecs: []Codec{le, blosc("lz4", 5, "shuffle", 16)}}, false},
+		{"transpose", Metadata{DataType: f32, Codecs: []Codec{{Name: "transpose", Configuration: map[string]any{"order": "F"}}, le, blosc("lz4", 5, "shuffle", 4)}}, false},
+		{"then-crc32c", Metadata{DataType: f32, Codecs: []Codec{le, blosc("lz4", 5, "shuffle", 4), {Name: "crc32c"}}}, false},
+		{"sharded", Metadata{DataType: f32, Codecs: shardCodecs([]int{4, 4}, false, []Codec{le, blosc("lz4", 5, "shuffle", 4)})}, false},
+		{"v2", Metadata{ZarrFormat: 2, DataType: i16, Compressor: v2blosc("lz4", 1)}, true},
+		{"v2-big", Metadata{ZarrFormat: 2, DataType: i16, BigEndian: true, Compressor: v2blosc("lz4", 1)}, false},
+		{"v2-F", Metadata{ZarrFormat: 2, DataType: i16, Order: 'F', Compressor: v2blosc("lz4", 1)}, false},
+		{"v2-filter", Metadata{ZarrFormat: 2, DataType: i16, Filters: []Codec{{Name: "delta", Configuration: map[string]any{"dtype": "<i2"}}}, Compressor: v2blosc("lz4", 1)}, false},
+	}
+	for _, c := range cases {
+		s, err := NewDirStore(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.m.Shape, c.m.ChunkShape = []int{8, 8}, []int{4, 4}
+		a, err := Create(bg, s, "a", c.m)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if _, ok := a.gpuBlosc(); ok != c.want {
+			t.Errorf("%s: the GPU encodes %v, want %v", c.name, ok, c.want)
+		}
+		if c.want {
+			a.SetGPUEncode(false)
+			if _, ok := a.gpuBlosc(); ok {
+				t.Errorf("%s: the GPU encodes after SetGPUEncode(false)", c.name)
+			}
+		}
+	}
 }
