@@ -16,6 +16,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kvikgo/kvik/cuda"
 	"github.com/kvikgo/kvik/zarr"
 )
 
@@ -572,4 +573,54 @@ func ExampleArray_Append() {
 	// Output:
 	// [4 2]
 	// [1 2 255 255 255 255]
+}
+
+// ExampleArray_SetGPUEncode saves a float32 field from GPU memory as a
+// Blosc LZ4 array: WriteRegionDevice has the GPU encode the whole chunks
+// it covers (32 MiB of them or more), which the cores then store;
+// SetGPUEncode(false) would encode them on the CPU after a copy to host
+// memory. It needs a GPU, so it is compiled but not run by go test.
+func ExampleArray_SetGPUEncode() {
+	if err := cuda.Init(); err != nil {
+		log.Fatal(err) // errors.Is(err, cuda.ErrLibraryNotFound) without a driver
+	}
+	dev, err := cuda.DeviceGet(0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	gpu, err := dev.PrimaryCtxRetain()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dev.PrimaryCtxRelease()
+
+	const rows, cols = 8192, 8192 // 256 MiB of float32
+	var field *cuda.DeviceBuffer
+	if err := cuda.WithContext(gpu, func() (err error) {
+		field, err = cuda.MemAlloc(4 * rows * cols) // filled by the caller's kernels
+		return err
+	}); err != nil {
+		log.Fatal(err)
+	}
+	defer field.Close()
+
+	ctx := context.Background()
+	s, err := zarr.NewDirStore("/dev/shm/fields")
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := zarr.Create(ctx, s, "t", zarr.Metadata{
+		Shape: []int{rows, cols}, ChunkShape: []int{512, 512}, // 1 MiB chunks
+		DataType: zarr.DataType{Kind: zarr.Float, Size: 4},
+		Codecs: []zarr.Codec{
+			{Name: "bytes", Configuration: map[string]any{"endian": "little"}},
+			{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4}},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := a.WriteRegionDevice(ctx, []int{0, 0}, []int{rows, cols}, field.Ptr()); err != nil {
+		log.Fatal(err)
+	}
 }
