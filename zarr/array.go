@@ -306,10 +306,10 @@ func (a *Array) SetGPUDecode(on bool) { a.cpuDecode = !on }
 // whole chunks of an array of Blosc LZ4 chunks (byte shuffle or none,
 // elements of 1 to 8 bytes) that a region covers, where they make 32
 // MiB or more, in batches of 256 MiB (about 1.5 GiB of device memory
-// while the write lasts, two batches; kernels.BloscLZ4). By default they do, wherever the driver
-// runs kvik's kernels; off, device writes copy the region to host
-// memory and encode on the CPU, as host writes do. Set it before the
-// array is used, as SetWorkers.
+// while the write lasts, two batches; kernels.BloscLZ4). By default
+// they do, wherever the driver runs kvik's kernels; off, device writes
+// copy the region to host memory and encode on the CPU, as host writes
+// do. Set it before the array is used, as SetWorkers.
 func (a *Array) SetGPUEncode(on bool) { a.cpuEncode = !on }
 
 // ChunkKey returns the store key of the chunk at grid coordinates c.
