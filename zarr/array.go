@@ -304,7 +304,8 @@ func (a *Array) SetGPUDecode(on bool) { a.cpuDecode = !on }
 
 // SetGPUEncode sets whether device writes may encode on the GPU: the
 // whole chunks of an array of Blosc LZ4 chunks (byte shuffle or none,
-// elements of 1 to 8 bytes) that a region covers, where they make 32
+// elements of 1 to 8 bytes; or the inner chunks of its whole shards)
+// that a region covers, where they make 32
 // MiB or more, in batches of 256 MiB (about 1.5 GiB of device memory
 // while the write lasts, two batches; kernels.BloscLZ4). By default
 // they do, wherever the driver runs kvik's kernels; off, device writes

@@ -957,7 +957,8 @@ func copyDtoH(dst []byte, src cuda.DevicePtr, c copy2D, st cuda.Stream) error {
 // object uploaded through pinned bounce buffers), the GPU looking for
 // those all of the fill value first (see SetWriteEmptyChunks; a driver
 // that cannot load kvik's kernel stores them). Blosc LZ4 chunks it
-// covers whole, 32 MiB of them or more, are encoded by the GPU where
+// covers whole (inner chunks of shards too), 32 MiB of them or more,
+// are encoded by the GPU where
 // they lie and only their encoded bytes copied to host memory to be
 // stored (see SetGPUEncode). Otherwise the region is copied to host
 // memory and written as WriteRegion does.

@@ -39,19 +39,49 @@ const gpuEncodeMin = 32 << 20
 // more of them, each done sooner.
 const gpuBlockSize = 64 << 10
 
-// gpuBlosc returns a's Blosc codec where a device write encodes a's
-// chunks on the GPU (kernels.BloscLZ4): Blosc's "lz4" at a level above
-// 0, with byte shuffle or none, of 1, 2, 4 or 8-byte elements stored as
-// they are, the chain's only codec after the bytes.
+// gpuBlosc returns the Blosc codec of a's chunks, or of its shards'
+// inner chunks, where a device write has the GPU encode them
+// (kernels.BloscLZ4): Blosc's "lz4" at a level above 0, with byte
+// shuffle or none, of 1, 2, 4 or 8-byte elements stored as they are,
+// the chain's (the shards' inner chain's) only codec after the bytes.
 func (a *Array) gpuBlosc() (bloscCodec, bool) {
-	p, es := a.pipe, a.meta.DataType.Size
+	p, es := a.cellPipe(), a.meta.DataType.Size
 	b, ok := p.ab.(bytesCodecAB)
 	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) || a.cpuEncode || zarrtune.CPUEncode.Load() {
 		return bloscCodec{}, false
 	}
 	c, ok := p.bb[0].(bloscCodec)
-	ok = ok && c.cname == "lz4" && c.clevel > 0 && c.shuffle != 2 && c.typeSize() == es && len(p.fill) == es
+	ok = ok && c.cname == "lz4" && c.clevel > 0 && c.shuffle != 2 && c.typeSize() == es && len(a.pipe.fill) == es
 	return c, ok && (es == 1 || es == 2 || es == 4 || es == 8)
+}
+
+// gpuCells returns the boxes, within a chunk, that a device write has
+// the GPU encode one by one: the chunk, or its shard's inner chunks in
+// the order of the shard's index.
+func (a *Array) gpuCells() [][]int {
+	s := a.pipe.sharded()
+	if s == nil {
+		return [][]int{make([]int, len(a.meta.ChunkShape))}
+	}
+	cells := make([][]int, s.nInner())
+	for i := range cells {
+		cells[i] = make([]int, len(s.inner))
+		unflatten(i, s.perShard, cells[i])
+		for d := range cells[i] {
+			cells[i][d] *= s.inner[d]
+		}
+	}
+	return cells
+}
+
+// cellTask returns the task of the cell at start (a box of a.cellShape())
+// of t's chunk, t covering it whole.
+func (a *Array) cellTask(t chunkTask, start []int) chunkTask {
+	at := make([]int, len(start))
+	for d := range start {
+		at[d] = t.dstStart[d] + start[d]
+	}
+	return chunkTask{sel: box{start: make([]int, len(start)), count: a.cellShape()}, dstStart: at}
 }
 
 // chunkRows returns where chunk t's bytes lie in the region in: from
@@ -87,11 +117,19 @@ func chunkRows(in view, t chunkTask) (off, rows, width, pitch int, ok bool) {
 }
 
 // splitGPU returns the tasks of a device write that the GPU encodes
-// (whole chunks inside the array, their rows evenly apart in the
-// region in) and the others.
+// (whole chunks inside the array, the rows of each cell evenly apart in
+// the region in) and the others.
 func (a *Array) splitGPU(in view, tasks []chunkTask) (gpu, cpu []chunkTask) {
+	cells := a.gpuCells()
 	for _, t := range tasks {
-		if _, _, _, _, ok := chunkRows(in, t); ok && a.covers(t) && a.insideArray(t) {
+		ok := a.covers(t) && a.insideArray(t)
+		for _, c := range cells {
+			if !ok {
+				break
+			}
+			_, _, _, _, ok = chunkRows(in, a.cellTask(t, c))
+		}
+		if ok {
 			gpu = append(gpu, t)
 		} else {
 			cpu = append(cpu, t)
@@ -110,22 +148,26 @@ func (a *Array) splitGPU(in view, tasks []chunkTask) (gpu, cpu []chunkTask) {
 // gpuEncodeMin bytes, or the kernel cannot be loaded (an old driver) or
 // its device memory allocated.
 func (a *Array) writeGPU(ctx context.Context, target devmem.Range, in view, tasks []chunkTask, src cuda.DevicePtr, c bloscCodec) ([]chunkTask, error) {
-	n := numElements(a.meta.ChunkShape) * in.es
-	if len(tasks) == 0 || len(tasks)*n < gpuEncodeMin && zarrtune.GPUEncodeBytes.Load() <= 0 {
+	cells := a.gpuCells()
+	k := len(cells) // the GPU's chunks a task
+	n := numElements(a.cellShape()) * in.es
+	if len(tasks) == 0 || k > gpuBatchMost || len(tasks)*k*n < gpuEncodeMin && zarrtune.GPUEncodeBytes.Load() <= 0 {
 		return tasks, nil
 	}
-	e, err := newGPUEncoding(target, n, len(tasks), c)
+	e, err := newGPUEncoding(target, n, len(tasks), k, c)
 	if err != nil {
 		return tasks, nil
 	}
 	defer e.close()
 	var fill [8]byte
 	copy(fill[:], a.pipe.fill)
-	chunks := make([]kernels.BloscChunk, len(tasks))
-	for i, t := range tasks {
-		off, rows, width, pitch, _ := chunkRows(in, t)
-		chunks[i] = kernels.BloscChunk{Src: src + cuda.DevicePtr(off), Rows: rows, Width: width, Pitch: pitch,
-			TypeSize: in.es, Shuffle: c.shuffle == 1, Fill: binary.LittleEndian.Uint64(fill[:])}
+	chunks := make([]kernels.BloscChunk, 0, len(tasks)*k)
+	for _, t := range tasks {
+		for _, cell := range cells {
+			off, rows, width, pitch, _ := chunkRows(in, a.cellTask(t, cell))
+			chunks = append(chunks, kernels.BloscChunk{Src: src + cuda.DevicePtr(off), Rows: rows, Width: width, Pitch: pitch,
+				TypeSize: in.es, Shuffle: c.shuffle == 1, Fill: binary.LittleEndian.Uint64(fill[:])})
+		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	ready := make(chan encodedBatch, 1)
@@ -137,7 +179,7 @@ func (a *Array) writeGPU(ctx context.Context, target devmem.Range, in view, task
 		defer close(ready)
 		return cuda.WithContext(target.Ctx, func() error {
 			return e.run(gctx, chunks, free, func(b encodedBatch) error {
-				b.tasks = tasks[b.first : b.first+len(b.vals)]
+				b.tasks = tasks[b.first/k : (b.first+len(b.vals))/k]
 				select {
 				case ready <- b:
 					return nil
@@ -173,9 +215,13 @@ type gpuEncoding struct {
 	sets    [2][]*kvik.PinnedBuffer
 }
 
-// newGPUEncoding loads the kernel and allocates batches for tasks chunks
-// of n bytes in c's blocks (one batch where a second does not fit).
-func newGPUEncoding(target devmem.Range, n, tasks int, c bloscCodec) (*gpuEncoding, error) {
+// gpuBatchMost is the most chunks a batch of the GPU's encodes.
+const gpuBatchMost = 1024
+
+// newGPUEncoding loads the kernel and allocates batches for tasks of k
+// chunks of n bytes each (a batch holds whole tasks) in c's blocks (one
+// batch where a second does not fit).
+func newGPUEncoding(target devmem.Range, n, tasks, k int, c bloscCodec) (*gpuEncoding, error) {
 	bs := c.blocksize
 	if bs <= 0 {
 		bs = gpuBlockSize
@@ -189,14 +235,15 @@ func newGPUEncoding(target devmem.Range, n, tasks int, c bloscCodec) (*gpuEncodi
 	if v := zarrtune.GPUEncodeBytes.Load(); v > 0 {
 		limit = int(v)
 	}
-	e := &gpuEncoding{target: target, per: min(tasks, 1024, max(1, limit/(n+16))), size: max(bandTarget, n+16)}
+	per := min(tasks*k, gpuBatchMost, max(k, limit/(n+16)))
+	e := &gpuEncoding{target: target, per: per - per%k, size: max(bandTarget, n+16)}
 	err := cuda.WithContext(target.Ctx, func() error {
-		k, err := kernels.LoadBloscLZ4(target.Ctx)
+		enc, err := kernels.LoadBloscLZ4(target.Ctx)
 		if err != nil {
 			return err
 		}
-		for i := range min(2, (tasks+e.per-1)/e.per) {
-			b, err := k.NewBatch(e.per, n, bs)
+		for i := range min(2, (tasks*k+e.per-1)/e.per) {
+			b, err := enc.NewBatch(e.per, n, bs)
 			if err != nil && i > 0 {
 				break // one batch, the copies after the encodes
 			}
@@ -337,10 +384,13 @@ func (e *gpuEncoding) close() {
 // for the tests.
 var gpuEncodedChunks atomic.Int64
 
-// storeEncoded stores the chunks of tasks, encoded as vals, on the
-// workers: each under its key's lock, or deleted where res says all of
-// it is the fill value and a does not write such chunks.
+// storeEncoded stores the chunks of tasks, encoded as vals (res says
+// which hold anything but the fill value; for a sharded array, a task's
+// inner chunks in turn, those that do not left out of its shard), on the
+// workers: each under its key's lock, or deleted where all of it is the
+// fill value and a does not write such chunks.
 func (a *Array) storeEncoded(ctx context.Context, tasks []chunkTask, res []kernels.BloscResult, vals [][]byte) error {
+	k := len(res) / max(len(tasks), 1)
 	return a.run(ctx, len(tasks), func(ctx context.Context, _, i int) error {
 		key := a.ChunkKey(tasks[i].coords)
 		unlock, err := a.lockChunk(ctx, key)
@@ -348,14 +398,32 @@ func (a *Array) storeEncoded(ctx context.Context, tasks []chunkTask, res []kerne
 			return err
 		}
 		defer unlock()
-		if !res[i].Differs && !a.writeEmpty {
+		v, stored := a.encodedValue(res[i*k:(i+1)*k], vals[i*k:(i+1)*k])
+		if !stored && !a.writeEmpty {
 			return a.store.Delete(ctx, key)
 		}
 		gpuEncodedChunks.Add(1)
-		v := vals[i]
-		if a.keepsValues() {
+		if a.keepsValues() && v != nil && overlaps(v, vals[i*k]) {
 			v = bytes.Clone(v) // the pinned buffer is the next batch's
 		}
 		return a.store.Set(ctx, key, v)
 	})
+}
+
+// encodedValue returns the value of a chunk the GPU encoded as vals: the
+// chunk itself, or a shard of the inner chunks that hold anything but
+// the fill value; and whether any does.
+func (a *Array) encodedValue(res []kernels.BloscResult, vals [][]byte) ([]byte, bool) {
+	s := a.pipe.sharded()
+	if s == nil {
+		return vals[0], res[0].Differs
+	}
+	enc := make([][]byte, len(vals))
+	stored := false
+	for i, r := range res {
+		if r.Differs {
+			enc[i], stored = vals[i], true
+		}
+	}
+	return s.assemble(enc, nil), stored
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kvikgo/kvik/cuda"
@@ -36,6 +37,8 @@ func TestDeviceWriteGPUBlosc(t *testing.T) {
 		{"i32-1d", DataType{Kind: Int, Size: 4}, "shuffle", []int{10000}, []int{1000}, 3, false, false},
 		{"v2-f64", DataType{Kind: Float, Size: 8}, "shuffle", []int{50, 40}, []int{10, 40}, nil, true, false},
 		{"v2-i16-big", DataType{Kind: Int, Size: 2}, "shuffle", []int{50, 40}, []int{10, 8}, 1, true, true},
+		{"sharded-f32", DataType{Kind: Float, Size: 4}, "shuffle", []int{45, 130}, []int{16, 64}, 0.0, false, false},
+		{"sharded-u16-3d", DataType{Kind: Uint, Size: 2}, "noshuffle", []int{6, 20, 30}, []int{2, 10, 30}, 5, false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -48,6 +51,14 @@ func TestDeviceWriteGPUBlosc(t *testing.T) {
 			m := Metadata{Shape: c.shape, ChunkShape: c.chunk, DataType: c.dt, FillValue: c.fill,
 				Codecs: []Codec{{Name: "bytes", Configuration: map[string]any{"endian": "little"}},
 					{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": c.shuffle, "typesize": es, "blocksize": bs}}}}
+			if strings.HasPrefix(c.name, "sharded") {
+				// Shards of inner chunks of half the shard's first two
+				// sides, the index at either end.
+				inner := slices.Clone(c.chunk)
+				inner[0] /= 2
+				inner[1] /= 2
+				m.Codecs = shardCodecs(inner, rng.IntN(2) == 0, m.Codecs)
+			}
 			if c.v2 {
 				shuffle := map[string]int{"noshuffle": 0, "shuffle": 1}[c.shuffle]
 				m = Metadata{ZarrFormat: 2, Shape: c.shape, ChunkShape: c.chunk, DataType: c.dt, FillValue: c.fill, BigEndian: c.big,
@@ -66,7 +77,7 @@ func TestDeviceWriteGPUBlosc(t *testing.T) {
 			}
 			// Batches of 1 to 40 chunks (and none of the minimum of a
 			// GPU encode), so that a write runs several.
-			n := numElements(c.chunk) * es
+			n := numElements(gpu.cellShape()) * es
 			zarrtune.GPUEncodeBytes.Store(int64((1 + rng.IntN(40)) * n))
 			t.Cleanup(func() { zarrtune.GPUEncodeBytes.Store(0) })
 			fill := gpu.pipe.fill
@@ -238,7 +249,8 @@ func TestChunkRows(t *testing.T) {
 // TestGPUBloscChains checks which arrays a device write has the GPU
 // encode (gpuBlosc): Blosc's lz4 at a level above 0, byte shuffle or
 // none, elements of 1, 2, 4 or 8 bytes stored little-endian (or of one
-// byte), the chain's only codec after the bytes; nothing else.
+// byte), the chain's (or the shards' inner chain's) only codec after
+// the bytes; nothing else.
 func TestGPUBloscChains(t *testing.T) {
 	blosc := func(cname string, clevel int, shuffle any, typesize int) Codec {
 		return Codec{Name: "blosc", Configuration: map[string]any{"cname": cname, "clevel": clevel, "shuffle": shuffle, "typesize": typesize, "blocksize": 0}}
@@ -267,7 +279,10 @@ func TestGPUBloscChains(t *testing.T) {
 		{"complex128", Metadata{DataType: c128, Codecs: []Codec{le, blosc("lz4", 5, "shuffle", 16)}}, false},
 		{"transpose", Metadata{DataType: f32, Codecs: []Codec{{Name: "transpose", Configuration: map[string]any{"order": "F"}}, le, blosc("lz4", 5, "shuffle", 4)}}, false},
 		{"then-crc32c", Metadata{DataType: f32, Codecs: []Codec{le, blosc("lz4", 5, "shuffle", 4), {Name: "crc32c"}}}, false},
-		{"sharded", Metadata{DataType: f32, Codecs: shardCodecs([]int{4, 4}, false, []Codec{le, blosc("lz4", 5, "shuffle", 4)})}, false},
+		{"sharded", Metadata{DataType: f32, Codecs: shardCodecs([]int{2, 2}, false, []Codec{le, blosc("lz4", 5, "shuffle", 4)})}, true},
+		{"sharded-index-first", Metadata{DataType: f32, Codecs: shardCodecs([]int{2, 4}, true, []Codec{le, blosc("lz4", 5, "noshuffle", 4)})}, true},
+		{"sharded-zstd", Metadata{DataType: f32, Codecs: shardCodecs([]int{2, 2}, false, []Codec{le, blosc("zstd", 5, "shuffle", 4)})}, false},
+		{"sharded-then-crc32c", Metadata{DataType: f32, Codecs: shardCodecs([]int{2, 2}, false, []Codec{le, blosc("lz4", 5, "shuffle", 4), {Name: "crc32c"}})}, false},
 		{"v2", Metadata{ZarrFormat: 2, DataType: i16, Compressor: v2blosc("lz4", 1)}, true},
 		{"v2-big", Metadata{ZarrFormat: 2, DataType: i16, BigEndian: true, Compressor: v2blosc("lz4", 1)}, false},
 		{"v2-F", Metadata{ZarrFormat: 2, DataType: i16, Order: 'F', Compressor: v2blosc("lz4", 1)}, false},

@@ -45,8 +45,9 @@ func tensorStorePython(t *testing.T) string {
 // complex64 and complex128 stored big-endian), partial edge chunks and a
 // missing chunk included, some through a store WithProcessLocks
 // (its lock file beside the metadata), and checks that TensorStore reads
-// them byte for byte (where a GPU is, a Blosc LZ4 array written from
-// device memory, its chunks encoded by the GPU, too); TensorStore then
+// them byte for byte (where a GPU is, Blosc LZ4 arrays written from
+// device memory, plain and sharded, their chunks encoded by the GPU,
+// too); TensorStore then
 // writes arrays of the same metadata and
 // values, which kvik must read byte for byte, whole and in a region.
 func TestTensorStoreInterop(t *testing.T) {
@@ -80,6 +81,7 @@ func TestTensorStoreInterop(t *testing.T) {
 	if gputest.Count() > 0 {
 		gpu = gputest.Primary(t, 0)
 		cases["blosc-lz4-gpu"] = cases["blosc-lz4"]
+		cases["sharded-lz4-gpu"] = tsCase{shardCodecs([]int{16, 24}, false, []Codec{bytesLE, blosc("lz4", "shuffle")}), f32}
 	} else {
 		t.Log("no GPU: no array written from device memory")
 	}
@@ -121,7 +123,7 @@ func TestTensorStoreInterop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if name == "blosc-lz4-gpu" {
+		if strings.HasSuffix(name, "-gpu") {
 			zarrtune.GPUEncodeBytes.Store(1) // a chunk a batch, none of gpuEncodeMin
 			before := gpuEncodedChunks.Load()
 			err := writeFromDevice(gpu, a, []int{0, 0}, shape, data)

@@ -51,7 +51,7 @@ func main() {
 	dir := flag.String("dir", "/dev/shm/kvik-zarrbench", "directory for the arrays (removed first)")
 	side := flag.Int("side", 16384, "array side (float32 side x side: 1 GiB at 16384)")
 	chunk := flag.Int("chunk", 512, "chunk side (512: 1 MiB chunks)")
-	shard := flag.Int("shard", 4096, "shard side of sharded-zstd (inner chunks of -chunk)")
+	shard := flag.Int("shard", 4096, "shard side of sharded-zstd and sharded-lz4 (inner chunks of -chunk; sharded-lz4, Blosc LZ4 inner chunks, is not in the default list)")
 	reps := flag.Int("reps", 3, "repetitions of each read (the best is reported)")
 	codecs := flag.String("codecs", "raw,zstd,blosc-lz4,blosc-zstd,gzip,sharded-zstd", "codecs, comma-separated")
 	keep := flag.Bool("keep", false, "leave the arrays in -dir")
@@ -303,9 +303,13 @@ func codecsOf(name string, chunk int) []zarr.Codec {
 		return []zarr.Codec{bytesLE, blosc("zstd", 3)}
 	case "gzip":
 		return []zarr.Codec{bytesLE, {Name: "gzip", Configuration: map[string]any{"level": 5}}}
-	case "sharded-zstd":
+	case "sharded-zstd", "sharded-lz4":
+		inner := []zarr.Codec{bytesLE, zstd}
+		if name == "sharded-lz4" {
+			inner = []zarr.Codec{bytesLE, blosc("lz4", 5)}
+		}
 		return []zarr.Codec{{Name: "sharding_indexed", Configuration: map[string]any{
-			"chunk_shape": []int{chunk, chunk}, "codecs": []zarr.Codec{bytesLE, zstd}, "index_location": "end",
+			"chunk_shape": []int{chunk, chunk}, "codecs": inner, "index_location": "end",
 			"index_codecs": []zarr.Codec{bytesLE, {Name: "crc32c"}},
 		}}}
 	}
