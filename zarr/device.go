@@ -958,10 +958,9 @@ func copyDtoH(dst []byte, src cuda.DevicePtr, c copy2D, st cuda.Stream) error {
 // those all of the fill value first (see SetWriteEmptyChunks; a driver
 // that cannot load kvik's kernel stores them). Blosc LZ4 chunks it
 // covers whole (inner chunks of shards too), 32 MiB of them or more,
-// are encoded by the GPU where
-// they lie and only their encoded bytes copied to host memory to be
-// stored (see SetGPUEncode). Otherwise the region is copied to host
-// memory and written as WriteRegion does.
+// are encoded by the GPU where they lie and only their encoded bytes
+// copied to host memory to be stored (see SetGPUEncode). Otherwise the
+// region is copied to host memory and written as WriteRegion does.
 func (a *Array) WriteRegionDevice(ctx context.Context, start, stop []int, src cuda.DevicePtr) error {
 	r, size, err := a.region(start, stop)
 	if err != nil || size == 0 {

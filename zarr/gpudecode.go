@@ -164,12 +164,11 @@ func (a *Array) gpuDecoder(r devmem.Range, size int) (kernels.Decoder, *gpuKerne
 // elements compressed with zstd without a checksum, gzip or zlib; nil
 // for others, or where SetGPUDecode(false) or zarrtune.CPUDecode is set.
 func (a *Array) gpuCodec() *gpuKernel {
-	p := a.cellPipe()
-	b, ok := p.ab.(bytesCodecAB)
-	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) || a.cpuDecode || zarrtune.CPUDecode.Load() {
+	c, ok := a.cellPipe().plainThen()
+	if !ok || a.cpuDecode || zarrtune.CPUDecode.Load() {
 		return nil
 	}
-	switch c := p.bb[0].(type) {
+	switch c := c.(type) {
 	case zstdCodec:
 		if !c.checksum {
 			return &gpuZstdKernel

@@ -45,12 +45,12 @@ const gpuBlockSize = 64 << 10
 // shuffle or none, of 1, 2, 4 or 8-byte elements stored as they are,
 // the chain's (the shards' inner chain's) only codec after the bytes.
 func (a *Array) gpuBlosc() (bloscCodec, bool) {
-	p, es := a.cellPipe(), a.meta.DataType.Size
-	b, ok := p.ab.(bytesCodecAB)
-	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) || a.cpuEncode || zarrtune.CPUEncode.Load() {
+	bc, ok := a.cellPipe().plainThen()
+	if !ok || a.cpuEncode || zarrtune.CPUEncode.Load() {
 		return bloscCodec{}, false
 	}
-	c, ok := p.bb[0].(bloscCodec)
+	es := a.meta.DataType.Size
+	c, ok := bc.(bloscCodec)
 	ok = ok && c.cname == "lz4" && c.clevel > 0 && c.shuffle != 2 && c.typeSize() == es && len(a.pipe.fill) == es
 	return c, ok && (es == 1 || es == 2 || es == 4 || es == 8)
 }
@@ -224,18 +224,11 @@ const gpuBatchMost = 1024
 func newGPUEncoding(target devmem.Range, n, tasks, k int, c bloscCodec) (*gpuEncoding, error) {
 	bs := c.blocksize
 	if bs <= 0 {
-		bs = gpuBlockSize
-		if v := zarrtune.GPUEncodeBlock.Load(); v > 0 {
-			bs = int(v)
-		}
+		bs = tuned(gpuBlockSize, &zarrtune.GPUEncodeBlock)
 	}
 	bs = min(bs, n)
 	bs -= bs % c.typeSize()
-	limit := gpuEncodeBytes
-	if v := zarrtune.GPUEncodeBytes.Load(); v > 0 {
-		limit = int(v)
-	}
-	per := min(tasks*k, gpuBatchMost, max(k, limit/(n+16)))
+	per := min(tasks*k, gpuBatchMost, max(k, tuned(gpuEncodeBytes, &zarrtune.GPUEncodeBytes)/(n+16)))
 	e := &gpuEncoding{target: target, per: per - per%k, size: max(bandTarget, n+16)}
 	err := cuda.WithContext(target.Ctx, func() error {
 		enc, err := kernels.LoadBloscLZ4(target.Ctx)

@@ -27,6 +27,17 @@ func (p *pipeline) raw() bool {
 	return ok && len(p.aa) == 0 && len(p.bb) == 0 && (!b.big || b.unit == 1)
 }
 
+// plainThen returns the chain's one bytes-to-bytes codec where the chain
+// is plain little-endian C-order elements (as raw's) followed by it: the
+// chunks the GPU's kernels decode and encode.
+func (p *pipeline) plainThen() (bytesCodec, bool) {
+	b, ok := p.ab.(bytesCodecAB)
+	if !ok || len(p.aa) > 0 || len(p.bb) != 1 || (b.big && b.unit > 1) {
+		return nil, false
+	}
+	return p.bb[0], true
+}
+
 // sharded returns the sharding codec when it is the whole chain.
 func (p *pipeline) sharded() *shardingCodec {
 	s, ok := p.ab.(*shardingCodec)
