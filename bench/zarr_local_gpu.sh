@@ -86,7 +86,13 @@ END {
       ok = v[k "_gpu"] >= want; line = line sprintf(" %s/dec %s", k, ok ? "ok" : "MISS"); miss += !ok
     }
     if (k != "gzip" && (k "_gpu" in v) && (("ts_gpu_" k) in v)) { ok = v[k "_gpu"] >= 2 * v["ts_gpu_" k]; line = line sprintf(" %s/ts %s", k, ok ? "ok" : "MISS"); miss += !ok }
-    if ((k "_write" in v) && (k "_encode" in v)) { ok = v[k "_write"] >= 0.9 * v[k "_encode"]; line = line sprintf(" %s/wr %s", k, ok ? "ok" : "MISS"); miss += !ok }
+    # A host write meets its goal on the CPU, or with the GPU encoding
+    # (SetEncodeDevice; Blosc LZ4 only), which the line names.
+    if ((k "_write" in v) && (k "_encode" in v)) {
+      ok = v[k "_write"] >= 0.9 * v[k "_encode"]; how = ""
+      if (!ok && (k "_write_gpu" in v)) { ok = v[k "_write_gpu"] >= 0.9 * v[k "_encode"]; how = " (GPU encoding; CPU " r(k "_write", k "_encode") ")" }
+      line = line sprintf(" %s/wr %s%s", k, ok ? "ok" : "MISS", how); miss += !ok
+    }
     if ((k "_devwrite" in v) && (k "_encode" in v)) { ok = v[k "_devwrite"] >= 0.9 * v[k "_encode"]; line = line sprintf(" %s/devwr %s", k, ok ? "ok" : "MISS"); miss += !ok }
   }
   printf "goal check (local):%s; %d missed\n", line, miss
@@ -99,6 +105,9 @@ END {
   line = ""
   for (i = 2; i <= n; i++) if (c[i] "_devwrite_cpuencode" in v) line = line sprintf(" %s %s GB/s, %s of encode (the GPU encoding %sx it, paired %s)", c[i], g(c[i] "_devwrite_cpuencode"), r(c[i] "_devwrite_cpuencode", c[i] "_encode"), r(c[i] "_devwrite", c[i] "_devwrite_cpuencode"), g(c[i] "_devwrite_devwrite_cpuencode_paired"))
   if (line != "") printf "device writes encoding on the CPU (-alt-cpuencode):%s\n", line
+  line = ""
+  for (i = 2; i <= n; i++) if (c[i] "_write_gpu" in v) line = line sprintf(" %s %s GB/s, %s of encode (paired %s), %sx the host write encoding on the CPU (paired %s)", c[i], g(c[i] "_write_gpu"), r(c[i] "_write_gpu", c[i] "_encode"), g(c[i] "_write_gpu_encode_paired"), r(c[i] "_write_gpu", c[i] "_write"), g(c[i] "_write_gpu_write_paired"))
+  if (line != "") printf "host writes encoding on the GPU (SetEncodeDevice):%s\n", line
   line = ""
   for (i = 2; i <= n; i++) if (c[i] "_gpu_cpuunshuffle" in v) line = line sprintf(" %s %s GB/s, %s of decode (GPU unshuffle %sx it, paired %s)", c[i], g(c[i] "_gpu_cpuunshuffle"), r(c[i] "_gpu_cpuunshuffle", c[i] "_decode"), r(c[i] "_gpu", c[i] "_gpu_cpuunshuffle"), g(c[i] "_gpu_gpu_cpuunshuffle_paired"))
   if (line != "") printf "device reads with the CPU unshuffling (-alt-unshuffle):%s\n", line

@@ -28,6 +28,9 @@ type Array struct {
 	cpuDecode bool
 	// cpuEncode: device writes encode on the CPU only (SetGPUEncode).
 	cpuEncode bool
+	// encodeDev: 1 + the ordinal of the GPU that host writes encode on
+	// (SetEncodeDevice); 0, none.
+	encodeDev int
 }
 
 // Open opens the array at path in s: zarr.json (v3) if present, else
@@ -312,6 +315,23 @@ func (a *Array) SetGPUDecode(on bool) { a.cpuDecode = !on }
 // copy the region to host memory and encode on the CPU, as host writes
 // do. Set it before the array is used, as SetWorkers.
 func (a *Array) SetGPUEncode(on bool) { a.cpuEncode = !on }
+
+// SetEncodeDevice sets the GPU, by ordinal, that host writes (WriteRegion
+// and the writes made of it) encode on what device writes encode on the
+// GPU (see SetGPUEncode): the whole chunks a write covers, 32 MiB of them
+// or more, gathered by the workers into pinned buffers and copied to the
+// device batch by batch (about 2 GiB of device memory while the write
+// lasts) while the chunks of the batch before are stored: the cores
+// gather and store, the GPU encodes. A 1 GiB array of 1 MiB chunks into
+// tmpfs so written ran at 1.24-1.32x the cores' encode-only pace, where
+// the cores' own write ran at 0.82-0.86x (H200, 16 cores, Blosc LZ4, the
+// pages of the files the bound). By default, and for d < 0, host writes
+// encode on the CPU. Where no CUDA driver is found, or it cannot run
+// kvik's kernels, they do so too; an ordinal the driver does not know is
+// an error of the write. The device's primary context is retained for
+// the life of the process, as KvikIO's are. Set it before the array is
+// used, as SetWorkers.
+func (a *Array) SetEncodeDevice(d int) { a.encodeDev = max(d+1, 0) }
 
 // ChunkKey returns the store key of the chunk at grid coordinates c.
 func (a *Array) ChunkKey(c []int) string {

@@ -624,3 +624,33 @@ func ExampleArray_SetGPUEncode() {
 		log.Fatal(err)
 	}
 }
+
+// ExampleArray_SetEncodeDevice saves a field that lies in host memory
+// as Blosc LZ4 chunks, GPU 0 encoding them while the cores gather and
+// store; on a machine without a CUDA driver the same code encodes on the
+// cores.
+func ExampleArray_SetEncodeDevice() {
+	const rows, cols = 8192, 8192      // 256 MiB of float32
+	field := make([]byte, 4*rows*cols) // filled by the caller
+
+	ctx := context.Background()
+	s, err := zarr.NewDirStore("/dev/shm/fields")
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := zarr.Create(ctx, s, "h", zarr.Metadata{
+		Shape: []int{rows, cols}, ChunkShape: []int{512, 512}, // 1 MiB chunks
+		DataType: zarr.DataType{Kind: zarr.Float, Size: 4},
+		Codecs: []zarr.Codec{
+			{Name: "bytes", Configuration: map[string]any{"endian": "little"}},
+			{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4}},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	a.SetEncodeDevice(0)
+	if err := a.WriteRegion(ctx, []int{0, 0}, []int{rows, cols}, field); err != nil {
+		log.Fatal(err) // errors.Is(err, cuda.ErrorInvalidDevice) for a GPU the driver does not know
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
@@ -138,23 +139,26 @@ func (a *Array) splitGPU(in view, tasks []chunkTask) (gpu, cpu []chunkTask) {
 	return gpu, cpu
 }
 
-// writeGPU writes tasks, whole chunks of the region in whose bytes are
-// in device memory at src, encoded with c on the GPU, batch by batch:
-// one goroutine has the GPU encode a batch while the chunks of the one
-// before are copied into pinned buffers, which the workers store
-// meanwhile (each chunk as Set stores it, or deleted where all of it is
-// the fill value and a does not write such chunks). It returns the
+// writeGPU writes tasks, whole chunks of the region in, encoded with c
+// on the GPU of target, batch by batch: one goroutine has the GPU encode
+// a batch while the chunks of the one before are copied into pinned
+// buffers, which the workers store meanwhile (each chunk as Set stores
+// it, or deleted where all of it is the fill value and a does not write
+// such chunks). The region's bytes are in device memory at src, each
+// chunk's rows evenly apart (see splitGPU); or, where src is 0, in host
+// memory (in.buf), each batch's chunks gathered into pinned buffers and
+// copied to the device while the batch before encodes. It returns the
 // tasks it leaves to the CPU: all of them where they are fewer than
 // gpuEncodeMin bytes, or the kernel cannot be loaded (an old driver) or
-// its device memory allocated.
+// its memory allocated.
 func (a *Array) writeGPU(ctx context.Context, target devmem.Range, in view, tasks []chunkTask, src cuda.DevicePtr, c bloscCodec) ([]chunkTask, error) {
 	cells := a.gpuCells()
 	k := len(cells) // the GPU's chunks a task
 	n := numElements(a.cellShape()) * in.es
-	if len(tasks) == 0 || k > gpuBatchMost || len(tasks)*k*n < gpuEncodeMin && zarrtune.GPUEncodeBytes.Load() <= 0 {
+	if !a.gpuWorth(len(tasks), k, n) {
 		return tasks, nil
 	}
-	e, err := newGPUEncoding(target, n, len(tasks), k, c)
+	e, err := newGPUEncoding(target, n, len(tasks), k, c, src == 0)
 	if err != nil {
 		return tasks, nil
 	}
@@ -164,10 +168,21 @@ func (a *Array) writeGPU(ctx context.Context, target devmem.Range, in view, task
 	chunks := make([]kernels.BloscChunk, 0, len(tasks)*k)
 	for _, t := range tasks {
 		for _, cell := range cells {
-			off, rows, width, pitch, _ := chunkRows(in, a.cellTask(t, cell))
-			chunks = append(chunks, kernels.BloscChunk{Src: src + cuda.DevicePtr(off), Rows: rows, Width: width, Pitch: pitch,
-				TypeSize: in.es, Shuffle: c.shuffle == 1, Fill: binary.LittleEndian.Uint64(fill[:])})
+			ch := kernels.BloscChunk{Rows: 1, Width: n, Pitch: n, TypeSize: in.es, Shuffle: c.shuffle == 1, Fill: binary.LittleEndian.Uint64(fill[:])}
+			if src != 0 {
+				off, rows, width, pitch, _ := chunkRows(in, a.cellTask(t, cell))
+				ch.Src, ch.Rows, ch.Width, ch.Pitch = src+cuda.DevicePtr(off), rows, width, pitch
+			}
+			chunks = append(chunks, ch)
 		}
+	}
+	if src == 0 {
+		shape := a.cellShape()
+		e.gather = func(i int, dst []byte) {
+			t := a.cellTask(tasks[i/k], cells[i%k])
+			copyBox(view{buf: dst, shape: shape, es: in.es, start: make([]int, len(shape))}, in.sub(t.dstStart), shape)
+		}
+		e.workers = a.concurrency()
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	ready := make(chan encodedBatch, 1)
@@ -201,6 +216,48 @@ func (a *Array) writeGPU(ctx context.Context, target devmem.Range, in view, task
 	return nil, g.Wait()
 }
 
+// gpuWorth reports whether tasks of k chunks of n bytes each are enough
+// for the GPU to encode (see gpuEncodeMin).
+func (a *Array) gpuWorth(tasks, k, n int) bool {
+	return tasks > 0 && k <= gpuBatchMost && (tasks*k*n >= gpuEncodeMin || zarrtune.GPUEncodeBytes.Load() > 0)
+}
+
+// writeHostGPU has the GPU of SetEncodeDevice encode the whole chunks
+// among tasks of a host write from in (see writeGPU) and returns the
+// tasks it leaves to the CPU: every one where the array has no such GPU,
+// its chunks are not ones the GPU encodes, or no driver is found.
+func (a *Array) writeHostGPU(ctx context.Context, in view, tasks []chunkTask) ([]chunkTask, error) {
+	c, ok := a.gpuBlosc()
+	if a.encodeDev == 0 || !ok {
+		return tasks, nil
+	}
+	var gpu, cpu []chunkTask
+	for _, t := range tasks {
+		if a.covers(t) && a.insideArray(t) {
+			gpu = append(gpu, t)
+		} else {
+			cpu = append(cpu, t)
+		}
+	}
+	if !a.gpuWorth(len(gpu), len(a.gpuCells()), numElements(a.cellShape())*in.es) {
+		return tasks, nil
+	}
+	if cuda.Init() != nil {
+		return tasks, nil // no driver: the CPU encodes
+	}
+	d, err := cuda.DeviceGet(a.encodeDev - 1)
+	if err != nil {
+		return nil, fmt.Errorf("zarr: encode device %d: %w", a.encodeDev-1, err)
+	}
+	pctx, err := devmem.PrimaryContext(d)
+	if err != nil {
+		return nil, fmt.Errorf("zarr: encode device %d: %w", a.encodeDev-1, err)
+	}
+	a.spreadDirs(gpu)
+	left, err := a.writeGPU(ctx, devmem.Range{Ctx: pctx, Primary: true}, in, gpu, 0, c)
+	return append(cpu, left...), err
+}
+
 // gpuEncoding is the memory and streams of a device write's chunks
 // encoded on the GPU: two batches, so that one encodes while the other's
 // chunks are copied out, and two sets of pinned buffers (of a band's
@@ -213,6 +270,15 @@ type gpuEncoding struct {
 	streams []cuda.Stream
 	size    int
 	sets    [2][]*kvik.PinnedBuffer
+	// A host write's (gather set): gather copies chunk i of the write
+	// into dst on one of workers goroutines; ins holds each batch's
+	// chunks on the device, staged through pinned set ins[k%2].
+	gather  func(i int, dst []byte)
+	workers int
+	n       int
+	total   int // the write's chunks
+	in      []*cuda.DeviceBuffer
+	staged  [2][]*kvik.PinnedBuffer
 }
 
 // gpuBatchMost is the most chunks a batch of the GPU's encodes.
@@ -220,8 +286,9 @@ const gpuBatchMost = 1024
 
 // newGPUEncoding loads the kernel and allocates batches for tasks of k
 // chunks of n bytes each (a batch holds whole tasks) in c's blocks (one
-// batch where a second does not fit).
-func newGPUEncoding(target devmem.Range, n, tasks, k int, c bloscCodec) (*gpuEncoding, error) {
+// batch where a second does not fit), and, for a host write, the device
+// and pinned memory its chunks are staged through.
+func newGPUEncoding(target devmem.Range, n, tasks, k int, c bloscCodec, host bool) (*gpuEncoding, error) {
 	bs := c.blocksize
 	if bs <= 0 {
 		bs = tuned(gpuBlockSize, &zarrtune.GPUEncodeBlock)
@@ -229,7 +296,7 @@ func newGPUEncoding(target devmem.Range, n, tasks, k int, c bloscCodec) (*gpuEnc
 	bs = min(bs, n)
 	bs -= bs % c.typeSize()
 	per := min(tasks*k, gpuBatchMost, max(k, tuned(gpuEncodeBytes, &zarrtune.GPUEncodeBytes)/(n+16)))
-	e := &gpuEncoding{target: target, per: per - per%k, size: max(bandTarget, n+16)}
+	e := &gpuEncoding{target: target, per: per - per%k, size: max(bandTarget, n+16), n: n}
 	err := cuda.WithContext(target.Ctx, func() error {
 		enc, err := kernels.LoadBloscLZ4(target.Ctx)
 		if err != nil {
@@ -243,12 +310,32 @@ func newGPUEncoding(target devmem.Range, n, tasks, k int, c bloscCodec) (*gpuEnc
 			if err != nil {
 				return err
 			}
+			if host {
+				in, err := cuda.MemAlloc(e.per * n)
+				if err != nil {
+					b.Close()
+					if i > 0 {
+						break
+					}
+					return err
+				}
+				e.in = append(e.in, in)
+			}
 			e.batches = append(e.batches, b)
 			s, err := devmem.GetStream(target.Ctx, target.Primary)
 			if err != nil {
 				return err
 			}
 			e.streams = append(e.streams, s)
+		}
+		for k := range e.staged {
+			for range e.stagedBuffers(host) {
+				p, err := kvik.GetPinnedBuffer(e.size)
+				if err != nil {
+					return err
+				}
+				e.staged[k] = append(e.staged[k], p)
+			}
 		}
 		// Buffers for half the chunks' bytes (Blosc LZ4 rarely keeps
 		// more) are taken now: a buffer pinned while a kernel runs waits
@@ -271,6 +358,97 @@ func newGPUEncoding(target devmem.Range, n, tasks, k int, c bloscCodec) (*gpuEnc
 	return e, nil
 }
 
+// stagedBuffers returns how many pinned buffers a set of a host write's
+// staged chunks takes (none for a device write): a batch's chunks, each
+// within one buffer.
+func (e *gpuEncoding) stagedBuffers(host bool) int {
+	if !host {
+		return 0
+	}
+	each := e.size / e.n
+	return (e.per + each - 1) / each
+}
+
+// gatherBatch gathers batch k's chunks (chunk first of the write on)
+// into pinned set k%2 on the workers.
+func (e *gpuEncoding) gatherBatch(ctx context.Context, k, first, n int) error {
+	set, each := e.staged[k%2], e.size/e.n
+	return parallel(ctx, n, e.workers, func(_ context.Context, _, i int) error {
+		at := i % each * e.n
+		e.gather(first+i, set[i/each].Bytes()[at:at+e.n])
+		return nil
+	})
+}
+
+// upload queues the copy of batch k's chunks, gathered, from pinned set
+// k%2 to the device on stream s and points them at it; the context must
+// be current. The device memory is free: the batch that used it last
+// runs before on s.
+func (e *gpuEncoding) upload(k int, s cuda.Stream, chunks []kernels.BloscChunk) error {
+	set, in, each := e.staged[k%2], e.in[k%len(e.in)], e.size/e.n
+	for j := 0; j*each < len(chunks); j++ {
+		m := min(each, len(chunks)-j*each)
+		if err := cuda.MemcpyHtoDAsync(in.Ptr()+cuda.DevicePtr(j*each*e.n), set[j].Bytes()[:m*e.n], s); err != nil {
+			return err
+		}
+	}
+	for i := range chunks {
+		chunks[i].Src = in.Ptr() + cuda.DevicePtr(i*e.n)
+	}
+	return nil
+}
+
+// stager gathers a host write's batches ahead of the GPU on a goroutine
+// of its own: batch k into pinned set k%2 once the copy to the device of
+// the batch two before is done (freed), each batch's end sent on
+// gathered in turn.
+type stager struct {
+	gathered chan error
+	freed    chan struct{}
+	quit     chan struct{}
+	exited   chan struct{}
+}
+
+// startStaging starts gathering the count batches of a host write.
+func (e *gpuEncoding) startStaging(ctx context.Context, count int) *stager {
+	st := &stager{gathered: make(chan error, 2), freed: make(chan struct{}, 2), quit: make(chan struct{}), exited: make(chan struct{})}
+	st.freed <- struct{}{}
+	st.freed <- struct{}{}
+	go func() {
+		defer close(st.exited)
+		for k := range count {
+			select {
+			case <-st.freed:
+			case <-st.quit:
+				return
+			}
+			err := e.gatherBatch(ctx, k, k*e.per, min(e.per, e.total-k*e.per))
+			st.gathered <- err // room for two: a batch waits for a free set
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return st
+}
+
+// wait waits for the next batch's gathering.
+func (st *stager) wait(ctx context.Context) error {
+	select {
+	case err := <-st.gathered:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stop ends the gathering and waits for its goroutine, which then
+// touches no pinned set.
+func (st *stager) stop() {
+	close(st.quit)
+	<-st.exited
+}
+
 // encodedBatch is the chunks of a batch, from chunk first of a write's,
 // encoded and copied into pinned set set.
 type encodedBatch struct {
@@ -285,19 +463,49 @@ type encodedBatch struct {
 // before the chunks of the one before are copied out, and hands each
 // batch, copied, to done; the context must be current.
 func (e *gpuEncoding) run(ctx context.Context, chunks []kernels.BloscChunk, free chan int, done func(encodedBatch) error) error {
+	batch := func(k int) []kernels.BloscChunk {
+		return chunks[k*e.per : min((k+1)*e.per, len(chunks))]
+	}
 	launch := func(k int) error {
-		first := k * e.per
-		return e.batches[k%len(e.batches)].Launch(e.streams[k%len(e.streams)], chunks[first:min(first+e.per, len(chunks))])
+		return e.batches[k%len(e.batches)].Launch(e.streams[k%len(e.streams)], batch(k))
+	}
+	// A host write's batches are gathered ahead (st) and copied to the
+	// device on their streams, the next while this one encodes.
+	var st *stager
+	if e.gather != nil {
+		e.total = len(chunks)
+		st = e.startStaging(ctx, (len(chunks)+e.per-1)/e.per)
+		defer st.stop()
+	}
+	upload := func(k int) error {
+		if st == nil {
+			return nil
+		}
+		if err := st.wait(ctx); err != nil {
+			return err
+		}
+		return e.upload(k, e.streams[k%len(e.streams)], batch(k))
 	}
 	count := (len(chunks) + e.per - 1) / e.per
+	if err := upload(0); err != nil {
+		return err
+	}
 	if err := launch(0); err != nil {
 		return err
 	}
 	for k := range count {
+		if k+1 < count {
+			if err := upload(k + 1); err != nil {
+				return err
+			}
+		}
 		b, s := e.batches[k%len(e.batches)], e.streams[k%len(e.streams)]
 		res, err := b.Results(s)
 		if err != nil {
 			return err
+		}
+		if st != nil {
+			st.freed <- struct{}{} // batch k's copy to the device is done
 		}
 		if k+1 < count && len(e.batches) > 1 {
 			if err := launch(k + 1); err != nil {
@@ -364,7 +572,10 @@ func (e *gpuEncoding) close() {
 		for _, b := range e.batches {
 			b.Close()
 		}
-		for _, set := range e.sets {
+		for _, in := range e.in {
+			in.Close()
+		}
+		for _, set := range append(e.sets[:], e.staged[:]...) {
 			for _, p := range set {
 				p.Release()
 			}

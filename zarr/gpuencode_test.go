@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -16,9 +17,10 @@ import (
 // chunks cut by the array's edge, regions that cut chunks, chunks all of
 // the fill value, random block sizes) twice, in the same random rounds:
 // encoded on the GPU (the whole chunks a region covers) and, with
-// zarrtune.CPUEncode, on the CPU. Both read back as the model says
-// after every round and store the same chunks; each chunk the GPU
-// wrote decodes to the bytes of the CPU's.
+// zarrtune.CPUEncode, on the CPU; and from host memory, encoded on the
+// GPU of SetEncodeDevice. Each reads back as the model says after every
+// round, and they store the same chunks; each chunk the GPU wrote
+// decodes to the bytes of the CPU's.
 func TestDeviceWriteGPUBlosc(t *testing.T) {
 	ctx := needGPU(t)
 	rng := rand.New(rand.NewPCG(40, 41))
@@ -72,6 +74,11 @@ func TestDeviceWriteGPUBlosc(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			host, err := Create(bg, s, "host", m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			host.SetEncodeDevice(0)
 			if _, ok := gpu.gpuBlosc(); ok == c.big {
 				t.Fatalf("%s: encoded on the GPU: %v", c.name, ok)
 			}
@@ -82,7 +89,7 @@ func TestDeviceWriteGPUBlosc(t *testing.T) {
 			t.Cleanup(func() { zarrtune.GPUEncodeBytes.Store(0) })
 			fill := gpu.pipe.fill
 			ref := model{shape: c.shape, es: es, buf: chunkFill(fill, c.shape)}
-			var encoded int64 // chunks the GPU encoded and stored
+			var encoded, fromHost int64 // chunks the GPU encoded and stored
 			for round := range 4 {
 				start, stop := make([]int, len(c.shape)), slices.Clone(c.shape)
 				if round > 0 {
@@ -93,26 +100,42 @@ func TestDeviceWriteGPUBlosc(t *testing.T) {
 				}
 				src := regionData(rng, c.dt, fill, start, stop, round)
 				ref.write(start, stop, src)
-				for _, a := range []*Array{gpu, cpu} {
+				for _, a := range []*Array{gpu, cpu, host} {
 					if a == cpu {
 						zarrtune.CPUEncode.Store(true)
 					}
 					before := gpuEncodedChunks.Load()
-					err := writeFromDevice(ctx, a, start, stop, src)
+					var err error
+					if a == host {
+						err = a.WriteRegion(bg, start, stop, src)
+					} else {
+						err = writeFromDevice(ctx, a, start, stop, src)
+					}
 					zarrtune.CPUEncode.Store(false)
 					if err != nil {
 						t.Fatal(err)
 					}
-					encoded += gpuEncodedChunks.Load() - before
+					if a == host {
+						fromHost += gpuEncodedChunks.Load() - before
+					} else {
+						encoded += gpuEncodedChunks.Load() - before
+					}
 					if a == cpu && gpuEncodedChunks.Load() != before {
 						t.Fatalf("the GPU encoded chunks of a write told to encode on the CPU")
 					}
 					checkModel(t, a, ref)
 				}
 				compareChunks(t, s, gpu, cpu)
+				compareChunks(t, s, host, cpu)
 			}
+			// The GPU encodes every whole chunk of a host write (gathered
+			// on the CPU), those of a device write whose rows lie evenly
+			// apart.
 			if want := c.name != "u8-3d" && !c.big; (encoded > 0) != want {
 				t.Fatalf("%s: the GPU encoded and stored %d chunks", c.name, encoded)
+			}
+			if (fromHost > 0) == c.big {
+				t.Fatalf("%s: the GPU encoded and stored %d chunks of host writes", c.name, fromHost)
 			}
 		})
 	}
@@ -161,6 +184,7 @@ func writeFromDevice(ctx cuda.Context, a *Array, start, stop []int, src []byte) 
 // chunks, each decoding to the same bytes.
 func compareChunks(t *testing.T, s *DirStore, gpu, cpu *Array) {
 	t.Helper()
+	gp, cp := gpu.path, cpu.path
 	list := func(prefix string) []string {
 		keys, err := s.List(bg, prefix)
 		if err != nil {
@@ -175,14 +199,14 @@ func compareChunks(t *testing.T, s *DirStore, gpu, cpu *Array) {
 		slices.Sort(out)
 		return out
 	}
-	g, c := list("gpu/"), list("cpu/")
+	g, c := list(gp), list(cp)
 	if !slices.Equal(g, c) {
 		t.Fatalf("chunks stored: GPU %v, CPU %v", g, c)
 	}
 	n := numElements(gpu.meta.ChunkShape) * gpu.meta.DataType.Size
 	for _, k := range g {
 		var dec [2][]byte
-		for i, p := range []string{"gpu/", "cpu/"} {
+		for i, p := range []string{gp, cp} {
 			enc, err := s.Get(bg, p+k, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -306,6 +330,55 @@ func TestGPUBloscChains(t *testing.T) {
 			if _, ok := a.gpuBlosc(); ok {
 				t.Errorf("%s: the GPU encodes after SetGPUEncode(false)", c.name)
 			}
+		}
+	}
+}
+
+// TestSetEncodeDevice writes a Blosc LZ4 array from host memory with
+// SetEncodeDevice: on a machine with a CUDA driver the GPU encodes its
+// chunks and an ordinal the driver does not know fails the write
+// (cuda.ErrorInvalidDevice); without one the CPU encodes them all. The
+// array reads back as written either way, and d < 0 keeps the CPU.
+func TestSetEncodeDevice(t *testing.T) {
+	rng := rand.New(rand.NewPCG(44, 45))
+	driver := cuda.Init() == nil
+	zarrtune.GPUEncodeBytes.Store(int64((1 + rng.IntN(40)) << 12))
+	t.Cleanup(func() { zarrtune.GPUEncodeBytes.Store(0) })
+	m := Metadata{Shape: []int{40000 + rng.IntN(999)}, ChunkShape: []int{1000}, DataType: DataType{Kind: Int, Size: 4},
+		Codecs: []Codec{{Name: "bytes", Configuration: map[string]any{"endian": "little"}},
+			{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4}}}}
+	for _, d := range []int{0, -1, 1 << 20} {
+		s, err := NewDirStore(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := Create(bg, s, "a", m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.SetEncodeDevice(d)
+		src := regionData(rng, m.DataType, a.pipe.fill, []int{0}, m.Shape, 0)
+		before := gpuEncodedChunks.Load()
+		err = a.WriteRegion(bg, []int{0}, m.Shape, src)
+		gpu := gpuEncodedChunks.Load() - before
+		if d == 1<<20 && driver {
+			if !errors.Is(err, cuda.ErrorInvalidDevice) {
+				t.Fatalf("device %d: %v, want cuda.ErrorInvalidDevice", d, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("device %d: %v", d, err)
+		}
+		if want := driver && d == 0; (gpu > 0) != want {
+			t.Fatalf("device %d (driver %v): the GPU encoded %d chunks", d, driver, gpu)
+		}
+		got := make([]byte, len(src))
+		if err := a.ReadRegion(bg, []int{0}, m.Shape, got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, src) {
+			t.Fatalf("device %d: the array reads back other bytes", d)
 		}
 	}
 }

@@ -28,7 +28,10 @@ func (a *Array) WriteRegion(ctx context.Context, start, stop []int, src []byte) 
 		return fmt.Errorf("%w: buffer of %d bytes for a %d-byte region", ErrInvalidRegion, len(src), size)
 	}
 	in := view{buf: src, shape: r.count, es: a.meta.DataType.Size}
-	tasks := a.chunkTasks(r)
+	tasks, err := a.writeHostGPU(ctx, in, a.chunkTasks(r))
+	if err != nil {
+		return err
+	}
 	a.spreadDirs(tasks)
 	return a.run(ctx, len(tasks), func(ctx context.Context, _, i int) error { return a.writeChunk(ctx, tasks[i], in) })
 }

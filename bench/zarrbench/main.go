@@ -66,7 +66,7 @@ func main() {
 	encodeBlock := flag.Int64("gpuencode-block", 0, "the Blosc block size of chunks a device write encodes on the GPU where the codec leaves it to the encoder (zarrtune.GPUEncodeBlock; 0: zarr's default)")
 	altCPUDecode := flag.Bool("alt-cpuzstd", false, "in each round, also read each array of chunks the GPU decodes (zstd, gzip) into device memory with the chunks decoded on the CPU (zarrtune.CPUDecode) instead: the key keeps its old name: RESULT NAME_gpu_cpuzstd")
 	flag.BoolVar(&writeEmpty, "write-empty", false, "store chunks all of the fill value (Array.SetWriteEmptyChunks(true)): the writes without the fill-value check, for an A/B in two processes")
-	profile := flag.String("profile", "", "a directory for a CPU profile of 5 more writes of each codec (each into a new array) and a trace of one more (NAME-write.prof, .trace), of as many encode ceilings (NAME-encode.prof, .trace), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout")
+	profile := flag.String("profile", "", "a directory for a CPU profile of 5 more writes of each codec (each into a new array) and a trace of one more (NAME-write.prof, .trace), of as many encode ceilings (NAME-encode.prof, .trace), of 5 host reads and a trace of one (NAME-host.prof, .trace) and, with a GPU, a CPU profile (5 reads) and an execution trace (1 read) of its device reads in the default layout and of host writes encoding on the GPU (NAME-write-gpu)")
 	flag.Parse()
 	zarrtune.GPUEncodeBytes.Store(*encodeBytes)
 	zarrtune.GPUEncodeBlock.Store(*encodeBlock)
@@ -211,6 +211,17 @@ func main() {
 				keep("devwrite_rows", timed(func() { check(a.WriteRegionDevice(bg, []int{0, 0}, shape, g.src.Ptr())) }))
 				zarrtune.RowMajorWrites.Store(false)
 			}
+			// Host writes with the GPU encoding (SetEncodeDevice): only
+			// Blosc LZ4 chunks are ones it encodes.
+			if strings.Contains(name, "lz4") {
+				_, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
+				a.SetEncodeDevice(0)
+				keep("write_gpu", timed(func() { check(a.WriteRegion(bg, []int{0, 0}, shape, data)) }))
+				check(a.ReadRegion(bg, []int{0, 0}, shape, host))
+				if crc32.ChecksumIEEE(host) != sum {
+					log.Fatalf("%s: the array differs from the data after a host write encoded on the GPU", name)
+				}
+			}
 			if *altCPUEncode {
 				_, a = create(filepath.Join(*dir, name+".zarr"), m, *workers)
 				zarrtune.CPUEncode.Store(true)
@@ -242,18 +253,29 @@ func main() {
 				check(news[0].WriteRegion(bg, []int{0, 0}, shape, data))
 				news = news[1:]
 			})
+			if g != nil && strings.Contains(name, "lz4") {
+				for i := range 6 {
+					_, w := create(filepath.Join(*dir, fmt.Sprintf("%s-%d.zarr", name, i)), m, *workers)
+					w.SetEncodeDevice(0)
+					news = append(news, w)
+				}
+				profileReads(filepath.Join(*profile, name+"-write-gpu"), func() {
+					check(news[0].WriteRegion(bg, []int{0, 0}, shape, data))
+					news = news[1:]
+				})
+			}
 			for i := range 6 {
 				check(os.RemoveAll(filepath.Join(*dir, fmt.Sprintf("%s-%d.zarr", name, i))))
 			}
 		}
 		dec, enc, write := row["decode"], row["encode"], row["write"]
 		fmt.Printf("%-13s %6.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, row["ratio"], dec, enc, write, row["devwrite"], row["host"], row["gpu"], row["gpu_region"], row["gpu_cells"])
-		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_nosync", "write_rows", "devwrite", "devwrite_rows", "devwrite_cpuencode", "host", "gpu", "gpu_region", "gpu_cells", "gpu_cpuunshuffle", "gpu_cpuzstd"} {
+		for _, k := range []string{"ratio", "decode", "decode_hot", "encode", "write", "write_first", "write_nosync", "write_rows", "write_gpu", "devwrite", "devwrite_rows", "devwrite_cpuencode", "host", "gpu", "gpu_region", "gpu_cells", "gpu_cpuunshuffle", "gpu_cpuzstd"} {
 			if v, ok := row[k]; ok {
 				result(name+"_"+k, v)
 			}
 		}
-		pairs := [][2]string{{"gpu", "decode"}, {"gpu_cpuunshuffle", "decode"}, {"gpu", "gpu_cpuunshuffle"}, {"gpu", "gpu_cpuzstd"}, {"host", "decode"}, {"write", "encode"}, {"write_nosync", "encode"}, {"devwrite", "encode"}, {"devwrite_cpuencode", "encode"}, {"devwrite", "devwrite_cpuencode"}}
+		pairs := [][2]string{{"gpu", "decode"}, {"gpu_cpuunshuffle", "decode"}, {"gpu", "gpu_cpuunshuffle"}, {"gpu", "gpu_cpuzstd"}, {"host", "decode"}, {"write", "encode"}, {"write_gpu", "encode"}, {"write_gpu", "write"}, {"write_nosync", "encode"}, {"devwrite", "encode"}, {"devwrite_cpuencode", "encode"}, {"devwrite", "devwrite_cpuencode"}}
 		for _, alt := range gpuAlts {
 			if v, ok := row[gpuAltKey(alt)]; ok {
 				result(name+"_"+gpuAltKey(alt), v)
