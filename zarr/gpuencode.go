@@ -258,8 +258,8 @@ func (a *Array) writeHostGPU(ctx context.Context, in view, tasks []chunkTask) ([
 	return append(cpu, left...), err
 }
 
-// gpuEncoding is the memory and streams of a device write's chunks
-// encoded on the GPU: two batches, so that one encodes while the other's
+// gpuEncoding is the memory and streams of a write's chunks encoded on
+// the GPU: two batches, so that one encodes while the other's
 // chunks are copied out, and two sets of pinned buffers (of a band's
 // size, which kvik's pool keeps between writes and reads) that batches'
 // chunks are copied into in turn, one set stored while the other fills.
@@ -277,7 +277,6 @@ type gpuEncoding struct {
 	gather  func(i int, dst []byte)
 	workers int
 	n       int
-	total   int // the write's chunks
 	in      []*cuda.DeviceBuffer
 	staged  [stagedSets][]*kvik.PinnedBuffer
 }
@@ -379,8 +378,8 @@ func (e *gpuEncoding) stagedBuffers(host bool) int {
 	return (e.per + each - 1) / each
 }
 
-// gatherBatch gathers batch k's chunks (chunk first of the write on)
-// into pinned set k%2 on the workers.
+// gatherBatch gathers batch k's n chunks (chunk first of the write on)
+// into pinned set k%stagedSets on the workers.
 func (e *gpuEncoding) gatherBatch(ctx context.Context, k, first, n int) error {
 	set, each := e.staged[k%stagedSets], e.size/e.n
 	return parallel(ctx, n, e.workers, func(_ context.Context, _, i int) error {
@@ -390,10 +389,10 @@ func (e *gpuEncoding) gatherBatch(ctx context.Context, k, first, n int) error {
 	})
 }
 
-// upload queues the copy of batch k's chunks, gathered, from pinned set
-// k%2 to the device on stream s and points them at it; the context must
-// be current. The device memory is free: the batch that used it last
-// runs before on s.
+// upload queues the copy of batch k's chunks, gathered, from their
+// pinned set to the device on stream s and points them at it; the
+// context must be current. The device memory is free: the batch that
+// used it last runs before on s.
 func (e *gpuEncoding) upload(k int, s cuda.Stream, chunks []kernels.BloscChunk) error {
 	set, in, each := e.staged[k%stagedSets], e.in[k%len(e.in)], e.size/e.n
 	for j := 0; j*each < len(chunks); j++ {
@@ -409,9 +408,9 @@ func (e *gpuEncoding) upload(k int, s cuda.Stream, chunks []kernels.BloscChunk) 
 }
 
 // stager gathers a host write's batches ahead of the GPU on a goroutine
-// of its own: batch k into pinned set k%2 once the copy to the device of
-// the batch two before is done (freed), each batch's end sent on
-// gathered in turn.
+// of its own: batch k into pinned set k%stagedSets once the copy to the
+// device of the batch that used the set before is done (freed), each
+// batch's end sent on gathered in turn.
 type stager struct {
 	gathered chan error
 	freed    chan struct{}
@@ -419,22 +418,23 @@ type stager struct {
 	exited   chan struct{}
 }
 
-// startStaging starts gathering the count batches of a host write.
-func (e *gpuEncoding) startStaging(ctx context.Context, count int) *stager {
+// startStaging starts gathering the batches of a host write of n
+// chunks.
+func (e *gpuEncoding) startStaging(ctx context.Context, n int) *stager {
 	st := &stager{gathered: make(chan error, stagedSets), freed: make(chan struct{}, stagedSets), quit: make(chan struct{}), exited: make(chan struct{})}
 	for range stagedSets {
 		st.freed <- struct{}{}
 	}
 	go func() {
 		defer close(st.exited)
-		for k := range count {
+		for k := range (n + e.per - 1) / e.per {
 			select {
 			case <-st.freed:
 			case <-st.quit:
 				return
 			}
-			err := e.gatherBatch(ctx, k, k*e.per, min(e.per, e.total-k*e.per))
-			st.gathered <- err // room for two: a batch waits for a free set
+			err := e.gatherBatch(ctx, k, k*e.per, min(e.per, n-k*e.per))
+			st.gathered <- err // room for each set's: a batch waits for a free set
 			if err != nil {
 				return
 			}
@@ -484,8 +484,7 @@ func (e *gpuEncoding) run(ctx context.Context, chunks []kernels.BloscChunk, free
 	// device on their streams, the next while this one encodes.
 	var st *stager
 	if e.gather != nil {
-		e.total = len(chunks)
-		st = e.startStaging(ctx, (len(chunks)+e.per-1)/e.per)
+		st = e.startStaging(ctx, len(chunks))
 		defer st.stop()
 	}
 	upload := func(k int) error {
