@@ -348,18 +348,11 @@ func TestSetEncodeDevice(t *testing.T) {
 		Codecs: []Codec{{Name: "bytes", Configuration: map[string]any{"endian": "little"}},
 			{Name: "blosc", Configuration: map[string]any{"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4}}}}
 	for _, d := range []int{0, -1, 1 << 20} {
-		s, err := NewDirStore(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := Create(bg, s, "a", m)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a, _ := newFilledArray(t, m)
 		a.SetEncodeDevice(d)
 		src := regionData(rng, m.DataType, a.pipe.fill, []int{0}, m.Shape, 0)
 		before := gpuEncodedChunks.Load()
-		err = a.WriteRegion(bg, []int{0}, m.Shape, src)
+		err := a.WriteRegion(bg, []int{0}, m.Shape, src)
 		gpu := gpuEncodedChunks.Load() - before
 		if d == 1<<20 && driver {
 			if !errors.Is(err, cuda.ErrorInvalidDevice) {
