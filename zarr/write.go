@@ -11,8 +11,9 @@ import (
 
 // WriteRegion writes src (C order, little-endian elements, the region's
 // size in bytes) to [start, stop). Chunks are encoded by up to SetWorkers
-// goroutines; a chunk the region covers only in part is read, updated and
-// rewritten. Each chunk is stored whole and atomically (Store.Set), or,
+// goroutines, or, Blosc LZ4 chunks the region covers whole, by the GPU of
+// SetEncodeDevice; a chunk the region covers only in part is read,
+// updated and rewritten. Each chunk is stored whole and atomically (Store.Set), or,
 // where all of it is the fill value, deleted (see SetWriteEmptyChunks).
 // Writes of one chunk (shard) wait for each other within the process,
 // through any Array on the same store (see docs/zarr.md): concurrent
