@@ -323,7 +323,7 @@ func (a *Array) SetGPUEncode(on bool) { a.cpuEncode = !on }
 // device batch by batch (about 2 GiB of device memory while the write
 // lasts) while the chunks of the batch before are stored: the cores
 // gather and store, the GPU encodes. A 1 GiB array of 1 MiB chunks into
-// tmpfs so written ran at 1.10-1.32x the cores' encode-only pace, where
+// tmpfs so written ran at 1.10-1.40x the cores' encode-only pace, where
 // the cores' own write ran at 0.82-0.87x (H200, 16 cores, Blosc LZ4, the
 // pages of the files the bound). By default, and for d < 0, host writes
 // encode on the CPU. Where no CUDA driver is found, or it cannot run
