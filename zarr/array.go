@@ -321,16 +321,17 @@ func (a *Array) SetGPUEncode(on bool) { a.cpuEncode = !on }
 // GPU (see SetGPUEncode): the whole chunks a write covers, 32 MiB of them
 // or more, gathered by the workers into pinned buffers and copied to the
 // device batch by batch (about 2 GiB of device memory while the write
-// lasts) while the chunks of the batch before are stored: the cores
-// gather and store, the GPU encodes. A 1 GiB array of 1 MiB chunks into
-// tmpfs so written ran at 1.10-1.40x the cores' encode-only pace, where
-// the cores' own write ran at 0.82-0.87x (H200, 16 cores, Blosc LZ4, the
-// pages of the files the bound). By default, and for d < 0, host writes
-// encode on the CPU. Where no CUDA driver is found, or it cannot run
-// kvik's kernels, they do so too; an ordinal the driver does not know is
-// an error of the write. The device's primary context is retained for
-// the life of the process, as KvikIO's are. Set it before the array is
-// used, as SetWorkers.
+// lasts, and about 768 MiB of pinned buffers, which kvik's pool keeps for
+// the next write: kvik.FreeBounceBuffers frees them) while the chunks of
+// the batch before are stored: the cores gather and store, the GPU
+// encodes. A 1 GiB array of 1 MiB chunks into tmpfs so written ran at
+// 1.10-1.40x the cores' encode-only pace, where the cores' own write ran
+// at 0.82-0.87x (H200, 16 cores, Blosc LZ4, the pages of the files the
+// bound). By default, and for d < 0, host writes encode on the CPU. Where
+// no CUDA driver is found, or it cannot run kvik's kernels, they do so
+// too; an ordinal the driver does not know is an error of the write. The
+// device's primary context is retained for the life of the process, as
+// KvikIO's are. Set it before the array is used, as SetWorkers.
 func (a *Array) SetEncodeDevice(d int) { a.encodeDev = max(d+1, 0) }
 
 // ChunkKey returns the store key of the chunk at grid coordinates c.
