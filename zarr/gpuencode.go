@@ -117,15 +117,16 @@ func chunkRows(in view, t chunkTask) (off, rows, width, pitch int, ok bool) {
 	return in.sub(t.dstStart).offset(), rows, width, pitch, true
 }
 
-// splitGPU returns the tasks of a device write that the GPU encodes
-// (whole chunks inside the array, the rows of each cell evenly apart in
-// the region in) and the others.
+// splitGPU returns the tasks of a write that the GPU encodes (whole
+// chunks inside the array; from device memory, where in holds no bytes,
+// the rows of each cell evenly apart in the region in, as the kernel
+// reads them there) and the others.
 func (a *Array) splitGPU(in view, tasks []chunkTask) (gpu, cpu []chunkTask) {
 	cells := a.gpuCells()
 	for _, t := range tasks {
 		ok := a.covers(t) && a.insideArray(t)
 		for _, c := range cells {
-			if !ok {
+			if !ok || in.buf != nil {
 				break
 			}
 			_, _, _, _, ok = chunkRows(in, a.cellTask(t, c))
@@ -231,25 +232,18 @@ func (a *Array) writeHostGPU(ctx context.Context, in view, tasks []chunkTask) ([
 	if a.encodeDev == 0 || !ok {
 		return tasks, nil
 	}
-	var gpu, cpu []chunkTask
-	for _, t := range tasks {
-		if a.covers(t) && a.insideArray(t) {
-			gpu = append(gpu, t)
-		} else {
-			cpu = append(cpu, t)
-		}
-	}
+	gpu, cpu := a.splitGPU(in, tasks)
 	if !a.gpuWorth(len(gpu), len(a.gpuCells()), numElements(a.cellShape())*in.es) {
 		return tasks, nil
 	}
 	if cuda.Init() != nil {
 		return tasks, nil // no driver: the CPU encodes
 	}
+	var pctx cuda.Context
 	d, err := cuda.DeviceGet(a.encodeDev - 1)
-	if err != nil {
-		return nil, fmt.Errorf("zarr: encode device %d: %w", a.encodeDev-1, err)
+	if err == nil {
+		pctx, err = devmem.PrimaryContext(d)
 	}
-	pctx, err := devmem.PrimaryContext(d)
 	if err != nil {
 		return nil, fmt.Errorf("zarr: encode device %d: %w", a.encodeDev-1, err)
 	}

@@ -13,8 +13,9 @@ import (
 // size in bytes) to [start, stop). Chunks are encoded by up to SetWorkers
 // goroutines, or, Blosc LZ4 chunks the region covers whole, by the GPU of
 // SetEncodeDevice; a chunk the region covers only in part is read,
-// updated and rewritten. Each chunk is stored whole and atomically (Store.Set), or,
-// where all of it is the fill value, deleted (see SetWriteEmptyChunks).
+// updated and rewritten. Each chunk is stored whole and atomically
+// (Store.Set), or, where all of it is the fill value, deleted (see
+// SetWriteEmptyChunks).
 // Writes of one chunk (shard) wait for each other within the process,
 // through any Array on the same store (see docs/zarr.md): concurrent
 // calls may write disjoint parts of one chunk. Across processes only
